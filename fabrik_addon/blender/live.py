@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Live solving: handlers that re-solve rigs on frame changes and when their targets move."""
+
+from __future__ import annotations
+
+import traceback
+
+import bpy
+from bpy.app.handlers import persistent
+
+from . import rig, solving
+
+# Our own pose writes tag the rig for another depsgraph update; this guard and
+# the input signature below keep us from reacting to them.
+_busy = False
+#: Per rig: the inputs (rig and target world matrices) of the last live solve.
+_last_inputs: dict[str, tuple] = {}
+
+
+def live_rigs(scene) -> list:
+    """Armature objects in the scene with live solving on."""
+    return [ob for ob in scene.objects if ob.type == 'ARMATURE' and ob.fabrik.live]
+
+
+def _inputs_of(obj, depsgraph) -> tuple:
+    """A hashable snapshot of what a solve of obj reads from other objects."""
+    matrices = [tuple(map(tuple, obj.evaluated_get(depsgraph).matrix_world))]
+    for effector in obj.fabrik.effectors:
+        target = effector.target
+        if target is None:
+            matrices.append(None)
+            continue
+        evaluated = target.evaluated_get(depsgraph)
+        m = evaluated.matrix_world
+        if effector.subtarget and target.type == 'ARMATURE' and effector.subtarget in evaluated.pose.bones:
+            m = m @ evaluated.pose.bones[effector.subtarget].matrix
+        matrices.append((tuple(map(tuple, m)), effector.enabled, effector.bone, effector.chain_length, effector.weight))
+    return tuple(matrices)
+
+
+def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
+    """Solve every live rig of the scene; a rig that fails is switched off with its error shown."""
+    global _busy
+    if _busy:
+        return
+    _busy = True
+    try:
+        for obj in live_rigs(scene):
+            try:
+                inputs = _inputs_of(obj, depsgraph)
+                if only_if_inputs_changed and _last_inputs.get(obj.name) == inputs:
+                    continue
+                _last_inputs[obj.name] = inputs
+                solving.solve_object(obj, depsgraph)
+            except Exception as exc:  # never raise into Blender's event loop
+                obj.fabrik.live = False
+                solving.status[obj.name] = solving.RigStatus(message=f"live solving stopped: {exc}", ok=False)
+                print(f"FABRIK: live solving of '{obj.name}' stopped:\n{traceback.format_exc()}")
+    finally:
+        _busy = False
+
+
+@persistent
+def on_frame_change(scene, depsgraph) -> None:
+    """Re-solve after animation has been evaluated for the new frame."""
+    solve_live(scene, depsgraph, only_if_inputs_changed=False)
+
+
+@persistent
+def on_depsgraph_update(scene, depsgraph) -> None:
+    """Re-solve when a watched target or the rig itself has moved."""
+    solve_live(scene, depsgraph, only_if_inputs_changed=True)
+
+
+@persistent
+def on_load(_filepath) -> None:
+    """References from the previous file are stale after a load."""
+    _last_inputs.clear()
+    solving.forget()
+    rig.clear_cache()
+
+
+_handlers = (
+    (bpy.app.handlers.frame_change_post, on_frame_change),
+    (bpy.app.handlers.depsgraph_update_post, on_depsgraph_update),
+    (bpy.app.handlers.load_post, on_load),
+)
+
+
+def register() -> None:
+    """Install the handlers (once)."""
+    for handler_list, function in _handlers:
+        if function not in handler_list:
+            handler_list.append(function)
+
+
+def unregister() -> None:
+    """Remove the handlers and forget all state."""
+    for handler_list, function in _handlers:
+        while function in handler_list:
+            handler_list.remove(function)
+    on_load(None)

@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Armature <-> core: read the rest skeleton and the current pose, write solved rotations back."""
+
+from __future__ import annotations
+
+import numpy as np
+from mathutils import Euler, Matrix, Quaternion
+
+from ..core import Pose, Skeleton
+
+# Skeletons are rebuilt only when the armature's structure or rest pose changes.
+_skeleton_cache: dict[str, tuple[tuple, Skeleton]] = {}
+
+
+def clear_cache() -> None:
+    """Forget every cached skeleton (add-on disable, file load)."""
+    _skeleton_cache.clear()
+
+
+def skeleton_of(obj) -> Skeleton:
+    """The core skeleton of an armature object (rest pose, armature space), cached."""
+    bones = obj.data.bones
+    n = len(bones)
+    rest = np.empty(n * 16, dtype=np.float32)
+    bones.foreach_get("matrix_local", rest)
+    lengths = np.empty(n, dtype=np.float32)
+    bones.foreach_get("length", lengths)
+    names = tuple(b.name for b in bones)
+    parents = tuple(b.parent.name if b.parent else "" for b in bones)
+    signature = (names, parents, rest.tobytes(), lengths.tobytes())
+    cached = _skeleton_cache.get(obj.data.name)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    index = {name: i for i, name in enumerate(names)}
+    matrices = [bone.matrix_local for bone in bones]
+    skeleton = Skeleton(
+        parents=[index[p] if p else -1 for p in parents],
+        rest_heads=[tuple(m.translation) for m in matrices],
+        rest_frames=[[tuple(row) for row in m.to_3x3()] for m in matrices],
+        lengths=[bone.length for bone in bones],
+        names=names,
+    )
+    _skeleton_cache[obj.data.name] = (signature, skeleton)
+    return skeleton
+
+
+def current_pose(obj, skeleton: Skeleton) -> Pose:
+    """The pose as Blender last evaluated it, in armature space (scale dropped)."""
+    n = len(skeleton)
+    flat = np.empty(n * 16, dtype=np.float64)
+    pose_bones = obj.pose.bones
+    order = [pose_bones[name] for name in skeleton.names]
+    for i, pb in enumerate(order):
+        flat[i * 16:(i + 1) * 16] = [v for row in pb.matrix for v in row]
+    m = flat.reshape(n, 4, 4)
+    frames = m[:, :3, :3].copy()
+    frames /= np.linalg.norm(frames, axis=1, keepdims=True)
+    return Pose(m[:, :3, 3].copy(), frames, skeleton.lengths)
+
+
+def world_to_armature(obj) -> Matrix:
+    """Matrix taking world coordinates into the armature's space; ValueError when it has none."""
+    world = obj.matrix_world
+    if abs(world.to_3x3().determinant()) < 1e-12:
+        raise ValueError(f"'{obj.name}' has zero scale on some axis, so its space is undefined")
+    return world.inverted()
+
+
+def write_rotations(obj, skeleton: Skeleton, local: np.ndarray, bones: list[int]) -> int:
+    """Set the listed bones' rotations from local 3x3 matrices, in each bone's rotation mode; return how many changed."""
+    changed = 0
+    for i in bones:
+        pb = obj.pose.bones[skeleton.names[i]]
+        q = Matrix(local[i].tolist()).to_quaternion()
+        mode = pb.rotation_mode
+        if mode == 'QUATERNION':
+            q.make_compatible(pb.rotation_quaternion)
+            if _differs(q, pb.rotation_quaternion):
+                pb.rotation_quaternion = q
+                changed += 1
+        elif mode == 'AXIS_ANGLE':
+            axis, angle = q.to_axis_angle()
+            value = (angle, *axis)
+            if _differs(value, pb.rotation_axis_angle):
+                pb.rotation_axis_angle = value
+                changed += 1
+        else:
+            e = q.to_euler(mode, Euler(pb.rotation_euler, mode))
+            if _differs(e, pb.rotation_euler):
+                pb.rotation_euler = e
+                changed += 1
+    return changed
+
+
+def _differs(a, b, eps: float = 1e-7) -> bool:
+    """True when two rotation values differ by more than rounding."""
+    return any(abs(x - y) > eps for x, y in zip(a, b))
+
+
+def quaternion_of(matrix: np.ndarray) -> Quaternion:
+    """A mathutils quaternion for a 3x3 numpy rotation."""
+    return Matrix(matrix.tolist()).to_quaternion()

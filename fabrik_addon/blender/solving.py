@@ -1,0 +1,164 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Solve one armature object: gather its effectors, run the core solver, write the pose back."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from mathutils import Euler, Matrix, Quaternion
+
+from ..core import Goal, SolveReport, SolveSettings, solve
+from ..core.fabrik import moving_tree
+from . import rig
+
+
+@dataclass
+class RigStatus:
+    """What the last solve of one rig did, for the panel (kept in memory, never in the file)."""
+
+    message: str = ""
+    ok: bool = True
+    #: Per effector index: a short status line.
+    effectors: dict[int, str] = field(default_factory=dict)
+    report: SolveReport | None = None
+
+
+#: Last status per armature object name.
+status: dict[str, RigStatus] = {}
+
+# For determinism the solve starts from this frame's FK pose, not from our own
+# last write. Per (object, bone): the rotation value we wrote and the FK
+# rotation it replaced. If the bone still holds what we wrote, nothing else
+# (animation, the user) has set it since, so the FK rotation is the stashed one.
+_fk_stash: dict[tuple[str, str], tuple[tuple[float, ...], np.ndarray]] = {}
+
+
+def forget(obj_name: str | None = None) -> None:
+    """Drop remembered state for one rig, or for all."""
+    if obj_name is None:
+        status.clear()
+        _fk_stash.clear()
+        return
+    status.pop(obj_name, None)
+    for key in [k for k in _fk_stash if k[0] == obj_name]:
+        del _fk_stash[key]
+
+
+class EffectorError(ValueError):
+    """An effector that cannot be solved, with a message for the user."""
+
+
+def gather_goals(obj, depsgraph, skeleton) -> tuple[list[Goal], list[int], dict[int, str]]:
+    """Goals (armature space) for the enabled effectors; problems are reported per effector, not raised."""
+    to_armature = rig.world_to_armature(obj.evaluated_get(depsgraph) if depsgraph else obj)
+    goals, used, problems = [], [], {}
+    for index, effector in enumerate(obj.fabrik.effectors):
+        if not effector.enabled:
+            problems[index] = "disabled"
+            continue
+        try:
+            goals.append(_goal_of(obj, effector, depsgraph, skeleton, to_armature))
+            used.append(index)
+        except EffectorError as exc:
+            problems[index] = str(exc)
+    return goals, used, problems
+
+
+def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
+    """One effector as a core goal, or EffectorError saying what is wrong."""
+    if not effector.bone:
+        raise EffectorError("no tip bone set")
+    if effector.bone not in skeleton.names:
+        raise EffectorError(f"no bone '{effector.bone}' in '{obj.data.name}'")
+    target = effector.target
+    if target is None:
+        raise EffectorError("no target object")
+    bone = skeleton.index(effector.bone)
+    chain = skeleton.path_to_root(bone)
+    if effector.chain_length > len(chain):
+        raise EffectorError(f"chain length {effector.chain_length} is longer than the {len(chain)} bones up to the root")
+    moving = chain if effector.chain_length == 0 else chain[: effector.chain_length]
+    moving_names = {skeleton.names[i] for i in moving}
+    if target == obj:
+        if not effector.subtarget:
+            raise EffectorError("the target is the rig itself; pick one of its bones outside the chain")
+        if effector.subtarget in moving_names:
+            raise EffectorError(f"target bone '{effector.subtarget}' is part of the chain it should pull")
+    elif _parented_to_chain(target, obj, moving_names):
+        raise EffectorError(f"target '{target.name}' is parented to a bone of its own chain")
+    evaluated = target.evaluated_get(depsgraph) if depsgraph else target
+    world = evaluated.matrix_world
+    if effector.subtarget:
+        if target.type != 'ARMATURE' or effector.subtarget not in evaluated.pose.bones:
+            raise EffectorError(f"target '{target.name}' has no bone '{effector.subtarget}'")
+        world = world @ evaluated.pose.bones[effector.subtarget].matrix
+    point = to_armature @ world.translation
+    if not all(math.isfinite(c) for c in point):
+        raise EffectorError(f"target '{target.name}' is not at a finite location")
+    return Goal(bone, tuple(point), float(effector.weight), int(effector.chain_length))
+
+
+def _parented_to_chain(target, obj, moving_names: set[str]) -> bool:
+    """True when target hangs (directly or through other objects) from a moving bone of obj."""
+    child = target
+    while child.parent is not None:
+        if child.parent == obj and child.parent_type == 'BONE' and child.parent_bone in moving_names:
+            return True
+        child = child.parent
+    return False
+
+
+def solve_object(obj, depsgraph=None) -> RigStatus:
+    """Solve one armature's effectors and write the pose; return (and remember) its status. Raises on rig errors."""
+    settings = obj.fabrik
+    skeleton = rig.skeleton_of(obj)
+    goals, used, problems = gather_goals(obj, depsgraph, skeleton)
+    result = RigStatus(effectors=dict(problems))
+    if not goals:
+        result.message = "no effector to solve" if not problems else "no effector can be solved"
+        result.ok = not any(p != "disabled" for p in problems.values())
+        status[obj.name] = result
+        return result
+    tree = moving_tree(skeleton, goals)
+    fk = {b: _fk_rotation(obj, skeleton, b) for b in tree.bones}
+    start = skeleton.with_local_rotations(rig.current_pose(obj, skeleton), fk)
+    pose, report = solve(
+        skeleton, goals, start, SolveSettings(max_iterations=settings.iterations, tolerance=settings.tolerance)
+    )
+    local = skeleton.local_rotations(pose)
+    rig.write_rotations(obj, skeleton, local, list(tree.bones))
+    for b in tree.bones:
+        _fk_stash[(obj.name, skeleton.names[b])] = (_rotation_value(obj.pose.bones[skeleton.names[b]]), fk[b])
+    for k, index in enumerate(used):
+        result.effectors[index] = f"error {report.errors[k]:.2g}"
+    result.report = report
+    result.message = f"{report.stopped_by}, {report.iterations} iterations, max error {report.max_error:.2g}"
+    status[obj.name] = result
+    return result
+
+
+def _rotation_value(pb) -> tuple[float, ...]:
+    """The bone's rotation channel in its own mode, as a tuple."""
+    if pb.rotation_mode == 'QUATERNION':
+        return tuple(pb.rotation_quaternion)
+    if pb.rotation_mode == 'AXIS_ANGLE':
+        return tuple(pb.rotation_axis_angle)
+    return tuple(pb.rotation_euler)
+
+
+def _fk_rotation(obj, skeleton, bone: int) -> np.ndarray:
+    """The bone's FK rotation this frame (what animation or the user set), ignoring our own last write."""
+    pb = obj.pose.bones[skeleton.names[bone]]
+    stashed = _fk_stash.get((obj.name, pb.name))
+    value = _rotation_value(pb)
+    if stashed is not None and not any(abs(a - b) > 1e-6 for a, b in zip(stashed[0], value)):
+        return stashed[1]
+    if pb.rotation_mode == 'QUATERNION':
+        m = Quaternion(value).normalized().to_matrix()
+    elif pb.rotation_mode == 'AXIS_ANGLE':
+        m = Quaternion(value[1:], value[0]).to_matrix()
+    else:
+        m = Euler(value, pb.rotation_mode).to_matrix()
+    return np.array(m)

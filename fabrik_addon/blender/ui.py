@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The FABRIK tab in the 3D viewport sidebar."""
+
+from __future__ import annotations
+
+import bpy
+from bpy.types import Panel, UIList
+
+from . import solving
+
+
+class FABRIK_UL_effectors(UIList):
+    """Effectors of an armature: tip bone, target and the last solve's status."""
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+        row = layout.row(align=True)
+        row.prop(item, "enabled", text="")
+        row.label(text=item.bone or "(no bone)", icon='BONE_DATA')
+        row.label(text=item.target.name if item.target else "(no target)", icon='OBJECT_DATA')
+        rig_status = solving.status.get(data.id_data.name)
+        if rig_status is not None and index in rig_status.effectors:
+            row.label(text=rig_status.effectors[index])
+
+
+class VIEW3D_PT_fabrik(Panel):
+    """Effectors and solver settings of the active armature"""
+
+    bl_space_type = 'VIEW_3D'
+    bl_region_type = 'UI'
+    bl_category = "FABRIK"
+    bl_label = "FABRIK"
+
+    @classmethod
+    def poll(cls, context):
+        return context.object is not None and context.object.type == 'ARMATURE'
+
+    def draw(self, context):
+        layout = self.layout
+        obj = context.object
+        settings = obj.fabrik
+        layout.prop(settings, "live")
+        row = layout.row()
+        row.template_list("FABRIK_UL_effectors", "", settings, "effectors", settings, "active_effector", rows=3)
+        column = row.column(align=True)
+        column.operator("fabrik.effector_add", icon='ADD', text="")
+        column.operator("fabrik.effector_remove", icon='REMOVE', text="")
+        if 0 <= settings.active_effector < len(settings.effectors):
+            effector = settings.effectors[settings.active_effector]
+            box = layout.box()
+            box.prop_search(effector, "bone", obj.data, "bones")
+            box.prop(effector, "target")
+            if effector.target is not None and effector.target.type == 'ARMATURE':
+                box.prop_search(effector, "subtarget", effector.target.data, "bones")
+            box.prop(effector, "chain_length")
+            box.prop(effector, "weight")
+        column = layout.column(align=True)
+        column.prop(settings, "iterations")
+        column.prop(settings, "tolerance")
+        layout.operator("fabrik.solve", icon='CON_KINEMATIC')
+        rig_status = solving.status.get(obj.name)
+        if rig_status is not None and rig_status.message:
+            layout.label(text=rig_status.message, icon='INFO' if rig_status.ok else 'ERROR')
+
+
+classes = (FABRIK_UL_effectors, VIEW3D_PT_fabrik)
+
+register, unregister = bpy.utils.register_classes_factory(classes)

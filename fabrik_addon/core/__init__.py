@@ -1,0 +1,8 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The solver library: plain Python and numpy, never bpy or mathutils."""
+
+from .fabrik import solve
+from .problem import Goal, SolveReport, SolveSettings
+from .skeleton import Pose, Skeleton, skeleton_from_points
+
+__all__ = ["Goal", "Pose", "Skeleton", "SolveReport", "SolveSettings", "skeleton_from_points", "solve"]

@@ -1,0 +1,262 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""FABRIK: Forward And Backward Reaching Inverse Kinematics.
+
+Aristidou & Lasenby, "FABRIK: A fast, iterative solver for the Inverse
+Kinematics problem", Graphical Models 73 (2011). The solver works on joint
+positions only. One iteration is two passes over the bones:
+
+1. Forward reaching, from the end effectors towards the root: put the
+   effector's joint on its target, then walk back up the chain, placing each
+   joint on the line to the joint it had, at the bone's length. Where several
+   branches meet, each branch asks for a position of the shared joint (the
+   sub-base); the joint goes to the weighted centroid of those asks, weighted
+   by the branch weights of the effectors in each branch.
+2. Backward reaching, from the fixed root out to every tip: put the root back
+   where it was, then walk down the tree the same way.
+
+A bone's head need not sit on its parent's tail (Blender bones can be
+unconnected): that offset is rigid in the parent's frame, so it is turned with
+the parent by the shortest rotation from where the parent started.
+
+The iterations stop when every effector is within tolerance, when an
+iteration no longer lowers the error, or at the iteration cap. A single chain
+whose target is out of reach is stretched straight towards it at once, as in
+the paper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from . import rotation
+from .problem import Goal, SolveReport, SolveSettings, validate_goals, validate_settings
+from .skeleton import Pose, Skeleton
+from .vec import Vec, add, dist, reach, scale, sub, swing
+
+__all__ = ["solve"]
+
+
+@dataclass(frozen=True)
+class MovingTree:
+    """The bones some goal may move, as a tree of their own (nodes in parent-first order).
+
+    A node's parent is its nearest moving ancestor; bones between the two
+    stay as they are, so they act as a rigid offset. A node without a moving
+    ancestor keeps its head where it is: that is the fixed base of a chain.
+    """
+
+    bones: tuple[int, ...]
+    parent: tuple[int, ...]
+    children: tuple[tuple[int, ...], ...]
+    length: tuple[float, ...]
+    #: Goal indices whose effector is the tail of each node.
+    goals_at: tuple[tuple[int, ...], ...]
+
+    @property
+    def is_single_chain(self) -> bool:
+        """True when the nodes form one unbranched chain."""
+        return sum(1 for p in self.parent if p < 0) == 1 and all(len(c) <= 1 for c in self.children)
+
+
+def moving_tree(skeleton: Skeleton, goals: Sequence[Goal]) -> MovingTree:
+    """The moving part of the skeleton for these goals (cached per goal layout)."""
+    key = ("moving_tree", tuple((g.bone, g.chain_length) for g in goals))
+    tree = skeleton._cache.get(key)
+    if tree is None:
+        tree = _build_moving_tree(skeleton, goals)
+        skeleton._cache[key] = tree
+    return tree
+
+
+def _build_moving_tree(skeleton: Skeleton, goals: Sequence[Goal]) -> MovingTree:
+    """Union of the goals' chains, re-linked to nearest moving ancestors."""
+    moving: set[int] = set()
+    for goal in goals:
+        path = skeleton.path_to_root(goal.bone)
+        moving.update(path if goal.chain_length == 0 else path[: goal.chain_length])
+    bones = tuple(b for b in skeleton.order if b in moving)
+    node_of = {b: k for k, b in enumerate(bones)}
+    parent = []
+    for b in bones:
+        a = skeleton.parents[b]
+        while a >= 0 and a not in node_of:
+            a = skeleton.parents[a]
+        parent.append(node_of.get(a, -1))
+    children = tuple(tuple(c for c, p in enumerate(parent) if p == k) for k in range(len(bones)))
+    goals_at = tuple(tuple(g for g, goal in enumerate(goals) if goal.bone == b) for b in bones)
+    length = tuple(float(skeleton.lengths[b]) for b in bones)
+    return MovingTree(bones, tuple(parent), children, length, goals_at)
+
+
+class Joints:
+    """The working state: head and tail of every moving bone, plus what the passes need from the start pose."""
+
+    def __init__(self, skeleton: Skeleton, tree: MovingTree, start: Pose) -> None:
+        tails = start.tails
+        self.heads: list[Vec] = [tuple(start.heads[b]) for b in tree.bones]
+        self.tails: list[Vec] = [tuple(tails[b]) for b in tree.bones]
+        #: Start direction (Y) and X axis of each node, to turn rigid offsets with it.
+        self.start_y: list[Vec] = [tuple(start.frames[b][:, 1]) for b in tree.bones]
+        self.start_x: list[Vec] = [tuple(start.frames[b][:, 0]) for b in tree.bones]
+        #: The fixed head of a base node, or the start offset from the parent's tail (None when connected).
+        self.base: list[Vec | None] = []
+        self.offset: list[Vec | None] = []
+        for k, b in enumerate(tree.bones):
+            p = tree.parent[k]
+            if p < 0:
+                self.base.append(self.heads[k])
+                self.offset.append(None)
+            else:
+                d = sub(self.heads[k], self.tails[p])
+                self.base.append(None)
+                self.offset.append(d if d[0] * d[0] + d[1] * d[1] + d[2] * d[2] > 1e-24 else None)
+
+    def direction(self, k: int, length: float) -> Vec:
+        """Current unit direction of node k."""
+        return scale(sub(self.tails[k], self.heads[k]), 1.0 / length)
+
+    def offset_now(self, k: int, p: int, parent_length: float) -> Vec:
+        """Node k's head offset from its parent's tail, turned with the parent."""
+        return swing(self.start_y[p], self.direction(p, parent_length), self.offset[k], self.start_x[p])
+
+
+def forward_reaching(tree: MovingTree, joints: Joints, targets: list[Vec], weights: list[float], branch: list[float]) -> None:
+    """Tips to root: each bone's tail goes where its goal and child branches ask; its head follows on the line."""
+    heads, tails, length = joints.heads, joints.tails, tree.length
+    for k in reversed(range(len(tree.bones))):
+        total = 0.0
+        x = y = z = 0.0
+        for g in tree.goals_at[k]:
+            w = weights[g]
+            t = targets[g]
+            x, y, z, total = x + w * t[0], y + w * t[1], z + w * t[2], total + w
+        for c in tree.children[k]:
+            w = branch[c]
+            if w <= 0.0:
+                continue
+            # Where child c's head is now, minus its rigid offset, is where it asks this tail to be.
+            ask = heads[c] if joints.offset[c] is None else sub(heads[c], joints.offset_now(c, k, length[k]))
+            x, y, z, total = x + w * ask[0], y + w * ask[1], z + w * ask[2], total + w
+        if total <= 0.0:
+            continue  # nothing pulls this bone
+        old_direction = joints.direction(k, length[k])
+        tails[k] = (x / total, y / total, z / total)
+        heads[k] = reach(tails[k], heads[k], length[k], scale(old_direction, -1.0))
+
+
+def backward_reaching(tree: MovingTree, joints: Joints) -> None:
+    """Root to tips: each base goes back to its fixed place, each head onto its parent, each tail on the line."""
+    heads, tails, length = joints.heads, joints.tails, tree.length
+    for k in range(len(tree.bones)):
+        p = tree.parent[k]
+        old_direction = joints.direction(k, length[k])
+        if p < 0:
+            heads[k] = joints.base[k]
+        elif joints.offset[k] is None:
+            heads[k] = tails[p]
+        else:
+            heads[k] = add(tails[p], joints.offset_now(k, p, length[p]))
+        tails[k] = reach(heads[k], tails[k], length[k], old_direction)
+
+
+def stretch_towards(tree: MovingTree, joints: Joints, target: Vec) -> None:
+    """Lay a single connected chain straight from its base towards an unreachable target."""
+    base = joints.base[0]
+    reach_total = sum(tree.length)
+    direction = scale(sub(target, base), 1.0 / dist(target, base))
+    along = 0.0
+    for k in range(len(tree.bones)):
+        joints.heads[k] = add(base, scale(direction, along))
+        along += tree.length[k]
+        joints.tails[k] = add(base, scale(direction, along))
+    assert abs(along - reach_total) < 1e-9 * max(1.0, reach_total)
+
+
+def goal_errors(tree: MovingTree, joints: Joints, goals: Sequence[Goal], node_of_goal: list[int]) -> list[float]:
+    """Distance from each effector to its target."""
+    return [dist(joints.tails[node_of_goal[g]], goal.target) for g, goal in enumerate(goals)]
+
+
+def solve(
+    skeleton: Skeleton,
+    goals: Sequence[Goal],
+    start: Pose | None = None,
+    settings: SolveSettings = SolveSettings(),
+) -> tuple[Pose, SolveReport]:
+    """Move the skeleton so that each goal's bone tip reaches its target; return the pose and a report."""
+    validate_goals(skeleton, goals)
+    validate_settings(settings)
+    start = skeleton.rest_pose() if start is None else start
+    if not goals:
+        return start.copy(), SolveReport(0, [], True, "converged")
+
+    tree = moving_tree(skeleton, goals)
+    joints = Joints(skeleton, tree, start)
+    targets = [tuple(float(c) for c in g.target) for g in goals]
+    weights = [float(g.weight) for g in goals]
+    node_of_goal = [tree.bones.index(g.bone) for g in goals]
+    branch = _branch_weights(tree, weights)
+
+    errors = goal_errors(tree, joints, goals, node_of_goal)
+    report = SolveReport(0, errors, max(errors) <= settings.tolerance, "converged")
+    if report.converged:
+        return start.copy(), report
+
+    if len(goals) == 1 and tree.is_single_chain and node_of_goal[0] == len(tree.bones) - 1:
+        if all(o is None for o in joints.offset) and dist(joints.base[0], targets[0]) >= sum(tree.length):
+            stretch_towards(tree, joints, targets[0])
+            errors = goal_errors(tree, joints, goals, node_of_goal)
+            return _pose_from_joints(skeleton, start, tree, joints), SolveReport(0, errors, False, "unreachable")
+
+    previous = sum(errors)
+    report.stopped_by = "max_iterations"
+    for iteration in range(1, settings.max_iterations + 1):
+        forward_reaching(tree, joints, targets, weights, branch)
+        backward_reaching(tree, joints)
+        errors = goal_errors(tree, joints, goals, node_of_goal)
+        report.iterations, report.errors = iteration, errors
+        if max(errors) <= settings.tolerance:
+            report.converged, report.stopped_by = True, "converged"
+            break
+        current = sum(errors)
+        if previous - current <= settings.stall_fraction * previous:
+            report.stopped_by = "stalled"
+            break
+        previous = current
+    return _pose_from_joints(skeleton, start, tree, joints), report
+
+
+def _branch_weights(tree: MovingTree, weights: list[float]) -> list[float]:
+    """For each node, the summed weight of the effectors at or below it."""
+    branch = [sum(weights[g] for g in goals) for goals in tree.goals_at]
+    for k in reversed(range(len(tree.bones))):
+        p = tree.parent[k]
+        if p >= 0:
+            branch[p] += branch[k]
+    return branch
+
+
+def _pose_from_joints(skeleton: Skeleton, start: Pose, tree: MovingTree, joints: Joints) -> Pose:
+    """Turn solved joint positions into a full pose: moving bones swing, the rest follow their parents rigidly."""
+    heads = start.heads.copy()
+    frames = start.frames.copy()
+    turn: dict[int, np.ndarray] = {}
+    node_of = {b: k for k, b in enumerate(tree.bones)}
+    for b in skeleton.order:
+        k = node_of.get(b)
+        if k is not None:
+            y_now = np.subtract(joints.tails[k], joints.heads[k]) / tree.length[k]
+            turn[b] = rotation.swing_matrix(start.frames[b][:, 1], y_now, start.frames[b][:, 0])
+            heads[b] = joints.heads[k]
+            frames[b] = turn[b] @ start.frames[b]
+            continue
+        p = skeleton.parents[b]
+        if p in turn:
+            # An unmoved bone below a moved one keeps its place relative to its parent.
+            turn[b] = frames[p] @ start.frames[p].T
+            heads[b] = heads[p] + turn[b] @ (start.heads[b] - start.heads[p])
+            frames[b] = turn[b] @ start.frames[b]
+    return Pose(heads, frames, start.lengths)

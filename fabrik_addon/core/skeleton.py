@@ -1,0 +1,207 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The skeleton model: bones, their hierarchy and rest frames, and poses of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from . import rotation
+
+#: Bones shorter than this are refused; Blender itself removes zero-length bones.
+MIN_BONE_LENGTH = 1e-6
+
+
+class Skeleton:
+    """A bone hierarchy in armature space, held in arrays and validated once.
+
+    Each bone has a parent index (-1 for a root), a rest head, a rest frame
+    (3x3, columns are the bone's X, Y, Z axes; Y points from head to tail, as
+    in Blender) and a length. A child's head need not sit on its parent's tail:
+    `offsets[i]` is where bone i's head lies relative to its parent's tail, in
+    the parent's rest frame, so the offset moves rigidly with the parent.
+    """
+
+    def __init__(
+        self,
+        parents: Sequence[int],
+        rest_heads: Sequence[Sequence[float]],
+        rest_frames: Sequence[Sequence[Sequence[float]]],
+        lengths: Sequence[float],
+        names: Sequence[str] | None = None,
+    ) -> None:
+        n = len(parents)
+        self.parents: tuple[int, ...] = tuple(int(p) for p in parents)
+        self.names: tuple[str, ...] = tuple(names) if names is not None else tuple(f"bone{i}" for i in range(n))
+        heads = np.asarray(rest_heads, dtype=float).reshape(-1, 3) if n else np.zeros((0, 3))
+        frames = np.asarray(rest_frames, dtype=float).reshape(-1, 3, 3) if n else np.zeros((0, 3, 3))
+        lens = np.asarray(lengths, dtype=float).reshape(-1)
+        if not (len(self.names) == len(heads) == len(frames) == len(lens) == n):
+            raise ValueError(
+                f"skeleton arrays disagree in size: {n} parents, {len(self.names)} names, "
+                f"{len(heads)} heads, {len(frames)} frames, {len(lens)} lengths"
+            )
+        for label, array in (("rest head", heads), ("rest frame", frames), ("length", lens)):
+            bad = np.flatnonzero(~np.isfinite(array.reshape(n, -1)).all(axis=1)) if n else []
+            if len(bad):
+                raise ValueError(f"bone '{self.names[bad[0]]}' has a {label} that is not a finite number")
+        short = np.flatnonzero(lens < MIN_BONE_LENGTH)
+        if len(short):
+            raise ValueError(f"bone '{self.names[short[0]]}' has zero length ({lens[short[0]]:g})")
+        self.order: tuple[int, ...] = _topological_order(self.parents, self.names)
+        self.children: tuple[tuple[int, ...], ...] = tuple(
+            tuple(c for c in range(n) if self.parents[c] == i) for i in range(n)
+        )
+        self.rest_frames = rotation.orthonormalize_y(frames, self.names)
+        self.rest_heads = heads
+        self.lengths = lens
+        self.rest_tails = heads + lens[:, None] * self.rest_frames[:, :, 1]
+        self.offsets = np.zeros((n, 3))
+        for i, p in enumerate(self.parents):
+            if p >= 0:
+                self.offsets[i] = self.rest_frames[p].T @ (heads[i] - self.rest_tails[p])
+        self._cache: dict = {}
+
+    def __len__(self) -> int:
+        return len(self.parents)
+
+    def __repr__(self) -> str:
+        return f"Skeleton({len(self)} bones, roots={[self.names[i] for i in self.roots]})"
+
+    @property
+    def roots(self) -> tuple[int, ...]:
+        """Indices of the bones without a parent."""
+        return tuple(i for i, p in enumerate(self.parents) if p < 0)
+
+    def index(self, name: str) -> int:
+        """Index of the bone called `name` (ValueError names the missing bone)."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise ValueError(f"no bone named '{name}' in the skeleton") from None
+
+    def path_to_root(self, bone: int) -> list[int]:
+        """The bone and its ancestors, tip first."""
+        path = []
+        while bone >= 0:
+            path.append(bone)
+            bone = self.parents[bone]
+        return path
+
+    def rest_pose(self) -> "Pose":
+        """The pose in which every bone sits at rest."""
+        return Pose(self.rest_heads.copy(), self.rest_frames.copy(), self.lengths)
+
+    def pose_from_local(self, local_rotations: np.ndarray, root_heads: np.ndarray | None = None) -> "Pose":
+        """Forward kinematics: the pose given each bone's rotation relative to its rest, as Blender composes it.
+
+        `local_rotations` is (n, 3, 3), like the rotation part of a pose bone's
+        `matrix_basis`; heads follow the rest offsets rigidly.
+        """
+        n = len(self)
+        heads = np.empty((n, 3))
+        frames = np.empty((n, 3, 3))
+        for i in self.order:
+            p = self.parents[i]
+            if p < 0:
+                frames[i] = self.rest_frames[i] @ local_rotations[i]
+                heads[i] = self.rest_heads[i] if root_heads is None else root_heads[i]
+            else:
+                # Blender: pose = parent_pose @ (parent_rest^-1 @ rest) @ basis
+                frames[i] = frames[p] @ self.rest_frames[p].T @ self.rest_frames[i] @ local_rotations[i]
+                parent_tail = heads[p] + self.lengths[p] * frames[p][:, 1]
+                heads[i] = parent_tail + frames[p] @ self.offsets[i]
+        return Pose(heads, frames, self.lengths)
+
+    def with_local_rotations(self, pose: "Pose", rotations: dict[int, np.ndarray]) -> "Pose":
+        """The pose with some bones' rotations (relative to rest and parent) replaced; bones below follow rigidly."""
+        heads = pose.heads.copy()
+        frames = pose.frames.copy()
+        turn: dict[int, np.ndarray] = {}
+        for i in self.order:
+            p = self.parents[i]
+            if p in turn:
+                heads[i] = heads[p] + turn[p] @ (pose.heads[i] - pose.heads[p])
+            if i in rotations:
+                parent_frame = np.eye(3) if p < 0 else frames[p] @ self.rest_frames[p].T
+                frames[i] = parent_frame @ self.rest_frames[i] @ rotations[i]
+            elif p in turn:
+                frames[i] = turn[p] @ pose.frames[i]
+            else:
+                continue
+            turn[i] = frames[i] @ pose.frames[i].T
+        return Pose(heads, frames, pose.lengths)
+
+    def local_rotations(self, pose: "Pose") -> np.ndarray:
+        """Each bone's rotation relative to its rest and its parent's pose (the inverse of `pose_from_local`)."""
+        local = np.empty((len(self), 3, 3))
+        for i, p in enumerate(self.parents):
+            if p < 0:
+                local[i] = self.rest_frames[i].T @ pose.frames[i]
+            else:
+                local[i] = self.rest_frames[i].T @ self.rest_frames[p] @ pose.frames[p].T @ pose.frames[i]
+        return local
+
+
+@dataclass
+class Pose:
+    """Where every bone is, in armature space: heads (n, 3) and frames (n, 3, 3), columns X, Y, Z."""
+
+    heads: np.ndarray
+    frames: np.ndarray
+    lengths: np.ndarray
+
+    @property
+    def tails(self) -> np.ndarray:
+        """Tail positions, head + length along the bone's Y axis."""
+        return self.heads + self.lengths[:, None] * self.frames[:, :, 1]
+
+    def copy(self) -> "Pose":
+        """An independent copy."""
+        return Pose(self.heads.copy(), self.frames.copy(), self.lengths)
+
+
+def skeleton_from_points(
+    parents: Sequence[int],
+    heads: Sequence[Sequence[float]],
+    tails: Sequence[Sequence[float]],
+    names: Sequence[str] | None = None,
+) -> Skeleton:
+    """A skeleton from head and tail points, with a deterministic roll (handy for tests and samples)."""
+    heads = np.asarray(heads, dtype=float).reshape(-1, 3)
+    tails = np.asarray(tails, dtype=float).reshape(-1, 3)
+    axes = tails - heads
+    lengths = np.linalg.norm(axes, axis=1)
+    names = tuple(names) if names is not None else tuple(f"bone{i}" for i in range(len(heads)))
+    for i, length in enumerate(lengths):
+        if not np.isfinite(length) or length < MIN_BONE_LENGTH:
+            raise ValueError(f"bone '{names[i]}' has zero length or a point that is not a finite number")
+    frames = rotation.frames_from_y(axes / lengths[:, None])
+    return Skeleton(parents, heads, frames, lengths, names)
+
+
+def _topological_order(parents: tuple[int, ...], names: tuple[str, ...]) -> tuple[int, ...]:
+    """Bones ordered so that every parent comes before its children; refuses bad parents and cycles."""
+    n = len(parents)
+    for i, p in enumerate(parents):
+        if p < -1 or p >= n:
+            raise ValueError(f"bone '{names[i]}' has parent index {p}, outside 0..{n - 1}")
+        if p == i:
+            raise ValueError(f"bone '{names[i]}' is its own parent")
+    depth = [-1] * n
+    for i in range(n):
+        path = []
+        j = i
+        while j >= 0 and depth[j] < 0:
+            if j in path:
+                cycle = " -> ".join(names[k] for k in path[path.index(j):] + [j])
+                raise ValueError(f"the bone hierarchy has a cycle: {cycle}")
+            path.append(j)
+            j = parents[j]
+        base = -1 if j < 0 else depth[j]
+        for k in reversed(path):
+            base += 1
+            depth[k] = base
+    return tuple(sorted(range(n), key=lambda k: (depth[k], k)))

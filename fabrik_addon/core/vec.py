@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Small 3-vector helpers on plain float tuples.
+
+The solver moves one joint at a time; on single 3-vectors CPython does these
+about ten times faster with tuples than with numpy, so the inner loops use
+these and numpy is kept for work that batches (whole poses).
+"""
+
+from __future__ import annotations
+
+import math
+
+Vec = tuple[float, float, float]
+
+#: Below this length a direction is treated as undefined (coincident joints).
+EPSILON = 1e-12
+
+
+def add(a: Vec, b: Vec) -> Vec:
+    """a + b."""
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+
+
+def sub(a: Vec, b: Vec) -> Vec:
+    """a - b."""
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
+
+
+def scale(a: Vec, s: float) -> Vec:
+    """a * s."""
+    return (a[0] * s, a[1] * s, a[2] * s)
+
+
+def dot(a: Vec, b: Vec) -> float:
+    """a . b."""
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def cross(a: Vec, b: Vec) -> Vec:
+    """a x b."""
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def norm(a: Vec) -> float:
+    """Euclidean length of a."""
+    return math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
+
+
+def dist(a: Vec, b: Vec) -> float:
+    """Distance between points a and b."""
+    x, y, z = a[0] - b[0], a[1] - b[1], a[2] - b[2]
+    return math.sqrt(x * x + y * y + z * z)
+
+
+def reach(fixed: Vec, toward: Vec, length: float, fallback: Vec) -> Vec:
+    """The point at `length` from `fixed` on the line towards `toward`.
+
+    This is FABRIK's one move. When the two points coincide the line is
+    undefined and `fallback` (a unit direction) is used instead.
+    """
+    dx, dy, dz = toward[0] - fixed[0], toward[1] - fixed[1], toward[2] - fixed[2]
+    d = math.sqrt(dx * dx + dy * dy + dz * dz)
+    if d < EPSILON:
+        dx, dy, dz = fallback
+        d = 1.0
+    s = length / d
+    return (fixed[0] + dx * s, fixed[1] + dy * s, fixed[2] + dz * s)
+
+
+def swing(a: Vec, b: Vec, v: Vec, axis_if_opposite: Vec) -> Vec:
+    """Rotate v by the shortest rotation that turns unit a into unit b.
+
+    When a and b are opposite the shortest rotation is not unique; a half turn
+    about `axis_if_opposite` (a unit vector perpendicular to a) is used.
+    """
+    c = cross(a, b)
+    d = dot(a, b)
+    if d < -1.0 + 1e-12:
+        k = axis_if_opposite
+        # Half turn about k: v -> 2 (k.v) k - v
+        kv = 2.0 * dot(k, v)
+        return (kv * k[0] - v[0], kv * k[1] - v[1], kv * k[2] - v[2])
+    # Rodrigues for the minimal rotation: v d + c x v + c (c.v) / (1 + d)
+    cv = cross(c, v)
+    f = dot(c, v) / (1.0 + d)
+    return (v[0] * d + cv[0] + c[0] * f, v[1] * d + cv[1] + c[1] * f, v[2] * d + cv[2] + c[2] * f)

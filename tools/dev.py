@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One entry point for a fresh machine: set up the environment, then run a job.
+
+    python3 tools/dev.py demo     # build, install into a throw-away profile, solve sample rigs
+    python3 tools/dev.py test     # the whole test suite (what CI runs)
+    python3 tools/dev.py build    # dist/fabrik_ik-<version>.zip (extension) and -legacy.zip
+    python3 tools/dev.py bench    # the benchmarks (numbers live there, not in the tests)
+
+Only the standard library is used here, so it runs with nothing but Python 3.11 and pip.
+The virtual environment lives in `.venv/` (or `$FABRIK_VENV`) and is reused while
+`requirements.txt` is unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REQUIREMENTS = ROOT / "requirements.txt"
+VENV = Path(os.environ.get("FABRIK_VENV", ROOT / ".venv"))
+DEBIAN_PACKAGES = ("blender", "xvfb", "xauth")
+
+
+def log(message: str) -> None:
+    """Print a progress line that stands out from tool output."""
+    print(f"[dev] {message}", flush=True)
+
+
+def venv_python() -> Path:
+    """Path of the virtual environment's interpreter."""
+    return VENV / "bin" / "python"
+
+
+def ensure_venv() -> Path:
+    """Create or refresh the virtual environment; return its interpreter."""
+    if sys.version_info[:2] != (3, 11):
+        sys.exit(
+            f"Python 3.11 is required (the bpy wheel exists only for 3.11); this is {sys.version.split()[0]}.\n"
+            "Run this script with python3.11."
+        )
+    wanted = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
+    stamp = VENV / ".requirements-sha256"
+    if venv_python().exists() and stamp.exists() and stamp.read_text().strip() == wanted:
+        return venv_python()
+    if not venv_python().exists():
+        log(f"creating virtual environment in {VENV}")
+        subprocess.check_call([sys.executable, "-m", "venv", str(VENV)])
+    log("installing pinned requirements (the bpy wheel is ~370 MB the first time; pip caches it)")
+    pip = [str(venv_python()), "-m", "pip", "--disable-pip-version-check"]
+    subprocess.check_call(pip + ["install", "--quiet", "--upgrade", "pip"])
+    subprocess.check_call(pip + ["install", "--progress-bar", "off", "-r", str(REQUIREMENTS)])
+    stamp.write_text(wanted + "\n")
+    return venv_python()
+
+
+def ensure_debian_blender() -> None:
+    """Install Debian's blender and xvfb for the GUI tests when we are root and they are missing."""
+    if shutil.which("blender") and shutil.which("xvfb-run"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        log("Debian's blender/xvfb are missing and this is not root with apt-get: GUI tests will skip")
+        return
+    log("installing Debian's blender, xvfb and xauth for the GUI tests (apt-get)")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    try:
+        subprocess.check_call(["apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL)
+        subprocess.check_call(
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", *DEBIAN_PACKAGES],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+    except subprocess.CalledProcessError as exc:
+        log(f"apt-get failed ({exc}); GUI tests will skip")
+
+
+def run(python: Path, *args: str) -> int:
+    """Run the venv's Python from the repository root and return its exit code."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.call([str(python), *args], cwd=ROOT, env=env)
+
+
+def main(argv: list[str]) -> int:
+    """Dispatch the sub-command."""
+    if not argv or argv[0] not in {"demo", "test", "build", "bench"}:
+        print(__doc__)
+        return 2
+    command, rest = argv[0], argv[1:]
+    python = ensure_venv()
+    if command == "build":
+        return run(python, "tools/build.py", *rest)
+    if command == "demo":
+        return run(python, "tools/demo.py", *rest)
+    if command == "bench":
+        return run(python, "benchmarks/run.py", *rest)
+    ensure_debian_blender()
+    code = run(python, "-m", "pytest", *rest)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
