@@ -1,18 +1,21 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""FABRIK inverse kinematics for Blender: registration only; the solver is in `core`, the bridge in `blender`."""
+"""FABRIK inverse kinematics for Blender.
 
-from .blender import live, ops, props, ui
-
-_modules = (props, ops, ui, live)
+Registration only. The solver library is `core` (no bpy, so it imports and
+tests without Blender); the bridge to Blender is `blender`, imported here
+lazily for that reason.
+"""
 
 
 def register() -> None:
-    """Register every module, properties first."""
-    for module in _modules:
-        module.register()
+    """Register the add-on's properties, operators, panels and handlers."""
+    from . import blender
+
+    blender.register()
 
 
 def unregister() -> None:
-    """Unregister in reverse order, leaving nothing behind."""
-    for module in reversed(_modules):
-        module.unregister()
+    """Unregister everything `register` added."""
+    from . import blender
+
+    blender.unregister()

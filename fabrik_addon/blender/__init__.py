@@ -1,2 +1,18 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The bridge to Blender: properties, rig reading and pose writing, operators, panels, handlers."""
+
+from . import live, ops, props, ui
+
+_modules = (props, ops, ui, live)
+
+
+def register() -> None:
+    """Register every module, properties first."""
+    for module in _modules:
+        module.register()
+
+
+def unregister() -> None:
+    """Unregister in reverse order, leaving nothing behind."""
+    for module in reversed(_modules):
+        module.unregister()

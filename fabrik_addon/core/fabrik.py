@@ -34,7 +34,7 @@ import numpy as np
 from . import rotation
 from .problem import Goal, SolveReport, SolveSettings, validate_goals, validate_settings
 from .skeleton import Pose, Skeleton
-from .vec import Vec, add, dist, reach, scale, sub, swing
+from .vec import EPSILON, Vec, add, dist, perpendicular, reach, scale, sub, swing
 
 __all__ = ["solve"]
 
@@ -114,6 +114,14 @@ class Joints:
                 self.base.append(None)
                 self.offset.append(d if d[0] * d[0] + d[1] * d[1] + d[2] * d[2] > 1e-24 else None)
 
+    def snapshot(self) -> tuple[list[Vec], list[Vec]]:
+        """A copy of the joint positions."""
+        return list(self.heads), list(self.tails)
+
+    def restore(self, snapshot: tuple[list[Vec], list[Vec]]) -> None:
+        """Go back to a snapshot."""
+        self.heads, self.tails = list(snapshot[0]), list(snapshot[1])
+
     def direction(self, k: int, length: float) -> Vec:
         """Current unit direction of node k."""
         return scale(sub(self.tails[k], self.heads[k]), 1.0 / length)
@@ -124,27 +132,57 @@ class Joints:
 
 
 def forward_reaching(tree: MovingTree, joints: Joints, targets: list[Vec], weights: list[float], branch: list[float]) -> None:
-    """Tips to root: each bone's tail goes where its goal and child branches ask; its head follows on the line."""
+    """Tips to root: each bone goes where its goals and child branches ask; its head follows on the line.
+
+    Every goal on a bone and every child branch asks for one point of the bone
+    to be somewhere: a goal wants the tail on its target, a child wants the
+    point it hangs from (the tail, or the tail plus the child's offset) on the
+    child's new head. The weighted centroid of those points goes to the
+    weighted centroid of the asks -- the paper's sub-base rule -- and the head
+    is placed on the line back to where it was.
+    """
     heads, tails, length = joints.heads, joints.tails, tree.length
     for k in reversed(range(len(tree.bones))):
         total = 0.0
-        x = y = z = 0.0
+        wx = wy = wz = 0.0  # weighted asks
+        px = py = pz = 0.0  # weighted offsets of the asked-for points from the tail
         for g in tree.goals_at[k]:
             w = weights[g]
             t = targets[g]
-            x, y, z, total = x + w * t[0], y + w * t[1], z + w * t[2], total + w
+            wx, wy, wz, total = wx + w * t[0], wy + w * t[1], wz + w * t[2], total + w
         for c in tree.children[k]:
             w = branch[c]
             if w <= 0.0:
                 continue
-            # Where child c's head is now, minus its rigid offset, is where it asks this tail to be.
-            ask = heads[c] if joints.offset[c] is None else sub(heads[c], joints.offset_now(c, k, length[k]))
-            x, y, z, total = x + w * ask[0], y + w * ask[1], z + w * ask[2], total + w
+            h = heads[c]
+            wx, wy, wz, total = wx + w * h[0], wy + w * h[1], wz + w * h[2], total + w
+            if joints.offset[c] is not None:
+                o = joints.offset_now(c, k, length[k])
+                px, py, pz = px + w * o[0], py + w * o[1], pz + w * o[2]
         if total <= 0.0:
             continue  # nothing pulls this bone
+        wanted = (wx / total, wy / total, wz / total)
         old_direction = joints.direction(k, length[k])
-        tails[k] = (x / total, y / total, z / total)
-        heads[k] = reach(tails[k], heads[k], length[k], scale(old_direction, -1.0))
+        if px == py == pz == 0.0:
+            tails[k] = wanted
+            heads[k] = reach(wanted, heads[k], length[k], scale(old_direction, -1.0))
+        else:
+            _move_rigidly(joints, k, add(tails[k], (px / total, py / total, pz / total)), wanted, old_direction)
+
+
+def _move_rigidly(joints: Joints, k: int, point: Vec, wanted: Vec, old_direction: Vec) -> None:
+    """FABRIK's move for a bone pulled at a point off its axis: that point to `wanted`, the head onto the line."""
+    head, tail = joints.heads[k], joints.tails[k]
+    arm = dist(point, head)
+    if arm < EPSILON:
+        shift = sub(wanted, point)
+        joints.heads[k], joints.tails[k] = add(head, shift), add(tail, shift)
+        return
+    before = scale(sub(point, head), 1.0 / arm)
+    new_head = reach(wanted, head, arm, scale(before, -1.0))
+    after = scale(sub(wanted, new_head), 1.0 / arm)
+    joints.tails[k] = add(new_head, swing(before, after, sub(tail, head), perpendicular(before)))
+    joints.heads[k] = new_head
 
 
 def backward_reaching(tree: MovingTree, joints: Joints) -> None:
@@ -209,23 +247,36 @@ def solve(
         if all(o is None for o in joints.offset) and dist(joints.base[0], targets[0]) >= sum(tree.length):
             stretch_towards(tree, joints, targets[0])
             errors = goal_errors(tree, joints, goals, node_of_goal)
-            return _pose_from_joints(skeleton, start, tree, joints), SolveReport(0, errors, False, "unreachable")
+            reached = errors[0] <= settings.tolerance  # a target exactly at full reach
+            report = SolveReport(0, errors, reached, "converged" if reached else "unreachable")
+            return _pose_from_joints(skeleton, start, tree, joints), report
 
-    previous = sum(errors)
+    # Trees and unconnected bones do not always improve every iteration, so a few
+    # iterations without progress are allowed and the best joints are kept.
+    best_error, best_joints, best_errors = sum(errors), joints.snapshot(), errors
+    without_progress = 0
     report.stopped_by = "max_iterations"
     for iteration in range(1, settings.max_iterations + 1):
         forward_reaching(tree, joints, targets, weights, branch)
         backward_reaching(tree, joints)
         errors = goal_errors(tree, joints, goals, node_of_goal)
-        report.iterations, report.errors = iteration, errors
+        report.iterations = iteration
         if max(errors) <= settings.tolerance:
+            best_joints, best_errors = None, errors
             report.converged, report.stopped_by = True, "converged"
             break
         current = sum(errors)
-        if previous - current <= settings.stall_fraction * previous:
-            report.stopped_by = "stalled"
-            break
-        previous = current
+        if current < best_error * (1.0 - settings.stall_fraction):
+            best_error, best_joints, best_errors = current, joints.snapshot(), errors
+            without_progress = 0
+        else:
+            without_progress += 1
+            if without_progress >= settings.patience:
+                report.stopped_by = "stalled"
+                break
+    if best_joints is not None:
+        joints.restore(best_joints)
+    report.errors = best_errors
     return _pose_from_joints(skeleton, start, tree, joints), report
 
 

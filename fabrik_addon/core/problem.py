@@ -35,6 +35,8 @@ class SolveSettings:
     tolerance: float = 1e-4
     #: Stop when one iteration lowers the summed error by less than this fraction of it.
     stall_fraction: float = 1e-5
+    #: How many iterations in a row may fail to do that before the solve stops (the best pose is kept).
+    patience: int = 3
 
 
 @dataclass
@@ -73,5 +75,7 @@ def validate_settings(settings: SolveSettings) -> None:
         raise ValueError("max_iterations must be 0 or more")
     if not (math.isfinite(settings.tolerance) and settings.tolerance >= 0.0):
         raise ValueError("tolerance must be a finite number, 0 or more")
+    if settings.patience < 1:
+        raise ValueError("patience must be 1 or more")
     if not (math.isfinite(settings.stall_fraction) and settings.stall_fraction >= 0.0):
         raise ValueError("stall_fraction must be a finite number, 0 or more")

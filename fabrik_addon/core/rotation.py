@@ -44,11 +44,13 @@ def _any_perpendicular(y: np.ndarray) -> np.ndarray:
 
 def swing_matrix(a: np.ndarray, b: np.ndarray, axis_if_opposite: np.ndarray) -> np.ndarray:
     """The shortest rotation taking unit vector a to unit vector b (a half turn about the given axis if opposite)."""
-    c = np.cross(a, b)
     d = float(a @ b)
-    if d < -1.0 + 1e-12:
+    if d < -1.0 + 1e-6:
+        # Near opposite the formula loses precision: half turn first, then the short rest of the way.
         k = axis_if_opposite / np.linalg.norm(axis_if_opposite)
-        return 2.0 * np.outer(k, k) - np.eye(3)
+        half_turn = 2.0 * np.outer(k, k) - np.eye(3)
+        return swing_matrix(half_turn @ a, b, axis_if_opposite) @ half_turn
+    c = np.cross(a, b)
     cx = np.array([[0.0, -c[2], c[1]], [c[2], 0.0, -c[0]], [-c[1], c[0], 0.0]])
     return np.eye(3) + cx + cx @ cx / (1.0 + d)
 
