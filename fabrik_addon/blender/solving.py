@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +24,8 @@ class RigStatus:
     #: Per effector index: a short status line.
     effectors: dict[int, str] = field(default_factory=dict)
     report: SolveReport | None = None
+    #: Wall time of the last solve including reading and writing the pose, in seconds.
+    seconds: float = 0.0
 
 
 #: Last status per armature object name.
@@ -112,6 +115,7 @@ def _parented_to_chain(target, obj, moving_names: set[str]) -> bool:
 
 def solve_object(obj, depsgraph=None) -> RigStatus:
     """Solve one armature's effectors and write the pose; return (and remember) its status. Raises on rig errors."""
+    began = time.perf_counter()
     settings = obj.fabrik
     skeleton = rig.skeleton_of(obj)
     goals, used, problems = gather_goals(obj, depsgraph, skeleton)
@@ -135,6 +139,7 @@ def solve_object(obj, depsgraph=None) -> RigStatus:
         result.effectors[index] = f"error {report.errors[k]:.2g}"
     result.report = report
     result.message = f"{report.stopped_by}, {report.iterations} iterations, max error {report.max_error:.2g}"
+    result.seconds = time.perf_counter() - began
     status[obj.name] = result
     return result
 

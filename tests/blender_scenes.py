@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Helpers for tests that run the real bpy module: a clean scene, the registered add-on, measurements."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import bpy
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "samples"))
+
+import rigbuild  # noqa: E402
+
+
+def empty_scene() -> None:
+    """Start from an empty file (the add-on's classes and handlers stay registered)."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+
+
+def tip_world(rig, bone: str):
+    """World position of a bone's tail as Blender evaluates it."""
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    evaluated = rig.evaluated_get(depsgraph)
+    return evaluated.matrix_world @ evaluated.pose.bones[bone].tail
+
+
+def target_world(obj):
+    """World position of an object as Blender evaluates it."""
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    return obj.evaluated_get(depsgraph).matrix_world.translation.copy()
+
+
+def chain_rig(count: int = 4, length: float = 1.0, target_at=(1.5, 0.0, 2.5), live: bool = True):
+    """A connected chain along +Z with one effector on its last bone and an empty as target."""
+    rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(count, length))
+    target = rigbuild.make_target("Target", target_at)
+    rigbuild.add_effector(rig, f"bone{count - 1}", target)
+    rig.fabrik.live = live
+    bpy.context.view_layer.objects.active = rig
+    return rig, target
