@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bad input in real bpy: a clear status message, nothing raised into Blender, nothing else changed."""
+
+from __future__ import annotations
+
+import bpy
+import pytest
+
+import fabrik_addon
+from blender_scenes import chain_rig, empty_scene, rigbuild
+from fabrik_addon.blender import solving
+
+
+@pytest.fixture(scope="module", autouse=True)
+def addon():
+    """Register the add-on straight from the source tree for this module's tests."""
+    fabrik_addon.register()
+    yield
+    fabrik_addon.unregister()
+
+
+@pytest.fixture(autouse=True)
+def clean_scene():
+    """Each test starts from an empty file."""
+    empty_scene()
+    yield
+
+
+def snapshot(rig) -> tuple:
+    """Every pose channel and the object transform, to prove nothing else changed."""
+    channels = tuple(
+        (pb.name, tuple(pb.location), tuple(pb.rotation_quaternion), tuple(pb.rotation_euler), tuple(pb.scale))
+        for pb in rig.pose.bones
+    )
+    return channels, tuple(rig.location), tuple(rig.rotation_euler), tuple(rig.scale), len(rig.data.bones)
+
+
+def settle(rig) -> None:
+    """Let the depsgraph handler run as it would after an edit in the viewport."""
+    rig.fabrik.live = True
+    bpy.context.view_layer.update()
+    bpy.context.scene.frame_set(bpy.context.scene.frame_current)
+
+
+def test_deleted_target():
+    """The target object is deleted: the effector says it has no target, the pose stays."""
+    rig, target = chain_rig(live=False)
+    before = snapshot(rig)
+    bpy.data.objects.remove(target)
+    settle(rig)
+    assert solving.status["Rig"].effectors[0] == "no target object"
+    assert not solving.status["Rig"].ok
+    assert snapshot(rig) == before
+    assert rig.fabrik.live, "a broken effector is a status, not a reason to switch the rig off"
+
+
+def test_renamed_bone():
+    """The tip bone was renamed after the effector was set up."""
+    rig, _ = chain_rig(live=False)
+    rig.data.bones["bone3"].name = "renamed"
+    before = snapshot(rig)
+    settle(rig)
+    assert solving.status["Rig"].effectors[0] == "no bone 'bone3' in 'Rig'"
+    assert snapshot(rig) == before
+
+
+def test_chain_longer_than_the_hierarchy():
+    """Chain length 9 on a bone with 4 bones up to the root."""
+    rig, _ = chain_rig(live=False)
+    rig.fabrik.effectors[0].chain_length = 9
+    before = snapshot(rig)
+    settle(rig)
+    assert "chain length 9 is longer than the 4 bones up to the root" in solving.status["Rig"].effectors[0]
+    assert snapshot(rig) == before
+
+
+def test_target_parented_to_its_own_chain():
+    """A target that hangs from a bone of the chain it pulls would chase itself."""
+    rig, target = chain_rig(live=False)
+    target.parent, target.parent_type, target.parent_bone = rig, "BONE", "bone1"
+    before = snapshot(rig)
+    settle(rig)
+    assert "parented to a bone of its own chain" in solving.status["Rig"].effectors[0]
+    assert snapshot(rig) == before
+
+
+def test_target_bone_inside_its_own_chain():
+    """The rig's own chain bone as target."""
+    rig, _ = chain_rig(live=False)
+    effector = rig.fabrik.effectors[0]
+    effector.target, effector.subtarget = rig, "bone2"
+    before = snapshot(rig)
+    settle(rig)
+    assert "part of the chain" in solving.status["Rig"].effectors[0]
+    assert snapshot(rig) == before
+
+
+def test_nan_target_location():
+    """A target at NaN is reported and never reaches the solver."""
+    rig, target = chain_rig(live=False)
+    before = snapshot(rig)
+    target.location = (float("nan"), 0.0, 1.0)
+    settle(rig)
+    assert "not at a finite location" in solving.status["Rig"].effectors[0]
+    assert snapshot(rig) == before
+
+
+def test_zero_scale_rig_stops_live_solving_with_a_message():
+    """With zero scale the rig has no space to solve in: live solving switches off and says why."""
+    rig, target = chain_rig(live=False)
+    rig.scale = (1.0, 0.0, 1.0)
+    before = snapshot(rig)
+    settle(rig)
+    assert not rig.fabrik.live
+    assert "zero scale" in solving.status["Rig"].message
+    assert snapshot(rig) == before
+
+
+def test_one_bad_effector_does_not_stop_the_others():
+    """A good effector still solves next to a broken one."""
+    rig, target = chain_rig(live=False)
+    second = rigbuild.make_target("Second", (0.0, 0.0, 0.0))
+    rigbuild.add_effector(rig, "missing", second)
+    target.location = (1.0, 1.0, 2.0)
+    settle(rig)
+    status = solving.status["Rig"]
+    assert status.effectors[1] == "no bone 'missing' in 'Rig'"
+    assert status.effectors[0].startswith("error")
+
+
+def test_solve_operator_reports_problems_instead_of_raising():
+    """The operator finishes and reports a warning when no effector can be solved."""
+    rig, target = chain_rig(live=False)
+    bpy.data.objects.remove(target)
+    assert bpy.ops.fabrik.solve() == {"FINISHED"}
+    assert not solving.status["Rig"].ok
