@@ -110,9 +110,9 @@ class Joints:
                 self.base.append(self.heads[k])
                 self.offset.append(None)
             else:
-                d = sub(self.heads[k], self.tails[p])
+                connected = skeleton.parents[b] == tree.bones[p] and not skeleton.offsets[b].any()
                 self.base.append(None)
-                self.offset.append(d if d[0] * d[0] + d[1] * d[1] + d[2] * d[2] > 1e-24 else None)
+                self.offset.append(None if connected else sub(self.heads[k], self.tails[p]))
 
     def snapshot(self) -> tuple[list[Vec], list[Vec]]:
         """A copy of the joint positions."""
@@ -162,15 +162,15 @@ def forward_reaching(tree: MovingTree, joints: Joints, targets: list[Vec], weigh
         if total <= 0.0:
             continue  # nothing pulls this bone
         wanted = (wx / total, wy / total, wz / total)
-        old_direction = joints.direction(k, length[k])
         if px == py == pz == 0.0:
+            head = reach(wanted, heads[k], length[k])
+            heads[k] = head if head is not None else sub(wanted, sub(tails[k], heads[k]))
             tails[k] = wanted
-            heads[k] = reach(wanted, heads[k], length[k], scale(old_direction, -1.0))
         else:
-            _move_rigidly(joints, k, add(tails[k], (px / total, py / total, pz / total)), wanted, old_direction)
+            _move_rigidly(joints, k, add(tails[k], (px / total, py / total, pz / total)), wanted)
 
 
-def _move_rigidly(joints: Joints, k: int, point: Vec, wanted: Vec, old_direction: Vec) -> None:
+def _move_rigidly(joints: Joints, k: int, point: Vec, wanted: Vec) -> None:
     """FABRIK's move for a bone pulled at a point off its axis: that point to `wanted`, the head onto the line."""
     head, tail = joints.heads[k], joints.tails[k]
     arm = dist(point, head)
@@ -179,7 +179,7 @@ def _move_rigidly(joints: Joints, k: int, point: Vec, wanted: Vec, old_direction
         joints.heads[k], joints.tails[k] = add(head, shift), add(tail, shift)
         return
     before = scale(sub(point, head), 1.0 / arm)
-    new_head = reach(wanted, head, arm, scale(before, -1.0))
+    new_head = reach(wanted, head, arm) or sub(wanted, sub(point, head))
     after = scale(sub(wanted, new_head), 1.0 / arm)
     joints.tails[k] = add(new_head, swing(before, after, sub(tail, head), perpendicular(before)))
     joints.heads[k] = new_head
@@ -190,14 +190,16 @@ def backward_reaching(tree: MovingTree, joints: Joints) -> None:
     heads, tails, length = joints.heads, joints.tails, tree.length
     for k in range(len(tree.bones)):
         p = tree.parent[k]
-        old_direction = joints.direction(k, length[k])
+        old_tail = tails[k]
+        old_bone = sub(old_tail, heads[k])
         if p < 0:
             heads[k] = joints.base[k]
         elif joints.offset[k] is None:
             heads[k] = tails[p]
         else:
             heads[k] = add(tails[p], joints.offset_now(k, p, length[p]))
-        tails[k] = reach(heads[k], tails[k], length[k], old_direction)
+        tail = reach(heads[k], old_tail, length[k])
+        tails[k] = tail if tail is not None else add(heads[k], old_bone)
 
 
 def stretch_towards(tree: MovingTree, joints: Joints, target: Vec) -> None:
@@ -294,20 +296,19 @@ def _pose_from_joints(skeleton: Skeleton, start: Pose, tree: MovingTree, joints:
     """Turn solved joint positions into a full pose: moving bones swing, the rest follow their parents rigidly."""
     heads = start.heads.copy()
     frames = start.frames.copy()
-    turn: dict[int, np.ndarray] = {}
-    node_of = {b: k for k, b in enumerate(tree.bones)}
+    moving = list(tree.bones)
+    directions = (np.asarray(joints.tails) - np.asarray(joints.heads)) / np.asarray(tree.length)[:, None]
+    turns = rotation.swing_matrices(start.frames[moving, :, 1], directions, start.frames[moving, :, 0])
+    heads[moving] = joints.heads
+    frames[moving] = turns @ start.frames[moving]
+    moved = set(moving)
     for b in skeleton.order:
-        k = node_of.get(b)
-        if k is not None:
-            y_now = np.subtract(joints.tails[k], joints.heads[k]) / tree.length[k]
-            turn[b] = rotation.swing_matrix(start.frames[b][:, 1], y_now, start.frames[b][:, 0])
-            heads[b] = joints.heads[k]
-            frames[b] = turn[b] @ start.frames[b]
-            continue
         p = skeleton.parents[b]
-        if p in turn:
-            # An unmoved bone below a moved one keeps its place relative to its parent.
-            turn[b] = frames[p] @ start.frames[p].T
-            heads[b] = heads[p] + turn[b] @ (start.heads[b] - start.heads[p])
-            frames[b] = turn[b] @ start.frames[b]
+        if b in moved or p not in moved:
+            continue
+        # An unmoved bone below a moved one keeps its place relative to its parent.
+        turn = frames[p] @ start.frames[p].T
+        heads[b] = heads[p] + turn @ (start.heads[b] - start.heads[p])
+        frames[b] = turn @ start.frames[b]
+        moved.add(b)
     return Pose(heads, frames, start.lengths)

@@ -92,3 +92,18 @@ def quaternion_to_matrix(q: np.ndarray) -> np.ndarray:
         ),
         axis=-2,
     )
+
+
+def swing_matrices(a: np.ndarray, b: np.ndarray, axes_if_opposite: np.ndarray) -> np.ndarray:
+    """`swing_matrix` for many pairs of unit vectors at once: (m, 3) each, result (m, 3, 3)."""
+    d = np.einsum("ij,ij->i", a, b)
+    c = np.cross(a, b)
+    k = np.zeros((len(a), 3, 3))
+    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -c[:, 2], c[:, 1], -c[:, 0]
+    k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = c[:, 2], -c[:, 1], c[:, 0]
+    safe = d >= -1.0 + 1e-6
+    scale = np.where(safe, 1.0 / np.where(safe, 1.0 + d, 1.0), 0.0)
+    out = np.eye(3) + k + (k @ k) * scale[:, None, None]
+    for i in np.flatnonzero(~safe):
+        out[i] = swing_matrix(a[i], b[i], axes_if_opposite[i])
+    return out

@@ -12,6 +12,8 @@ from . import rotation
 
 #: Bones shorter than this are refused; Blender itself removes zero-length bones.
 MIN_BONE_LENGTH = 1e-6
+#: A head closer than this fraction of the parent's length to the parent's tail counts as connected.
+CONNECTED_TOLERANCE = 1e-5
 
 
 class Skeleton:
@@ -61,7 +63,11 @@ class Skeleton:
         self.offsets = np.zeros((n, 3))
         for i, p in enumerate(self.parents):
             if p >= 0:
-                self.offsets[i] = self.rest_frames[p].T @ (heads[i] - self.rest_tails[p])
+                offset = self.rest_frames[p].T @ (heads[i] - self.rest_tails[p])
+                # Blender stores rest matrices in single precision; a connected bone's
+                # head is then a hair off its parent's tail. Treat that as connected.
+                if np.linalg.norm(offset) > CONNECTED_TOLERANCE * lens[p]:
+                    self.offsets[i] = offset
         self._cache: dict = {}
 
     def __len__(self) -> int:
@@ -136,13 +142,13 @@ class Skeleton:
 
     def local_rotations(self, pose: "Pose") -> np.ndarray:
         """Each bone's rotation relative to its rest and its parent's pose (the inverse of `pose_from_local`)."""
-        local = np.empty((len(self), 3, 3))
-        for i, p in enumerate(self.parents):
-            if p < 0:
-                local[i] = self.rest_frames[i].T @ pose.frames[i]
-            else:
-                local[i] = self.rest_frames[i].T @ self.rest_frames[p] @ pose.frames[p].T @ pose.frames[i]
-        return local
+        parents = np.asarray(self.parents)
+        has_parent = parents >= 0
+        # rest_i^T @ rest_p @ pose_p^T @ pose_i, with the parent terms the identity for roots
+        parent_part = np.broadcast_to(np.eye(3), (len(self), 3, 3)).copy()
+        p = parents[has_parent]
+        parent_part[has_parent] = self.rest_frames[p] @ np.swapaxes(pose.frames[p], 1, 2)
+        return np.swapaxes(self.rest_frames, 1, 2) @ parent_part @ pose.frames
 
 
 @dataclass

@@ -52,17 +52,16 @@ def dist(a: Vec, b: Vec) -> float:
     return math.sqrt(x * x + y * y + z * z)
 
 
-def reach(fixed: Vec, toward: Vec, length: float, fallback: Vec) -> Vec:
-    """The point at `length` from `fixed` on the line towards `toward`.
+def reach(fixed: Vec, toward: Vec, length: float) -> Vec | None:
+    """The point at `length` from `fixed` on the line towards `toward` (FABRIK's one move).
 
-    This is FABRIK's one move. When the two points coincide the line is
-    undefined and `fallback` (a unit direction) is used instead.
+    None when the two points coincide, so the line is undefined; the caller
+    then keeps the bone's previous direction.
     """
     dx, dy, dz = toward[0] - fixed[0], toward[1] - fixed[1], toward[2] - fixed[2]
     d = math.sqrt(dx * dx + dy * dy + dz * dz)
     if d < EPSILON:
-        dx, dy, dz = fallback
-        d = 1.0
+        return None
     s = length / d
     return (fixed[0] + dx * s, fixed[1] + dy * s, fixed[2] + dz * s)
 
