@@ -3,7 +3,7 @@
 
 Aristidou & Lasenby, "FABRIK: A fast, iterative solver for the Inverse
 Kinematics problem", Graphical Models 73 (2011). The solver works on joint
-positions only. One iteration is two passes over the bones:
+positions. One iteration is two passes over the bones:
 
 1. Forward reaching, from the end effectors towards the root: put the
    effector's joint on its target, then walk back up the chain, placing each
@@ -14,14 +14,18 @@ positions only. One iteration is two passes over the bones:
 2. Backward reaching, from the fixed root out to every tip: put the root back
    where it was, then walk down the tree the same way.
 
-A bone's head need not sit on its parent's tail (Blender bones can be
-unconnected): that offset is rigid in the parent's frame, so it is turned with
-the parent by the shortest rotation from where the parent started.
+Joint limits act inside both passes, as in the constrained forms of FABRIK:
+in the backward pass each limited bone's direction is projected into the cone
+its parent allows; in the forward pass, where the child has already moved,
+the parent is turned instead so that the child's limit holds. For that, and
+for unconnected bones (a head offset that is rigid in the parent's frame),
+each bone's full frame is carried through the passes, turned by the shortest
+rotation whenever its direction changes, so its roll is kept.
 
-The iterations stop when every effector is within tolerance, when an
-iteration no longer lowers the error, or at the iteration cap. A single chain
-whose target is out of reach is stretched straight towards it at once, as in
-the paper.
+The iterations stop when every effector is within tolerance, when a few
+iterations in a row no longer lower the error (the best pose is kept), or at
+the iteration cap. A single free chain whose target is out of reach is
+stretched straight towards it at once, as in the paper.
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ from typing import Sequence
 
 import numpy as np
 
-from . import rotation
+from . import limits, quat, rotation
 from .problem import Goal, SolveReport, SolveSettings, validate_goals, validate_settings
 from .skeleton import Pose, Skeleton
-from .vec import EPSILON, Vec, add, dist, perpendicular, reach, scale, sub, swing
+from .limits import JointLimit
+from .quat import Quat
+from .vec import EPSILON, Vec, add, dist, perpendicular, reach, scale, sub
 
 __all__ = ["solve"]
 
@@ -54,6 +60,10 @@ class MovingTree:
     length: tuple[float, ...]
     #: Goal indices whose effector is the tail of each node.
     goals_at: tuple[tuple[int, ...], ...]
+    #: The joint limit of each node (None when free).
+    limits: tuple[JointLimit | None, ...]
+    #: Per node, its only child when that child is limited (the forward pass then respects it), else -1.
+    limited_child: tuple[int, ...]
 
     @property
     def is_single_chain(self) -> bool:
@@ -88,47 +98,72 @@ def _build_moving_tree(skeleton: Skeleton, goals: Sequence[Goal]) -> MovingTree:
     children = tuple(tuple(c for c, p in enumerate(parent) if p == k) for k in range(len(bones)))
     goals_at = tuple(tuple(g for g, goal in enumerate(goals) if goal.bone == b) for b in bones)
     length = tuple(float(skeleton.lengths[b]) for b in bones)
-    return MovingTree(bones, tuple(parent), children, length, goals_at)
+    node_limits = tuple(skeleton.limits[b] for b in bones)
+    limited_child = tuple(c[0] if len(c) == 1 and node_limits[c[0]] is not None else -1 for c in children)
+    return MovingTree(bones, tuple(parent), children, length, goals_at, node_limits, limited_child)
 
 
 class Joints:
-    """The working state: head and tail of every moving bone, plus what the passes need from the start pose."""
+    """The working state: head, tail and (when limits or offsets need it) frame of every moving bone."""
 
     def __init__(self, skeleton: Skeleton, tree: MovingTree, start: Pose) -> None:
         tails = start.tails
         self.heads: list[Vec] = [tuple(start.heads[b]) for b in tree.bones]
         self.tails: list[Vec] = [tuple(tails[b]) for b in tree.bones]
-        #: Start direction (Y) and X axis of each node, to turn rigid offsets with it.
-        self.start_y: list[Vec] = [tuple(start.frames[b][:, 1]) for b in tree.bones]
-        self.start_x: list[Vec] = [tuple(start.frames[b][:, 0]) for b in tree.bones]
-        #: The fixed head of a base node, or the start offset from the parent's tail (None when connected).
-        self.base: list[Vec | None] = []
-        self.offset: list[Vec | None] = []
+        #: The fixed head of each base node (None for the others).
+        self.base: list[Vec | None] = [self.heads[k] if p < 0 else None for k, p in enumerate(tree.parent)]
+        #: Each node's head offset from its parent's tail in the parent's frame (None when connected).
+        self.offset: list[Vec | None] = [None] * len(tree.bones)
+        #: Armature-space frame of each node, or None for a free connected tree that needs none.
+        self.frames: list[Quat] | None = None
+        #: Per node, Q such that the frame the bone has with no rotation of its own is parent frame * Q
+        #: (or Q itself for a base node, whose parent does not move).
+        self.zero: list[Quat] = []
+        start_frames = [quat.from_matrix(start.frames[b]) for b in tree.bones]
+        needs_frames = any(limit is not None for limit in tree.limits)
         for k, b in enumerate(tree.bones):
             p = tree.parent[k]
-            if p < 0:
-                self.base.append(self.heads[k])
-                self.offset.append(None)
-            else:
-                connected = skeleton.parents[b] == tree.bones[p] and not skeleton.offsets[b].any()
-                self.base.append(None)
-                self.offset.append(None if connected else sub(self.heads[k], self.tails[p]))
+            direct = skeleton.parents[b]
+            if p >= 0 and not (direct == tree.bones[p] and not skeleton.offsets[b].any()):
+                self.offset[k] = quat.rotate(quat.conj(start_frames[p]), sub(self.heads[k], self.tails[p]))
+                needs_frames = True
+            # Bones between a node and its moving parent are rigid: fold them into Q.
+            link = skeleton.rest_relative[b]
+            if direct >= 0:
+                link = quat.mul(quat.from_matrix(start.frames[direct]), link)
+                if p >= 0:
+                    link = quat.mul(quat.conj(start_frames[p]), link)
+            self.zero.append(link)
+        if needs_frames:
+            self.frames = start_frames
 
-    def snapshot(self) -> tuple[list[Vec], list[Vec]]:
-        """A copy of the joint positions."""
-        return list(self.heads), list(self.tails)
+    def snapshot(self) -> tuple:
+        """A copy of the joint positions and frames."""
+        return list(self.heads), list(self.tails), None if self.frames is None else list(self.frames)
 
-    def restore(self, snapshot: tuple[list[Vec], list[Vec]]) -> None:
+    def restore(self, snapshot: tuple) -> None:
         """Go back to a snapshot."""
         self.heads, self.tails = list(snapshot[0]), list(snapshot[1])
+        self.frames = None if snapshot[2] is None else list(snapshot[2])
 
     def direction(self, k: int, length: float) -> Vec:
         """Current unit direction of node k."""
         return scale(sub(self.tails[k], self.heads[k]), 1.0 / length)
 
-    def offset_now(self, k: int, p: int, parent_length: float) -> Vec:
+    def offset_now(self, k: int, p: int) -> Vec:
         """Node k's head offset from its parent's tail, turned with the parent."""
-        return swing(self.start_y[p], self.direction(p, parent_length), self.offset[k], self.start_x[p])
+        return quat.rotate(self.frames[p], self.offset[k])
+
+    def zero_frame(self, tree: MovingTree, k: int, frames: list[Quat] | None = None) -> Quat:
+        """The frame node k would have with no rotation of its own (its limits are relative to it)."""
+        p = tree.parent[k]
+        frames = self.frames if frames is None else frames
+        return self.zero[k] if p < 0 else quat.mul(frames[p], self.zero[k])
+
+    def turn(self, k: int, before: Vec, after: Vec) -> None:
+        """Turn node k's frame by the shortest rotation taking direction `before` to `after`."""
+        frame = self.frames[k]
+        self.frames[k] = quat.normalized(quat.mul(quat.arc(before, after, quat.x_axis(frame)), frame))
 
 
 def forward_reaching(tree: MovingTree, joints: Joints, targets: list[Vec], weights: list[float], branch: list[float]) -> None:
@@ -142,6 +177,7 @@ def forward_reaching(tree: MovingTree, joints: Joints, targets: list[Vec], weigh
     is placed on the line back to where it was.
     """
     heads, tails, length = joints.heads, joints.tails, tree.length
+    framed = joints.frames is not None
     for k in reversed(range(len(tree.bones))):
         total = 0.0
         wx = wy = wz = 0.0  # weighted asks
@@ -157,17 +193,22 @@ def forward_reaching(tree: MovingTree, joints: Joints, targets: list[Vec], weigh
             h = heads[c]
             wx, wy, wz, total = wx + w * h[0], wy + w * h[1], wz + w * h[2], total + w
             if joints.offset[c] is not None:
-                o = joints.offset_now(c, k, length[k])
+                o = joints.offset_now(c, k)
                 px, py, pz = px + w * o[0], py + w * o[1], pz + w * o[2]
         if total <= 0.0:
             continue  # nothing pulls this bone
         wanted = (wx / total, wy / total, wz / total)
         if px == py == pz == 0.0:
+            before = joints.direction(k, length[k]) if framed else None
             head = reach(wanted, heads[k], length[k])
             heads[k] = head if head is not None else sub(wanted, sub(tails[k], heads[k]))
             tails[k] = wanted
+            if framed:
+                joints.turn(k, before, joints.direction(k, length[k]))
         else:
             _move_rigidly(joints, k, add(tails[k], (px / total, py / total, pz / total)), wanted)
+        if framed and tree.limited_child[k] >= 0:
+            _respect_child_limit(tree, joints, k, tree.limited_child[k])
 
 
 def _move_rigidly(joints: Joints, k: int, point: Vec, wanted: Vec) -> None:
@@ -181,13 +222,38 @@ def _move_rigidly(joints: Joints, k: int, point: Vec, wanted: Vec) -> None:
     before = scale(sub(point, head), 1.0 / arm)
     new_head = reach(wanted, head, arm) or sub(wanted, sub(point, head))
     after = scale(sub(wanted, new_head), 1.0 / arm)
-    joints.tails[k] = add(new_head, swing(before, after, sub(tail, head), perpendicular(before)))
+    turn = quat.arc(before, after, perpendicular(before))
+    joints.tails[k] = add(new_head, quat.rotate(turn, sub(tail, head)))
     joints.heads[k] = new_head
+    joints.frames[k] = quat.normalized(quat.mul(turn, joints.frames[k]))
 
 
-def backward_reaching(tree: MovingTree, joints: Joints) -> None:
-    """Root to tips: each base goes back to its fixed place, each head onto its parent, each tail on the line."""
+def _respect_child_limit(tree: MovingTree, joints: Joints, k: int, c: int) -> None:
+    """Forward pass: if child c now sits outside what its limit allows, turn bone k (about c's head) instead."""
+    limit = tree.limits[c]
+    zero = quat.mul(joints.frames[k], joints.zero[c])
+    local = quat.mul(quat.conj(zero), joints.frames[c])
+    allowed = limits.constrain(limit, local)
+    if _same_rotation(allowed, local):
+        return
+    # The parent frame for which the child's rotation is exactly `allowed`.
+    frame = quat.normalized(quat.mul(quat.mul(joints.frames[c], quat.conj(allowed)), quat.conj(joints.zero[c])))
+    hinge = joints.heads[c]
+    offset = joints.offset[c]
+    joints.frames[k] = frame
+    joints.tails[k] = hinge if offset is None else sub(hinge, quat.rotate(frame, offset))
+    joints.heads[k] = sub(joints.tails[k], scale(quat.y_axis(frame), tree.length[k]))
+
+
+def backward_reaching(tree: MovingTree, joints: Joints, before_pass: list[Quat] | None = None) -> None:
+    """Root to tips: each base goes back to its fixed place, each head onto its parent, each tail on the line.
+
+    A limited bone's direction is then projected into what its limit allows
+    relative to its parent, which is already final; `before_pass` (the frames
+    at the start of the iteration) lets stiffness hold part of the turn back.
+    """
     heads, tails, length = joints.heads, joints.tails, tree.length
+    framed = joints.frames is not None
     for k in range(len(tree.bones)):
         p = tree.parent[k]
         old_tail = tails[k]
@@ -197,9 +263,29 @@ def backward_reaching(tree: MovingTree, joints: Joints) -> None:
         elif joints.offset[k] is None:
             heads[k] = tails[p]
         else:
-            heads[k] = add(tails[p], joints.offset_now(k, p, length[p]))
+            heads[k] = add(tails[p], joints.offset_now(k, p))
         tail = reach(heads[k], old_tail, length[k])
         tails[k] = tail if tail is not None else add(heads[k], old_bone)
+        if not framed:
+            continue
+        joints.turn(k, scale(old_bone, 1.0 / length[k]), joints.direction(k, length[k]))
+        limit = tree.limits[k]
+        if limit is None:
+            continue
+        zero = joints.zero_frame(tree, k)
+        local = quat.mul(quat.conj(zero), joints.frames[k])
+        previous = None
+        if before_pass is not None:
+            previous = quat.mul(quat.conj(joints.zero_frame(tree, k, before_pass)), before_pass[k])
+        allowed = limits.constrain(limit, local, previous)
+        joints.frames[k] = frame = quat.normalized(quat.mul(zero, allowed))
+        tails[k] = add(heads[k], scale(quat.y_axis(frame), length[k]))
+
+
+def _same_rotation(a: Quat, b: Quat, eps: float = 1e-12) -> bool:
+    """True when two unit quaternions give the same rotation."""
+    d = abs(a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3])
+    return d > 1.0 - eps
 
 
 def stretch_towards(tree: MovingTree, joints: Joints, target: Vec) -> None:
@@ -242,11 +328,12 @@ def solve(
 
     errors = goal_errors(tree, joints, goals, node_of_goal)
     report = SolveReport(0, errors, max(errors) <= settings.tolerance, "converged")
-    if report.converged:
+    if report.converged and joints.frames is None:
         return start.copy(), report
+    report.converged = False  # a limited start pose still has to be brought inside its limits
 
     if len(goals) == 1 and tree.is_single_chain and node_of_goal[0] == len(tree.bones) - 1:
-        if all(o is None for o in joints.offset) and dist(joints.base[0], targets[0]) >= sum(tree.length):
+        if joints.frames is None and dist(joints.base[0], targets[0]) >= sum(tree.length):
             stretch_towards(tree, joints, targets[0])
             errors = goal_errors(tree, joints, goals, node_of_goal)
             reached = errors[0] <= settings.tolerance  # a target exactly at full reach
@@ -258,9 +345,11 @@ def solve(
     best_error, best_joints, best_errors = sum(errors), joints.snapshot(), errors
     without_progress = 0
     report.stopped_by = "max_iterations"
+    stiff = any(limit is not None and limit.is_stiff for limit in tree.limits)
     for iteration in range(1, settings.max_iterations + 1):
+        before_pass = list(joints.frames) if stiff else None
         forward_reaching(tree, joints, targets, weights, branch)
-        backward_reaching(tree, joints)
+        backward_reaching(tree, joints, before_pass)
         errors = goal_errors(tree, joints, goals, node_of_goal)
         report.iterations = iteration
         if max(errors) <= settings.tolerance:
@@ -297,10 +386,14 @@ def _pose_from_joints(skeleton: Skeleton, start: Pose, tree: MovingTree, joints:
     heads = start.heads.copy()
     frames = start.frames.copy()
     moving = list(tree.bones)
-    directions = (np.asarray(joints.tails) - np.asarray(joints.heads)) / np.asarray(tree.length)[:, None]
-    turns = rotation.swing_matrices(start.frames[moving, :, 1], directions, start.frames[moving, :, 0])
     heads[moving] = joints.heads
-    frames[moving] = turns @ start.frames[moving]
+    if joints.frames is not None:
+        frames[moving] = rotation.quaternion_to_matrix(np.asarray(joints.frames))
+    else:
+        # A free connected tree carried no frames: each bone turns the shortest way from where it started.
+        directions = (np.asarray(joints.tails) - np.asarray(joints.heads)) / np.asarray(tree.length)[:, None]
+        turns = rotation.swing_matrices(start.frames[moving, :, 1], directions, start.frames[moving, :, 0])
+        frames[moving] = turns @ start.frames[moving]
     moved = set(moving)
     for b in skeleton.order:
         p = skeleton.parents[b]

@@ -8,7 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
-from . import rotation
+from . import quat, rotation
+from .limits import JointLimit
 
 #: Bones shorter than this are refused; Blender itself removes zero-length bones.
 MIN_BONE_LENGTH = 1e-6
@@ -33,6 +34,7 @@ class Skeleton:
         rest_frames: Sequence[Sequence[Sequence[float]]],
         lengths: Sequence[float],
         names: Sequence[str] | None = None,
+        limits: Sequence[JointLimit | None] | None = None,
     ) -> None:
         n = len(parents)
         self.parents: tuple[int, ...] = tuple(int(p) for p in parents)
@@ -57,18 +59,35 @@ class Skeleton:
             tuple(c for c in range(n) if self.parents[c] == i) for i in range(n)
         )
         self.rest_frames = rotation.orthonormalize_y(frames, self.names)
+        heads = heads.copy()
         self.rest_heads = heads
         self.lengths = lens
         self.rest_tails = heads + lens[:, None] * self.rest_frames[:, :, 1]
         self.offsets = np.zeros((n, 3))
-        for i, p in enumerate(self.parents):
+        for i in self.order:
+            p = self.parents[i]
             if p >= 0:
                 offset = self.rest_frames[p].T @ (heads[i] - self.rest_tails[p])
-                # Blender stores rest matrices in single precision; a connected bone's
-                # head is then a hair off its parent's tail. Treat that as connected.
                 if np.linalg.norm(offset) > CONNECTED_TOLERANCE * lens[p]:
                     self.offsets[i] = offset
+                else:
+                    # Blender stores rest matrices in single precision, so a connected
+                    # bone's head is a hair off its parent's tail: put it back on.
+                    heads[i] = self.rest_tails[p]
+                    self.rest_tails[i] = heads[i] + lens[i] * self.rest_frames[i][:, 1]
+        self.limits: tuple[JointLimit | None, ...] = _checked_limits(limits, n, self.names)
+        #: Each bone's rest frame relative to its parent's rest frame (to armature space for roots), as a quaternion.
+        self.rest_relative: tuple[quat.Quat, ...] = tuple(
+            quat.from_matrix(self.rest_frames[i] if p < 0 else self.rest_frames[p].T @ self.rest_frames[i])
+            for i, p in enumerate(self.parents)
+        )
         self._cache: dict = {}
+
+    def with_limits(self, limits: Sequence[JointLimit | None] | dict[int, JointLimit]) -> "Skeleton":
+        """The same skeleton with other joint limits (a list per bone, or a dict bone -> limit)."""
+        if isinstance(limits, dict):
+            limits = [limits.get(i) for i in range(len(self))]
+        return Skeleton(self.parents, self.rest_heads, self.rest_frames, self.lengths, self.names, limits)
 
     def __len__(self) -> int:
         return len(self.parents)
@@ -211,3 +230,16 @@ def _topological_order(parents: tuple[int, ...], names: tuple[str, ...]) -> tupl
             base += 1
             depth[k] = base
     return tuple(sorted(range(n), key=lambda k: (depth[k], k)))
+
+
+def _checked_limits(limits, n: int, names: tuple[str, ...]) -> tuple[JointLimit | None, ...]:
+    """One limit (or None) per bone; free limits become None so the solver can skip them."""
+    if limits is None:
+        return (None,) * n
+    limits = tuple(limits)
+    if len(limits) != n:
+        raise ValueError(f"{len(limits)} joint limits for {n} bones")
+    for i, limit in enumerate(limits):
+        if limit is not None and not isinstance(limit, JointLimit):
+            raise ValueError(f"bone '{names[i]}' has a limit that is not a JointLimit")
+    return tuple(None if limit is None or limit.is_free else limit for limit in limits)

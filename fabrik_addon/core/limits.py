@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Joint limits in 3D, in Blender's convention for its per-bone IK settings.
+
+A bone's local rotation (relative to its rest, in its parent's frame) is split
+into a twist about the bone's own Y axis followed by a swing that tips the Y
+axis over, about an axis in the XZ plane. The swing is written as a rotation
+vector (swing_x, swing_z): for a pure turn about X by a, swing_x = a.
+
+- Swing: an elliptical cone. Each quadrant has its own semi-axes, from the X
+  range on the X side and the Z range on the Z side, so asymmetric ranges such
+  as an elbow's 0..145 degrees work. A locked axis allows no swing about it:
+  one locked axis makes a hinge, two make the bone point along its rest.
+- Twist: a range about Y, or locked.
+- Stiffness 0..1 per axis: how much the bone resists turning in each solver
+  pass (the rest of the chain takes up the motion); 1 holds it still.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import quat
+from .quat import Quat
+
+PI = math.pi
+
+
+@dataclass(frozen=True)
+class JointLimit:
+    """Limits of one bone, in radians, mirroring Blender's pose-bone IK settings."""
+
+    lock_x: bool = False
+    lock_y: bool = False
+    lock_z: bool = False
+    use_limit_x: bool = False
+    use_limit_y: bool = False
+    use_limit_z: bool = False
+    min_x: float = -PI
+    max_x: float = PI
+    min_y: float = -PI
+    max_y: float = PI
+    min_z: float = -PI
+    max_z: float = PI
+    stiffness_x: float = 0.0
+    stiffness_y: float = 0.0
+    stiffness_z: float = 0.0
+
+    def __post_init__(self) -> None:
+        for axis in "xyz":
+            lo, hi = getattr(self, f"min_{axis}"), getattr(self, f"max_{axis}")
+            stiffness = getattr(self, f"stiffness_{axis}")
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                raise ValueError(f"the {axis.upper()} limit is not a finite number")
+            if lo > hi:
+                raise ValueError(f"the {axis.upper()} limit has min {math.degrees(lo):.1f} > max {math.degrees(hi):.1f} degrees")
+            if not (math.isfinite(stiffness) and 0.0 <= stiffness <= 1.0):
+                raise ValueError(f"the {axis.upper()} stiffness {stiffness} is outside 0..1")
+
+    @property
+    def is_free(self) -> bool:
+        """True when nothing restricts or slows the bone."""
+        return not (
+            self.lock_x or self.lock_y or self.lock_z
+            or self.use_limit_x or self.use_limit_y or self.use_limit_z
+            or self.stiffness_x or self.stiffness_y or self.stiffness_z
+        )
+
+    @property
+    def is_stiff(self) -> bool:
+        """True when some axis has stiffness."""
+        return bool(self.stiffness_x or self.stiffness_y or self.stiffness_z)
+
+    @property
+    def limits_swing(self) -> bool:
+        """True when the bone's direction is restricted."""
+        return self.lock_x or self.lock_z or self.use_limit_x or self.use_limit_z
+
+    def swing_range(self, axis: str) -> tuple[float, float]:
+        """The allowed swing about X or Z as (min, max); (0, 0) when locked, at most a half turn either way."""
+        if getattr(self, f"lock_{axis}"):
+            return 0.0, 0.0
+        if getattr(self, f"use_limit_{axis}"):
+            return max(-PI, getattr(self, f"min_{axis}")), min(PI, getattr(self, f"max_{axis}"))
+        return -PI, PI
+
+    def twist_range(self) -> tuple[float, float]:
+        """The allowed twist about Y as (min, max)."""
+        if self.lock_y:
+            return 0.0, 0.0
+        if self.use_limit_y:
+            return max(-PI, self.min_y), min(PI, self.max_y)
+        return -PI, PI
+
+
+def clamp_swing(limit: JointLimit, swing_x: float, swing_z: float) -> tuple[float, float]:
+    """The allowed swing: inside the quadrant's ellipse, moved in along the ray to the rest direction."""
+    lo_x, hi_x = limit.swing_range("x")
+    lo_z, hi_z = limit.swing_range("z")
+    if not (lo_x <= 0.0 <= hi_x and lo_z <= 0.0 <= hi_z):
+        # A range that leaves out the rest direction has no cone around it: clamp each axis on its own.
+        return min(max(swing_x, lo_x), hi_x), min(max(swing_z, lo_z), hi_z)
+    a = hi_x if swing_x >= 0.0 else -lo_x  # the ellipse's semi-axes in this quadrant
+    b = hi_z if swing_z >= 0.0 else -lo_z
+    if a <= 0.0 or b <= 0.0:
+        # A hinge (or a locked bone): no swing about the closed axis, a plain range about the other.
+        x = 0.0 if a <= 0.0 else min(max(swing_x, lo_x), hi_x)
+        z = 0.0 if b <= 0.0 else min(max(swing_z, lo_z), hi_z)
+        return x, z
+    r = (swing_x / a) ** 2 + (swing_z / b) ** 2
+    if r <= 1.0:
+        return swing_x, swing_z
+    s = 1.0 / math.sqrt(r)
+    return swing_x * s, swing_z * s
+
+
+def clamp_twist(limit: JointLimit, twist: float) -> float:
+    """The twist moved into its range."""
+    lo, hi = limit.twist_range()
+    return min(max(twist, lo), hi)
+
+
+def constrain(limit: JointLimit, local: Quat, previous: Quat | None = None) -> Quat:
+    """The allowed local rotation nearest to `local`; with `previous`, stiffness holds part of the change back."""
+    swing_x, swing_z, twist = quat.swing_twist(local)
+    if previous is not None and (limit.stiffness_x or limit.stiffness_y or limit.stiffness_z):
+        px, pz, pt = quat.swing_twist(previous)
+        swing_x = px + (1.0 - limit.stiffness_x) * (swing_x - px)
+        swing_z = pz + (1.0 - limit.stiffness_z) * (swing_z - pz)
+        twist = pt + (1.0 - limit.stiffness_y) * _wrap(twist - pt)
+    swing_x, swing_z = clamp_swing(limit, swing_x, swing_z)
+    return quat.from_swing_twist(swing_x, swing_z, clamp_twist(limit, _wrap(twist)))
+
+
+def _wrap(angle: float) -> float:
+    """The same angle in (-pi, pi]."""
+    return angle - 2.0 * PI * math.floor((angle + PI) / (2.0 * PI)) if not -PI < angle <= PI else angle
