@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "requirements.txt"
 VENV = Path(os.environ.get("FABRIK_VENV", ROOT / ".venv"))
-DEBIAN_PACKAGES = ("blender", "xvfb", "xauth")
+DEBIAN_PACKAGES = ("blender", "python3-numpy", "xvfb", "xauth")
 
 
 def log(message: str) -> None:
@@ -60,7 +60,8 @@ def ensure_venv() -> Path:
 
 def ensure_debian_blender() -> None:
     """Install Debian's blender and xvfb for the GUI tests when we are root and they are missing."""
-    if shutil.which("blender") and shutil.which("xvfb-run"):
+    numpy_for_blender = Path("/usr/lib/python3/dist-packages/numpy").exists()
+    if shutil.which("blender") and shutil.which("xvfb-run") and numpy_for_blender:
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         log("Debian's blender/xvfb are missing and this is not root with apt-get: GUI tests will skip")

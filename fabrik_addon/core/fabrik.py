@@ -30,6 +30,7 @@ stretched straight towards it at once, as in the paper.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -64,6 +65,15 @@ class MovingTree:
     limits: tuple[JointLimit | None, ...]
     #: Per node, its only child when that child is limited (the forward pass then respects it), else -1.
     limited_child: tuple[int, ...]
+    #: Per node, whether its head sits on its moving parent's tail (False for base nodes).
+    connected: tuple[bool, ...]
+
+    @property
+    def needs_frames(self) -> bool:
+        """True when limits or rigid offsets need each bone's frame carried through the passes."""
+        return any(limit is not None for limit in self.limits) or not all(
+            c for c, p in zip(self.connected, self.parent) if p >= 0
+        )
 
     @property
     def is_single_chain(self) -> bool:
@@ -100,7 +110,10 @@ def _build_moving_tree(skeleton: Skeleton, goals: Sequence[Goal]) -> MovingTree:
     length = tuple(float(skeleton.lengths[b]) for b in bones)
     node_limits = tuple(skeleton.limits[b] for b in bones)
     limited_child = tuple(c[0] if len(c) == 1 and node_limits[c[0]] is not None else -1 for c in children)
-    return MovingTree(bones, tuple(parent), children, length, goals_at, node_limits, limited_child)
+    connected = tuple(
+        p >= 0 and skeleton.parents[b] == bones[p] and not skeleton.offsets[b].any() for b, p in zip(bones, parent)
+    )
+    return MovingTree(bones, tuple(parent), children, length, goals_at, node_limits, limited_child, connected)
 
 
 class Joints:
@@ -120,13 +133,11 @@ class Joints:
         #: (or Q itself for a base node, whose parent does not move).
         self.zero: list[Quat] = []
         start_frames = [quat.from_matrix(start.frames[b]) for b in tree.bones]
-        needs_frames = any(limit is not None for limit in tree.limits)
         for k, b in enumerate(tree.bones):
             p = tree.parent[k]
             direct = skeleton.parents[b]
-            if p >= 0 and not (direct == tree.bones[p] and not skeleton.offsets[b].any()):
+            if p >= 0 and not tree.connected[k]:
                 self.offset[k] = quat.rotate(quat.conj(start_frames[p]), sub(self.heads[k], self.tails[p]))
-                needs_frames = True
             # Bones between a node and its moving parent are rigid: fold them into Q.
             link = skeleton.rest_relative[b]
             if direct >= 0:
@@ -134,7 +145,7 @@ class Joints:
                 if p >= 0:
                     link = quat.mul(quat.conj(start_frames[p]), link)
             self.zero.append(link)
-        if needs_frames:
+        if tree.needs_frames:
             self.frames = start_frames
 
     def snapshot(self) -> tuple:
@@ -209,6 +220,19 @@ def forward_reaching(tree: MovingTree, joints: Joints, targets: list[Vec], weigh
             _move_rigidly(joints, k, add(tails[k], (px / total, py / total, pz / total)), wanted)
         if framed and tree.limited_child[k] >= 0:
             _respect_child_limit(tree, joints, k, tree.limited_child[k])
+        if framed and tree.parent[k] < 0 and tree.limits[k] is not None:
+            _respect_base_limit(tree, joints, k)
+
+
+def _respect_base_limit(tree: MovingTree, joints: Joints, k: int) -> None:
+    """Forward pass: a base bone's parent never moves, so its own limit is known now; turn it about its tail."""
+    zero = joints.zero[k]
+    local = quat.mul(quat.conj(zero), joints.frames[k])
+    allowed = limits.constrain(tree.limits[k], local)
+    if _same_rotation(allowed, local):
+        return
+    joints.frames[k] = frame = quat.normalized(quat.mul(zero, allowed))
+    joints.heads[k] = sub(joints.tails[k], scale(quat.y_axis(frame), tree.length[k]))
 
 
 def _move_rigidly(joints: Joints, k: int, point: Vec, wanted: Vec) -> None:
@@ -318,8 +342,42 @@ def solve(
     start = skeleton.rest_pose() if start is None else start
     if not goals:
         return start.copy(), SolveReport(0, [], True, "converged")
-
     tree = moving_tree(skeleton, goals)
+    pose, report = _solve_from(skeleton, tree, goals, start, settings, careful=True)
+    if report.converged or report.stopped_by == "unreachable" or not tree.needs_frames or not settings.explore:
+        return pose, report
+    # The careful descent found no way on from where it started (a dead end of the
+    # limits). Plain FABRIK may wander further but find the target; failing that, a
+    # few other starts inside the limits are tried (the same ones every time, so the
+    # result stays deterministic). The best result wins.
+    other_starts = [pose]
+    if any(limit is not None for limit in tree.limits):
+        rng = np.random.default_rng(len(tree.bones))
+        other_starts += [skeleton.with_local_rotations(start, _random_allowed(tree, rng)) for _ in range(settings.restarts)]
+    for attempt, other_start in enumerate(other_starts, 1):
+        other_pose, other = _solve_from(skeleton, tree, goals, other_start, settings, careful=False)
+        total = report.iterations + other.iterations
+        if other.converged or sum(other.errors) < sum(report.errors):
+            pose, report = other_pose, other
+        report.iterations, report.restarts = total, attempt
+        if report.converged:
+            break
+    return pose, report
+
+
+def _random_allowed(tree: MovingTree, rng: np.random.Generator) -> dict[int, np.ndarray]:
+    """A local rotation inside its limit for every limited moving bone."""
+    return {
+        b: np.array(quat.to_matrix(limits.sample(limit, rng)))
+        for b, limit in zip(tree.bones, tree.limits)
+        if limit is not None
+    }
+
+
+def _solve_from(
+    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Pose, settings: SolveSettings, careful: bool
+) -> tuple[Pose, SolveReport]:
+    """FABRIK iterations from one start pose; `careful` undoes iterations that make things worse."""
     joints = Joints(skeleton, tree, start)
     targets = [tuple(float(c) for c in g.target) for g in goals]
     weights = [float(g.weight) for g in goals]
@@ -340,15 +398,23 @@ def solve(
             report = SolveReport(0, errors, reached, "converged" if reached else "unreachable")
             return _pose_from_joints(skeleton, start, tree, joints), report
 
-    # Trees and unconnected bones do not always improve every iteration, so a few
-    # iterations without progress are allowed and the best joints are kept.
+    # Limits and unconnected bones make FABRIK's passes less well-behaved: one
+    # iteration can make things worse and wander off to a far pose. There each
+    # iteration reaches for a point part of the way from the tips to the targets,
+    # and a step that does not lower the error is undone and tried at half the
+    # reach; steps that work let the reach grow back to the whole way.
+    controlled = careful and joints.frames is not None
+    step = 1.0
     best_error, best_joints, best_errors = sum(errors), joints.snapshot(), errors
     without_progress = 0
     report.stopped_by = "max_iterations"
     stiff = any(limit is not None and limit.is_stiff for limit in tree.limits)
     for iteration in range(1, settings.max_iterations + 1):
         before_pass = list(joints.frames) if stiff else None
-        forward_reaching(tree, joints, targets, weights, branch)
+        aims = targets
+        if controlled and step < 1.0:
+            aims = [_part_way(joints.tails[node_of_goal[g]], t, step) for g, t in enumerate(targets)]
+        forward_reaching(tree, joints, aims, weights, branch)
         backward_reaching(tree, joints, before_pass)
         errors = goal_errors(tree, joints, goals, node_of_goal)
         report.iterations = iteration
@@ -357,18 +423,28 @@ def solve(
             report.converged, report.stopped_by = True, "converged"
             break
         current = sum(errors)
-        if current < best_error * (1.0 - settings.stall_fraction):
+        improved = current < best_error * (1.0 - settings.stall_fraction)
+        if improved:
             best_error, best_joints, best_errors = current, joints.snapshot(), errors
             without_progress = 0
+            step = min(1.0, 2.0 * step)
         else:
             without_progress += 1
             if without_progress >= settings.patience:
                 report.stopped_by = "stalled"
                 break
+            if controlled:
+                joints.restore(best_joints)
+                step *= 0.5
     if best_joints is not None:
         joints.restore(best_joints)
     report.errors = best_errors
     return _pose_from_joints(skeleton, start, tree, joints), report
+
+
+def _part_way(tip: Vec, target: Vec, step: float) -> Vec:
+    """The point `step` of the way from tip to target."""
+    return (tip[0] + step * (target[0] - tip[0]), tip[1] + step * (target[1] - tip[1]), tip[2] + step * (target[2] - tip[2]))
 
 
 def _branch_weights(tree: MovingTree, weights: list[float]) -> list[float]:

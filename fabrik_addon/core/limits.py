@@ -102,10 +102,10 @@ def clamp_swing(limit: JointLimit, swing_x: float, swing_z: float) -> tuple[floa
         return min(max(swing_x, lo_x), hi_x), min(max(swing_z, lo_z), hi_z)
     a = hi_x if swing_x >= 0.0 else -lo_x  # the ellipse's semi-axes in this quadrant
     b = hi_z if swing_z >= 0.0 else -lo_z
-    if a <= 0.0 or b <= 0.0:
+    if a <= 1e-12 or b <= 1e-12:
         # A hinge (or a locked bone): no swing about the closed axis, a plain range about the other.
-        x = 0.0 if a <= 0.0 else min(max(swing_x, lo_x), hi_x)
-        z = 0.0 if b <= 0.0 else min(max(swing_z, lo_z), hi_z)
+        x = 0.0 if a <= 1e-12 else min(max(swing_x, lo_x), hi_x)
+        z = 0.0 if b <= 1e-12 else min(max(swing_z, lo_z), hi_z)
         return x, z
     r = (swing_x / a) ** 2 + (swing_z / b) ** 2
     if r <= 1.0:
@@ -135,3 +135,12 @@ def constrain(limit: JointLimit, local: Quat, previous: Quat | None = None) -> Q
 def _wrap(angle: float) -> float:
     """The same angle in (-pi, pi]."""
     return angle - 2.0 * PI * math.floor((angle + PI) / (2.0 * PI)) if not -PI < angle <= PI else angle
+
+
+def sample(limit: JointLimit, rng) -> Quat:
+    """A random local rotation inside the limit (rng: a numpy Generator)."""
+    lo_x, hi_x = limit.swing_range("x")
+    lo_z, hi_z = limit.swing_range("z")
+    swing_x, swing_z = clamp_swing(limit, rng.uniform(lo_x, hi_x), rng.uniform(lo_z, hi_z))
+    lo, hi = limit.twist_range()
+    return quat.from_swing_twist(swing_x, swing_z, rng.uniform(lo, hi))

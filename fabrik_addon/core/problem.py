@@ -36,7 +36,13 @@ class SolveSettings:
     #: Stop when one iteration lowers the summed error by less than this fraction of it.
     stall_fraction: float = 1e-5
     #: How many iterations in a row may fail to do that before the solve stops (the best pose is kept).
-    patience: int = 3
+    patience: int = 10
+    #: With limits or unconnected bones, when the careful descent from the start pose gets stuck,
+    #: let plain FABRIK wander and then try `restarts` other start poses inside the limits. This
+    #: reaches more targets, but the pose may jump far from the start; turn it off for continuity
+    #: (warm-started animation).
+    explore: bool = True
+    restarts: int = 3
 
 
 @dataclass
@@ -48,6 +54,8 @@ class SolveReport:
     converged: bool = False
     #: "converged", "unreachable", "stalled" or "max_iterations".
     stopped_by: str = "converged"
+    #: How many other start poses were tried (joint limits only).
+    restarts: int = 0
 
     @property
     def max_error(self) -> float:
@@ -75,6 +83,8 @@ def validate_settings(settings: SolveSettings) -> None:
         raise ValueError("max_iterations must be 0 or more")
     if not (math.isfinite(settings.tolerance) and settings.tolerance >= 0.0):
         raise ValueError("tolerance must be a finite number, 0 or more")
+    if settings.restarts < 0:
+        raise ValueError("restarts must be 0 or more")
     if settings.patience < 1:
         raise ValueError("patience must be 1 or more")
     if not (math.isfinite(settings.stall_fraction) and settings.stall_fraction >= 0.0):

@@ -1,0 +1,254 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The legacy add-on zip installs, works and uninstalls cleanly in Debian's Blender 3.4 (background mode)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 120
+
+# Runs inside Blender 3.4 (`blender -b --factory-startup --python DRIVER -- ZIP`). The profile
+# folders are temporary (set by the test), so installing cannot touch the real user profile.
+DRIVER = r'''
+import json
+import os
+import sys
+import traceback
+
+result = {"python": sys.version.split()[0], "stage": "start"}
+
+
+def emit():
+    """The test reads this JSON from the last line of stdout."""
+    print(json.dumps(result), flush=True)
+
+
+try:
+    # Debian's blender does not depend on python3-numpy; then borrow the test venv's numpy,
+    # which is binary compatible only with the same Python minor version.
+    try:
+        import numpy
+        result["numpy_source"] = "blender"
+    except ImportError:
+        fallback = os.environ.get("FABRIK_FALLBACK_SITE")
+        if not fallback or os.environ.get("FABRIK_FALLBACK_PYTHON") != "%d.%d" % sys.version_info[:2]:
+            raise
+        sys.path.insert(0, fallback)
+        import numpy
+        result["numpy_source"] = "test venv"
+    result["numpy"] = numpy.__version__
+
+    import addon_utils
+    import bpy
+
+    zip_path = sys.argv[sys.argv.index("--") + 1]
+    module = "fabrik_ik"
+    prefix = module + "."
+
+    def handler_lists():
+        """Every handler list of bpy.app.handlers, by name."""
+        return {name: getattr(bpy.app.handlers, name) for name in dir(bpy.app.handlers)
+                if isinstance(getattr(bpy.app.handlers, name), list)}
+
+    def handler_snapshot():
+        """Per handler list: the functions in it, by module and name."""
+        return {name: sorted(f"{getattr(h, '__module__', '?')}:{getattr(h, '__name__', repr(h))}" for h in handlers)
+                for name, handlers in handler_lists().items()}
+
+    def registered_classes():
+        """Names of the classes defined by the add-on's modules that Blender has registered."""
+        names = set()
+        for name, mod in list(sys.modules.items()):
+            if name != module and not name.startswith(prefix):
+                continue
+            for value in vars(mod).values():
+                if isinstance(value, type) and issubclass(value, bpy.types.bpy_struct) \
+                        and value.__module__ == name and value.is_registered:
+                    names.add(value.__name__)
+        return sorted(names)
+
+    def ours(entry):
+        """True when a handler snapshot entry belongs to the add-on."""
+        return entry.startswith(prefix) or entry.startswith(module + ":")
+
+    types_before = set(dir(bpy.types))
+    handlers_before = handler_snapshot()
+
+    result["stage"] = "install"
+    result["install"] = sorted(bpy.ops.preferences.addon_install(filepath=zip_path))
+    installed = os.path.join(bpy.utils.user_resource('SCRIPTS', path="addons"), module)
+    result["installed_in_temp_profile"] = os.path.isfile(os.path.join(installed, "__init__.py")) and \
+        installed.startswith(os.environ["BLENDER_USER_SCRIPTS"])
+
+    result["stage"] = "enable"
+    result["enable"] = sorted(bpy.ops.preferences.addon_enable(module=module))
+    result["enabled"] = module in bpy.context.preferences.addons
+    result["addon_check"] = list(addon_utils.check(module))
+    result["object_property"] = "fabrik" in bpy.types.Object.bl_rna.properties
+    result["new_types"] = sorted(set(dir(bpy.types)) - types_before)
+    result["registered"] = registered_classes()
+    result["handlers_added"] = {name: [e for e in entries if ours(e)] for name, entries in handler_snapshot().items()
+                                if any(ours(e) for e in entries)}
+
+    result["stage"] = "solve"
+    scene = bpy.context.scene
+    arm = bpy.data.armatures.new("Chain")
+    rig = bpy.data.objects.new("Rig", arm)
+    scene.collection.objects.link(rig)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode='EDIT')
+    parent = None
+    for i in range(3):
+        bone = arm.edit_bones.new(f"b{i}")
+        bone.head = (0.0, 0.0, float(i))
+        bone.tail = (0.0, 0.0, float(i + 1))
+        bone.parent = parent
+        bone.use_connect = parent is not None
+        parent = bone
+    bpy.ops.object.mode_set(mode='OBJECT')
+    target = bpy.data.objects.new("Target", None)
+    target.location = (1.5, 0.3, 1.5)
+    scene.collection.objects.link(target)
+    effector = rig.fabrik.effectors.add()
+    effector.bone = "b2"
+    effector.target = target
+    bpy.context.view_layer.update()
+    tip_before = rig.matrix_world @ rig.pose.bones["b2"].tail
+    result["solve"] = sorted(bpy.ops.fabrik.solve())
+    bpy.context.view_layer.update()
+    tip = rig.matrix_world @ rig.pose.bones["b2"].tail
+    goal = target.matrix_world.translation
+    result["tip_moved"] = (tip - tip_before).length
+    result["tip_error"] = (tip - goal).length
+
+    result["stage"] = "disable"
+    result["disable"] = sorted(bpy.ops.preferences.addon_disable(module=module))
+    result["still_enabled"] = module in bpy.context.preferences.addons
+    result["types_left"] = sorted(set(dir(bpy.types)) - types_before)
+    result["registered_left"] = registered_classes()
+    result["object_property_left"] = "fabrik" in bpy.types.Object.bl_rna.properties or hasattr(bpy.types.Object, "fabrik")
+    after = handler_snapshot()
+    result["handlers_left"] = {name: [e for e in entries if ours(e)] for name, entries in after.items()
+                               if any(ours(e) for e in entries)}
+    result["handlers_changed"] = sorted(name for name in after if after[name] != handlers_before.get(name))
+    result["stage"] = "done"
+except Exception:
+    result["error"] = traceback.format_exc()
+emit()
+'''
+
+
+def _fallback_numpy_site(tmp_path: Path) -> Path | None:
+    """A folder holding only this venv's numpy (symlinked), for a Blender without numpy of its own."""
+    spec = importlib.util.find_spec("numpy")
+    if spec is None or spec.origin is None:
+        return None
+    package = Path(spec.origin).parent
+    site = tmp_path / "fallback-site"
+    site.mkdir()
+    (site / "numpy").symlink_to(package, target_is_directory=True)
+    # Wheels keep numpy's bundled OpenBLAS in a sibling folder.
+    libs = package.parent / "numpy.libs"
+    if libs.is_dir():
+        (site / "numpy.libs").symlink_to(libs, target_is_directory=True)
+    return site
+
+
+@pytest.fixture(scope="module")
+def blender() -> str:
+    """Debian's blender executable, or a skip when it is not installed."""
+    path = shutil.which("blender")
+    if path is None:
+        pytest.skip("Debian's `blender` (3.4) is not on PATH; `python3 tools/dev.py test` installs it as root")
+    return path
+
+
+@pytest.fixture(scope="module")
+def legacy_zip(tmp_path_factory) -> Path:
+    """The legacy add-on zip, built once for this module."""
+    spec = importlib.util.spec_from_file_location("fabrik_build", ROOT / "tools" / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    return build.build_legacy(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="module")
+def legacy_run(blender: str, legacy_zip: Path, tmp_path_factory) -> dict:
+    """Install, enable, solve, disable in Blender 3.4 once; the driver's JSON result."""
+    tmp = tmp_path_factory.mktemp("blender34")
+    driver = tmp / "driver.py"
+    driver.write_text(DRIVER)
+    env = dict(os.environ)
+    env["BLENDER_USER_SCRIPTS"] = str(tmp / "scripts")
+    env["BLENDER_USER_CONFIG"] = str(tmp / "config")
+    env["BLENDER_USER_DATAFILES"] = str(tmp / "datafiles")
+    env.pop("PYTHONPATH", None)
+    fallback = _fallback_numpy_site(tmp)
+    if fallback is not None:
+        env["FABRIK_FALLBACK_SITE"] = str(fallback)
+        env["FABRIK_FALLBACK_PYTHON"] = "%d.%d" % sys.version_info[:2]
+    try:
+        run = subprocess.run(
+            [blender, "-b", "--factory-startup", "--python-exit-code", "1", "--python", str(driver),
+             "--", str(legacy_zip)],
+            capture_output=True, text=True, env=env, timeout=TIMEOUT,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"Blender 3.4 did not finish within {TIMEOUT} s:\n{exc.stdout}\n{exc.stderr}")
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no JSON from the driver (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
+    result = json.loads(lines[-1])
+    if "error" in result and "No module named 'numpy'" in result["error"]:
+        pytest.skip(f"Blender 3.4 (Python {result['python']}) has no numpy and cannot borrow this venv's; "
+                    "install Debian's python3-numpy")
+    assert "error" not in result, f"driver failed at stage '{result['stage']}':\n{result['error']}\n{run.stderr}"
+    result["log"] = run.stdout
+    return result
+
+
+def test_installs_and_enables(legacy_run: dict) -> None:
+    """addon_install puts the add-on into the temporary profile, addon_enable registers it."""
+    r = legacy_run
+    assert r["install"] == ["FINISHED"], f"addon_install returned {r['install']}"
+    assert r["installed_in_temp_profile"], "the add-on was not installed into the temporary BLENDER_USER_SCRIPTS"
+    assert r["enable"] == ["FINISHED"], f"addon_enable returned {r['enable']}"
+    assert r["enabled"], "'fabrik_ik' is not in preferences.addons after enabling"
+    assert r["addon_check"] == [True, True], f"addon_utils.check('fabrik_ik') gave {r['addon_check']}"
+    assert r["object_property"], "Object.fabrik was not registered"
+    for name in ("VIEW3D_PT_fabrik", "FABRIK_UL_effectors", "FABRIK_OT_solve", "FABRIK_OT_effector_add",
+                 "FABRIK_OT_effector_remove"):
+        assert name in r["new_types"], f"{name} did not appear in bpy.types (new types: {r['new_types']})"
+    # Property groups never show in bpy.types; ask the classes themselves.
+    for name in ("FabrikEffector", "FabrikSettings", "VIEW3D_PT_fabrik", "FABRIK_OT_solve"):
+        assert name in r["registered"], f"{name} is not registered (registered: {r['registered']})"
+    for name in ("frame_change_post", "depsgraph_update_post", "load_post"):
+        assert r["handlers_added"].get(name), f"no add-on handler in bpy.app.handlers.{name}: {r['handlers_added']}"
+
+
+def test_solve_reaches_target(legacy_run: dict) -> None:
+    """fabrik.solve moves a 3-bone chain's tip onto a reachable empty."""
+    r = legacy_run
+    assert r["solve"] == ["FINISHED"], f"bpy.ops.fabrik.solve() returned {r['solve']}"
+    assert r["tip_moved"] > 0.1, f"the tip did not move ({r['tip_moved']:.3g})"
+    assert r["tip_error"] < 1e-3, f"the tip ended {r['tip_error']:.3g} from the target"
+
+
+def test_disable_leaves_nothing(legacy_run: dict) -> None:
+    """After addon_disable no class, property or handler of the add-on remains."""
+    r = legacy_run
+    assert r["disable"] == ["FINISHED"], f"addon_disable returned {r['disable']}"
+    assert not r["still_enabled"], "'fabrik_ik' is still in preferences.addons"
+    assert r["types_left"] == [], f"types left in bpy.types: {r['types_left']}"
+    assert r["registered_left"] == [], f"add-on classes still registered: {r['registered_left']}"
+    assert not r["object_property_left"], "Object.fabrik is still registered"
+    assert r["handlers_left"] == {}, f"add-on handlers left: {r['handlers_left']}"
+    assert r["handlers_changed"] == [], f"handler lists differ from before the install: {r['handlers_changed']}"

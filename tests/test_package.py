@@ -1,0 +1,313 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Packaging: both zips build, the extension validates, installs into Blender 5.0, works and disables cleanly."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 120
+MODULE = "bl_ext.user_default.fabrik_ik"
+
+
+def _load_build():
+    """tools/build.py as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("fabrik_build", ROOT / "tools" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build = _load_build()
+
+
+@pytest.fixture(scope="session")
+def zips(tmp_path_factory) -> tuple[Path, Path]:
+    """Both zips, built once per session into a temporary dist folder (never the shared dist/)."""
+    return build.build_all(tmp_path_factory.mktemp("dist"))
+
+
+def _version() -> str:
+    """The manifest's version."""
+    with (ROOT / "blender_manifest.toml").open("rb") as fh:
+        return tomllib.load(fh)["version"]
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess:
+    """Blender's extension CLI from the bpy wheel, checking tags against Blender's list."""
+    tags = build.valid_tags_file()
+    assert tags is not None, "Blender's tags.py is missing from the bpy wheel"
+    command = [sys.executable, str(build.extension_cli()), *args, "--valid-tags", str(tags)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def test_zip_names(zips: tuple[Path, Path]) -> None:
+    """The zips are named after the manifest's id and version."""
+    extension, legacy = zips
+    assert extension.name == f"fabrik_ik-{_version()}.zip"
+    assert legacy.name == f"fabrik_ik-{_version()}-legacy.zip"
+
+
+def test_extension_validates(zips: tuple[Path, Path]) -> None:
+    """Blender's CLI validates the built zip, tags included."""
+    run = _run_cli("validate", "--output-type", "JSON", str(zips[0]))
+    assert run.returncode == 0, f"blender_ext.py validate failed:\n{run.stdout}\n{run.stderr}"
+    messages = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    kinds = {kind for kind, _ in messages}
+    assert kinds == {"STATUS"}, f"validate reported more than success: {messages}"
+
+
+def test_extension_rejects_unknown_tag(tmp_path: Path) -> None:
+    """The tag check is really on: an invented tag fails validation (so the pass above means something)."""
+    manifest = (ROOT / "blender_manifest.toml").read_text()
+    assert '"Rigging"' in manifest
+    (tmp_path / "blender_manifest.toml").write_text(manifest.replace('"Rigging"', '"Not A Tag"'))
+    (tmp_path / "__init__.py").write_text("")
+    run = _run_cli("validate", str(tmp_path))
+    assert run.returncode != 0 and "Not A Tag" in run.stdout + run.stderr, run.stdout + run.stderr
+
+
+def test_extension_content(zips: tuple[Path, Path]) -> None:
+    """Exactly the manifest, the root shim, the add-on package (recursively) and the README; no dev files."""
+    with zipfile.ZipFile(zips[0]) as archive:
+        names = [n for n in archive.namelist() if not n.endswith("/")]
+        shipped_manifest = archive.read("blender_manifest.toml")
+    top = {name.split("/")[0] for name in names}
+    assert top == {"blender_manifest.toml", "__init__.py", "fabrik_addon", *build.root_documents()}, sorted(top)
+    for required in ("fabrik_addon/__init__.py", "fabrik_addon/core/fabrik.py", "fabrik_addon/core/skeleton.py",
+                     "fabrik_addon/blender/__init__.py", "fabrik_addon/blender/ops.py"):
+        assert required in names, f"{required} is missing from the extension zip"
+    for name in names:
+        parts = name.split("/")
+        assert not {"tests", "tools", "samples", "benchmarks", "dist", "__pycache__"} & set(parts), name
+        assert not any(p.startswith(".") for p in parts), f"hidden file shipped: {name}"
+        assert not name.endswith(".pyc"), name
+    assert set(names) == build.expected_extension_entries()
+    assert shipped_manifest == (ROOT / "blender_manifest.toml").read_bytes()
+
+
+def test_legacy_content(zips: tuple[Path, Path]) -> None:
+    """One top folder `fabrik_ik/` holding the shim with bl_info and the add-on package, nothing else."""
+    with zipfile.ZipFile(zips[1]) as archive:
+        names = [n for n in archive.namelist() if not n.endswith("/")]
+        shim = archive.read("fabrik_ik/__init__.py").decode()
+    assert {name.split("/")[0] for name in names} == {"fabrik_ik"}
+    assert "bl_info" in shim
+    inner = {name.removeprefix("fabrik_ik/") for name in names}
+    expected = {"__init__.py", *(p.as_posix() for p in build.source_files())}
+    assert inner == expected, f"missing {sorted(expected - inner)}, extra {sorted(inner - expected)}"
+    assert "fabrik_addon/core/fabrik.py" in inner
+    assert not any("__pycache__" in n or n.endswith(".pyc") or "/tests/" in n for n in names)
+
+
+def test_build_script(tmp_path: Path) -> None:
+    """`tools/build.py` as `tools/dev.py build` runs it: exit 0, both paths printed, both files there."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    run = subprocess.run(
+        [sys.executable, "tools/build.py", "--out-dir", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert run.returncode == 0, f"tools/build.py failed:\n{run.stdout}\n{run.stderr}"
+    for name in (f"fabrik_ik-{_version()}.zip", f"fabrik_ik-{_version()}-legacy.zip"):
+        path = tmp_path / name
+        assert str(path) in run.stdout, f"{path} not printed:\n{run.stdout}"
+        assert path.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"fabrik_ik-{_version()}.zip", f"fabrik_ik-{_version()}-legacy.zip"]
+    ), "scratch files left in the output folder"
+
+
+# Runs in a fresh interpreter: installing into a throw-away profile must not touch the test process.
+DRIVER = r'''
+import json
+import os
+import sys
+import traceback
+
+profile = sys.argv[2]
+os.environ["BLENDER_USER_RESOURCES"] = profile  # before bpy is imported, or the real profile is used
+result = {"stage": "import"}
+
+try:
+    import bpy
+    import addon_utils  # only importable once bpy has set up Blender's module paths
+
+    zip_path = sys.argv[1]
+    module = "bl_ext.user_default.fabrik_ik"
+    prefix = module + "."
+    operators = ("solve", "effector_add", "effector_remove")
+
+    def handler_snapshot():
+        """Per list in bpy.app.handlers: its functions as module:name."""
+        snapshot = {}
+        for name in dir(bpy.app.handlers):
+            handlers = getattr(bpy.app.handlers, name)
+            if isinstance(handlers, list):
+                snapshot[name] = sorted(
+                    f"{getattr(h, '__module__', '?')}:{getattr(h, '__name__', repr(h))}" for h in handlers)
+        return snapshot
+
+    def ours(entry):
+        """A handler entry whose function comes from the add-on."""
+        return entry.startswith(prefix) or entry.startswith(module + ":")
+
+    def our_handlers():
+        """The add-on's handlers, per list."""
+        return {name: [e for e in entries if ours(e)] for name, entries in handler_snapshot().items()
+                if any(ours(e) for e in entries)}
+
+    def registered_classes():
+        """Classes defined in the add-on's modules that are registered with Blender (property groups too)."""
+        names = set()
+        for name, mod in list(sys.modules.items()):
+            if name != module and not name.startswith(prefix):
+                continue
+            for value in vars(mod).values():
+                if isinstance(value, type) and issubclass(value, bpy.types.bpy_struct) \
+                        and value.__module__ == name and value.is_registered:
+                    names.add(value.__name__)
+        return sorted(names)
+
+    def registered_operators():
+        """Which of our operators Blender knows (bpy.ops lookups are lazy, so ask for the RNA type)."""
+        known = []
+        for op in operators:
+            try:
+                getattr(bpy.ops.fabrik, op).get_rna_type()
+                known.append(op)
+            except KeyError:
+                pass
+        return known
+
+    types_before = set(dir(bpy.types))
+    handlers_before = handler_snapshot()
+    result["enabled_before"] = module in bpy.context.preferences.addons
+
+    result["stage"] = "install"
+    result["install"] = sorted(bpy.ops.extensions.package_install_files(
+        filepath=zip_path, repo="user_default", enable_on_install=True))
+    result["enabled"] = module in bpy.context.preferences.addons
+    result["addon_check"] = list(addon_utils.check(module))
+    loaded = sys.modules.get(module)
+    result["module_file"] = getattr(loaded, "__file__", None)
+    result["in_temp_profile"] = bool(loaded) and os.path.realpath(loaded.__file__).startswith(
+        os.path.realpath(profile))
+    result["object_property"] = "fabrik" in bpy.types.Object.bl_rna.properties
+    result["new_types"] = sorted(set(dir(bpy.types)) - types_before)
+    result["registered"] = registered_classes()
+    result["operators"] = registered_operators()
+    result["handlers_added"] = our_handlers()
+
+    result["stage"] = "solve"
+    scene = bpy.context.scene
+    arm = bpy.data.armatures.new("Chain")
+    rig = bpy.data.objects.new("Rig", arm)
+    scene.collection.objects.link(rig)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode='EDIT')
+    parent = None
+    for i in range(3):
+        bone = arm.edit_bones.new(f"b{i}")
+        bone.head = (0.0, 0.0, float(i))
+        bone.tail = (0.0, 0.0, float(i + 1))
+        bone.parent = parent
+        bone.use_connect = parent is not None
+        parent = bone
+    bpy.ops.object.mode_set(mode='OBJECT')
+    target = bpy.data.objects.new("Target", None)
+    target.location = (1.5, 0.3, 1.5)
+    scene.collection.objects.link(target)
+    effector = rig.fabrik.effectors.add()
+    effector.bone = "b2"
+    effector.target = target
+    bpy.context.view_layer.update()
+    result["solve"] = sorted(bpy.ops.fabrik.solve())
+    bpy.context.view_layer.update()
+    tip = rig.matrix_world @ rig.pose.bones["b2"].tail
+    result["tip_error"] = (tip - target.matrix_world.translation).length
+
+    result["stage"] = "disable"
+    result["disable"] = sorted(bpy.ops.preferences.addon_disable(module=module))
+    result["still_enabled"] = module in bpy.context.preferences.addons
+    result["types_left"] = sorted(set(dir(bpy.types)) - types_before)
+    result["registered_left"] = registered_classes()
+    result["operators_left"] = registered_operators()
+    result["object_property_left"] = ("fabrik" in bpy.types.Object.bl_rna.properties
+                                      or hasattr(bpy.types.Object, "fabrik"))
+    result["handlers_left"] = our_handlers()
+    after = handler_snapshot()
+    result["handlers_changed"] = {name: [sorted(set(handlers_before.get(name, [])) - set(entries)),
+                                         sorted(set(entries) - set(handlers_before.get(name, [])))]
+                                  for name, entries in after.items() if entries != handlers_before.get(name, [])}
+    result["stage"] = "done"
+except Exception:
+    result["error"] = traceback.format_exc()
+print(json.dumps(result), flush=True)
+'''
+
+
+@pytest.fixture(scope="module")
+def round_trip(zips: tuple[Path, Path], tmp_path_factory) -> dict:
+    """Install the extension into a throw-away profile, enable, solve, disable; the driver's result."""
+    tmp = tmp_path_factory.mktemp("roundtrip")
+    driver = tmp / "driver.py"
+    driver.write_text(DRIVER)
+    profile = tmp / "profile"
+    profile.mkdir()
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    run = subprocess.run(
+        [sys.executable, str(driver), str(zips[0]), str(profile)],
+        cwd=tmp, env=env, capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no JSON from the driver (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
+    result = json.loads(lines[-1])
+    assert "error" not in result, f"driver failed at stage '{result['stage']}':\n{result['error']}\n{run.stderr}"
+    return result
+
+
+def test_install_enables_everything(round_trip: dict) -> None:
+    """package_install_files installs into the temporary profile and enables every part of the add-on."""
+    r = round_trip
+    assert not r["enabled_before"], "the add-on was enabled before the install: the profile is not fresh"
+    assert r["install"] == ["FINISHED"], f"package_install_files returned {r['install']}"
+    assert r["enabled"], f"{MODULE} is not in preferences.addons after install"
+    assert r["addon_check"] == [True, True], f"addon_utils.check gave {r['addon_check']}"
+    assert r["in_temp_profile"], f"the module was loaded from {r['module_file']}, not the temporary profile"
+    assert r["object_property"], "Object.fabrik was not registered"
+    assert r["operators"] == ["solve", "effector_add", "effector_remove"], f"operators: {r['operators']}"
+    for name in ("VIEW3D_PT_fabrik", "FABRIK_UL_effectors", "FABRIK_OT_solve"):
+        assert name in r["new_types"], f"{name} did not appear in bpy.types (new: {r['new_types']})"
+    for name in ("FabrikEffector", "FabrikSettings", "VIEW3D_PT_fabrik", "FABRIK_UL_effectors"):
+        assert name in r["registered"], f"{name} is not registered (registered: {r['registered']})"
+    for name in ("frame_change_post", "depsgraph_update_post", "load_post"):
+        assert r["handlers_added"].get(name), f"no add-on handler in bpy.app.handlers.{name}: {r['handlers_added']}"
+
+
+def test_installed_extension_solves(round_trip: dict) -> None:
+    """The installed copy (not the source tree) solves a 3-bone chain onto its target."""
+    assert round_trip["solve"] == ["FINISHED"], f"fabrik.solve returned {round_trip['solve']}"
+    assert round_trip["tip_error"] < 1e-3, f"the tip ended {round_trip['tip_error']:.3g} from the target"
+
+
+def test_disable_leaves_nothing(round_trip: dict) -> None:
+    """After disabling, no class, operator, property or handler of the add-on remains."""
+    r = round_trip
+    assert r["disable"] == ["FINISHED"], f"addon_disable returned {r['disable']}"
+    assert not r["still_enabled"], f"{MODULE} is still in preferences.addons"
+    assert r["types_left"] == [], f"types left in bpy.types: {r['types_left']}"
+    assert r["registered_left"] == [], f"add-on classes still registered: {r['registered_left']}"
+    assert r["operators_left"] == [], f"operators still known: {r['operators_left']}"
+    assert not r["object_property_left"], "Object.fabrik is still registered"
+    assert r["handlers_left"] == {}, f"add-on handlers left: {r['handlers_left']}"
+    assert r["handlers_changed"] == {}, f"handler lists differ from before the install (removed, added): " \
+                                        f"{r['handlers_changed']}"
