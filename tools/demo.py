@@ -106,8 +106,13 @@ def step_sample(name: str) -> dict:
 
     import bpy
 
+    import addon_utils
+
+    # The bpy module starts from factory preferences, so enable the installed extension again.
     if MODULE not in bpy.context.preferences.addons:
-        raise RuntimeError(f"{MODULE} is not enabled in this profile")
+        addon_utils.enable(MODULE, default_set=True)
+    if MODULE not in bpy.context.preferences.addons:
+        raise RuntimeError(f"{MODULE} is installed but could not be enabled")
     solving = importlib.import_module(MODULE + ".fabrik_addon.blender.solving")
     for obj in list(bpy.data.objects):
         bpy.data.objects.remove(obj)
