@@ -40,3 +40,21 @@ def chain_rig(count: int = 4, length: float = 1.0, target_at=(1.5, 0.0, 2.5), li
     rig.fabrik.live = live
     bpy.context.view_layer.objects.active = rig
     return rig, target
+
+
+class RecordingLayout:
+    """A stand-in for UILayout: panels cannot draw in background mode, so their calls are recorded instead."""
+
+    def __init__(self, log):
+        self.log = log
+        self.active = True
+
+    def __getattr__(self, name):
+        if name in {"row", "column", "box", "split"}:
+            return lambda *args, **kwargs: RecordingLayout(self.log)
+
+        def record(*args, **kwargs):
+            self.log.append((name, args, kwargs))
+            return RecordingLayout(self.log)
+
+        return record

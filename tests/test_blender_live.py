@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import math
+import types
 
 import bpy
 import pytest
 from mathutils import Euler, Vector
 
 import fabrik_addon
-from blender_scenes import chain_rig, empty_scene, rigbuild, target_world, tip_world
+from blender_scenes import RecordingLayout, chain_rig, empty_scene, rigbuild, target_world, tip_world
 from fabrik_addon.blender import solving
 
 TOLERANCE = 1e-3
@@ -161,3 +162,26 @@ def test_two_rigs_solve_independently():
     bpy.context.view_layer.update()
     assert (tip_world(first, "bone3") - Vector((1.0, 1.0, 2.0))).length < TOLERANCE
     assert (tip_world(second, "o2") - Vector((6.0, 1.0, 1.5))).length < TOLERANCE
+
+
+def test_sidebar_panel_shows_effectors_settings_and_status():
+    """The FABRIK sidebar panel draws the list, the active effector, the settings and the last status (fake layout)."""
+    from fabrik_addon.blender.ui import FABRIK_UL_effectors, VIEW3D_PT_fabrik
+
+    rig, target = chain_rig()
+    bpy.context.view_layer.update()
+    log = []
+
+    class Context:
+        object = rig
+
+    assert VIEW3D_PT_fabrik.poll(Context)
+    VIEW3D_PT_fabrik.draw(types.SimpleNamespace(layout=RecordingLayout(log)), Context)  # panels draw only in a UI
+    props = {args[1] for name, args, _ in log if name == "prop"}
+    assert {"live", "chain_length", "weight", "target", "iterations", "tolerance"} <= props
+    assert ("template_list" in {name for name, _, _ in log})
+    assert any(name == "label" and kwargs.get("text", "").startswith("converged") for name, _, kwargs in log)
+    row_log = []
+    FABRIK_UL_effectors.draw_item(None, None, RecordingLayout(row_log), rig.fabrik, rig.fabrik.effectors[0], 0, None, "", 0)
+    labels = [kwargs.get("text") for name, _, kwargs in row_log if name == "label"]
+    assert labels[:2] == ["bone3", "Target"] and labels[2].startswith("error")

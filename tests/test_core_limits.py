@@ -14,48 +14,10 @@ from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
 from fabrik_addon.core import quat
 from fabrik_addon.core.limits import JointLimit, clamp_swing, constrain
 from fabrik_addon.core.rotation import quaternion_to_matrix
+from limit_checks import assert_within, swing_and_twist
 from skeletons import skeletons, straight_chain
 
 PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-ANGLE_TOLERANCE = 1e-6
-
-
-# --- an independent reading of a local rotation, straight from its matrix -----------------------------
-
-
-def swing_and_twist(local: np.ndarray) -> tuple[float, float, float]:
-    """(swing_x, swing_z, twist) of a 3x3 local rotation: the shortest turn of Y onto the bone, then the rest about Y."""
-    y = local[:, 1]
-    theta = math.acos(min(1.0, max(-1.0, y[1])))
-    rho = math.hypot(y[0], y[2])
-    if rho < 1e-12:
-        swing_x = swing_z = 0.0
-        swing = np.eye(3)
-    else:
-        swing_x, swing_z = theta * y[2] / rho, -theta * y[0] / rho
-        axis = np.array([y[2], 0.0, -y[0]]) / rho
-        k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
-        swing = np.eye(3) + math.sin(theta) * k + (1 - math.cos(theta)) * k @ k
-    twist_matrix = swing.T @ local
-    return swing_x, swing_z, math.atan2(twist_matrix[0, 2], twist_matrix[0, 0])
-
-
-def assert_within(limit: JointLimit, local: np.ndarray, label: str) -> None:
-    """The rotation satisfies the limit: locks, ranges, the elliptical cone and twist."""
-    sx, sz, twist = swing_and_twist(local)
-    tol = ANGLE_TOLERANCE
-    for axis, value in (("x", sx), ("z", sz)):
-        lo, hi = limit.swing_range(axis)
-        assert lo - tol <= value <= hi + tol, f"{label}: swing {axis} {value:.6f} outside [{lo:.6f}, {hi:.6f}]"
-    lo, hi = limit.twist_range()
-    if math.hypot(sx, sz) < math.pi - 1e-3:  # at a half-turn swing the twist is undefined
-        assert lo - tol <= twist <= hi + tol, f"{label}: twist {twist:.6f} outside [{lo:.6f}, {hi:.6f}]"
-    lo_x, hi_x = limit.swing_range("x")
-    lo_z, hi_z = limit.swing_range("z")
-    a = hi_x if sx >= 0 else -lo_x
-    b = hi_z if sz >= 0 else -lo_z
-    if a > tol and b > tol:
-        assert (sx / a) ** 2 + (sz / b) ** 2 <= 1.0 + 2 * tol / min(a, b), f"{label}: outside the swing cone"
 
 
 # --- strategies -------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import numpy as np
 from mathutils import Euler, Matrix, Quaternion
 
 from ..core import Pose, Skeleton
+from ..core.limits import JointLimit
 
 # Skeletons are rebuilt only when the armature's structure or rest pose changes.
 _skeleton_cache: dict[str, tuple[tuple, Skeleton]] = {}
@@ -17,8 +18,23 @@ def clear_cache() -> None:
     _skeleton_cache.clear()
 
 
+# Pose-bone IK settings (Blender's names) and the JointLimit fields they fill.
+LIMIT_SETTINGS = (
+    ("lock_ik_x", "lock_x"), ("lock_ik_y", "lock_y"), ("lock_ik_z", "lock_z"),
+    ("use_ik_limit_x", "use_limit_x"), ("use_ik_limit_y", "use_limit_y"), ("use_ik_limit_z", "use_limit_z"),
+    ("ik_min_x", "min_x"), ("ik_max_x", "max_x"),
+    ("ik_min_y", "min_y"), ("ik_max_y", "max_y"),
+    ("ik_min_z", "min_z"), ("ik_max_z", "max_z"),
+    ("ik_stiffness_x", "stiffness_x"), ("ik_stiffness_y", "stiffness_y"), ("ik_stiffness_z", "stiffness_z"),
+)
+
+
 def skeleton_of(obj) -> Skeleton:
-    """The core skeleton of an armature object (rest pose, armature space), cached."""
+    """The core skeleton of an armature object (rest pose in armature space, joint limits), cached.
+
+    Bones whose limit settings make no sense (NaN, say) are solved without
+    limits; `limit_problems(obj)` says which and why.
+    """
     bones = obj.data.bones
     n = len(bones)
     rest = np.empty(n * 16, dtype=np.float32)
@@ -27,21 +43,62 @@ def skeleton_of(obj) -> Skeleton:
     bones.foreach_get("length", lengths)
     names = tuple(b.name for b in bones)
     parents = tuple(b.parent.name if b.parent else "" for b in bones)
-    signature = (names, parents, rest.tobytes(), lengths.tobytes())
-    cached = _skeleton_cache.get(obj.data.name)
+    settings = _limit_settings(obj, names)
+    signature = (names, parents, rest.tobytes(), lengths.tobytes(), settings.tobytes())
+    cached = _skeleton_cache.get(obj.name)
     if cached is not None and cached[0] == signature:
         return cached[1]
     index = {name: i for i, name in enumerate(names)}
     matrices = [bone.matrix_local for bone in bones]
+    limits, problems = _limits_from_settings(settings, names)
     skeleton = Skeleton(
         parents=[index[p] if p else -1 for p in parents],
         rest_heads=[tuple(m.translation) for m in matrices],
         rest_frames=[[tuple(row) for row in m.to_3x3()] for m in matrices],
         lengths=[bone.length for bone in bones],
         names=names,
+        limits=limits,
     )
-    _skeleton_cache[obj.data.name] = (signature, skeleton)
+    _skeleton_cache[obj.name] = (signature, skeleton)
+    _limit_problems[obj.name] = problems
     return skeleton
+
+
+_limit_problems: dict[str, list[str]] = {}
+
+
+def limit_problems(obj) -> list[str]:
+    """Messages about bones of obj whose limits were ignored, from the last `skeleton_of`."""
+    return _limit_problems.get(obj.name, [])
+
+
+def _limit_settings(obj, names: tuple[str, ...]) -> np.ndarray:
+    """The pose bones' IK settings as an (n, 15) array in the skeleton's bone order."""
+    pose_bones = obj.pose.bones
+    n = len(pose_bones)
+    table = np.empty((len(LIMIT_SETTINGS), n), dtype=np.float64)
+    for row, (setting, _) in enumerate(LIMIT_SETTINGS):
+        values = np.empty(n, dtype=np.float64)
+        pose_bones.foreach_get(setting, values)
+        table[row] = values
+    order = [pose_bones.find(name) for name in names]
+    return table[:, order].T.copy()
+
+
+def _limits_from_settings(settings: np.ndarray, names: tuple[str, ...]) -> tuple[list[JointLimit | None], list[str]]:
+    """One JointLimit per bone from its IK settings; nonsense settings are reported and dropped."""
+    limits, problems = [], []
+    for name, row in zip(names, settings):
+        values = {
+            field: bool(value) if field.startswith(("lock", "use")) else float(value)
+            for (_, field), value in zip(LIMIT_SETTINGS, row)
+        }
+        try:
+            limits.append(JointLimit(**values))
+        except ValueError as exc:
+            limits.append(None)
+            problems.append(f"bone '{name}': {exc}; its limits are ignored")
+    return limits, problems
 
 
 def current_pose(obj, skeleton: Skeleton) -> Pose:

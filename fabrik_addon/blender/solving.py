@@ -139,6 +139,10 @@ def solve_object(obj, depsgraph=None) -> RigStatus:
         result.effectors[index] = f"error {report.errors[k]:.2g}"
     result.report = report
     result.message = f"{report.stopped_by}, {report.iterations} iterations, max error {report.max_error:.2g}"
+    problems = rig.limit_problems(obj)
+    if problems:
+        result.ok = False
+        result.message = "; ".join(problems)
     result.seconds = time.perf_counter() - began
     status[obj.name] = result
     return result

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bpy
 from bpy.types import Panel, UIList
 
-from . import solving
+from . import rig, solving
 
 
 class FABRIK_UL_effectors(UIList):
@@ -62,6 +62,44 @@ class VIEW3D_PT_fabrik(Panel):
             layout.label(text=rig_status.message, icon='INFO' if rig_status.ok else 'ERROR')
 
 
-classes = (FABRIK_UL_effectors, VIEW3D_PT_fabrik)
+class BONE_PT_fabrik_limits(Panel):
+    """The bone's IK limits as FABRIK uses them (the same settings Blender's IK constraint reads)"""
+
+    bl_space_type = 'PROPERTIES'
+    bl_region_type = 'WINDOW'
+    bl_context = "bone"
+    bl_label = "FABRIK Limits"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    @classmethod
+    def poll(cls, context):
+        obj = context.object
+        return obj is not None and obj.type == 'ARMATURE' and context.active_pose_bone is not None
+
+    def draw(self, context):
+        layout = self.layout
+        pose_bone = context.active_pose_bone
+        column = layout.column(align=True)
+        column.label(text="X and Z tip the bone over: together an elliptical cone around its rest direction.")
+        column.label(text="Lock one of them for a hinge. Y is the twist about the bone itself.")
+        column.label(text="Stiffness makes the bone turn less; the rest of the chain makes up for it.")
+        for axis in "xyz":
+            box = layout.box()
+            row = box.row(align=True)
+            row.label(text=f"{axis.upper()} {'twist' if axis == 'y' else 'swing'}")
+            row.prop(pose_bone, f"lock_ik_{axis}", text="Lock")
+            row.prop(pose_bone, f"use_ik_limit_{axis}", text="Limit")
+            sub = box.row(align=True)
+            sub.active = getattr(pose_bone, f"use_ik_limit_{axis}") and not getattr(pose_bone, f"lock_ik_{axis}")
+            sub.prop(pose_bone, f"ik_min_{axis}", text="Min")
+            sub.prop(pose_bone, f"ik_max_{axis}", text="Max")
+            box.prop(pose_bone, f"ik_stiffness_{axis}", text="Stiffness", slider=True)
+        obj = context.object
+        problems = [p for p in rig.limit_problems(obj) if p.startswith(f"bone '{pose_bone.name}'")]
+        for problem in problems:
+            layout.label(text=problem, icon='ERROR')
+
+
+classes = (FABRIK_UL_effectors, VIEW3D_PT_fabrik, BONE_PT_fabrik_limits)
 
 register, unregister = bpy.utils.register_classes_factory(classes)
