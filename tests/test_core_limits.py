@@ -208,18 +208,18 @@ def test_small_target_steps_give_small_joint_steps(seed):
     assert reached >= 0.8 * 299
 
 
-def test_planar_arm_with_hinges_stays_in_its_plane_and_range():
-    """The seeds' playground: a planar arm, every joint a hinge about Z limited to +-60 degrees."""
+@pytest.mark.parametrize("degrees", [60, 90])
+def test_planar_arm_with_hinges_stays_in_its_plane_and_range(degrees):
+    """The seeds' playground: a planar arm, every joint a hinge about Z limited to +-60 (or +-90) degrees."""
     n = 4
     skeleton = skeleton_from_points([-1] + list(range(n - 1)), [(i, 0, 0) for i in range(n)], [(i + 1, 0, 0) for i in range(n)])
-    hinge = JointLimit(lock_x=True, lock_y=True, use_limit_z=True, min_z=math.radians(-60), max_z=math.radians(60))
-    # Bone frames from skeleton_from_points have Z pointing along +Z for bones along X? Use each bone's own Z axis.
+    hinge = JointLimit(lock_x=True, lock_y=True, use_limit_z=True, min_z=math.radians(-degrees), max_z=math.radians(degrees))
     axis = skeleton.rest_frames[0][:, 2]
     skeleton = skeleton.with_limits([hinge] * n)
     rng = np.random.default_rng(9)
     reached = 0
     for _ in range(100):
-        local = [np.array(quat.to_matrix(quat.from_swing_twist(0.0, rng.uniform(-1.0, 1.0), 0.0))) for _ in range(n)]
+        local = [np.array(quat.to_matrix(quat.from_swing_twist(0.0, rng.uniform(-1.0, 1.0) * math.radians(degrees), 0.0))) for _ in range(n)]
         target = skeleton.pose_from_local(np.array(local)).tails[n - 1]
         pose, report = solve(skeleton, [Goal(n - 1, tuple(target))], settings=SolveSettings(max_iterations=200))
         reached += report.converged
