@@ -41,7 +41,7 @@ from .problem import Goal, SolveReport, SolveSettings, validate_goals, validate_
 from .skeleton import Pose, Skeleton
 from .limits import JointLimit
 from .quat import Quat
-from .vec import EPSILON, Vec, add, dist, perpendicular, reach, scale, sub
+from .vec import EPSILON, Vec, add, cross, dist, dot, norm, perpendicular, reach, scale, sub
 
 __all__ = ["solve"]
 
@@ -67,6 +67,8 @@ class MovingTree:
     limited_child: tuple[int, ...]
     #: Per node, whether its head sits on its moving parent's tail (False for base nodes).
     connected: tuple[bool, ...]
+    #: Per goal, the nodes of its chain, tip first.
+    goal_chain: tuple[tuple[int, ...], ...]
 
     @property
     def needs_frames(self) -> bool:
@@ -113,13 +115,20 @@ def _build_moving_tree(skeleton: Skeleton, goals: Sequence[Goal]) -> MovingTree:
     connected = tuple(
         p >= 0 and skeleton.parents[b] == bones[p] and not skeleton.offsets[b].any() for b, p in zip(bones, parent)
     )
-    return MovingTree(bones, tuple(parent), children, length, goals_at, node_limits, limited_child, connected)
+    goal_chain = []
+    for goal in goals:
+        path = skeleton.path_to_root(goal.bone)
+        path = path if goal.chain_length == 0 else path[: goal.chain_length]
+        goal_chain.append(tuple(node_of[b] for b in path))
+    return MovingTree(
+        bones, tuple(parent), children, length, goals_at, node_limits, limited_child, connected, tuple(goal_chain)
+    )
 
 
 class Joints:
     """The working state: head, tail and (when limits or offsets need it) frame of every moving bone."""
 
-    def __init__(self, skeleton: Skeleton, tree: MovingTree, start: Pose) -> None:
+    def __init__(self, skeleton: Skeleton, tree: MovingTree, start: Pose, framed: bool = False) -> None:
         tails = start.tails
         self.heads: list[Vec] = [tuple(start.heads[b]) for b in tree.bones]
         self.tails: list[Vec] = [tuple(tails[b]) for b in tree.bones]
@@ -145,7 +154,7 @@ class Joints:
                 if p >= 0:
                     link = quat.mul(quat.conj(start_frames[p]), link)
             self.zero.append(link)
-        if tree.needs_frames:
+        if framed or tree.needs_frames:
             self.frames = start_frames
 
     def snapshot(self) -> tuple:
@@ -177,7 +186,14 @@ class Joints:
         self.frames[k] = quat.normalized(quat.mul(quat.arc(before, after, quat.x_axis(frame)), frame))
 
 
-def forward_reaching(tree: MovingTree, joints: Joints, targets: list[Vec], weights: list[float], branch: list[float]) -> None:
+def forward_reaching(
+    tree: MovingTree,
+    joints: Joints,
+    targets: list[Vec],
+    weights: list[float],
+    branch: list[float],
+    turns: Sequence[tuple[Quat, float] | None] = (),
+) -> None:
     """Tips to root: each bone goes where its goals and child branches ask; its head follows on the line.
 
     Every goal on a bone and every child branch asks for one point of the bone
@@ -218,10 +234,88 @@ def forward_reaching(tree: MovingTree, joints: Joints, targets: list[Vec], weigh
                 joints.turn(k, before, joints.direction(k, length[k]))
         else:
             _move_rigidly(joints, k, add(tails[k], (px / total, py / total, pz / total)), wanted)
+        if turns:
+            for g in tree.goals_at[k]:
+                if turns[g] is not None:
+                    _turn_towards(tree, joints, k, *turns[g])
         if framed and tree.limited_child[k] >= 0:
             _respect_child_limit(tree, joints, k, tree.limited_child[k])
         if framed and tree.parent[k] < 0 and tree.limits[k] is not None:
             _respect_base_limit(tree, joints, k)
+
+
+def _turn_towards(tree: MovingTree, joints: Joints, k: int, rotation: Quat, weight: float) -> None:
+    """A rotation goal: turn the tip bone (about its tail, which is on the target) towards the goal's frame."""
+    frame = joints.frames[k]
+    wanted = quat.slerp(frame, rotation, weight)
+    joints.frames[k] = wanted
+    joints.heads[k] = sub(joints.tails[k], scale(quat.y_axis(wanted), tree.length[k]))
+
+
+def _turn_about_pole(tree: MovingTree, joints: Joints, chain: tuple[int, ...], target: Vec, pole: Vec, angle: float) -> None:
+    """Turn a chain about the line from its base to its target so its first bone's X axis faces the pole."""
+    top = chain[-1]
+    p = tree.parent[top]
+    if p < 0:
+        base = joints.base[top]
+    elif joints.offset[top] is None:
+        base = joints.tails[p]
+    else:
+        base = add(joints.tails[p], joints.offset_now(top, p))
+    axis = sub(target, base)
+    length = norm(axis)
+    if length < EPSILON:
+        return
+    axis = scale(axis, 1.0 / length)
+    x = quat.x_axis(joints.frames[top])
+    x = sub(x, scale(axis, dot(axis, x)))
+    towards = sub(pole, base)
+    towards = sub(towards, scale(axis, dot(axis, towards)))
+    if norm(x) < 1e-9 or norm(towards) < 1e-9:
+        return  # the bone or the pole lies on the line: no side to face
+    towards = quat.rotate(quat.about_axis(axis, angle), towards)
+    turn = quat.about_axis(axis, math.atan2(dot(axis, cross(x, towards)), dot(x, towards)))
+    for k in chain:
+        joints.heads[k] = add(base, quat.rotate(turn, sub(joints.heads[k], base)))
+        joints.tails[k] = add(base, quat.rotate(turn, sub(joints.tails[k], base)))
+        joints.frames[k] = quat.normalized(quat.mul(turn, joints.frames[k]))
+
+
+def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...], goal: Goal) -> None:
+    """Bend a straight chain a little when its target lies on its own line.
+
+    FABRIK moves joints along lines; with every joint and the target on one
+    line no pass can bend the chain (the paper's degenerate case), so it is
+    started bent, towards the pole when there is one.
+    """
+    if len(chain) < 2:
+        return
+    top = chain[-1]
+    base = joints.heads[top]
+    axis = sub(joints.tails[chain[0]], base)
+    length = norm(axis)
+    if length < EPSILON:
+        return
+    axis = scale(axis, 1.0 / length)
+    points = [joints.tails[k] for k in chain] + [goal.target]
+    for point in points:
+        d = sub(point, base)
+        if norm(sub(d, scale(axis, dot(d, axis)))) > 1e-9 * length:
+            return  # not straight, or the target is off the line
+    side = perpendicular(axis)
+    if goal.pole is not None:
+        towards = sub(goal.pole, base)
+        towards = sub(towards, scale(axis, dot(axis, towards)))
+        if norm(towards) > EPSILON:
+            side = scale(towards, 1.0 / norm(towards))
+    # Turn everything below the chain's first bone about that bone's tail.
+    hinge = joints.tails[top]
+    turn = quat.about_axis(cross(axis, side), 0.2)
+    for k in chain[:-1]:
+        joints.heads[k] = add(hinge, quat.rotate(turn, sub(joints.heads[k], hinge)))
+        joints.tails[k] = add(hinge, quat.rotate(turn, sub(joints.tails[k], hinge)))
+        if joints.frames is not None:
+            joints.frames[k] = quat.normalized(quat.mul(turn, joints.frames[k]))
 
 
 def _respect_base_limit(tree: MovingTree, joints: Joints, k: int) -> None:
@@ -344,7 +438,8 @@ def solve(
         return start.copy(), SolveReport(0, [], True, "converged")
     tree = moving_tree(skeleton, goals)
     pose, report = _solve_from(skeleton, tree, goals, start, settings, careful=True)
-    if report.converged or report.stopped_by == "unreachable" or not tree.needs_frames or not settings.explore:
+    framed = tree.needs_frames or any(g.rotation is not None or g.pole is not None for g in goals)
+    if report.converged or report.stopped_by == "unreachable" or not framed or not settings.explore:
         return pose, report
     # The careful descent found no way on from where it started (a dead end of the
     # limits). Plain FABRIK may wander further but find the target; failing that, a
@@ -378,8 +473,15 @@ def _solve_from(
     skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Pose, settings: SolveSettings, careful: bool
 ) -> tuple[Pose, SolveReport]:
     """FABRIK iterations from one start pose; `careful` undoes iterations that make things worse."""
-    joints = Joints(skeleton, tree, start)
+    framed = any(g.rotation is not None or g.pole is not None for g in goals)
+    joints = Joints(skeleton, tree, start, framed)
     targets = [tuple(float(c) for c in g.target) for g in goals]
+    turns = [None if g.rotation is None else (quat.normalized(g.rotation), g.rotation_weight) for g in goals]
+    if all(t is None for t in turns):
+        turns = []
+    poles = [(tree.goal_chain[i], g) for i, g in enumerate(goals) if g.pole is not None]
+    for chain, goal in zip(tree.goal_chain, goals):
+        _bend_if_straight_at(tree, joints, chain, goal)
     weights = [float(g.weight) for g in goals]
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
     branch = _branch_weights(tree, weights)
@@ -414,7 +516,9 @@ def _solve_from(
         aims = targets
         if controlled and step < 1.0:
             aims = [_part_way(joints.tails[node_of_goal[g]], t, step) for g, t in enumerate(targets)]
-        forward_reaching(tree, joints, aims, weights, branch)
+        forward_reaching(tree, joints, aims, weights, branch, turns)
+        for chain, goal in poles:
+            _turn_about_pole(tree, joints, chain, goal.target, goal.pole, goal.pole_angle)
         backward_reaching(tree, joints, before_pass)
         errors = goal_errors(tree, joints, goals, node_of_goal)
         report.iterations = iteration

@@ -18,12 +18,23 @@ class Goal:
     (0 = all the way to the root); the bone above the chain stays fixed.
     `weight` is the branch weight: where branches meet, it decides how hard
     this effector pulls the shared bones compared with the others.
+
+    Optionally the tip bone also turns to match `rotation` (a unit quaternion
+    w, x, y, z: the target's frame in armature space; Y is the bone direction)
+    by `rotation_weight`, and a `pole` point decides which way the chain turns
+    about the line from its base to the target: as with Blender's IK pole, the
+    chain's first bone points its X axis at the pole, turned by `pole_angle`
+    (radians) about that line.
     """
 
     bone: int
     target: tuple[float, float, float]
     weight: float = 1.0
     chain_length: int = 0
+    rotation: tuple[float, float, float, float] | None = None
+    rotation_weight: float = 1.0
+    pole: tuple[float, float, float] | None = None
+    pole_angle: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,17 @@ def validate_goals(skeleton: Skeleton, goals: Sequence[Goal]) -> None:
             raise ValueError(f"goal {k} (bone '{skeleton.names[goal.bone]}') has weight {goal.weight}; use 0 or more")
         if goal.chain_length < 0:
             raise ValueError(f"goal {k} (bone '{skeleton.names[goal.bone]}') has a negative chain length")
+        if goal.rotation is not None:
+            q = goal.rotation
+            if len(q) != 4 or not all(math.isfinite(c) for c in q) or abs(sum(c * c for c in q) - 1.0) > 1e-6:
+                raise ValueError(f"goal {k} (bone '{skeleton.names[goal.bone]}') has a rotation that is not a unit quaternion")
+            if not (math.isfinite(goal.rotation_weight) and 0.0 <= goal.rotation_weight <= 1.0):
+                raise ValueError(f"goal {k} (bone '{skeleton.names[goal.bone]}') has a rotation weight outside 0..1")
+        if goal.pole is not None:
+            if len(goal.pole) != 3 or not all(math.isfinite(c) for c in goal.pole):
+                raise ValueError(f"goal {k} (bone '{skeleton.names[goal.bone]}') has a pole that is not a finite 3D point")
+            if not math.isfinite(goal.pole_angle):
+                raise ValueError(f"goal {k} (bone '{skeleton.names[goal.bone]}') has a pole angle that is not finite")
 
 
 def validate_settings(settings: SolveSettings) -> None:

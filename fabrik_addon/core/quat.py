@@ -142,3 +142,27 @@ def to_matrix(q: Quat) -> tuple[Vec, Vec, Vec]:
         (2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)),
         (2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)),
     )
+
+
+def slerp(a: Quat, b: Quat, t: float) -> Quat:
+    """The rotation t of the way from a to b along the shorter arc."""
+    d = a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3]
+    if d < 0.0:
+        b, d = (-b[0], -b[1], -b[2], -b[3]), -d
+    if d > 0.9995:
+        return normalized(tuple(x + t * (y - x) for x, y in zip(a, b)))
+    theta = math.acos(d)
+    sa, sb = math.sin((1.0 - t) * theta), math.sin(t * theta)
+    s = math.sin(theta)
+    return (
+        (a[0] * sa + b[0] * sb) / s,
+        (a[1] * sa + b[1] * sb) / s,
+        (a[2] * sa + b[2] * sb) / s,
+        (a[3] * sa + b[3] * sb) / s,
+    )
+
+
+def about_axis(axis: Vec, angle: float) -> Quat:
+    """The rotation by angle (radians) about a unit axis."""
+    s = math.sin(angle / 2.0)
+    return (math.cos(angle / 2.0), axis[0] * s, axis[1] * s, axis[2] * s)
