@@ -23,19 +23,27 @@ def live_rigs(scene) -> list:
 
 
 def _inputs_of(obj, depsgraph) -> tuple:
-    """A hashable snapshot of what a solve of obj reads from other objects."""
-    matrices = [tuple(map(tuple, obj.evaluated_get(depsgraph).matrix_world))]
+    """A hashable snapshot of everything a solve of obj reads: matrices of the rig, targets and poles, and settings."""
+    snapshot = [_matrix_of(obj, "", depsgraph), obj.fabrik.iterations, obj.fabrik.tolerance, obj.fabrik.start]
     for effector in obj.fabrik.effectors:
-        target = effector.target
-        if target is None:
-            matrices.append(None)
-            continue
-        evaluated = target.evaluated_get(depsgraph)
-        m = evaluated.matrix_world
-        if effector.subtarget and target.type == 'ARMATURE' and effector.subtarget in evaluated.pose.bones:
-            m = m @ evaluated.pose.bones[effector.subtarget].matrix
-        matrices.append((tuple(map(tuple, m)), effector.enabled, effector.bone, effector.chain_length, effector.weight))
-    return tuple(matrices)
+        snapshot.append((
+            _matrix_of(effector.target, effector.subtarget, depsgraph),
+            _matrix_of(effector.pole_target, effector.pole_subtarget, depsgraph),
+            effector.enabled, effector.bone, effector.chain_length, effector.weight,
+            effector.use_rotation, effector.rotation_weight, effector.pole_angle,
+        ))
+    return tuple(snapshot)
+
+
+def _matrix_of(target, subtarget: str, depsgraph) -> tuple | None:
+    """World matrix of an object or of one of its bones, as nested tuples (None when there is none)."""
+    if target is None:
+        return None
+    evaluated = target.evaluated_get(depsgraph)
+    m = evaluated.matrix_world
+    if subtarget and target.type == 'ARMATURE' and subtarget in evaluated.pose.bones:
+        m = m @ evaluated.pose.bones[subtarget].matrix
+    return tuple(map(tuple, m))
 
 
 def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import bpy
-from bpy.props import IntProperty
+from bpy.props import EnumProperty, IntProperty
 from bpy.types import Operator
 
-from . import solving
+from . import constraints, solving
 
 
 def _armature(context):
@@ -91,6 +91,80 @@ class FABRIK_OT_effector_remove(Operator):
         return {'FINISHED'}
 
 
-classes = (FABRIK_OT_solve, FABRIK_OT_effector_add, FABRIK_OT_effector_remove)
+class FABRIK_OT_effector_move(Operator):
+    """Move the active effector up or down the list (order matters only for reading; weights decide conflicts)"""
+
+    bl_idname = "fabrik.effector_move"
+    bl_label = "Move Effector"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    direction: EnumProperty(name="Direction", items=(('UP', "Up", ""), ('DOWN', "Down", "")), default='UP')
+
+    @classmethod
+    def poll(cls, context):
+        obj = _armature(context)
+        return obj is not None and len(obj.fabrik.effectors) > 1
+
+    def execute(self, context):
+        settings = _armature(context).fabrik
+        index = settings.active_effector
+        other = index - 1 if self.direction == 'UP' else index + 1
+        if not (0 <= index < len(settings.effectors) and 0 <= other < len(settings.effectors)):
+            return {'CANCELLED'}
+        settings.effectors.move(index, other)
+        settings.active_effector = other
+        self.report({'INFO'}, f"Moved effector '{settings.effectors[other].bone}' {self.direction.lower()}")
+        return {'FINISHED'}
+
+
+class FABRIK_OT_convert_constraints(Operator):
+    """Turn the armature's Blender IK constraints into FABRIK effectors and mute the constraints"""
+
+    bl_idname = "fabrik.convert_constraints"
+    bl_label = "Convert IK Constraints"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    @classmethod
+    def poll(cls, context):
+        return _armature(context) is not None
+
+    def execute(self, context):
+        obj = _armature(context)
+        converted, skipped = constraints.convert_ik_constraints(obj)
+        for reason in skipped:
+            self.report({'WARNING'}, f"Skipped {reason}")
+        if not converted:
+            self.report({'WARNING'} if skipped else {'INFO'}, "No IK constraint to convert")
+            return {'CANCELLED'} if not skipped else {'FINISHED'}
+        self.report({'INFO'}, f"Converted {len(converted)} IK constraint(s) into effectors: {', '.join(converted)}")
+        return {'FINISHED'}
+
+
+class FABRIK_OT_restore_constraints(Operator):
+    """Remove the effectors made from IK constraints and switch those constraints back on"""
+
+    bl_idname = "fabrik.restore_constraints"
+    bl_label = "Restore IK Constraints"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    @classmethod
+    def poll(cls, context):
+        obj = _armature(context)
+        return obj is not None and any(e.source_constraint for e in obj.fabrik.effectors)
+
+    def execute(self, context):
+        restored = constraints.restore_ik_constraints(_armature(context))
+        self.report({'INFO'}, f"Restored {len(restored)} IK constraint(s)" + (f": {', '.join(restored)}" if restored else ""))
+        return {'FINISHED'}
+
+
+classes = (
+    FABRIK_OT_solve,
+    FABRIK_OT_effector_add,
+    FABRIK_OT_effector_remove,
+    FABRIK_OT_effector_move,
+    FABRIK_OT_convert_constraints,
+    FABRIK_OT_restore_constraints,
+)
 
 register, unregister = bpy.utils.register_classes_factory(classes)

@@ -7,6 +7,7 @@ import bpy
 from bpy.props import (
     BoolProperty,
     CollectionProperty,
+    EnumProperty,
     FloatProperty,
     IntProperty,
     PointerProperty,
@@ -40,6 +41,38 @@ class FabrikEffector(PropertyGroup):
         soft_max=10.0,
         description="Where chains share bones, how hard this effector pulls compared with the others",
     )
+    use_rotation: BoolProperty(
+        name="Rotation",
+        default=False,
+        description="Also turn the tip bone to match the target's rotation",
+    )
+    rotation_weight: FloatProperty(
+        name="Rotation Weight",
+        default=1.0,
+        min=0.0,
+        max=1.0,
+        subtype='FACTOR',
+        description="How far the tip bone turns towards the target's rotation",
+    )
+    pole_target: PointerProperty(
+        name="Pole Target",
+        type=bpy.types.Object,
+        description="Object that decides which way the chain bends (its first bone's X axis faces it)",
+    )
+    pole_subtarget: StringProperty(name="Pole Bone", description="When the pole target is an armature, use this bone")
+    pole_angle: FloatProperty(
+        name="Pole Angle",
+        default=0.0,
+        min=-3.141593,
+        max=3.141593,
+        subtype='ANGLE',
+        description="Turn the chain by this angle about the line from its base to the target, as Blender's IK pole angle",
+    )
+    # Set by "Convert IK Constraints": the muted constraint this effector came from.
+    source_bone: StringProperty(name="Source Bone", description="Bone that holds the IK constraint this effector replaces")
+    source_constraint: StringProperty(
+        name="Source Constraint", description="Blender IK constraint this effector replaces (muted while it does)"
+    )
 
 
 class FabrikSettings(PropertyGroup):
@@ -61,6 +94,15 @@ class FabrikSettings(PropertyGroup):
         precision=5,
         subtype='DISTANCE',
         description="An effector counts as reached within this distance of its target",
+    )
+    start: EnumProperty(
+        name="Start From",
+        items=(
+            ('FK', "This Frame's Pose", "Start each solve from the pose animation gives this frame: the same frame always gives the same result"),
+            ('PREVIOUS', "Previous Solution", "Start from the last solution: smoother while dragging, but the result depends on what came before"),
+        ),
+        default='FK',
+        description="Where each solve starts",
     )
     effectors: CollectionProperty(type=FabrikEffector)
     active_effector: IntProperty(name="Active Effector", default=0, min=0)

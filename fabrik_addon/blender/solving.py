@@ -91,16 +91,43 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
             raise EffectorError(f"target bone '{effector.subtarget}' is part of the chain it should pull")
     elif _parented_to_chain(target, obj, moving_names):
         raise EffectorError(f"target '{target.name}' is parented to a bone of its own chain")
-    evaluated = target.evaluated_get(depsgraph) if depsgraph else target
-    world = evaluated.matrix_world
-    if effector.subtarget:
-        if target.type != 'ARMATURE' or effector.subtarget not in evaluated.pose.bones:
-            raise EffectorError(f"target '{target.name}' has no bone '{effector.subtarget}'")
-        world = world @ evaluated.pose.bones[effector.subtarget].matrix
+    world = _world_matrix(target, effector.subtarget, depsgraph)
     point = to_armature @ world.translation
     if not all(math.isfinite(c) for c in point):
         raise EffectorError(f"target '{target.name}' is not at a finite location")
-    return Goal(bone, tuple(point), float(effector.weight), int(effector.chain_length))
+    rotation = None
+    if effector.use_rotation:
+        local = (to_armature @ world).to_3x3()
+        if not all(math.isfinite(v) for row in local for v in row) or abs(local.determinant()) < 1e-12:
+            raise EffectorError(f"target '{target.name}' has no usable rotation (zero scale?)")
+        rotation = tuple(local.normalized().to_quaternion().normalized())
+    pole = None
+    if effector.pole_target is not None:
+        pole_world = _world_matrix(effector.pole_target, effector.pole_subtarget, depsgraph)
+        pole = tuple(to_armature @ pole_world.translation)
+        if not all(math.isfinite(c) for c in pole):
+            raise EffectorError(f"pole target '{effector.pole_target.name}' is not at a finite location")
+    return Goal(
+        bone,
+        tuple(point),
+        float(effector.weight),
+        int(effector.chain_length),
+        rotation=rotation,
+        rotation_weight=float(effector.rotation_weight),
+        pole=pole,
+        pole_angle=float(effector.pole_angle),
+    )
+
+
+def _world_matrix(target, subtarget: str, depsgraph) -> Matrix:
+    """World matrix of an object, or of one of its bones (at the bone's head); EffectorError if the bone is missing."""
+    evaluated = target.evaluated_get(depsgraph) if depsgraph else target
+    world = evaluated.matrix_world
+    if subtarget:
+        if target.type != 'ARMATURE' or subtarget not in evaluated.pose.bones:
+            raise EffectorError(f"'{target.name}' has no bone '{subtarget}'")
+        world = world @ evaluated.pose.bones[subtarget].matrix
+    return world
 
 
 def _parented_to_chain(target, obj, moving_names: set[str]) -> bool:
@@ -127,7 +154,8 @@ def solve_object(obj, depsgraph=None) -> RigStatus:
         return result
     tree = moving_tree(skeleton, goals)
     fk = {b: _fk_rotation(obj, skeleton, b) for b in tree.bones}
-    start = skeleton.with_local_rotations(rig.current_pose(obj, skeleton), fk)
+    current = rig.current_pose(obj, skeleton)
+    start = current if settings.start == 'PREVIOUS' else skeleton.with_local_rotations(current, fk)
     pose, report = solve(
         skeleton, goals, start, SolveSettings(max_iterations=settings.iterations, tolerance=settings.tolerance)
     )

@@ -44,6 +44,9 @@ class VIEW3D_PT_fabrik(Panel):
         column = row.column(align=True)
         column.operator("fabrik.effector_add", icon='ADD', text="")
         column.operator("fabrik.effector_remove", icon='REMOVE', text="")
+        column.separator()
+        column.operator("fabrik.effector_move", icon='TRIA_UP', text="").direction = 'UP'
+        column.operator("fabrik.effector_move", icon='TRIA_DOWN', text="").direction = 'DOWN'
         if 0 <= settings.active_effector < len(settings.effectors):
             effector = settings.effectors[settings.active_effector]
             box = layout.box()
@@ -53,10 +56,26 @@ class VIEW3D_PT_fabrik(Panel):
                 box.prop_search(effector, "subtarget", effector.target.data, "bones")
             box.prop(effector, "chain_length")
             box.prop(effector, "weight")
+            row = box.row(align=True)
+            row.prop(effector, "use_rotation")
+            sub = row.row(align=True)
+            sub.active = effector.use_rotation
+            sub.prop(effector, "rotation_weight", text="Weight")
+            box.prop(effector, "pole_target")
+            if effector.pole_target is not None:
+                if effector.pole_target.type == 'ARMATURE':
+                    box.prop_search(effector, "pole_subtarget", effector.pole_target.data, "bones")
+                box.prop(effector, "pole_angle")
+            if effector.source_constraint:
+                box.label(text=f"From IK constraint '{effector.source_constraint}' on '{effector.source_bone}'", icon='CONSTRAINT_BONE')
         column = layout.column(align=True)
         column.prop(settings, "iterations")
         column.prop(settings, "tolerance")
+        layout.prop(settings, "start")
         layout.operator("fabrik.solve", icon='CON_KINEMATIC')
+        row = layout.row(align=True)
+        row.operator("fabrik.convert_constraints", icon='CONSTRAINT_BONE')
+        row.operator("fabrik.restore_constraints", text="Restore", icon='LOOP_BACK')
         rig_status = solving.status.get(obj.name)
         if rig_status is not None and rig_status.message:
             layout.label(text=rig_status.message, icon='INFO' if rig_status.ok else 'ERROR')
