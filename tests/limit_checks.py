@@ -18,6 +18,8 @@ def swing_and_twist(local: np.ndarray) -> tuple[float, float, float]:
     theta = math.acos(min(1.0, max(-1.0, y[1])))
     rho = math.hypot(y[0], y[2])
     if rho < 1e-12:
+        if y[1] < 0.0:
+            return math.pi, 0.0, math.nan  # a half-turn swing: its direction and the twist are undefined
         swing_x = swing_z = 0.0
         swing = np.eye(3)
     else:
@@ -33,6 +35,10 @@ def assert_within(limit: JointLimit, local: np.ndarray, label: str) -> None:
     """The rotation satisfies the limit: locks, ranges, the elliptical cone and twist."""
     sx, sz, twist = swing_and_twist(local)
     tol = ANGLE_TOLERANCE
+    if math.isnan(twist):
+        reach = max(max(abs(v) for v in limit.swing_range(axis)) for axis in "xz")
+        assert reach >= math.pi - tol, f"{label}: turned right round, which its swing limit does not allow"
+        return
     for axis, value in (("x", sx), ("z", sz)):
         lo, hi = limit.swing_range(axis)
         assert lo - tol <= value <= hi + tol, f"{label}: swing {axis} {value:.6f} outside [{lo:.6f}, {hi:.6f}]"

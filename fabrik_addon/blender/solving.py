@@ -43,8 +43,10 @@ def forget(obj_name: str | None = None) -> None:
     if obj_name is None:
         status.clear()
         _fk_stash.clear()
+        _last_solution.clear()
         return
     status.pop(obj_name, None)
+    _last_solution.pop(obj_name, None)
     for key in [k for k in _fk_stash if k[0] == obj_name]:
         del _fk_stash[key]
 
@@ -140,8 +142,33 @@ def _parented_to_chain(target, obj, moving_names: set[str]) -> bool:
     return False
 
 
-def solve_object(obj, depsgraph=None) -> RigStatus:
-    """Solve one armature's effectors and write the pose; return (and remember) its status. Raises on rig errors."""
+@dataclass
+class Solution:
+    """One solve of a rig, not yet written to its pose."""
+
+    skeleton: object
+    bones: list[int]
+    #: Local rotations (relative to rest and parent, as pose bones hold them) of every bone, (n, 3, 3).
+    local: np.ndarray
+    fk: dict[int, np.ndarray]
+
+
+# Per rig: the local rotations of the moving bones from its last solve, for "Previous Solution" starts.
+_last_solution: dict[str, dict[int, np.ndarray]] = {}
+
+
+def solve_settings_of(settings, warm: bool) -> SolveSettings:
+    """Core settings for a rig: starting from a previous solution favours continuity over exploring."""
+    return SolveSettings(max_iterations=settings.iterations, tolerance=settings.tolerance, explore=not warm)
+
+
+def compute(obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None) -> tuple[RigStatus, Solution | None]:
+    """Solve one armature's effectors without touching its pose.
+
+    The solve starts from this frame's FK pose; with `previous` (or the rig's
+    "Previous Solution" setting) the moving bones start where that solution
+    left them. Raises ValueError for problems with the rig as a whole.
+    """
     began = time.perf_counter()
     settings = obj.fabrik
     skeleton = rig.skeleton_of(obj)
@@ -150,28 +177,38 @@ def solve_object(obj, depsgraph=None) -> RigStatus:
     if not goals:
         result.message = "no effector to solve" if not problems else "no effector can be solved"
         result.ok = not any(p != "disabled" for p in problems.values())
-        status[obj.name] = result
-        return result
+        return result, None
     tree = moving_tree(skeleton, goals)
     fk = {b: _fk_rotation(obj, skeleton, b) for b in tree.bones}
-    current = rig.current_pose(obj, skeleton)
-    start = current if settings.start == 'PREVIOUS' else skeleton.with_local_rotations(current, fk)
-    pose, report = solve(
-        skeleton, goals, start, SolveSettings(max_iterations=settings.iterations, tolerance=settings.tolerance)
-    )
-    local = skeleton.local_rotations(pose)
-    rig.write_rotations(obj, skeleton, local, list(tree.bones))
-    for b in tree.bones:
-        _fk_stash[(obj.name, skeleton.names[b])] = (_rotation_value(obj.pose.bones[skeleton.names[b]]), fk[b])
+    if previous is None and settings.start == 'PREVIOUS':
+        previous = _last_solution.get(obj.name)
+    warm = previous is not None
+    rotations = dict(fk)
+    if warm:
+        rotations.update({b: m for b, m in previous.items() if b in fk})
+    start = skeleton.with_local_rotations(rig.current_pose(obj, skeleton), rotations)
+    pose, report = solve(skeleton, goals, start, solve_settings_of(settings, warm))
     for k, index in enumerate(used):
         result.effectors[index] = f"error {report.errors[k]:.2g}"
     result.report = report
     result.message = f"{report.stopped_by}, {report.iterations} iterations, max error {report.max_error:.2g}"
-    problems = rig.limit_problems(obj)
-    if problems:
+    limit_problems = rig.limit_problems(obj)
+    if limit_problems:
         result.ok = False
-        result.message = "; ".join(problems)
+        result.message = "; ".join(limit_problems)
     result.seconds = time.perf_counter() - began
+    return result, Solution(skeleton, list(tree.bones), skeleton.local_rotations(pose), fk)
+
+
+def solve_object(obj, depsgraph=None) -> RigStatus:
+    """Solve one armature's effectors and write the pose; return (and remember) its status. Raises on rig errors."""
+    result, solution = compute(obj, depsgraph)
+    if solution is not None:
+        skeleton = solution.skeleton
+        rig.write_rotations(obj, skeleton, solution.local, solution.bones)
+        for b in solution.bones:
+            _fk_stash[(obj.name, skeleton.names[b])] = (_rotation_value(obj.pose.bones[skeleton.names[b]]), solution.fk[b])
+        _last_solution[obj.name] = {b: solution.local[b] for b in solution.bones}
     status[obj.name] = result
     return result
 
