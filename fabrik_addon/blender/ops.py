@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import time
+
 import bpy
-from bpy.props import EnumProperty, IntProperty
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 from bpy.types import Operator
 
-from . import constraints, solving
+from . import bake, constraints, solving
 
 
 def _armature(context):
@@ -158,6 +160,131 @@ class FABRIK_OT_restore_constraints(Operator):
         return {'FINISHED'}
 
 
+class FABRIK_OT_bake(Operator):
+    """Bake the FABRIK solution into rotation keyframes on the rig's action (Esc cancels and changes nothing)"""
+
+    bl_idname = "fabrik.bake"
+    bl_label = "Bake Keyframes"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    frame_start: IntProperty(name="Start", description="First frame to bake (default: the scene's)", default=-1)
+    frame_end: IntProperty(name="End", description="Last frame to bake (default: the scene's)", default=-1)
+    step: IntProperty(name="Step", description="Bake every n-th frame", default=1, min=1)
+    bones: EnumProperty(
+        name="Bones",
+        items=(
+            ('CHAINS', "Effector Chains", "The bones the effectors move"),
+            ('SELECTED', "Selected Bones", "The selected pose bones"),
+        ),
+        default='CHAINS',
+    )
+    new_action: BoolProperty(name="New Action", description="Key into a new action instead of the active one", default=False)
+    use_cleanup: BoolProperty(
+        name="Clean Up", description="Drop keys that the neighbouring keys already reproduce", default=False
+    )
+    cleanup_tolerance: FloatProperty(
+        name="Tolerance", description="How far (in channel units) a dropped key may be from the curve", default=1e-4,
+        min=0.0, precision=6,
+    )
+    warm_start: BoolProperty(
+        name="Continuous",
+        description="Start each frame from the previous frame's solution: smooth motion without flips",
+        default=True,
+    )
+    keep_live: BoolProperty(
+        name="Keep Live Solving",
+        description="Leave live solving on after baking (off: playback shows exactly the baked keys)",
+        default=False,
+    )
+
+    _baker = None
+    _timer = None
+
+    @classmethod
+    def poll(cls, context):
+        obj = _armature(context)
+        return obj is not None and len(obj.fabrik.effectors) > 0
+
+    def _start(self, context) -> bool:
+        """Set up the baker; False (with a report) when there is nothing to bake."""
+        scene, obj = context.scene, _armature(context)
+        first = scene.frame_start if self.frame_start < 0 else self.frame_start
+        last = scene.frame_end if self.frame_end < 0 else self.frame_end
+        try:
+            self._baker = bake.Baker(scene, obj, list(range(first, last + 1, self.step)), bake.bake_bones(obj, self.bones), self.warm_start)
+        except ValueError as exc:
+            self.report({'ERROR'}, f"Cannot bake: {exc}")
+            return False
+        return True
+
+    def _finish(self, context):
+        result = self._baker.finish(self.new_action, self.cleanup_tolerance if self.use_cleanup else None, self.keep_live)
+        for problem in result.problems[:5]:
+            self.report({'WARNING'}, problem)
+        extra = f", {result.removed_by_cleanup} dropped by clean-up" if self.use_cleanup else ""
+        self.report(
+            {'INFO'},
+            f"Baked {result.frames} frames of {result.bones} bones into '{result.action}': "
+            f"{result.keys} keys{extra} in {result.seconds:.2f} s",
+        )
+        return {'FINISHED'}
+
+    def execute(self, context):
+        if not self._start(context):
+            return {'CANCELLED'}
+        try:
+            while not self._baker.done:
+                self._baker.step()
+        except Exception as exc:
+            self._baker.cancel()
+            self.report({'ERROR'}, f"Bake stopped: {exc}")
+            return {'CANCELLED'}
+        return self._finish(context)
+
+    def invoke(self, context, event):
+        if not self._start(context):
+            return {'CANCELLED'}
+        wm = context.window_manager
+        wm.progress_begin(0, len(self._baker.frames))
+        self._timer = wm.event_timer_add(0.001, window=context.window)
+        wm.modal_handler_add(self)
+        return {'RUNNING_MODAL'}
+
+    def modal(self, context, event):
+        wm = context.window_manager
+        if event.type == 'ESC':
+            self._stop(context)
+            self._baker.cancel()
+            self.report({'INFO'}, "Bake cancelled; nothing was changed")
+            return {'CANCELLED'}
+        if event.type != 'TIMER':
+            return {'RUNNING_MODAL'}
+        try:
+            began = time.perf_counter()
+            while not self._baker.done and time.perf_counter() - began < 0.1:
+                self._baker.step()
+        except Exception as exc:
+            self._stop(context)
+            self._baker.cancel()
+            self.report({'ERROR'}, f"Bake stopped: {exc}")
+            return {'CANCELLED'}
+        wm.progress_update(self._baker.index)
+        context.workspace.status_text_set(f"Baking FABRIK: frame {self._baker.index} of {len(self._baker.frames)} (Esc to cancel)")
+        if not self._baker.done:
+            return {'RUNNING_MODAL'}
+        self._stop(context)
+        return self._finish(context)
+
+    def _stop(self, context) -> None:
+        """Remove the timer and the progress display."""
+        wm = context.window_manager
+        if self._timer is not None:
+            wm.event_timer_remove(self._timer)
+            self._timer = None
+        wm.progress_end()
+        context.workspace.status_text_set(None)
+
+
 classes = (
     FABRIK_OT_solve,
     FABRIK_OT_effector_add,
@@ -165,6 +292,7 @@ classes = (
     FABRIK_OT_effector_move,
     FABRIK_OT_convert_constraints,
     FABRIK_OT_restore_constraints,
+    FABRIK_OT_bake,
 )
 
 register, unregister = bpy.utils.register_classes_factory(classes)

@@ -186,7 +186,8 @@ def compute(obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None) 
     rotations = dict(fk)
     if warm:
         rotations.update({b: m for b, m in previous.items() if b in fk})
-    start = skeleton.with_local_rotations(rig.current_pose(obj, skeleton), rotations)
+    locations = {b: np.array(obj.pose.bones[skeleton.names[b]].location) for b in tree.bones}
+    start = skeleton.with_local_rotations(rig.current_pose(obj, skeleton), rotations, locations)
     pose, report = solve(skeleton, goals, start, solve_settings_of(settings, warm))
     for k, index in enumerate(used):
         result.effectors[index] = f"error {report.errors[k]:.2g}"

@@ -286,7 +286,7 @@ def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...
 
     FABRIK moves joints along lines; with every joint and the target on one
     line no pass can bend the chain (the paper's degenerate case), so it is
-    started bent, towards the pole when there is one.
+    started bent a little about its first bone's X axis.
     """
     if len(chain) < 2:
         return
@@ -300,17 +300,12 @@ def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...
     points = [joints.tails[k] for k in chain] + [goal.target]
     for point in points:
         d = sub(point, base)
-        if norm(sub(d, scale(axis, dot(d, axis)))) > 1e-9 * length:
-            return  # not straight, or the target is off the line
-    side = perpendicular(axis)
-    if goal.pole is not None:
-        towards = sub(goal.pole, base)
-        towards = sub(towards, scale(axis, dot(axis, towards)))
-        if norm(towards) > EPSILON:
-            side = scale(towards, 1.0 / norm(towards))
-    # Turn everything below the chain's first bone about that bone's tail.
+        if norm(sub(d, scale(axis, dot(d, axis)))) > 1e-5 * length:
+            return  # not straight, or the target is off the line (1e-5: single-precision poses count as straight)
+    # Bend about the first bone's own X axis, so the pole (which turns that axis) decides the side.
     hinge = joints.tails[top]
-    turn = quat.about_axis(cross(axis, side), 0.2)
+    bend_axis = quat.x_axis(joints.frames[top]) if joints.frames is not None else perpendicular(axis)
+    turn = quat.about_axis(bend_axis, 0.2)
     for k in chain[:-1]:
         joints.heads[k] = add(hinge, quat.rotate(turn, sub(joints.heads[k], hinge)))
         joints.tails[k] = add(hinge, quat.rotate(turn, sub(joints.tails[k], hinge)))

@@ -140,19 +140,33 @@ class Skeleton:
                 heads[i] = parent_tail + frames[p] @ self.offsets[i]
         return Pose(heads, frames, self.lengths)
 
-    def with_local_rotations(self, pose: "Pose", rotations: dict[int, np.ndarray]) -> "Pose":
-        """The pose with some bones' rotations (relative to rest and parent) replaced; bones below follow rigidly."""
+    def with_local_rotations(
+        self, pose: "Pose", rotations: dict[int, np.ndarray], translations: dict[int, np.ndarray] | None = None
+    ) -> "Pose":
+        """The pose with some bones' local rotations (and translations) replaced; bones below follow rigidly.
+
+        The replaced bones are placed by forward kinematics from their parent
+        and the rest pose, as Blender composes them (pose = parent pose @
+        parent rest^-1 @ rest @ basis), not from where they were, so the
+        result does not depend on the pose it started from.
+        """
         heads = pose.heads.copy()
         frames = pose.frames.copy()
+        translations = translations or {}
         turn: dict[int, np.ndarray] = {}
         for i in self.order:
             p = self.parents[i]
-            if p in turn:
-                heads[i] = heads[p] + turn[p] @ (pose.heads[i] - pose.heads[p])
             if i in rotations:
-                parent_frame = np.eye(3) if p < 0 else frames[p] @ self.rest_frames[p].T
-                frames[i] = parent_frame @ self.rest_frames[i] @ rotations[i]
+                offset = self.rest_heads[i] + self.rest_frames[i] @ translations.get(i, np.zeros(3))
+                if p < 0:
+                    frames[i] = self.rest_frames[i] @ rotations[i]
+                    heads[i] = offset
+                else:
+                    rest_to_pose = frames[p] @ self.rest_frames[p].T
+                    frames[i] = rest_to_pose @ self.rest_frames[i] @ rotations[i]
+                    heads[i] = heads[p] + rest_to_pose @ (offset - self.rest_heads[p])
             elif p in turn:
+                heads[i] = heads[p] + turn[p] @ (pose.heads[i] - pose.heads[p])
                 frames[i] = turn[p] @ pose.frames[i]
             else:
                 continue

@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Animation data and selection on every Blender we support: the one place that knows the differences.
+
+Blender 4.4 brought layered actions (action -> layer -> strip -> channelbag
+per slot) and 5.0 removed `Action.fcurves`; older Blender keeps F-curves on
+the action itself.
+"""
+
+from __future__ import annotations
+
+import bpy
+
+try:  # Blender 4.4 and newer
+    from bpy_extras.anim_utils import action_ensure_channelbag_for_slot, action_get_channelbag_for_slot
+except ImportError:  # older Blender: F-curves live on the action
+    action_ensure_channelbag_for_slot = action_get_channelbag_for_slot = None
+
+LAYERED = action_ensure_channelbag_for_slot is not None
+
+
+def ensure_action(obj, new: bool, name: str):
+    """The action to key into: the object's active one, or a new one (assigned, with a slot where needed)."""
+    animation_data = obj.animation_data_create()
+    action = None if new else animation_data.action
+    if action is None:
+        action = bpy.data.actions.new(name)
+        animation_data.action = action
+    if LAYERED and animation_data.action_slot is None:
+        slot = action.slots.new(obj.id_type, obj.name)
+        animation_data.action_slot = slot
+    return action
+
+
+def fcurves(obj, create: bool = False):
+    """The F-curve collection the object's animation uses (None when it has none and create is False)."""
+    animation_data = obj.animation_data
+    if animation_data is None or animation_data.action is None:
+        return None
+    action = animation_data.action
+    if not LAYERED:
+        return action.fcurves
+    slot = animation_data.action_slot
+    if slot is None:
+        return None
+    if create:
+        return action_ensure_channelbag_for_slot(action, slot).fcurves
+    channelbag = action_get_channelbag_for_slot(action, slot)
+    return None if channelbag is None else channelbag.fcurves
+
+
+def ensure_fcurve(collection, data_path: str, index: int, group: str):
+    """The F-curve for data_path[index] in the collection, made (in `group`) if it is missing."""
+    fcurve = collection.find(data_path, index=index)
+    if fcurve is None:
+        fcurve = collection.new(data_path, index=index, action_group=group) if not LAYERED else collection.new(
+            data_path, index=index, group_name=group
+        )
+    return fcurve
+
+
+def is_selected(pose_bone) -> bool:
+    """Whether a pose bone is selected (5.0 moved selection from the Bone to the pose bone)."""
+    return pose_bone.select if hasattr(pose_bone, "select") else pose_bone.bone.select
+
+
+def set_selected(pose_bone, state: bool) -> None:
+    """Select or deselect a pose bone."""
+    if hasattr(pose_bone, "select"):
+        pose_bone.select = state
+    else:
+        pose_bone.bone.select = state

@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bake FABRIK solutions into pose keyframes: solve frame by frame, then write every key in bulk.
+
+Nothing is written until every frame is solved, so cancelling leaves the file
+as it was. Keys go only onto the baked bones' rotation channels, replacing
+keys inside the baked range and leaving every other key alone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+from mathutils import Euler, Matrix, Quaternion
+
+from . import animdata, solving
+
+ROTATION_CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
+
+
+@dataclass
+class BakeResult:
+    """What a bake did."""
+
+    frames: int = 0
+    bones: int = 0
+    keys: int = 0
+    removed_by_cleanup: int = 0
+    action: str = ""
+    seconds: float = 0.0
+    #: Frames on which some effector could not be solved, with the reason.
+    problems: list[str] = field(default_factory=list)
+
+
+def bake_bones(obj, which: str) -> list[str]:
+    """Bones to bake: the effectors' chains ('CHAINS') or the selected pose bones ('SELECTED')."""
+    if which == 'SELECTED':
+        return [pb.name for pb in obj.pose.bones if animdata.is_selected(pb)]
+    skeleton = solving.rig.skeleton_of(obj)
+    names: list[str] = []
+    for effector in obj.fabrik.effectors:
+        if not effector.enabled or effector.bone not in skeleton.names:
+            continue
+        path = skeleton.path_to_root(skeleton.index(effector.bone))
+        chain = path if effector.chain_length == 0 else path[: effector.chain_length]
+        names += [skeleton.names[b] for b in chain if skeleton.names[b] not in names]
+    return [name for name in skeleton.names if name in names]
+
+
+class Baker:
+    """One bake, solved a frame at a time (so a modal operator can show progress and cancel)."""
+
+    def __init__(self, scene, obj, frames: list[int], bones: list[str], warm_start: bool = True) -> None:
+        if not frames:
+            raise ValueError("the frame range is empty")
+        if not bones:
+            raise ValueError("no bones to bake: add effectors, or select bones and bake the selected ones")
+        self.scene, self.obj = scene, obj
+        self.frames, self.bones = frames, bones
+        self.warm_start = warm_start
+        self.index = 0
+        self.values: dict[str, list[tuple[float, ...]]] = {name: [] for name in bones}
+        self.problems: list[str] = []
+        self._previous = None
+        self._frame_before = scene.frame_current
+        self._live_before = obj.fabrik.live
+        self._began = time.perf_counter()
+        # The handler must not pose the rig while we read this frame's FK pose.
+        obj.fabrik.live = False
+
+    @property
+    def done(self) -> bool:
+        """True when every frame has been solved."""
+        return self.index >= len(self.frames)
+
+    def step(self) -> None:
+        """Solve the next frame and remember the baked bones' rotation values."""
+        frame = self.frames[self.index]
+        self.scene.frame_set(frame)
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        status, solution = solving.compute(self.obj, depsgraph, self._previous if self.warm_start else None)
+        if solution is None:
+            self.problems.append(f"frame {frame}: {status.message}")
+            local = None
+        else:
+            local = solution.local
+            bad = [f"{k}: {m}" for k, m in status.effectors.items() if not m.startswith("error")]
+            if bad:
+                self.problems.append(f"frame {frame}: " + "; ".join(bad))
+            self._previous = {b: local[b] for b in solution.bones}
+        skeleton = solving.rig.skeleton_of(self.obj)
+        for name in self.bones:
+            pose_bone = self.obj.pose.bones[name]
+            matrix = local[skeleton.index(name)] if local is not None else None
+            self.values[name].append(_channel_value(pose_bone, matrix, self.values[name]))
+        self.index += 1
+
+    def cancel(self) -> None:
+        """Leave everything as it was before the bake."""
+        self.obj.fabrik.live = self._live_before
+        self.scene.frame_set(self._frame_before)
+
+    def finish(self, new_action: bool, cleanup: float | None, keep_live: bool) -> BakeResult:
+        """Write all keys in bulk; switch live solving off unless asked to keep it."""
+        action = animdata.ensure_action(self.obj, new_action, f"{self.obj.name}_FABRIK")
+        collection = animdata.fcurves(self.obj, create=True)
+        result = BakeResult(frames=len(self.frames), bones=len(self.bones), action=action.name, problems=self.problems)
+        frames = np.asarray(self.frames, dtype=np.float64)
+        for name in self.bones:
+            pose_bone = self.obj.pose.bones[name]
+            data_path, size = _channel_of(pose_bone)
+            values = np.asarray(self.values[name], dtype=np.float64).reshape(len(frames), size)
+            path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{data_path}'
+            for index in range(size):
+                fcurve = animdata.ensure_fcurve(collection, path, index, name)
+                column = values[:, index]
+                keep = _needed_keys(frames, column, cleanup) if cleanup is not None else np.ones(len(frames), bool)
+                result.removed_by_cleanup += int((~keep).sum())
+                write_keys(fcurve, frames[keep], column[keep], (frames[0], frames[-1]))
+                result.keys += int(keep.sum())
+        self.obj.fabrik.live = self._live_before and keep_live
+        self.scene.frame_set(self._frame_before)
+        result.seconds = time.perf_counter() - self._began
+        return result
+
+
+def _channel_of(pose_bone) -> tuple[str, int]:
+    """The rotation channel a bone is keyed on and its size, from its rotation mode."""
+    return ROTATION_CHANNELS.get(pose_bone.rotation_mode, ("rotation_euler", 3))
+
+
+def _channel_value(pose_bone, local: np.ndarray | None, previous: list) -> tuple[float, ...]:
+    """The bone's rotation channel for a local rotation (its current value when None), continuous with the last."""
+    mode = pose_bone.rotation_mode
+    if local is None:
+        current = {"QUATERNION": pose_bone.rotation_quaternion, "AXIS_ANGLE": pose_bone.rotation_axis_angle}
+        return tuple(current.get(mode, pose_bone.rotation_euler))
+    q = Matrix(local.tolist()).to_quaternion()
+    if mode == "QUATERNION":
+        if previous and q.dot(Quaternion(previous[-1])) < 0.0:
+            q.negate()
+        return tuple(q)
+    if mode == "AXIS_ANGLE":
+        axis, angle = q.to_axis_angle()
+        return (angle, *axis)
+    compatible = Euler(previous[-1], mode) if previous else Euler(pose_bone.rotation_euler, mode)
+    return tuple(q.to_euler(mode, compatible))
+
+
+def write_keys(fcurve, frames: np.ndarray, values: np.ndarray, span: tuple[float, float]) -> None:
+    """Replace the F-curve's keys within span by (frames, values), in bulk; keys outside keep every byte."""
+    points = fcurve.keyframe_points
+    count = len(points)
+    co = np.empty(2 * count, dtype=np.float32)
+    points.foreach_get("co", co)
+    inside = (co[0::2] >= span[0] - 1e-4) & (co[0::2] <= span[1] + 1e-4)
+    # Blender recomputes automatic handles of neighbours when keys change; put the kept keys' handles back after.
+    kept = {}
+    for i in np.flatnonzero(~inside):
+        point = points[int(i)]
+        kept[round(float(co[2 * i]), 4)] = (tuple(point.handle_left), tuple(point.handle_right))
+    for i in reversed(np.flatnonzero(inside)):
+        points.remove(points[int(i)], fast=True)
+    before = len(points)
+    points.add(len(frames))
+    new = np.empty(2 * len(frames), dtype=np.float32)
+    new[0::2], new[1::2] = frames, values
+    all_co = np.empty(2 * len(points), dtype=np.float32)
+    points.foreach_get("co", all_co)
+    all_co[2 * before:] = new
+    points.foreach_set("co", all_co)
+    linear = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
+    interpolation = np.empty(len(points), dtype=np.int32)
+    points.foreach_get("interpolation", interpolation)
+    interpolation[before:] = linear
+    points.foreach_set("interpolation", interpolation)
+    fcurve.update()
+    for point in points:
+        handles = kept.get(round(point.co[0], 4))
+        if handles is not None:
+            point.handle_left, point.handle_right = handles
+
+
+def _needed_keys(frames: np.ndarray, values: np.ndarray, tolerance: float) -> np.ndarray:
+    """Which keys linear interpolation between the kept ones cannot reproduce within tolerance (first and last stay)."""
+    keep = np.zeros(len(frames), dtype=bool)
+    keep[0] = keep[-1] = True
+    anchor = 0
+    for i in range(1, len(frames) - 1):
+        # Could a straight line from the anchor to the next key stand in for every key since the anchor?
+        t = (frames[anchor + 1:i + 1] - frames[anchor]) / (frames[i + 1] - frames[anchor])
+        line = values[anchor] + t * (values[i + 1] - values[anchor])
+        if np.abs(line - values[anchor + 1:i + 1]).max() > tolerance:
+            keep[i] = True
+            anchor = i
+    return keep
+
+
+def bake_object(
+    obj,
+    frames: list[int] | range | None = None,
+    bones: str | list[str] = 'CHAINS',
+    new_action: bool = False,
+    cleanup: float | None = None,
+    keep_live: bool = False,
+    warm_start: bool = True,
+) -> BakeResult:
+    """Bake an armature's FABRIK solution without any UI (scripts, the command line, render farms)."""
+    scene = bpy.context.scene
+    frames = list(frames) if frames is not None else list(range(scene.frame_start, scene.frame_end + 1, scene.frame_step))
+    names = bake_bones(obj, bones) if isinstance(bones, str) else list(bones)
+    baker = Baker(scene, obj, frames, names, warm_start)
+    try:
+        while not baker.done:
+            baker.step()
+    except BaseException:
+        baker.cancel()
+        raise
+    return baker.finish(new_action, cleanup, keep_live)

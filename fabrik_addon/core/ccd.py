@@ -1,0 +1,371 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""CCD: Cyclic Coordinate Descent inverse kinematics.
+
+Wang & Chen, "A combined optimization method for solving the inverse
+kinematics problem of mechanical manipulators", IEEE Trans. Robotics and
+Automation 7 (1991). One iteration walks the bones from the tips towards the
+chains' tops; each bone turns about its head by the shortest rotation that
+takes the line from its head to the effector tip onto the line from its head
+to the target. Everything below the bone turns with it, rigidly.
+
+Trees and several goals: a bone that several goals' chains share is turned
+once per sweep, by the weighted average of the turns the goals ask for
+(weighted by the goals' branch weights), rather than by each goal in turn.
+Taking goals in turn lets the last goal win every shared bone and makes the
+result depend on the order of the goals; the average treats them alike and
+lets the weights arbitrate, as FABRIK's weighted sub-base centroid does. On a
+single chain it is exactly classic CCD. A goal pulls only the bones of its own
+chain (`chain_length`), and a goal of weight 0 pulls nothing.
+
+Joint limits are applied after every turn, by projecting the bone's local
+rotation (relative to its parent's current frame) into its limit; stiffness
+holds back part of each turn.
+
+Only position goals are used: the goals' `rotation` and `pole` are ignored.
+
+This module also holds the working state (`Rig`) and the iteration loop
+(`solve_iteratively`) that the Jacobian solvers share with CCD.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import limits, quat, rotation
+from .fabrik import MovingTree, moving_tree
+from .problem import Goal, SolveReport, SolveSettings, validate_goals, validate_settings
+from .skeleton import Pose, Skeleton
+from .vec import EPSILON, Vec, add, perpendicular, sub
+
+__all__ = ["Effectors", "Rig", "solve", "solve_iteratively"]
+
+
+class Rig:
+    """The moving bones of a solve, posed by their local rotations, with their heads and frames kept by FK.
+
+    Nodes are the bones of the moving tree, parents first. A node's frame is
+    `zero_frames[k] @ local[k]`, where the zero frame (the frame the bone has
+    with no rotation of its own) is its moving parent's frame times a fixed
+    `zero[k]` -- that folds in the rest relation and any unmoving bones in
+    between -- or a fixed frame for a base node, whose parent never moves. A
+    node's head sits at a fixed offset `link[k]` in its moving parent's frame;
+    a base node's head never moves. `local` is exactly what
+    `Skeleton.local_rotations` gives for the node's bone, so limits apply to it.
+    """
+
+    def __init__(self, skeleton: Skeleton, tree: MovingTree, start: Pose) -> None:
+        bones = list(tree.bones)
+        m = len(bones)
+        self.bones = bones
+        self.parent = tree.parent
+        self.limits = tree.limits
+        self.lengths = np.asarray(tree.length, dtype=float)
+        #: Per node, the nodes that turn with it (itself first), as an index array.
+        self.subtree: list[np.ndarray] = [np.array([k]) for k in range(m)]
+        for k in reversed(range(m)):
+            p = tree.parent[k]
+            if p >= 0:
+                self.subtree[p] = np.concatenate((self.subtree[p], self.subtree[k]))
+        start_frames = start.frames[bones]
+        zero_at_start = np.empty((m, 3, 3))
+        for k, b in enumerate(bones):
+            d = skeleton.parents[b]
+            rest = skeleton.rest_frames[b]
+            zero_at_start[k] = rest if d < 0 else start.frames[d] @ skeleton.rest_frames[d].T @ rest
+        self.zero = zero_at_start.copy()
+        self.link = np.zeros((m, 3))
+        for k, p in enumerate(tree.parent):
+            if p >= 0:
+                self.zero[k] = start_frames[p].T @ zero_at_start[k]
+                self.link[k] = start_frames[p].T @ (start.heads[bones[k]] - start.heads[bones[p]])
+        self.base_heads = start.heads[bones].copy()
+        self.local = _orthonormal(np.swapaxes(zero_at_start, 1, 2) @ start_frames)
+        self.heads = np.empty((m, 3))
+        self.frames = np.empty((m, 3, 3))
+        self.zero_frames = np.empty((m, 3, 3))
+        self.forward()
+
+    def forward(self) -> None:
+        """Forward kinematics: heads and frames of every node from the local rotations."""
+        for k, p in enumerate(self.parent):
+            if p < 0:
+                self.zero_frames[k] = self.zero[k]
+                self.heads[k] = self.base_heads[k]
+            else:
+                self.zero_frames[k] = self.frames[p] @ self.zero[k]
+                self.heads[k] = self.heads[p] + self.frames[p] @ self.link[k]
+            self.frames[k] = self.zero_frames[k] @ self.local[k]
+
+    def tips(self, nodes: np.ndarray) -> np.ndarray:
+        """Tail positions of the given nodes."""
+        return self.heads[nodes] + self.lengths[nodes, None] * self.frames[nodes, :, 1]
+
+    def bring_inside_limits(self) -> None:
+        """Project every limited node into its limit (a start pose may lie outside)."""
+        changed = False
+        for k, limit in enumerate(self.limits):
+            if limit is not None:
+                self.local[k] = _constrained(limit, self.local[k], None)
+                changed = True
+        if changed:
+            self.forward()
+
+    def turn(self, k: int, turn: np.ndarray) -> np.ndarray:
+        """Turn node k by a world rotation about its head, apply its limit, and return the turn it really made.
+
+        Only node k's local rotation changes here; the nodes below it are
+        brought along by the next `forward`. Until then the caller moves
+        whatever points below k it still needs by the returned rotation.
+        """
+        wanted = self.zero_frames[k].T @ turn @ self.frames[k]
+        limit = self.limits[k]
+        if limit is None:
+            self.local[k] = np.array(quat.to_matrix(quat.from_matrix(wanted.tolist())))
+        else:
+            self.local[k] = _constrained(limit, wanted, self.local[k] if limit.is_stiff else None)
+        applied = self.zero_frames[k] @ self.local[k] @ self.frames[k].T
+        self.frames[k] = self.zero_frames[k] @ self.local[k]
+        return applied
+
+    def rotate_all(self, angles: np.ndarray) -> None:
+        """Turn every node by a small world rotation vector (m, 3) about its head at once, then apply limits.
+
+        Each node's turn is taken relative to its parent, so the turns add up
+        along the chain as the Jacobian assumes: to first order each one
+        moves the effectors by angle x (tip - head).
+        """
+        turns = _rotation_matrices(angles)
+        wanted = np.swapaxes(self.zero_frames, 1, 2) @ turns @ self.frames
+        quats = rotation.matrix_to_quaternion(wanted)
+        for k, limit in enumerate(self.limits):
+            if limit is not None:
+                previous = quat.from_matrix(self.local[k].tolist()) if limit.is_stiff else None
+                quats[k] = limits.constrain(limit, tuple(quats[k]), previous)
+        self.local = rotation.quaternion_to_matrix(quats)
+        self.forward()
+
+    def snapshot(self) -> np.ndarray:
+        """A copy of the local rotations (everything else follows from them)."""
+        return self.local.copy()
+
+    def restore(self, snapshot: np.ndarray) -> None:
+        """Go back to a snapshot."""
+        self.local = snapshot.copy()
+        self.forward()
+
+    def pose(self, skeleton: Skeleton, start: Pose) -> Pose:
+        """The full pose: moving bones from the rig, bones below them following rigidly, the rest as at the start."""
+        heads = start.heads.copy()
+        frames = start.frames.copy()
+        heads[self.bones] = self.heads
+        frames[self.bones] = self.frames
+        moved = set(self.bones)
+        for b in skeleton.order:
+            p = skeleton.parents[b]
+            if b in moved or p not in moved:
+                continue
+            turn = frames[p] @ start.frames[p].T
+            heads[b] = heads[p] + turn @ (start.heads[b] - start.heads[p])
+            frames[b] = turn @ start.frames[b]
+            moved.add(b)
+        return Pose(heads, frames, start.lengths)
+
+
+@dataclass(frozen=True)
+class Effectors:
+    """The goals as the rig sees them: effector nodes, targets, weights, and which nodes each goal pulls."""
+
+    nodes: np.ndarray
+    targets: np.ndarray
+    weights: np.ndarray
+    #: Per goal, the nodes of its chain, tip first.
+    chains: tuple[np.ndarray, ...]
+    #: Per goal, the longest its chain can reach: bone length plus the rigid head-to-head links.
+    reach: np.ndarray
+    #: Per goal, whether its chain's top never moves (so the reach rules out far targets).
+    fixed_base: tuple[bool, ...]
+    #: Per node, the goals with weight whose chain includes it: the goals that pull it.
+    pulled_by: tuple[tuple[int, ...], ...]
+    #: Per node, the goals whose effector is the node or below it: the tips that move when it turns.
+    below: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, tree: MovingTree, rig: Rig, goals: Sequence[Goal]) -> "Effectors":
+        """The effectors of these goals on this moving tree."""
+        chains = tuple(np.array(chain) for chain in tree.goal_chain)
+        reach = np.array([rig.lengths[c[0]] + np.linalg.norm(rig.link[c[:-1]], axis=1).sum() for c in chains])
+        nodes = [int(c[0]) for c in chains]
+        return cls(
+            nodes=np.array(nodes),
+            targets=np.array([g.target for g in goals], dtype=float),
+            weights=np.array([g.weight for g in goals], dtype=float),
+            chains=chains,
+            reach=reach,
+            fixed_base=tuple(tree.parent[c[-1]] < 0 for c in chains),
+            pulled_by=tuple(
+                tuple(g for g, goal in enumerate(goals) if goal.weight > 0.0 and k in tree.goal_chain[g])
+                for k in range(len(rig.bones))
+            ),
+            below=tuple(tuple(g for g, node in enumerate(nodes) if node in set(rig.subtree[k].tolist())) for k in range(len(rig.bones))),
+        )
+
+    def errors(self, rig: Rig) -> list[float]:
+        """Distance from each effector tip to its target."""
+        return np.linalg.norm(rig.tips(self.nodes) - self.targets, axis=1).tolist()
+
+    def out_of_reach(self, rig: Rig, tolerance: float) -> bool:
+        """True when some pulling goal's target lies beyond what its fixed-based chain can reach."""
+        for g, chain in enumerate(self.chains):
+            if self.weights[g] > 0.0 and self.fixed_base[g]:
+                if np.linalg.norm(self.targets[g] - rig.base_heads[chain[-1]]) > self.reach[g] + tolerance:
+                    return True
+        return False
+
+
+#: One iteration of a solver: move the rig towards the effectors' targets.
+Step = Callable[[Rig, Effectors], None]
+
+
+def solve_iteratively(
+    skeleton: Skeleton, goals: Sequence[Goal], start: Pose | None, settings: SolveSettings, step: Step
+) -> tuple[Pose, SolveReport]:
+    """Run `step` until every goal is within tolerance, progress stalls or the iteration cap; keep the best pose.
+
+    The stopping rules are FABRIK's: converged when the largest error is
+    within tolerance; stalled after `patience` iterations in a row that do
+    not lower the weighted error by `stall_fraction` of it; else the cap.
+    """
+    validate_goals(skeleton, goals)
+    validate_settings(settings)
+    start = skeleton.rest_pose() if start is None else start
+    if not goals:
+        return start.copy(), SolveReport(0, [], True, "converged")
+    tree = moving_tree(skeleton, goals)
+    rig = Rig(skeleton, tree, start)
+    rig.bring_inside_limits()
+    effectors = Effectors.of(tree, rig, goals)
+    errors = effectors.errors(rig)
+    report = SolveReport(0, errors, max(errors) <= settings.tolerance, "converged")
+    if report.converged:
+        return rig.pose(skeleton, start), report
+
+    best_error, best, best_errors = _weighted(effectors, errors), rig.snapshot(), errors
+    without_progress = 0
+    report.stopped_by = "max_iterations"
+    for iteration in range(1, settings.max_iterations + 1):
+        step(rig, effectors)
+        errors = effectors.errors(rig)
+        report.iterations = iteration
+        if max(errors) <= settings.tolerance:
+            best, best_errors = None, errors
+            report.converged, report.stopped_by = True, "converged"
+            break
+        current = _weighted(effectors, errors)
+        if current < best_error * (1.0 - settings.stall_fraction):
+            best_error, best, best_errors = current, rig.snapshot(), errors
+            without_progress = 0
+        else:
+            without_progress += 1
+            if without_progress >= settings.patience:
+                report.stopped_by = "stalled"
+                break
+    if best is not None:
+        rig.restore(best)
+    report.errors = best_errors
+    if not report.converged and effectors.out_of_reach(rig, settings.tolerance):
+        report.stopped_by = "unreachable"
+    return rig.pose(skeleton, start), report
+
+
+def _weighted(effectors: Effectors, errors: list[float]) -> float:
+    """The error the solvers lower: each goal's distance times its weight."""
+    return float(effectors.weights @ np.asarray(errors))
+
+
+def ccd_sweep(rig: Rig, effectors: Effectors) -> None:
+    """One CCD iteration: every moving bone from the tips up turns its effectors towards their targets.
+
+    Bones are visited children first, so when a bone turns none of its
+    ancestors has turned yet in this sweep and its own head and frame are
+    still current; only the effector tips below it have to follow each turn.
+    """
+    tips = [tuple(tip) for tip in rig.tips(effectors.nodes).tolist()]
+    targets = [tuple(target) for target in effectors.targets.tolist()]
+    for k in reversed(range(len(rig.bones))):
+        if not effectors.pulled_by[k]:
+            continue
+        head = tuple(rig.heads[k].tolist())
+        total = (0.0, 0.0, 0.0, 0.0)
+        for g in effectors.pulled_by[k]:
+            asked = _shortest_turn(head, tips[g], targets[g])
+            if asked is not None:
+                w = effectors.weights[g]
+                total = (total[0] + w * asked[0], total[1] + w * asked[1], total[2] + w * asked[2], total[3] + w * asked[3])
+        size = math.sqrt(sum(c * c for c in total))
+        if size < 1e-12:
+            continue  # nothing to do, or asks that cancel out
+        applied = rig.turn(k, np.array(quat.to_matrix(tuple(c / size for c in total)))).tolist()
+        for g in effectors.below[k]:
+            tips[g] = add(head, _times(applied, sub(tips[g], head)))
+    rig.forward()  # brings every bone below a turned one along, from the local rotations
+
+
+def _times(m: list[list[float]], v: Vec) -> Vec:
+    """The 3x3 matrix m (rows) times v."""
+    return (
+        m[0][0] * v[0] + m[0][1] * v[1] + m[0][2] * v[2],
+        m[1][0] * v[0] + m[1][1] * v[1] + m[1][2] * v[2],
+        m[2][0] * v[0] + m[2][1] * v[1] + m[2][2] * v[2],
+    )
+
+
+def _shortest_turn(head: Vec, tip: Vec, target: Vec) -> quat.Quat | None:
+    """The shortest rotation about `head` taking the tip's direction onto the target's (None if either is undefined)."""
+    u = (tip[0] - head[0], tip[1] - head[1], tip[2] - head[2])
+    v = (target[0] - head[0], target[1] - head[1], target[2] - head[2])
+    nu = math.sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2])
+    nv = math.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+    if nu < EPSILON or nv < EPSILON:
+        return None
+    u = (u[0] / nu, u[1] / nu, u[2] / nu)
+    v = (v[0] / nv, v[1] / nv, v[2] / nv)
+    # Facing right away, any half turn will do: take one about a fixed perpendicular.
+    opposite = u[0] * v[0] + u[1] * v[1] + u[2] * v[2] < -1.0 + 1e-12
+    return quat.arc(u, v, perpendicular(u) if opposite else u)
+
+
+def solve(
+    skeleton: Skeleton,
+    goals: Sequence[Goal],
+    start: Pose | None = None,
+    settings: SolveSettings = SolveSettings(),
+) -> tuple[Pose, SolveReport]:
+    """Move the skeleton so that each goal's bone tip reaches its target, by CCD; return the pose and a report."""
+    return solve_iteratively(skeleton, goals, start, settings, ccd_sweep)
+
+
+def _constrained(limit: limits.JointLimit, local: np.ndarray, previous: np.ndarray | None) -> np.ndarray:
+    """A local rotation matrix projected into its limit (with `previous`, stiffness holds part of the change back)."""
+    before = None if previous is None else quat.from_matrix(previous.tolist())
+    return np.array(quat.to_matrix(limits.constrain(limit, quat.from_matrix(local.tolist()), before)))
+
+
+def _orthonormal(matrices: np.ndarray) -> np.ndarray:
+    """The nearest exact rotations (through unit quaternions), so rounding never bends a bone."""
+    return rotation.quaternion_to_matrix(rotation.matrix_to_quaternion(matrices))
+
+
+def _rotation_matrices(angles: np.ndarray) -> np.ndarray:
+    """Rotation matrices for rotation vectors (m, 3) (Rodrigues)."""
+    theta = np.linalg.norm(angles, axis=1)
+    safe = np.where(theta > 1e-15, theta, 1.0)
+    axis = angles / safe[:, None]
+    k = np.zeros((len(angles), 3, 3))
+    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -axis[:, 2], axis[:, 1], -axis[:, 0]
+    k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = axis[:, 2], -axis[:, 1], axis[:, 0]
+    s, c = np.sin(theta)[:, None, None], (1.0 - np.cos(theta))[:, None, None]
+    return np.eye(3) + s * k + c * (k @ k)

@@ -1,0 +1,270 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Baking to keyframes in the real bpy module: faithful, untouching, cancellable, undoable, headless, exportable."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import bpy
+import numpy as np
+import pytest
+
+import addon_utils  # noqa: E402  (only importable once bpy is)
+import fabrik_addon
+from blender_scenes import ROOT, chain_rig, empty_scene, rigbuild
+from fabrik_addon.blender import animdata, bake, solving
+
+FRAMES = range(1, 25)
+
+
+@pytest.fixture(autouse=True)
+def addon():
+    """Register the add-on for each test (some tests switch it off to play the keys back without it)."""
+    fabrik_addon.register()
+    empty_scene()
+    yield
+    if hasattr(bpy.types.Object, "fabrik"):
+        fabrik_addon.unregister()
+
+
+def joint_positions(rig) -> np.ndarray:
+    """World heads and tails of every bone as Blender evaluates them."""
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    evaluated = rig.evaluated_get(depsgraph)
+    world = evaluated.matrix_world
+    return np.array([[tuple(world @ pb.head), tuple(world @ pb.tail)] for pb in evaluated.pose.bones])
+
+
+def animated_chain():
+    """A 4-bone chain whose target circles for the test frames."""
+    rig, target = chain_rig(count=4)
+    rigbuild.key_circle(target, (0.0, 0.0, 2.0), 1.5, FRAMES, axis="XZ")
+    return rig
+
+
+def animated_hand():
+    """The hand sample: a tree with five effectors and branch weights."""
+    import hand
+
+    return hand.build(FRAMES)
+
+
+def limited_chain():
+    """A chain with hinge and cone limits from Blender's IK settings."""
+    rig = animated_chain()
+    for pose_bone in rig.pose.bones[1:]:
+        pose_bone.lock_ik_y = pose_bone.lock_ik_z = True
+        pose_bone.use_ik_limit_x = True
+        pose_bone.ik_min_x, pose_bone.ik_max_x = -math.radians(100), math.radians(100)
+    rig.pose.bones[0].use_ik_limit_x = rig.pose.bones[0].use_ik_limit_z = True
+    return rig
+
+
+def reset_pose(rig) -> None:
+    """Back to the rest pose, as before any solve."""
+    for pose_bone in rig.pose.bones:
+        pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+    solving.forget(rig.name)
+
+
+@pytest.mark.parametrize("build", [animated_chain, animated_hand, limited_chain], ids=["chain", "tree", "limits"])
+@pytest.mark.parametrize("continuous", [True, False], ids=["continuous", "per-frame"])
+def test_baked_playback_equals_the_live_solve(build, continuous):
+    """With the add-on disabled and live solving off, the keys replay the live solve at every frame (1e-5)."""
+    rig = build()
+    rig.fabrik.start = "PREVIOUS" if continuous else "FK"
+    reset_pose(rig)
+    scene = bpy.context.scene
+    live = []
+    for frame in FRAMES:
+        scene.frame_set(frame)
+        live.append(joint_positions(rig))
+    reset_pose(rig)
+    result = bake.bake_object(rig, FRAMES, warm_start=continuous)
+    assert result.frames == len(FRAMES) and not rig.fabrik.live
+    fabrik_addon.unregister()
+    for frame, expected in zip(FRAMES, live):
+        scene.frame_set(frame)
+        np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"frame {frame}")
+
+
+def fcurve_bytes(obj) -> dict:
+    """Every key of an object's F-curves, byte for byte: co, handles, interpolation, handle types."""
+    collection = animdata.fcurves(obj)
+    out = {}
+    for fcurve in collection or ():
+        n = len(fcurve.keyframe_points)
+        parts = []
+        for prop, width, dtype in [("co", 2, np.float32), ("handle_left", 2, np.float32), ("handle_right", 2, np.float32),
+                                   ("interpolation", 1, np.int32), ("handle_left_type", 1, np.int32)]:
+            buffer = np.empty(n * width, dtype=dtype)
+            fcurve.keyframe_points.foreach_get(prop, buffer)
+            parts.append(buffer.tobytes())
+        out[(fcurve.data_path, fcurve.array_index)] = b"".join(parts)
+    return out
+
+
+def test_other_keys_stay_exactly_as_they_were():
+    """Keys on other bones, other channels, outside the range and on other objects keep every byte."""
+    rig = animated_chain()
+    rigbuild.add_effector(rig, "bone1", rig.fabrik.effectors[0].target, chain_length=1, weight=0.0)
+    rig.fabrik.effectors[1].enabled = False
+    extra = rigbuild.make_armature("Other", rigbuild.chain_bones(2, 1.0, prefix="o"))
+    rig.pose.bones["bone3"].location = (0.1, 0.0, 0.0)
+    rig.pose.bones["bone3"].keyframe_insert("location", frame=5)  # another channel of a baked bone
+    for frame in (0, 30, 31):  # outside the baked range on a baked channel
+        rig.pose.bones["bone2"].rotation_quaternion = (0.9, 0.1, 0.2, 0.0)
+        rig.pose.bones["bone2"].keyframe_insert("rotation_quaternion", frame=frame)
+    rig.keyframe_insert("location", frame=3)  # the object itself
+    extra.pose.bones["o0"].keyframe_insert("rotation_quaternion", frame=2)  # another object
+    bpy.context.scene.frame_set(1)
+    before_rig, before_extra = fcurve_bytes(rig), fcurve_bytes(extra)
+    target_before = fcurve_bytes(rig.fabrik.effectors[0].target)
+    bake.bake_object(rig, range(5, 21), bones=["bone0", "bone1", "bone2", "bone3"])
+    after = fcurve_bytes(rig)
+    baked = {f'pose.bones["bone{i}"].rotation_quaternion' for i in range(4)}
+    for key, data in before_rig.items():
+        if key[0] not in baked:
+            assert after[key] == data, key
+    # The baked channel kept its keys outside 5..20 exactly (co and interpolation).
+    fcurve = animdata.fcurves(rig).find('pose.bones["bone2"].rotation_quaternion', index=1)
+    outside = [(round(k.co[0]), k.co[1], k.interpolation) for k in fcurve.keyframe_points if not 5 <= k.co[0] <= 20]
+    assert [o[0] for o in outside] == [0, 30, 31] and all(o[1] == pytest.approx(0.1) for o in outside)
+    assert fcurve_bytes(extra) == before_extra
+    assert fcurve_bytes(rig.fabrik.effectors[0].target) == target_before
+
+
+def test_cancel_leaves_everything_as_it_was():
+    """A bake stopped half way (Esc) writes nothing and restores the frame and live solving."""
+    rig = animated_chain()
+    scene = bpy.context.scene
+    scene.frame_set(7)
+    before = fcurve_bytes(rig)
+    pose_before = [tuple(pb.rotation_quaternion) for pb in rig.pose.bones]
+    baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"))
+    for _ in range(5):
+        baker.step()
+    baker.cancel()
+    assert fcurve_bytes(rig) == before
+    assert rig.animation_data is None or rig.animation_data.action is None
+    assert scene.frame_current == 7 and rig.fabrik.live
+    assert [tuple(pb.rotation_quaternion) for pb in rig.pose.bones] == pose_before
+
+
+def test_undo_restores_the_state_before_the_bake():
+    """The bake is one undo step (the test pushes the steps the UI would push around the operator)."""
+    rig = animated_chain()
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.ed.undo_push(message="before bake")
+    assert bpy.ops.fabrik.bake(frame_start=1, frame_end=10) == {"FINISHED"}
+    bpy.ops.ed.undo_push(message="Bake Keyframes")
+    rig = bpy.data.objects["Rig"]
+    assert animdata.fcurves(rig) is not None and len(animdata.fcurves(rig)) == 16
+    bpy.ops.ed.undo()
+    rig = bpy.data.objects["Rig"]
+    assert rig.animation_data is None or rig.animation_data.action is None
+    assert rig.fabrik.live
+
+
+def test_keys_follow_each_bones_rotation_mode_and_stay_continuous():
+    """Euler bones get continuous Euler keys, quaternion bones sign-continuous quaternions, axis-angle its own channel."""
+    rig = animated_chain()
+    rigbuild.key_circle(rig.fabrik.effectors[0].target, (0.0, 0.0, 1.5), 1.8, range(1, 61), axis="XY", turns=2.0)
+    modes = {"bone0": "XYZ", "bone1": "QUATERNION", "bone2": "AXIS_ANGLE", "bone3": "ZXY"}
+    for name, mode in modes.items():
+        rig.pose.bones[name].rotation_mode = mode
+    bake.bake_object(rig, range(1, 61))
+    collection = animdata.fcurves(rig)
+    paths = {f.data_path.split(".")[-1] for f in collection}
+    assert paths == {"rotation_euler", "rotation_quaternion", "rotation_axis_angle"}
+    for name, mode in modes.items():
+        channel = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(mode, "rotation_euler")
+        curves = [f for f in collection if f.data_path == f'pose.bones["{name}"].{channel}']
+        values = np.array([[k.co[1] for k in f.keyframe_points] for f in curves])
+        if mode != "AXIS_ANGLE":  # the axis of an axis-angle flips with the angle's sign; the rotation does not
+            assert np.abs(np.diff(values, axis=1)).max() < 1.0, (name, mode)
+
+
+def test_cleanup_drops_redundant_keys_within_tolerance():
+    """With clean-up the curve keeps fewer keys and still passes within the tolerance of every baked value."""
+    rig = animated_chain()
+    full = bake.bake_object(rig, FRAMES, keep_live=True)
+    values = {(f.data_path, f.array_index): [k.co[1] for k in f.keyframe_points] for f in animdata.fcurves(rig)}
+    lean = bake.bake_object(rig, FRAMES, cleanup=1e-3)
+    assert lean.keys < full.keys and lean.removed_by_cleanup == full.keys - lean.keys
+    for fcurve in animdata.fcurves(rig):
+        for frame, value in zip(FRAMES, values[(fcurve.data_path, fcurve.array_index)]):
+            assert abs(fcurve.evaluate(frame) - value) <= 1e-3 + 1e-6
+
+
+def test_keys_live_in_the_slot_of_a_layered_action():
+    """On Blender 4.4+ the keys go into the channelbag of the rig's slot (Action.fcurves is gone in 5.0)."""
+    rig = animated_chain()
+    bake.bake_object(rig, FRAMES, new_action=True)
+    action = rig.animation_data.action
+    assert action.name.startswith("Rig_FABRIK")
+    if animdata.LAYERED:
+        assert rig.animation_data.action_slot is not None
+        assert not hasattr(action, "fcurves") or bpy.app.version < (5, 0, 0)
+        channelbag = action.layers[0].strips[0].channelbag(rig.animation_data.action_slot)
+        assert len(channelbag.fcurves) == 16
+
+
+def test_gltf_round_trip_keeps_the_baked_poses(tmp_path):
+    """Bake, switch the add-on off, export glTF with Blender's exporter, import it again: the poses match."""
+    rig = animated_chain()
+    bake.bake_object(rig, FRAMES)
+    scene = bpy.context.scene
+    expected = {}
+    fabrik_addon.unregister()
+    for frame in (1, 9, 17, 24):
+        scene.frame_set(frame)
+        expected[frame] = joint_positions(rig)[:, 1]  # tails, world space
+    addon_utils.enable("io_scene_gltf2")
+    path = str(tmp_path / "rig.glb")
+    bpy.ops.object.select_all(action="DESELECT")
+    rig.select_set(True)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.export_scene.gltf(filepath=path, use_selection=True, export_animations=True, export_force_sampling=True)
+    empty_scene()
+    addon_utils.enable("io_scene_gltf2")
+    bpy.ops.import_scene.gltf(filepath=path)
+    imported = next(o for o in bpy.data.objects if o.type == "ARMATURE")
+    scene = bpy.context.scene
+    for frame, tails in expected.items():
+        scene.frame_set(frame)
+        got = joint_positions(imported)[:, 1]
+        # glTF is Y-up; the importer converts back, so world positions compare directly.
+        np.testing.assert_allclose(got, tails, atol=1e-4, err_msg=f"frame {frame}")
+
+
+def test_command_line_bake(tmp_path):
+    """`python -m fabrik_addon bake` opens a file, bakes the rig and saves; the saved keys replay the solve."""
+    rig = animated_chain()
+    source, out = str(tmp_path / "scene.blend"), str(tmp_path / "baked.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=source)
+    result = subprocess.run(
+        [sys.executable, "-m", "fabrik_addon", "bake", source, "--object", "Rig", "--frames", "1-12", "--out", out],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "baked 12 frames of 4 bones of 'Rig'" in result.stdout
+    bpy.ops.wm.open_mainfile(filepath=out)
+    rig = bpy.data.objects["Rig"]
+    assert not rig.fabrik.live
+    assert {len(f.keyframe_points) for f in animdata.fcurves(rig)} == {12}
+    bad = subprocess.run(
+        [sys.executable, "-m", "fabrik_addon", "bake", source, "--object", "Nope"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert bad.returncode == 2 and "no armature object 'Nope'" in bad.stderr
+
+
+def test_bake_refuses_an_empty_bone_list_clearly():
+    """Baking selected bones with none selected says what to do instead of writing nothing silently."""
+    rig = animated_chain()
+    for pose_bone in rig.pose.bones:
+        animdata.set_selected(pose_bone, False)
+    with pytest.raises(ValueError, match="no bones to bake"):
+        bake.bake_object(rig, FRAMES, bones="SELECTED")
