@@ -41,7 +41,7 @@ from .problem import Goal, SolveReport, SolveSettings, validate_goals, validate_
 from .skeleton import Pose, Skeleton
 from .vec import EPSILON, Vec, add, perpendicular, sub
 
-__all__ = ["Effectors", "Rig", "solve", "solve_iteratively"]
+__all__ = ["Effectors", "Rig", "pose_with", "solve", "solve_iteratively"]
 
 
 class Rig:
@@ -159,20 +159,24 @@ class Rig:
 
     def pose(self, skeleton: Skeleton, start: Pose) -> Pose:
         """The full pose: moving bones from the rig, bones below them following rigidly, the rest as at the start."""
-        heads = start.heads.copy()
-        frames = start.frames.copy()
-        heads[self.bones] = self.heads
-        frames[self.bones] = self.frames
-        moved = set(self.bones)
-        for b in skeleton.order:
-            p = skeleton.parents[b]
-            if b in moved or p not in moved:
-                continue
-            turn = frames[p] @ start.frames[p].T
-            heads[b] = heads[p] + turn @ (start.heads[b] - start.heads[p])
-            frames[b] = turn @ start.frames[b]
-            moved.add(b)
-        return Pose(heads, frames, start.lengths)
+        return pose_with(skeleton, start, self.bones, self.heads, self.frames)
+
+
+def pose_with(skeleton: Skeleton, start: Pose, bones: Sequence[int], heads: np.ndarray, frames: np.ndarray) -> Pose:
+    """The start pose with some bones moved: bones below them follow rigidly, the others stay where they were."""
+    pose = start.copy()
+    pose.heads[list(bones)] = heads
+    pose.frames[list(bones)] = frames
+    moved = set(bones)
+    for b in skeleton.order:
+        p = skeleton.parents[b]
+        if b in moved or p not in moved:
+            continue
+        turn = pose.frames[p] @ start.frames[p].T
+        pose.heads[b] = pose.heads[p] + turn @ (start.heads[b] - start.heads[p])
+        pose.frames[b] = turn @ start.frames[b]
+        moved.add(b)
+    return pose
 
 
 @dataclass(frozen=True)

@@ -569,6 +569,7 @@ def _pose_from_joints(skeleton: Skeleton, start: Pose, tree: MovingTree, joints:
         directions = (np.asarray(joints.tails) - np.asarray(joints.heads)) / np.asarray(tree.length)[:, None]
         turns = rotation.swing_matrices(start.frames[moving, :, 1], directions, start.frames[moving, :, 0])
         frames[moving] = turns @ start.frames[moving]
+    frames[moving] = rotation.orthonormalized(frames[moving])
     moved = set(moving)
     for b in skeleton.order:
         p = skeleton.parents[b]

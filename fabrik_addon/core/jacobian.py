@@ -91,9 +91,10 @@ def jacobian_step(rule: StepRule, damping: float) -> Callable[[Rig, Effectors], 
         lam = damping * max(effectors.reach[active])
         angles = rule(j, e, lam).reshape(-1, 3)
         if _singular(j, e, effectors, active, rig):
-            # Straight, with the targets on its line: no small turn moves the tips along the line,
-            # so both rules give no step. Bend each pulled bone a little about its X axis to get out.
-            angles = NUDGE * rig.frames[:, :, 0] * np.array([bool(effectors.pulled_by[k]) for k in range(len(rig.bones))])[:, None]
+            # Straight, with the target on its line: no small turn moves the tip along the line, so
+            # both rules give no step. Bending each pulled bone a little about its X axis gets out.
+            pulled = np.array([bool(goals) for goals in effectors.pulled_by])
+            angles = NUDGE * rig.frames[:, :, 0] * pulled[:, None]
         largest = np.linalg.norm(angles, axis=1).max()
         if largest > MAX_STEP:
             angles *= MAX_STEP / largest
@@ -103,13 +104,21 @@ def jacobian_step(rule: StepRule, damping: float) -> Callable[[Rig, Effectors], 
 
 
 def _singular(j: np.ndarray, e: np.ndarray, effectors: Effectors, active: list[int], rig: Rig) -> bool:
-    """True when no missed goal can be helped by turning its own chain (each goal's J^T e vanishes)."""
+    """True at a singular pose that is not a solution: no missed goal's own chain can help it (J^T e vanishes
+    for each), and some goal wants its tip pulled in towards its chain's top -- unlike a chain stretched
+    straight at a target out of reach, which is as close as it gets."""
+    pulled_in = False
     for row, g in enumerate(active):
         rows = slice(3 * row, 3 * row + 3)
         error = np.linalg.norm(e[rows])
-        if error > 0.0 and np.linalg.norm(j[rows].T @ e[rows]) > 1e-9 * error * effectors.reach[g]:
+        if error == 0.0:
+            continue
+        if np.linalg.norm(j[rows].T @ e[rows]) > 1e-9 * error * effectors.reach[g]:
             return False
-    return bool(np.linalg.norm(e) > 0.0)
+        chain = effectors.chains[g]
+        outwards = rig.tips(chain[:1])[0] - rig.heads[chain[-1]]
+        pulled_in = pulled_in or bool(e[rows] @ outwards < 0.0)
+    return pulled_in
 
 
 def solve_transpose(

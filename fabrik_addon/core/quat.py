@@ -68,8 +68,15 @@ def arc(a: Vec, b: Vec, axis_if_opposite: Vec) -> Quat:
     """The shortest rotation taking unit a to unit b (a half turn about the given axis when opposite)."""
     d = a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
     if d < -1.0 + 1e-12:
-        k = axis_if_opposite
-        return (0.0, k[0], k[1], k[2])
+        # A half turn about an axis perpendicular to a.
+        kd = a[0] * axis_if_opposite[0] + a[1] * axis_if_opposite[1] + a[2] * axis_if_opposite[2]
+        k = (axis_if_opposite[0] - kd * a[0], axis_if_opposite[1] - kd * a[1], axis_if_opposite[2] - kd * a[2])
+        n = math.sqrt(k[0] * k[0] + k[1] * k[1] + k[2] * k[2])
+        if n < 1e-9:
+            helper = (0.0, 0.0, 1.0) if abs(a[2]) < 0.9 else (1.0, 0.0, 0.0)
+            k = (a[1] * helper[2] - a[2] * helper[1], a[2] * helper[0] - a[0] * helper[2], a[0] * helper[1] - a[1] * helper[0])
+            n = math.sqrt(k[0] * k[0] + k[1] * k[1] + k[2] * k[2])
+        return (0.0, k[0] / n, k[1] / n, k[2] / n)
     cx, cy, cz = a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]
     w = 1.0 + d
     n = math.sqrt(w * w + cx * cx + cy * cy + cz * cz)

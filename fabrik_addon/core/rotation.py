@@ -46,10 +46,12 @@ def swing_matrix(a: np.ndarray, b: np.ndarray, axis_if_opposite: np.ndarray) -> 
     """The shortest rotation taking unit vector a to unit vector b (a half turn about the given axis if opposite)."""
     d = float(a @ b)
     if d < -1.0 + 1e-6:
-        # Near opposite the formula loses precision: half turn first, then the short rest of the way.
-        k = axis_if_opposite / np.linalg.norm(axis_if_opposite)
+        # Near opposite the formula loses precision: half turn about an axis perpendicular
+        # to a (which takes a to -a), then the short rest of the way.
+        k = axis_if_opposite - a * float(a @ axis_if_opposite)
+        k = k / np.linalg.norm(k) if np.linalg.norm(k) > 1e-9 else _any_perpendicular(a)
         half_turn = 2.0 * np.outer(k, k) - np.eye(3)
-        return swing_matrix(half_turn @ a, b, axis_if_opposite) @ half_turn
+        return swing_matrix(-a, b, k) @ half_turn
     c = np.cross(a, b)
     cx = np.array([[0.0, -c[2], c[1]], [c[2], 0.0, -c[0]], [-c[1], c[0], 0.0]])
     return np.eye(3) + cx + cx @ cx / (1.0 + d)
@@ -107,3 +109,11 @@ def swing_matrices(a: np.ndarray, b: np.ndarray, axes_if_opposite: np.ndarray) -
     for i in np.flatnonzero(~safe):
         out[i] = swing_matrix(a[i], b[i], axes_if_opposite[i])
     return out
+
+
+def orthonormalized(frames: np.ndarray) -> np.ndarray:
+    """Frames (m, 3, 3) made exactly orthonormal again, keeping each Y axis' direction (rounding adds up otherwise)."""
+    y = frames[:, :, 1] / np.linalg.norm(frames[:, :, 1], axis=1)[:, None]
+    x = frames[:, :, 0] - y * np.einsum("ij,ij->i", frames[:, :, 0], y)[:, None]
+    x /= np.linalg.norm(x, axis=1)[:, None]
+    return np.stack((x, y, np.cross(x, y)), axis=2)

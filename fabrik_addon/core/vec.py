@@ -66,28 +66,6 @@ def reach(fixed: Vec, toward: Vec, length: float) -> Vec | None:
     return (fixed[0] + dx * s, fixed[1] + dy * s, fixed[2] + dz * s)
 
 
-def swing(a: Vec, b: Vec, v: Vec, axis_if_opposite: Vec) -> Vec:
-    """Rotate v by the shortest rotation that turns unit a into unit b.
-
-    When a and b are opposite the shortest rotation is not unique; a half turn
-    about `axis_if_opposite` (a unit vector perpendicular to a) is used.
-    """
-    d = dot(a, b)
-    if d < -1.0 + 1e-6:
-        # Near opposite the formula loses precision: half turn about k first
-        # (v -> 2 (k.v) k - v, which takes a to -a), then the short rest of the way.
-        k = axis_if_opposite
-        kv, ka = 2.0 * dot(k, v), 2.0 * dot(k, a)
-        v = (kv * k[0] - v[0], kv * k[1] - v[1], kv * k[2] - v[2])
-        a = (ka * k[0] - a[0], ka * k[1] - a[1], ka * k[2] - a[2])
-        d = dot(a, b)
-    c = cross(a, b)
-    # Rodrigues for the minimal rotation: v d + c x v + c (c.v) / (1 + d)
-    cv = cross(c, v)
-    f = dot(c, v) / (1.0 + d)
-    return (v[0] * d + cv[0] + c[0] * f, v[1] * d + cv[1] + c[1] * f, v[2] * d + cv[2] + c[2] * f)
-
-
 def perpendicular(a: Vec) -> Vec:
     """A unit vector perpendicular to unit a, chosen the same way every time."""
     helper = (0.0, 0.0, 1.0) if abs(a[2]) < 0.9 else (1.0, 0.0, 0.0)
