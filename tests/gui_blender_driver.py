@@ -1,0 +1,265 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Driver for Blender 3.4's real GUI: builds a live FABRIK rig, drags its target, takes a screenshot, quits.
+
+Run by tests/test_gui_blender.py as
+`blender --enable-event-simulate --python driver.py -- RESULT.json SHOT.png SAMPLES_DIR`.
+Everything happens in `bpy.app.timers` callbacks so the window manager evaluates the
+depsgraph and redraws between steps, as it does for a user. Not a pytest module.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from typing import Callable, Optional
+
+import bpy
+
+ARGS = sys.argv[sys.argv.index("--") + 1:]
+RESULT_PATH, SHOT_PATH, SAMPLES_DIR = ARGS[0], ARGS[1], ARGS[2]
+MODULE = "fabrik_ik"
+TIP = "bone3"
+# Reachable spots (the chain is 2 long, rooted at the origin) on different sides of the rig.
+START = (0.0, 0.7, 1.5)
+TARGETS = [(0.9, 0.3, 1.2), (-0.8, -0.4, 1.3), (0.6, -0.5, 1.5)]
+POLL = 0.1  # seconds between checks while waiting for the GUI to catch up
+WAIT_TICKS = 40  # checks before giving up on a solve or a tab switch
+WATCHDOG = 90.0  # seconds; quit with an error rather than hang until the outer timeout
+
+result: dict = {"stage": "start", "blender": bpy.app.version_string, "background": bpy.app.background,
+                "moves": [], "panel_drawn": False}
+started = time.monotonic()
+finished = False
+
+
+def finish() -> None:
+    """Write the result once and quit Blender."""
+    global finished
+    if finished:
+        return
+    finished = True
+    result["seconds"] = round(time.monotonic() - started, 2)
+    with open(RESULT_PATH, "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=1)
+    bpy.ops.wm.quit_blender()
+
+
+def fail(message: str) -> None:
+    """Record an error and quit."""
+    result["error"] = message
+    finish()
+
+
+def view3d() -> tuple:
+    """The first window's 3D viewport: (window, screen, area, WINDOW region, UI region)."""
+    window = bpy.context.window_manager.windows[0]
+    area = next(a for a in window.screen.areas if a.type == 'VIEW_3D')
+    regions = {region.type: region for region in area.regions}
+    return window, window.screen, area, regions['WINDOW'], regions['UI']
+
+
+def note_panel_draw(self: bpy.types.Panel, context: bpy.types.Context) -> None:
+    """Appended to the add-on's panel: its draw only runs while the FABRIK tab is the active one."""
+    result["panel_drawn"] = True
+
+
+def tip_world(rig: bpy.types.Object) -> list[float]:
+    """World position of the tip bone's tail in the evaluated pose."""
+    evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return list(evaluated.matrix_world @ evaluated.pose.bones[TIP].tail)
+
+
+def addon_state() -> None:
+    """Whether the add-on came up enabled in this GUI session (from the saved preferences)."""
+    import addon_utils
+
+    module = sys.modules.get(MODULE)
+    result["addon_enabled"] = MODULE in bpy.context.preferences.addons
+    result["addon_check"] = list(addon_utils.check(MODULE))
+    result["addon_file"] = getattr(module, "__file__", None)
+    result["object_property"] = "fabrik" in bpy.types.Object.bl_rna.properties
+    result["panel_registered"] = hasattr(bpy.types, "VIEW3D_PT_fabrik")
+    result["show_splash"] = bpy.context.preferences.view.show_splash
+
+
+def build_scene() -> None:
+    """The 4-bone rig along +Z, its target, one live effector; sidebar open, view framed."""
+    sys.path.insert(0, SAMPLES_DIR)
+    import rigbuild
+
+    # The default startup file's cube, camera and light would only clutter the framing.
+    for name in ("Cube", "Camera", "Light"):
+        if name in bpy.data.objects:
+            bpy.data.objects.remove(bpy.data.objects[name])
+    rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(4, 0.5))
+    target = rigbuild.make_target("Target", START, size=0.15)
+    rigbuild.add_effector(rig, TIP, target)
+    rig.fabrik.live = True
+    rig.show_in_front = True
+    view_layer = bpy.context.view_layer
+    for obj in view_layer.objects:
+        obj.select_set(obj == rig)
+    view_layer.objects.active = rig
+
+    window, screen, area, region, ui_region = view3d()
+    area.spaces.active.show_region_ui = True
+    # 3.4 has no Region.active_panel_category (newer Blender only); the tab is switched by events later.
+    result["active_panel_category_api"] = hasattr(ui_region, "active_panel_category")
+    if result["active_panel_category_api"]:
+        ui_region.active_panel_category = "FABRIK"
+    bpy.types.VIEW3D_PT_fabrik.append(note_panel_draw)
+    # Context.temp_override exists since 3.2; the old dict-as-first-argument style warns in 3.4.
+    with bpy.context.temp_override(window=window, screen=screen, area=area, region=region):
+        result["view_all"] = sorted(bpy.ops.view3d.view_all(center=False))
+
+
+class Script:
+    """Steps run one per timer tick; a step returns the delay before the next one, or None to stay on it."""
+
+    def __init__(self, steps: list[Callable[[], Optional[float]]]) -> None:
+        self.steps = steps
+        self.index = 0
+        self.waits = 0
+
+    def tick(self) -> Optional[float]:
+        """The timer callback; never raises, since an exception here would leave Blender running."""
+        if finished:
+            return None
+        try:
+            if time.monotonic() - started > WATCHDOG:
+                fail(f"watchdog: still at stage '{result['stage']}' after {WATCHDOG} s")
+                return None
+            step = self.steps[self.index]
+            delay = step()
+            if delay is None:
+                self.waits += 1
+                if self.waits > WAIT_TICKS:
+                    fail(f"gave up waiting at stage '{result['stage']}'")
+                    return None
+                return POLL
+            self.index += 1
+            self.waits = 0
+            if self.index == len(self.steps):
+                return None
+            return delay
+        except Exception:
+            fail(traceback.format_exc())
+            return None
+
+
+def step_setup() -> float:
+    """Check the add-on, build the scene."""
+    result["stage"] = "setup"
+    addon_state()
+    if not result["addon_enabled"]:
+        raise RuntimeError(f"{MODULE} is not enabled in the GUI session")
+    build_scene()
+    return 0.3
+
+
+tab = {"presses": 0, "phase": "check"}
+
+
+def step_fabrik_tab() -> Optional[float]:
+    """Cycle the sidebar tabs with Ctrl+Tab until the FABRIK panel draws.
+
+    Each press takes three ticks (press, then a forced redraw, then a look at the flag): in 3.4 the
+    redraw that follows a simulated event can still show the previous tab, so a flag set right after
+    a press may describe the tab before it.
+    """
+    result["stage"] = "sidebar tab"
+    window, _screen, _area, _region, ui_region = view3d()
+    if ui_region.width <= 1:
+        return None  # the sidebar has not been laid out yet
+    if tab["phase"] == "check":
+        if result["panel_drawn"]:
+            result["tab_presses"] = tab["presses"]
+            return POLL
+        if tab["presses"] >= 8:
+            # Not fatal: the solving checks still run; the test reports the missing tab on its own.
+            result["tab_presses"] = None
+            return POLL
+        # On the first panel's header: inside the overlapping sidebar, so the UI region's panel handler
+        # gets the event, but not over a number field, which would keep Ctrl+Tab for itself.
+        x = ui_region.x + ui_region.width // 2
+        y = ui_region.y + ui_region.height - 15
+        window.event_simulate('MOUSEMOVE', 'NOTHING', x=x, y=y)
+        window.event_simulate('TAB', 'PRESS', x=x, y=y, ctrl=True)
+        window.event_simulate('TAB', 'RELEASE', x=x, y=y, ctrl=True)
+        tab["presses"] += 1
+        tab["phase"] = "redraw"
+    else:
+        result["panel_drawn"] = False
+        ui_region.tag_redraw()
+        tab["phase"] = "check"
+    return None
+
+
+tip_before: list = []
+
+
+def make_move(index: int) -> Callable[[], Optional[float]]:
+    """A step that puts the target at TARGETS[index]; the GUI's own depsgraph update re-solves."""
+    def move() -> float:
+        result["stage"] = f"move {index}"
+        tip_before[:] = tip_world(bpy.data.objects["Rig"])
+        if index == 0:
+            result["panel_drawn"] = False  # from here on it tells whether the tab stayed on screen
+        bpy.data.objects["Target"].location = TARGETS[index]
+        return POLL
+    return move
+
+
+def make_check(index: int) -> Callable[[], Optional[float]]:
+    """A step that waits until the tip reaches the target (or the wait runs out) and records it."""
+    def check() -> Optional[float]:
+        result["stage"] = f"check {index}"
+        tip = tip_world(bpy.data.objects["Rig"])
+        goal = list(bpy.data.objects["Target"].matrix_world.translation)
+        error = sum((a - b) ** 2 for a, b in zip(tip, goal)) ** 0.5
+        if error > 1e-4 and step_runner.waits < 10:
+            return None
+        moved = sum((a - b) ** 2 for a, b in zip(tip, tip_before)) ** 0.5
+        result["moves"].append({"target": goal, "tip": tip, "error": error, "moved": moved,
+                                "polls": step_runner.waits})
+        return 0.2
+    return check
+
+
+def step_screenshot() -> float:
+    """Screenshot the whole window, then let Blender's image loader read it back."""
+    result["stage"] = "screenshot"
+    window, screen, area, _region, ui_region = view3d()
+    result["window_size"] = [window.width, window.height]
+    result["sidebar_width"] = ui_region.width
+    result["panel_drawn_while_moving"] = result["panel_drawn"]
+    with bpy.context.temp_override(window=window, screen=screen, area=area):
+        result["screenshot"] = sorted(bpy.ops.screen.screenshot(filepath=SHOT_PATH))
+    import numpy
+
+    image = bpy.data.images.load(SHOT_PATH)
+    result["image_size"] = list(image.size)
+    pixels = numpy.empty(image.size[0] * image.size[1] * image.channels, dtype=numpy.float32)
+    image.pixels.foreach_get(pixels)
+    rgb = numpy.round(pixels.reshape(-1, image.channels)[:, :3] * 255).astype(numpy.uint8)
+    # A blank or single-colour capture has one or two colours; Blender's UI has hundreds.
+    result["distinct_colours"] = int(len(numpy.unique(rgb, axis=0)))
+    bpy.data.images.remove(image)
+    return POLL
+
+
+def step_finish() -> float:
+    """Write the result and quit."""
+    result["stage"] = "done"
+    finish()
+    return POLL
+
+
+steps: list = [step_setup, step_fabrik_tab]
+for i in range(len(TARGETS)):
+    steps += [make_move(i), make_check(i)]
+steps += [step_screenshot, step_finish]
+step_runner = Script(steps)
+bpy.app.timers.register(step_runner.tick, first_interval=0.5)
