@@ -130,6 +130,25 @@ try:
     result["tip_moved"] = (tip - tip_before).length
     result["tip_error"] = (tip - goal).length
 
+    result["stage"] = "bake"
+    # Blender 3.4 keeps F-curves on the action itself (no layered actions): the bake's other path.
+    for frame, x in ((1, 1.5), (10, -1.0)):
+        target.location = (x, 0.3, 1.5)
+        target.keyframe_insert("location", frame=frame)
+    scene.frame_start, scene.frame_end = 1, 10
+    rig.fabrik.live = True
+    result["bake"] = sorted(bpy.ops.fabrik.bake())
+    action = rig.animation_data.action
+    result["bake_fcurves"] = len(action.fcurves)
+    result["bake_keys"] = sorted({len(f.keyframe_points) for f in action.fcurves})
+    result["bake_live_after"] = rig.fabrik.live
+    errors = []
+    for frame in (1, 4, 10):
+        scene.frame_set(frame)
+        tip = rig.matrix_world @ rig.pose.bones["b2"].tail
+        errors.append((tip - target.matrix_world.translation).length)
+    result["bake_errors"] = errors
+
     result["stage"] = "disable"
     result["disable"] = sorted(bpy.ops.preferences.addon_disable(module=module))
     result["still_enabled"] = module in bpy.context.preferences.addons
@@ -240,6 +259,15 @@ def test_solve_reaches_target(legacy_run: dict) -> None:
     assert r["solve"] == ["FINISHED"], f"bpy.ops.fabrik.solve() returned {r['solve']}"
     assert r["tip_moved"] > 0.1, f"the tip did not move ({r['tip_moved']:.3g})"
     assert r["tip_error"] < 1e-3, f"the tip ended {r['tip_error']:.3g} from the target"
+
+
+def test_bake_writes_legacy_action_keys(legacy_run: dict) -> None:
+    """fabrik.bake keys the chain into a legacy action (Action.fcurves) and the keys replay the solve."""
+    r = legacy_run
+    assert r["bake"] == ["FINISHED"], f"bpy.ops.fabrik.bake() returned {r['bake']}"
+    assert r["bake_fcurves"] == 12 and r["bake_keys"] == [10], (r["bake_fcurves"], r["bake_keys"])
+    assert not r["bake_live_after"], "live solving should be off after the bake"
+    assert max(r["bake_errors"]) < 1e-3, r["bake_errors"]
 
 
 def test_disable_leaves_nothing(legacy_run: dict) -> None:
