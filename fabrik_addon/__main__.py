@@ -46,6 +46,17 @@ def main(argv: list[str]) -> int:
     from .blender import bake
 
     register()
+    try:
+        return _bake(bpy, bake, args)
+    finally:
+        # Leaving the add-on registered at interpreter exit crashes the bpy 4.2 module.
+        from . import unregister
+
+        unregister()
+
+
+def _bake(bpy, bake, args) -> int:
+    """Open the file, bake, save; the exit status."""
     bpy.ops.wm.open_mainfile(filepath=args.blend)
     obj = bpy.data.objects.get(args.object)
     if obj is None or obj.type != 'ARMATURE':

@@ -212,6 +212,10 @@ def test_keys_live_in_the_slot_of_a_layered_action():
         assert len(channelbag.fcurves) == 16
 
 
+@pytest.mark.skipif(
+    bpy.app.version < (5, 0, 0),
+    reason="after the glTF add-on has run, the bpy 4.2 module crashes at interpreter exit; the round trip runs on 5.0",
+)
 def test_gltf_round_trip_keeps_the_baked_poses(tmp_path):
     """Bake, switch the add-on off, export glTF with Blender's exporter, import it again: the poses match."""
     rig = animated_chain()
@@ -233,11 +237,14 @@ def test_gltf_round_trip_keeps_the_baked_poses(tmp_path):
     bpy.ops.import_scene.gltf(filepath=path)
     imported = next(o for o in bpy.data.objects if o.type == "ARMATURE")
     scene = bpy.context.scene
-    for frame, tails in expected.items():
-        scene.frame_set(frame)
-        got = joint_positions(imported)[:, 1]
-        # glTF is Y-up; the importer converts back, so world positions compare directly.
-        np.testing.assert_allclose(got, tails, atol=1e-4, err_msg=f"frame {frame}")
+    try:
+        for frame, tails in expected.items():
+            scene.frame_set(frame)
+            got = joint_positions(imported)[:, 1]
+            # glTF is Y-up; the importer converts back, so world positions compare directly.
+            np.testing.assert_allclose(got, tails, atol=1e-4, err_msg=f"frame {frame}")
+    finally:
+        addon_utils.disable("io_scene_gltf2")
 
 
 def test_command_line_bake(tmp_path):

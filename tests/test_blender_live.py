@@ -184,4 +184,4 @@ def test_sidebar_panel_shows_effectors_settings_and_status():
     row_log = []
     FABRIK_UL_effectors.draw_item(None, None, RecordingLayout(row_log), rig.fabrik, rig.fabrik.effectors[0], 0, None, "", 0)
     labels = [kwargs.get("text") for name, _, kwargs in row_log if name == "label"]
-    assert labels[:2] == ["bone3", "Target"] and labels[2].startswith("error")
+    assert labels[0] == "bone3 \u2192 Target" and labels[1].startswith("error")

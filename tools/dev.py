@@ -2,7 +2,7 @@
 """One entry point for a fresh machine: set up the environment, then run a job.
 
     python3 tools/dev.py demo     # build, install into a throw-away profile, solve sample rigs
-    python3 tools/dev.py test     # the whole test suite (what CI runs)
+    python3 tools/dev.py test     # the whole test suite (what CI runs), then the Blender tests on bpy 4.2
     python3 tools/dev.py build    # dist/fabrik_ik-<version>.zip (extension) and -legacy.zip
     python3 tools/dev.py bench    # the benchmarks (numbers live there, not in the tests)
 
@@ -23,6 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "requirements.txt"
 VENV = Path(os.environ.get("FABRIK_VENV", ROOT / ".venv"))
+#: A second environment with Blender 4.2 LTS as a module, for the Blender-facing tests.
+REQUIREMENTS_42 = ROOT / "requirements-bpy42.txt"
+VENV_42 = Path(os.environ.get("FABRIK_VENV_42", ROOT / ".venv-bpy42"))
 DEBIAN_PACKAGES = ("blender", "python3-numpy", "xvfb", "xauth")
 
 
@@ -31,31 +34,31 @@ def log(message: str) -> None:
     print(f"[dev] {message}", flush=True)
 
 
-def venv_python() -> Path:
-    """Path of the virtual environment's interpreter."""
-    return VENV / "bin" / "python"
+def venv_python(venv: Path = VENV) -> Path:
+    """Path of a virtual environment's interpreter."""
+    return venv / "bin" / "python"
 
 
-def ensure_venv() -> Path:
-    """Create or refresh the virtual environment; return its interpreter."""
+def ensure_venv(venv: Path = VENV, requirements: Path = REQUIREMENTS) -> Path:
+    """Create or refresh a virtual environment from a requirements file; return its interpreter."""
     if sys.version_info[:2] != (3, 11):
         sys.exit(
             f"Python 3.11 is required (the bpy wheel exists only for 3.11); this is {sys.version.split()[0]}.\n"
             "Run this script with python3.11."
         )
-    wanted = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
-    stamp = VENV / ".requirements-sha256"
-    if venv_python().exists() and stamp.exists() and stamp.read_text().strip() == wanted:
-        return venv_python()
-    if not venv_python().exists():
-        log(f"creating virtual environment in {VENV}")
-        subprocess.check_call([sys.executable, "-m", "venv", str(VENV)])
-    log("installing pinned requirements (the bpy wheel is ~370 MB the first time; pip caches it)")
-    pip = [str(venv_python()), "-m", "pip", "--disable-pip-version-check"]
+    wanted = hashlib.sha256(requirements.read_bytes()).hexdigest()
+    stamp = venv / ".requirements-sha256"
+    if venv_python(venv).exists() and stamp.exists() and stamp.read_text().strip() == wanted:
+        return venv_python(venv)
+    if not venv_python(venv).exists():
+        log(f"creating virtual environment in {venv}")
+        subprocess.check_call([sys.executable, "-m", "venv", str(venv)])
+    log(f"installing {requirements.name} (a bpy wheel is ~370 MB the first time; pip caches it)")
+    pip = [str(venv_python(venv)), "-m", "pip", "--disable-pip-version-check"]
     subprocess.check_call(pip + ["install", "--quiet", "--upgrade", "pip"])
-    subprocess.check_call(pip + ["install", "--progress-bar", "off", "-r", str(REQUIREMENTS)])
+    subprocess.check_call(pip + ["install", "--progress-bar", "off", "-r", str(requirements)])
     stamp.write_text(wanted + "\n")
-    return venv_python()
+    return venv_python(venv)
 
 
 def ensure_debian_blender() -> None:
@@ -97,10 +100,16 @@ def main(argv: list[str]) -> int:
     if command == "demo":
         return run(python, "tools/demo.py", *rest)
     if command == "bench":
-        return run(python, "benchmarks/run.py", *rest)
+        return run(python, "benchmarks/run.py", *rest) or run(python, "benchmarks/bake.py")
     ensure_debian_blender()
     code = run(python, "-m", "pytest", *rest)
-    return code
+    if rest:
+        return code  # a chosen subset: run it on the main environment only
+    log("the Blender-facing tests again on Blender 4.2 LTS (bpy 4.2 module)")
+    python_42 = ensure_venv(VENV_42, REQUIREMENTS_42)
+    blender_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_blender_*.py"))
+    code_42 = run(python_42, "-m", "pytest", "-p", "no:cacheprovider", *blender_tests)
+    return code or code_42
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@ class FABRIK_UL_effectors(UIList):
     def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
         row = layout.row(align=True)
         row.prop(item, "enabled", text="")
-        row.label(text=item.bone or "(no bone)", icon='BONE_DATA')
-        row.label(text=item.target.name if item.target else "(no target)", icon='OBJECT_DATA')
+        split = row.split(factor=0.55, align=True)
+        target = item.target.name if item.target else "(no target)"
+        split.label(text=f"{item.bone or '(no bone)'} → {target}", icon='BONE_DATA')
         rig_status = solving.status.get(data.id_data.name)
         if rig_status is not None and index in rig_status.effectors:
-            row.label(text=rig_status.effectors[index])
+            message = rig_status.effectors[index]
+            split.label(text=message, icon='NONE' if message.startswith("error") else 'ERROR')
 
 
 class VIEW3D_PT_fabrik(Panel):

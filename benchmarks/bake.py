@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bake benchmark: FABRIK's bake against Blender's `nla.bake(visual_keying=True)` of the same rig under its IK constraint.
+
+Run with `python3 tools/dev.py bench` (it runs this after benchmarks/run.py)
+or directly with the venv's Python. Both bakes are timed in the same process,
+on the same rig and animated targets; the ratio is Blender's time divided by
+ours (above 1: we are faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "samples"), str(ROOT / "benchmarks")]
+
+import bpy  # noqa: E402
+
+import fabrik_addon  # noqa: E402
+import run as rigs  # noqa: E402
+from fabrik_addon.blender import bake  # noqa: E402
+
+
+def time_ours(layout, frames: range, continuous: bool) -> float:
+    """Seconds for FABRIK's bake of the rig."""
+    rig, _ = rigs.build(layout, "fabrik", frames)
+    began = time.perf_counter()
+    bake.bake_object(rig, frames, warm_start=continuous)
+    return time.perf_counter() - began
+
+
+def time_blender(layout, frames: range) -> float:
+    """Seconds for Blender's visual-keying bake of the rig driven by its own IK constraint."""
+    rig, _ = rigs.build(layout, "blender", frames)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="POSE")
+    bpy.ops.pose.select_all(action="SELECT")
+    began = time.perf_counter()
+    bpy.ops.nla.bake(
+        frame_start=frames.start, frame_end=frames.stop - 1, only_selected=True, visual_keying=True, bake_types={"POSE"}
+    )
+    seconds = time.perf_counter() - began
+    bpy.ops.object.mode_set(mode="OBJECT")
+    return seconds
+
+
+def main() -> int:
+    """Time both bakes a few times per rig and print medians and ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    frames = range(1, args.frames + 1)
+    fabrik_addon.register()
+    rows = []
+    try:
+        for name in ("chain 50", "hand (5 x 4 + palm)"):
+            layout = rigs.RIGS[name]()
+            blender = statistics.median(time_blender(layout, frames) for _ in range(args.repeats))
+            continuous = statistics.median(time_ours(layout, frames, True) for _ in range(args.repeats))
+            per_frame = statistics.median(time_ours(layout, frames, False) for _ in range(args.repeats))
+            rows.append((name, blender, continuous, per_frame))
+            print(f"[bench] bake {name}: done", flush=True)
+    finally:
+        fabrik_addon.unregister()
+    print(f"\nBake of {args.frames} frames, median of {args.repeats} runs each, same process:\n")
+    print("| rig | Blender nla.bake (IK constraint) | FABRIK bake, continuous | FABRIK bake, per frame | ratio (continuous) |")
+    print("|---|---|---|---|---|")
+    for name, blender, continuous, per_frame in rows:
+        print(f"| {name} | {blender:.2f} s | {continuous:.2f} s | {per_frame:.2f} s | {blender / continuous:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
