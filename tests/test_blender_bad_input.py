@@ -6,24 +6,11 @@ from __future__ import annotations
 import bpy
 import pytest
 
-import fabrik_addon
-from blender_scenes import chain_rig, empty_scene, rigbuild
+from blender_scenes import chain_rig, rigbuild
 from fabrik_addon.blender import solving
 
 
-@pytest.fixture(scope="module", autouse=True)
-def addon():
-    """Register the add-on straight from the source tree for this module's tests."""
-    fabrik_addon.register()
-    yield
-    fabrik_addon.unregister()
-
-
-@pytest.fixture(autouse=True)
-def clean_scene():
-    """Each test starts from an empty file."""
-    empty_scene()
-    yield
+pytestmark = pytest.mark.usefixtures("clean_scene")
 
 
 def snapshot(rig) -> tuple:

@@ -9,24 +9,11 @@ import bpy
 import pytest
 from mathutils import Euler, Vector
 
-import fabrik_addon
-from blender_scenes import chain_rig, empty_scene, rigbuild, target_world, tip_world
+from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 from fabrik_addon.blender import solving
 
 
-@pytest.fixture(scope="module", autouse=True)
-def addon():
-    """Register the add-on straight from the source tree for this module's tests."""
-    fabrik_addon.register()
-    yield
-    fabrik_addon.unregister()
-
-
-@pytest.fixture(autouse=True)
-def clean_scene():
-    """Each test starts from an empty file."""
-    empty_scene()
-    yield
+pytestmark = pytest.mark.usefixtures("clean_scene")
 
 
 def ik_rig():

@@ -10,27 +10,14 @@ import bpy
 import numpy as np
 import pytest
 
-import fabrik_addon
-from blender_scenes import RecordingLayout, chain_rig, empty_scene, tip_world
+from blender_scenes import RecordingLayout, chain_rig, tip_world
 from fabrik_addon.blender import rig as rig_io
 from fabrik_addon.blender import solving
 from fabrik_addon.core.limits import JointLimit
 from limit_checks import assert_within
 
 
-@pytest.fixture(scope="module", autouse=True)
-def addon():
-    """Register the add-on straight from the source tree for this module's tests."""
-    fabrik_addon.register()
-    yield
-    fabrik_addon.unregister()
-
-
-@pytest.fixture(autouse=True)
-def clean_scene():
-    """Each test starts from an empty file."""
-    empty_scene()
-    yield
+pytestmark = pytest.mark.usefixtures("clean_scene")
 
 
 def basis_rotation(pose_bone) -> np.ndarray:

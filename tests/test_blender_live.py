@@ -10,26 +10,13 @@ import bpy
 import pytest
 from mathutils import Euler, Vector
 
-import fabrik_addon
-from blender_scenes import RecordingLayout, chain_rig, empty_scene, rigbuild, target_world, tip_world
+from blender_scenes import RecordingLayout, chain_rig, rigbuild, target_world, tip_world
 from fabrik_addon.blender import solving
 
 TOLERANCE = 1e-3
 
 
-@pytest.fixture(scope="module", autouse=True)
-def addon():
-    """Register the add-on straight from the source tree for this module's tests."""
-    fabrik_addon.register()
-    yield
-    fabrik_addon.unregister()
-
-
-@pytest.fixture(autouse=True)
-def clean_scene():
-    """Each test starts from an empty file."""
-    empty_scene()
-    yield
+pytestmark = pytest.mark.usefixtures("clean_scene")
 
 
 def test_dragging_a_target_moves_the_tip_onto_it():
