@@ -177,3 +177,32 @@ def test_starting_from_the_previous_solution_is_an_option():
     bpy.context.view_layer.update()
     assert (tip_world(rig, "bone3") - first).length < 1e-3
     assert solving.status["Rig"].report.iterations <= 2  # already next to the answer
+
+
+@pytest.mark.parametrize("solver", ["FABRIK", "CCD", "JACOBIAN_TRANSPOSE", "DLS"])
+def test_every_solver_can_drive_the_rig(solver):
+    """The solver setting switches the method; each one brings the tip onto a reachable target."""
+    rig, target = chain_rig(count=4, live=False)
+    rig.fabrik.solver = solver
+    rig.fabrik.iterations = 300
+    rig.fabrik.live = True
+    target.location = (1.0, 0.5, 2.5)
+    bpy.context.view_layer.update()
+    assert (tip_world(rig, "bone3") - target_world(target)).length < 1e-3, solving.status["Rig"].message
+
+
+def test_the_two_bone_solver_explains_a_chain_it_cannot_take():
+    """On a two-bone chain it is exact; on a longer chain it says why instead of failing."""
+    rig, target = chain_rig(count=4, live=False)
+    rig.fabrik.solver = "TWO_BONE"
+    rig.fabrik.effectors[0].chain_length = 2
+    rig.fabrik.live = True
+    target.location = (0.8, 0.0, 3.0)
+    bpy.context.view_layer.update()
+    assert (tip_world(rig, "bone3") - target_world(target)).length < 1e-5
+    rig.fabrik.effectors[0].chain_length = 3
+    target.location = (0.7, 0.0, 3.0)
+    bpy.context.view_layer.update()
+    status = solving.status["Rig"]
+    assert not status.ok and "needs exactly one goal on a chain of two connected bones" in status.message
+    assert rig.fabrik.live

@@ -24,7 +24,8 @@ def live_rigs(scene) -> list:
 
 def _inputs_of(obj, depsgraph) -> tuple:
     """A hashable snapshot of everything a solve of obj reads: matrices of the rig, targets and poles, and settings."""
-    snapshot = [_matrix_of(obj, "", depsgraph), obj.fabrik.iterations, obj.fabrik.tolerance, obj.fabrik.start]
+    settings = obj.fabrik
+    snapshot = [_matrix_of(obj, "", depsgraph), settings.solver, settings.iterations, settings.tolerance, settings.start]
     for effector in obj.fabrik.effectors:
         snapshot.append((
             _matrix_of(effector.target, effector.subtarget, depsgraph),

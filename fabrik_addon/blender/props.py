@@ -15,6 +15,8 @@ from bpy.props import (
 )
 from bpy.types import PropertyGroup
 
+from ..core.solvers import DESCRIPTIONS
+
 
 class FabrikEffector(PropertyGroup):
     """One end effector: a tip bone that should reach a target."""
@@ -77,6 +79,13 @@ class FabrikEffector(PropertyGroup):
 
 class FabrikSettings(PropertyGroup):
     """FABRIK settings of one armature object."""
+
+    solver: EnumProperty(
+        name="Solver",
+        items=[(key, label, description) for key, (label, description) in DESCRIPTIONS.items()],
+        default='FABRIK',
+        description="The IK method; FABRIK is the fastest and the only one with rotation goals and poles on trees",
+    )
 
     live: BoolProperty(
         name="Live Solving",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from mathutils import Euler, Matrix, Quaternion
 
-from ..core import Goal, SolveReport, SolveSettings, solve
+from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings
 from ..core.fabrik import moving_tree
 from . import rig
 
@@ -188,7 +188,11 @@ def compute(obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None) 
         rotations.update({b: m for b, m in previous.items() if b in fk})
     locations = {b: np.array(obj.pose.bones[skeleton.names[b]].location) for b in tree.bones}
     start = skeleton.with_local_rotations(rig.current_pose(obj, skeleton), rotations, locations)
-    pose, report = solve(skeleton, goals, start, solve_settings_of(settings, warm))
+    try:
+        pose, report = SOLVERS[settings.solver](skeleton, goals, start, solve_settings_of(settings, warm))
+    except ValueError as exc:  # a solver that cannot take this rig (the two-bone one on a longer chain, say)
+        result.ok, result.message = False, f"{DESCRIPTIONS[settings.solver][0]}: {exc}"
+        return result, None
     for k, index in enumerate(used):
         result.effectors[index] = f"error {report.errors[k]:.2g}"
     result.report = report

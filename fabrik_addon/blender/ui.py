@@ -70,6 +70,7 @@ class VIEW3D_PT_fabrik(Panel):
                 box.prop(effector, "pole_angle")
             if effector.source_constraint:
                 box.label(text=f"From IK constraint '{effector.source_constraint}' on '{effector.source_bone}'", icon='CONSTRAINT_BONE')
+        layout.prop(settings, "solver")
         column = layout.column(align=True)
         column.prop(settings, "iterations")
         column.prop(settings, "tolerance")

@@ -4,5 +4,8 @@
 from .fabrik import solve
 from .problem import Goal, SolveReport, SolveSettings
 from .skeleton import Pose, Skeleton, skeleton_from_points
+from .solvers import DESCRIPTIONS, SOLVERS
 
-__all__ = ["Goal", "Pose", "Skeleton", "SolveReport", "SolveSettings", "skeleton_from_points", "solve"]
+__all__ = [
+    "DESCRIPTIONS", "Goal", "Pose", "SOLVERS", "Skeleton", "SolveReport", "SolveSettings", "skeleton_from_points", "solve",
+]

@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import limits, quat, rotation
+from . import limits, quat
 from .fabrik import MovingTree, moving_tree
 from .problem import Goal, SolveReport, SolveSettings, validate_goals, validate_settings
 from .skeleton import Pose, Skeleton
@@ -139,13 +139,11 @@ class Rig:
         moves the effectors by angle x (tip - head).
         """
         turns = _rotation_matrices(angles)
-        wanted = np.swapaxes(self.zero_frames, 1, 2) @ turns @ self.frames
-        quats = rotation.matrix_to_quaternion(wanted)
+        wanted = _orthonormal(np.swapaxes(self.zero_frames, 1, 2) @ turns @ self.frames)
         for k, limit in enumerate(self.limits):
             if limit is not None:
-                previous = quat.from_matrix(self.local[k].tolist()) if limit.is_stiff else None
-                quats[k] = limits.constrain(limit, tuple(quats[k]), previous)
-        self.local = rotation.quaternion_to_matrix(quats)
+                wanted[k] = _constrained(limit, wanted[k], self.local[k] if limit.is_stiff else None)
+        self.local = wanted
         self.forward()
 
     def snapshot(self) -> np.ndarray:
@@ -214,7 +212,9 @@ class Effectors:
                 tuple(g for g, goal in enumerate(goals) if goal.weight > 0.0 and k in tree.goal_chain[g])
                 for k in range(len(rig.bones))
             ),
-            below=tuple(tuple(g for g, node in enumerate(nodes) if node in set(rig.subtree[k].tolist())) for k in range(len(rig.bones))),
+            below=tuple(
+                tuple(g for g, node in enumerate(nodes) if node in rig.subtree[k]) for k in range(len(rig.bones))
+            ),
         )
 
     def errors(self, rig: Rig) -> list[float]:
@@ -303,12 +303,14 @@ def ccd_sweep(rig: Rig, effectors: Effectors) -> None:
         if not effectors.pulled_by[k]:
             continue
         head = tuple(rig.heads[k].tolist())
-        total = (0.0, 0.0, 0.0, 0.0)
+        # The weighted sum of the asked-for turns, normalised: a weighted average of nearby
+        # rotations (shortest arcs all have w >= 0, so they lie on the same side of the sphere).
+        total = [0.0, 0.0, 0.0, 0.0]
         for g in effectors.pulled_by[k]:
             asked = _shortest_turn(head, tips[g], targets[g])
             if asked is not None:
                 w = effectors.weights[g]
-                total = (total[0] + w * asked[0], total[1] + w * asked[1], total[2] + w * asked[2], total[3] + w * asked[3])
+                total = [t + w * a for t, a in zip(total, asked)]
         size = math.sqrt(sum(c * c for c in total))
         if size < 1e-12:
             continue  # nothing to do, or asks that cancel out
@@ -359,8 +361,19 @@ def _constrained(limit: limits.JointLimit, local: np.ndarray, previous: np.ndarr
 
 
 def _orthonormal(matrices: np.ndarray) -> np.ndarray:
-    """The nearest exact rotations (through unit quaternions), so rounding never bends a bone."""
-    return rotation.quaternion_to_matrix(rotation.matrix_to_quaternion(matrices))
+    """The matrices (m, 3, 3) made exact rotations again, Y axis first, so rounding never bends or stretches a bone."""
+    y = matrices[:, :, 1]
+    y = y / np.sqrt((y * y).sum(axis=1))[:, None]
+    x = matrices[:, :, 0]
+    x = x - y * (x * y).sum(axis=1)[:, None]
+    x = x / np.sqrt((x * x).sum(axis=1))[:, None]
+    out = np.empty_like(matrices)
+    out[:, :, 0], out[:, :, 1] = x, y
+    # z = x cross y, written out: np.cross costs more than the rest of this together on small arrays
+    out[:, 0, 2] = x[:, 1] * y[:, 2] - x[:, 2] * y[:, 1]
+    out[:, 1, 2] = x[:, 2] * y[:, 0] - x[:, 0] * y[:, 2]
+    out[:, 2, 2] = x[:, 0] * y[:, 1] - x[:, 1] * y[:, 0]
+    return out
 
 
 def _rotation_matrices(angles: np.ndarray) -> np.ndarray:

@@ -66,7 +66,7 @@ def jacobian(rig: Rig, effectors: Effectors) -> tuple[np.ndarray, np.ndarray, li
 
 
 def transpose_step(j: np.ndarray, e: np.ndarray, damping: float) -> np.ndarray:
-    """The Jacobian-transpose step, at the length that best lowers the linearised error."""
+    """The Jacobian-transpose step, at the length that best lowers the linearised error (no damping)."""
     direction = j.T @ e
     moved = j @ direction
     size = moved @ moved
@@ -104,9 +104,10 @@ def jacobian_step(rule: StepRule, damping: float) -> Callable[[Rig, Effectors], 
 
 
 def _singular(j: np.ndarray, e: np.ndarray, effectors: Effectors, active: list[int], rig: Rig) -> bool:
-    """True at a singular pose that is not a solution: no missed goal's own chain can help it (J^T e vanishes
-    for each), and some goal wants its tip pulled in towards its chain's top -- unlike a chain stretched
-    straight at a target out of reach, which is as close as it gets."""
+    """True at a singular pose that is not a solution: no goal's chain can help it, and one wants its tip pulled in."""
+    # J^T e vanishing for every goal alone is the singularity (targets that merely conflict cancel only in
+    # the sum). A chain stretched straight at a target out of reach is singular too, but as close as it
+    # gets: its error points outwards, so only an error pointing back towards the chain's top counts.
     pulled_in = False
     for row, g in enumerate(active):
         rows = slice(3 * row, 3 * row + 3)

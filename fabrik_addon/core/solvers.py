@@ -11,7 +11,7 @@ from .skeleton import Pose, Skeleton
 
 __all__ = ["DESCRIPTIONS", "SOLVERS", "Solver"]
 
-Solver = Callable[[Skeleton, Sequence[Goal], "Pose | None", SolveSettings], "tuple[Pose, SolveReport]"]
+Solver = Callable[[Skeleton, Sequence[Goal], Pose | None, SolveSettings], tuple[Pose, SolveReport]]
 
 #: Identifier -> solve function; every one takes (skeleton, goals, start=None, settings=SolveSettings()).
 SOLVERS: dict[str, Solver] = {

@@ -106,7 +106,9 @@ def solve(
     return pose, SolveReport(1, [error], reached, stopped_by)
 
 
-def _elbow_direction(start: Pose, upper: int, lower: int, aim: np.ndarray, l1: float, d: float, l2: float) -> np.ndarray:
+def _elbow_direction(
+    start: Pose, upper: int, lower: int, aim: np.ndarray, l1: float, d: float, l2: float
+) -> np.ndarray:
     """The upper bone's new direction: at the law-of-cosines angle from the aim, on the elbow's side."""
     if d <= EPSILON:
         return aim  # target on the base: any direction is as good, keep the bone's own
@@ -144,7 +146,7 @@ def _aimed(frame: np.ndarray, head: np.ndarray, target: np.ndarray) -> np.ndarra
 
 
 def _pole_turn(x_axis: np.ndarray, aim: np.ndarray, pole: np.ndarray, pole_angle: float) -> np.ndarray:
-    """The turn about the aim that makes the upper bone's X axis face the pole (turned by pole_angle), as FABRIK does."""
+    """The turn about the aim making the upper bone's X axis face the pole (turned by pole_angle), as FABRIK does."""
     x = x_axis - aim * (aim @ x_axis)
     towards = pole - aim * (aim @ pole)
     if np.linalg.norm(x) < 1e-9 or np.linalg.norm(towards) < 1e-9:
@@ -159,7 +161,13 @@ def _about(axis: np.ndarray, angle: float) -> np.ndarray:
 
 
 def _within_limits(
-    skeleton: Skeleton, start: Pose, upper: int, lower: int, upper_frame: np.ndarray, lower_frame: np.ndarray, target: np.ndarray
+    skeleton: Skeleton,
+    start: Pose,
+    upper: int,
+    lower: int,
+    upper_frame: np.ndarray,
+    lower_frame: np.ndarray,
+    target: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Project the upper bone into its limit, re-aim the lower bone at the target from its new head, project it."""
     rest = skeleton.rest_frames
