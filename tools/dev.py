@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
     if command == "demo":
         return run(python, "tools/demo.py", *rest)
     if command == "bench":
-        return run(python, "benchmarks/run.py", *rest) or run(python, "benchmarks/bake.py")
+        return run(python, "benchmarks/run.py", *rest) or run(python, "benchmarks/solvers.py") or run(python, "benchmarks/bake.py")
     ensure_debian_blender()
     code = run(python, "-m", "pytest", *rest)
     if rest:
