@@ -141,6 +141,8 @@ class Joints:
         #: Per node, Q such that the frame the bone has with no rotation of its own is parent frame * Q
         #: (or Q itself for a base node, whose parent does not move).
         self.zero: list[Quat] = []
+        if not (framed or tree.needs_frames):
+            return  # a free connected tree: positions are all the passes need
         start_frames = [quat.from_matrix(start.frames[b]) for b in tree.bones]
         for k, b in enumerate(tree.bones):
             p = tree.parent[k]
@@ -154,8 +156,7 @@ class Joints:
                 if p >= 0:
                     link = quat.mul(quat.conj(start_frames[p]), link)
             self.zero.append(link)
-        if framed or tree.needs_frames:
-            self.frames = start_frames
+        self.frames = start_frames
 
     def snapshot(self) -> tuple:
         """A copy of the joint positions and frames."""
