@@ -15,6 +15,7 @@ import bpy
 import numpy as np
 from mathutils import Euler, Matrix, Quaternion
 
+from ..core import SOLVERS, SolveReport, batch
 from . import animdata, solving
 
 ROTATION_CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
@@ -50,7 +51,13 @@ def bake_bones(obj, which: str) -> list[str]:
 
 
 class Baker:
-    """One bake, solved a frame at a time (so a modal operator can show progress and cancel)."""
+    """One bake, a frame at a time (so a modal operator can show progress and cancel).
+
+    Continuous bakes solve each frame as they go, starting from the previous
+    frame's solution. Per-frame bakes only read each frame's goals and start
+    pose as they go and solve at the end, all frames together where they can
+    (`core.batch`): the frames do not depend on each other.
+    """
 
     def __init__(self, scene, obj, frames: list[int], bones: list[str], warm_start: bool = True) -> None:
         if not frames:
@@ -61,7 +68,11 @@ class Baker:
         self.frames, self.bones = frames, bones
         self.warm_start = warm_start
         self.index = 0
-        self.values: dict[str, list[tuple[float, ...]]] = {name: [] for name in bones}
+        #: Per frame: local rotations of every bone (n, 3, 3), or None where nothing could be solved.
+        self.locals: list[np.ndarray | None] = []
+        #: Per frame: the baked bones' channel values as they were, for frames without a solution.
+        self.as_was: list[dict[str, tuple[float, ...]] | None] = []
+        self.pending: dict[int, solving.Problem] = {}
         self.problems: list[str] = []
         self._previous = None
         self._frame_before = scene.frame_current
@@ -72,30 +83,75 @@ class Baker:
 
     @property
     def done(self) -> bool:
-        """True when every frame has been solved."""
+        """True when every frame has been read (and, for continuous bakes, solved)."""
         return self.index >= len(self.frames)
 
     def step(self) -> None:
-        """Solve the next frame and remember the baked bones' rotation values."""
+        """Go to the next frame and solve it (continuous) or read what its solve needs (per frame)."""
         frame = self.frames[self.index]
         self.scene.frame_set(frame)
         depsgraph = bpy.context.evaluated_depsgraph_get()
-        status, solution = solving.compute(self.obj, depsgraph, self._previous if self.warm_start else None)
+        if self.warm_start:
+            status, solution = solving.compute(self.obj, depsgraph, self._previous)
+            self._record(frame, status, solution)
+            if solution is not None:
+                self._previous = {b: solution.local[b] for b in solution.bones}
+        else:
+            status, problem = solving.prepare(self.obj, depsgraph)
+            if problem is None:
+                self._record(frame, status, None)
+            else:
+                self.pending[self.index] = problem
+                self.locals.append(None)
+                # Should this frame fail to solve later, it keeps the values it has now.
+                self.as_was.append({name: _current_value(self.obj.pose.bones[name]) for name in self.bones})
+        self.index += 1
+
+    def _record(self, frame: int, status, solution, index: int | None = None) -> None:
+        """Keep one frame's result (at `index`, or appended), noting what went wrong."""
         if solution is None:
             self.problems.append(f"frame {frame}: {status.message}")
-            local = None
         else:
-            local = solution.local
             bad = [f"{k}: {m}" for k, m in status.effectors.items() if not m.startswith("error")]
             if bad:
                 self.problems.append(f"frame {frame}: " + "; ".join(bad))
-            self._previous = {b: local[b] for b in solution.bones}
-        skeleton = solving.rig.skeleton_of(self.obj)
-        for name in self.bones:
-            pose_bone = self.obj.pose.bones[name]
-            matrix = local[skeleton.index(name)] if local is not None else None
-            self.values[name].append(_channel_value(pose_bone, matrix, self.values[name]))
-        self.index += 1
+        local = None if solution is None else solution.local
+        if index is None:
+            self.locals.append(local)
+            self.as_was.append(None if solution is not None else {
+                name: _current_value(self.obj.pose.bones[name]) for name in self.bones
+            })
+        else:
+            self.locals[index] = local
+
+    def solve_pending(self) -> None:
+        """Solve the frames read by a per-frame bake: together where the goals allow, one by one otherwise."""
+        groups: dict[tuple, list[int]] = {}
+        for index, problem in self.pending.items():
+            layout = tuple((g.bone, g.chain_length, g.weight, g.rotation is None, g.pole is None) for g in problem.goals)
+            groups.setdefault((problem.solver, layout, problem.settings), []).append(index)
+        for (solver, _, settings), indices in groups.items():
+            first = self.pending[indices[0]]
+            if solver == "FABRIK" and batch.supports(first.skeleton, first.goals):
+                targets = np.array([[g.target for g in self.pending[i].goals] for i in indices])
+                poses, iterations, errors = batch.solve_frames(
+                    first.skeleton, first.goals, targets, [self.pending[i].start for i in indices], settings
+                )
+                for i, pose, count, error in zip(indices, poses, iterations, errors):
+                    converged = bool(error.max() <= settings.tolerance)
+                    report = SolveReport(int(count), list(map(float, error)), converged, "converged" if converged else "stalled")
+                    self._record(self.frames[i], *solving.conclude(self.pending[i], pose, report), index=i)
+                continue
+            for i in indices:
+                problem = self.pending[i]
+                try:
+                    pose, report = SOLVERS[solver](problem.skeleton, problem.goals, problem.start, problem.settings)
+                except ValueError as exc:
+                    problem.result.ok, problem.result.message = False, str(exc)
+                    self._record(self.frames[i], problem.result, None, index=i)
+                    continue
+                self._record(self.frames[i], *solving.conclude(problem, pose, report), index=i)
+        self.pending.clear()
 
     def cancel(self) -> None:
         """Leave everything as it was before the bake."""
@@ -103,7 +159,17 @@ class Baker:
         self.scene.frame_set(self._frame_before)
 
     def finish(self, new_action: bool, cleanup: float | None, keep_live: bool) -> BakeResult:
-        """Write all keys in bulk; switch live solving off unless asked to keep it."""
+        """Solve what is left, write all keys in bulk; switch live solving off unless asked to keep it."""
+        self.solve_pending()
+        skeleton = solving.rig.skeleton_of(self.obj)
+        values: dict[str, list[tuple[float, ...]]] = {name: [] for name in self.bones}
+        for local, as_was in zip(self.locals, self.as_was):
+            for name in self.bones:
+                pose_bone = self.obj.pose.bones[name]
+                if local is None:
+                    values[name].append(as_was[name])
+                else:
+                    values[name].append(_channel_value(pose_bone, local[skeleton.index(name)], values[name]))
         action = animdata.ensure_action(self.obj, new_action, f"{self.obj.name}_FABRIK")
         collection = animdata.fcurves(self.obj, create=True)
         result = BakeResult(frames=len(self.frames), bones=len(self.bones), action=action.name, problems=self.problems)
@@ -111,11 +177,11 @@ class Baker:
         for name in self.bones:
             pose_bone = self.obj.pose.bones[name]
             data_path, size = _channel_of(pose_bone)
-            values = np.asarray(self.values[name], dtype=np.float64).reshape(len(frames), size)
+            channel = np.asarray(values[name], dtype=np.float64).reshape(len(frames), size)
             path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{data_path}'
             for index in range(size):
                 fcurve = animdata.ensure_fcurve(collection, path, index, name)
-                column = values[:, index]
+                column = channel[:, index]
                 keep = _needed_keys(frames, column, cleanup) if cleanup is not None else np.ones(len(frames), bool)
                 result.removed_by_cleanup += int((~keep).sum())
                 write_keys(fcurve, frames[keep], column[keep], (frames[0], frames[-1]))
@@ -126,17 +192,20 @@ class Baker:
         return result
 
 
+def _current_value(pose_bone) -> tuple[float, ...]:
+    """The bone's rotation channel as it is now, in its own mode."""
+    current = {"QUATERNION": pose_bone.rotation_quaternion, "AXIS_ANGLE": pose_bone.rotation_axis_angle}
+    return tuple(current.get(pose_bone.rotation_mode, pose_bone.rotation_euler))
+
+
 def _channel_of(pose_bone) -> tuple[str, int]:
     """The rotation channel a bone is keyed on and its size, from its rotation mode."""
     return ROTATION_CHANNELS.get(pose_bone.rotation_mode, ("rotation_euler", 3))
 
 
-def _channel_value(pose_bone, local: np.ndarray | None, previous: list) -> tuple[float, ...]:
-    """The bone's rotation channel for a local rotation (its current value when None), continuous with the last."""
+def _channel_value(pose_bone, local: np.ndarray, previous: list) -> tuple[float, ...]:
+    """The bone's rotation channel for a local rotation, continuous with the previous value."""
     mode = pose_bone.rotation_mode
-    if local is None:
-        current = {"QUATERNION": pose_bone.rotation_quaternion, "AXIS_ANGLE": pose_bone.rotation_axis_angle}
-        return tuple(current.get(mode, pose_bone.rotation_euler))
     q = Matrix(local.tolist()).to_quaternion()
     if mode == "QUATERNION":
         if previous and q.dot(Quaternion(previous[-1])) < 0.0:

@@ -162,8 +162,25 @@ def solve_settings_of(settings, warm: bool) -> SolveSettings:
     return SolveSettings(max_iterations=settings.iterations, tolerance=settings.tolerance, explore=not warm)
 
 
-def compute(obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None) -> tuple[RigStatus, Solution | None]:
-    """Solve one armature's effectors without touching its pose.
+@dataclass
+class Problem:
+    """Everything one solve of a rig needs, read from Blender; solving it touches nothing."""
+
+    result: RigStatus
+    skeleton: object
+    goals: list[Goal]
+    used: list[int]
+    bones: list[int]
+    fk: dict[int, np.ndarray]
+    start: object
+    settings: SolveSettings
+    solver: str
+    limit_problems: list[str]
+    began: float
+
+
+def prepare(obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None) -> tuple[RigStatus, Problem | None]:
+    """Read one armature's solve from Blender: goals in armature space and the start pose.
 
     The solve starts from this frame's FK pose; with `previous` (or the rig's
     "Previous Solution" setting) the moving bones start where that solution
@@ -188,21 +205,39 @@ def compute(obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None) 
         rotations.update({b: m for b, m in previous.items() if b in fk})
     locations = {b: np.array(obj.pose.bones[skeleton.names[b]].location) for b in tree.bones}
     start = skeleton.with_local_rotations(rig.current_pose(obj, skeleton), rotations, locations)
-    try:
-        pose, report = SOLVERS[settings.solver](skeleton, goals, start, solve_settings_of(settings, warm))
-    except ValueError as exc:  # a solver that cannot take this rig (the two-bone one on a longer chain, say)
-        result.ok, result.message = False, f"{DESCRIPTIONS[settings.solver][0]}: {exc}"
-        return result, None
-    for k, index in enumerate(used):
+    problem = Problem(
+        result, skeleton, goals, used, list(tree.bones), fk, start, solve_settings_of(settings, warm),
+        settings.solver, rig.limit_problems(obj), began,
+    )
+    return result, problem
+
+
+def conclude(problem: Problem, pose, report: SolveReport) -> tuple[RigStatus, Solution]:
+    """The status and solution of a solved problem."""
+    result = problem.result
+    for k, index in enumerate(problem.used):
         result.effectors[index] = f"error {report.errors[k]:.2g}"
     result.report = report
     result.message = f"{report.stopped_by}, {report.iterations} iterations, max error {report.max_error:.2g}"
-    limit_problems = rig.limit_problems(obj)
-    if limit_problems:
+    if problem.limit_problems:
         result.ok = False
-        result.message = "; ".join(limit_problems)
-    result.seconds = time.perf_counter() - began
-    return result, Solution(skeleton, list(tree.bones), skeleton.local_rotations(pose), fk)
+        result.message = "; ".join(problem.limit_problems)
+    result.seconds = time.perf_counter() - problem.began
+    skeleton = problem.skeleton
+    return result, Solution(skeleton, problem.bones, skeleton.local_rotations(pose), problem.fk)
+
+
+def compute(obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None) -> tuple[RigStatus, Solution | None]:
+    """Solve one armature's effectors without touching its pose (see `prepare` for where it starts)."""
+    result, problem = prepare(obj, depsgraph, previous)
+    if problem is None:
+        return result, None
+    try:
+        pose, report = SOLVERS[problem.solver](problem.skeleton, problem.goals, problem.start, problem.settings)
+    except ValueError as exc:  # a solver that cannot take this rig (the two-bone one on a longer chain, say)
+        result.ok, result.message = False, f"{DESCRIPTIONS[problem.solver][0]}: {exc}"
+        return result, None
+    return conclude(problem, pose, report)
 
 
 def solve_object(obj, depsgraph=None) -> RigStatus:
