@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .ccd import Effectors, Rig, solve_iteratively
+from .iterative import Effectors, Rig, solve_iteratively
 from .problem import Goal, SolveReport, SolveSettings
 from .skeleton import Pose, Skeleton
 

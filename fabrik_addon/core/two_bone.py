@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from . import limits, quat
-from .ccd import pose_with
+from .iterative import pose_with
 from .problem import Goal, SolveReport, SolveSettings, validate_goals, validate_settings
 from .rotation import swing_matrix
 from .skeleton import Pose, Skeleton
