@@ -1,18 +1,56 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Helpers the sample scripts share: build an armature from a bone list, add targets, animate them."""
+"""Helpers the sample scripts share: armatures from bone lists, targets and their motion, meshes, measurements.
+
+Only bpy, bmesh and mathutils are used, and the add-on only through its
+properties (`obj.fabrik`) and operators (`bpy.ops.fabrik.*`), so the samples
+run the same with the bpy module, inside Blender, and with the add-on
+installed as an extension.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+import os
+import sys
+from typing import Callable, Iterable, Sequence
 
+import bmesh
 import bpy
+from mathutils import Matrix, Vector
 
-Bone = tuple  # (name, head, tail, parent name or None, connected)
+# (name, head, tail, parent name or None, connected[, vector the bone's Z axis should face])
+Bone = tuple
+
+#: Colours (RGBA) the samples share; Workbench shows them with colour type 'OBJECT'.
+STEEL = (0.45, 0.55, 0.70, 1.0)
+ORANGE = (0.95, 0.55, 0.15, 1.0)
+SAND = (0.80, 0.72, 0.55, 1.0)
+RED = (0.85, 0.15, 0.12, 1.0)
+GROUND = (0.95, 0.95, 0.93, 1.0)
+
+
+def ensure_addon() -> None:
+    """Register the add-on from this source tree unless Blender already has it (enabled or registered)."""
+    if hasattr(bpy.types.Object, "fabrik"):
+        return
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import fabrik_addon
+
+    fabrik_addon.register()
+
+
+def main(build: Callable) -> None:
+    """Run a sample as a script: make sure the add-on is there, build, save to the path after `--save` if given."""
+    ensure_addon()
+    build()
+    if "--save" in sys.argv[:-1]:
+        path = os.path.abspath(sys.argv[sys.argv.index("--save") + 1])
+        bpy.ops.wm.save_as_mainfile(filepath=path)
+        print(f"saved {path}")
 
 
 def make_armature(name: str, bones: Sequence[Bone], location=(0.0, 0.0, 0.0)):
-    """A new armature object linked to the scene, with bones given as (name, head, tail, parent, connected)."""
+    """A new armature object in the scene, bones given as (name, head, tail, parent, connected[, z_axis])."""
     data = bpy.data.armatures.new(name)
     obj = bpy.data.objects.new(name, data)
     obj.location = location
@@ -21,9 +59,12 @@ def make_armature(name: str, bones: Sequence[Bone], location=(0.0, 0.0, 0.0)):
     previous_active = view_layer.objects.active
     view_layer.objects.active = obj
     bpy.ops.object.mode_set(mode='EDIT')
-    for bone_name, head, tail, parent, connected in bones:
+    for bone_name, head, tail, parent, connected, *z_axis in bones:
         edit_bone = data.edit_bones.new(bone_name)
         edit_bone.head, edit_bone.tail = head, tail
+        if z_axis:
+            # The roll decides the bone's X and Z axes, hence which way a hinge (a locked IK axis) turns.
+            edit_bone.align_roll(Vector(z_axis[0]))
         if parent:
             edit_bone.parent = data.edit_bones[parent]
             edit_bone.use_connect = connected
@@ -51,6 +92,12 @@ def add_effector(rig, bone: str, target, chain_length: int = 0, weight: float = 
     return effector
 
 
+def use_frames(frames: range) -> None:
+    """Make frames the scene's frame range."""
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = frames.start, frames.stop - 1
+
+
 def key_circle(obj, center, radius: float, frames: range, axis: str = 'XY', turns: float = 1.0) -> None:
     """Keyframe obj's location on a circle in the given plane, one key per frame."""
     a, b = 'XYZ'.index(axis[0]), 'XYZ'.index(axis[1])
@@ -63,6 +110,34 @@ def key_circle(obj, center, radius: float, frames: range, axis: str = 'XY', turn
         obj.keyframe_insert("location", frame=frame)
 
 
+def key_motion(
+    obj, preset: str, radius: float, frames: range, plane: str = 'XZ', turns: float = 1.0, phase: float = 0.0
+) -> None:
+    """Key obj on the add-on's motion preset ('CIRCLE', 'FIGURE_EIGHT') around its location, `turns` loops over frames.
+
+    Uses the add-on's own operator (what a user would press), with the speed
+    worked out from the scene's frame rate so the loops fit the frame range.
+    """
+    scene = bpy.context.scene
+    fps = scene.render.fps / scene.render.fps_base
+    speed = turns * fps / max(1, len(frames))
+    override = {"active_object": obj, "object": obj, "selected_objects": [obj], "selected_editable_objects": [obj]}
+    with bpy.context.temp_override(**override):
+        result = bpy.ops.fabrik.target_motion(
+            preset=preset, radius=radius, speed=speed, phase=phase, plane=plane,
+            frame_start=frames.start, frame_end=frames.stop - 1,
+        )
+    if result != {'FINISHED'}:
+        raise RuntimeError(f"fabrik.target_motion did not finish for '{obj.name}': {result}")
+
+
+def key_path(obj, frames: Iterable[int], location_at: Callable[[int], Sequence[float]]) -> None:
+    """Keyframe obj's location at every frame from a function of the frame."""
+    for frame in frames:
+        obj.location = tuple(location_at(frame))
+        obj.keyframe_insert("location", frame=frame)
+
+
 def chain_bones(count: int, length: float, prefix: str = "bone", start=(0.0, 0.0, 0.0), axis=(0.0, 0.0, 1.0)) -> list[Bone]:
     """A connected chain of equal bones along an axis."""
     bones = []
@@ -71,3 +146,175 @@ def chain_bones(count: int, length: float, prefix: str = "bone", start=(0.0, 0.0
         tail = tuple(start[k] + axis[k] * length * (i + 1) for k in range(3))
         bones.append((f"{prefix}{i}", head, tail, f"{prefix}{i - 1}" if i else None, True))
     return bones
+
+
+def set_limits(rig, bone: str, lock: str = "", x=None, y=None, z=None, stiffness=None) -> None:
+    """Blender IK settings of one pose bone: locked axes ("YZ"), (min, max) ranges in degrees per axis, stiffness."""
+    pose_bone = rig.pose.bones[bone]
+    for axis in "xyz":
+        setattr(pose_bone, f"lock_ik_{axis}", axis.upper() in lock.upper())
+    for axis, limits in (("x", x), ("y", y), ("z", z)):
+        setattr(pose_bone, f"use_ik_limit_{axis}", limits is not None)
+        if limits is not None:
+            setattr(pose_bone, f"ik_min_{axis}", math.radians(limits[0]))
+            setattr(pose_bone, f"ik_max_{axis}", math.radians(limits[1]))
+    for axis, value in zip("xyz", stiffness or (0.0, 0.0, 0.0)):
+        setattr(pose_bone, f"ik_stiffness_{axis}", value)
+
+
+def rest_pole_angle(rig, top: str, tip: str, pole) -> float:
+    """The pole angle that keeps the chain top..tip bent as at rest, with its pole target at `pole` (armature space).
+
+    The solver turns the chain so its first bone's X axis faces the pole,
+    turned by the pole angle about the line from the chain's base to its
+    target; this is the angle that makes that turn zero in the rest pose.
+    """
+    bones = rig.data.bones
+    base = bones[top].head_local
+    axis = (bones[tip].tail_local - base).normalized()
+    x_axis = bones[top].matrix_local.to_3x3().col[0]
+    x_axis = x_axis - axis * axis.dot(x_axis)
+    towards = Vector(pole) - base
+    towards = towards - axis * axis.dot(towards)
+    return math.atan2(axis.dot(towards.cross(x_axis)), towards.dot(x_axis))
+
+
+# Meshes, so that renders (which never show armatures or empties) show the rig.
+
+def _mesh_object(name: str, bm, color, parent=None):
+    """A mesh object made from a bmesh (which is freed), smooth shaded, linked to the scene."""
+    mesh = bpy.data.meshes.new(name)
+    bm.to_mesh(mesh)
+    bm.free()
+    if hasattr(mesh, "shade_smooth"):
+        mesh.shade_smooth()
+    else:  # Blender before 4.1
+        mesh.polygons.foreach_set("use_smooth", [True] * len(mesh.polygons))
+    obj = bpy.data.objects.new(name, mesh)
+    obj.color = color
+    if parent is not None:
+        obj.parent = parent
+    bpy.context.scene.collection.objects.link(obj)
+    return obj
+
+
+def add_bone_meshes(
+    rig, bones: Iterable[str] | None = None, radius: float = 0.05, taper: float = 0.6, color=STEEL,
+    radii: dict[str, float] | None = None, segments: int = 12, joint: float = 1.25,
+) -> list:
+    """A tapered cylinder with a ball at its head for each bone (default: all), parented to the bone so it follows.
+
+    `radius` is the cylinder's radius at the head (`radii` overrides it per
+    bone); it narrows to `taper` times that at the tail. The ball's radius is
+    `joint` times the cylinder's (0: no ball).
+    """
+    objects = []
+    names = [b.name for b in rig.data.bones] if bones is None else list(bones)
+    for name in names:
+        bone = rig.data.bones[name]
+        length = bone.length
+        r = (radii or {}).get(name, radius)
+        bm = bmesh.new()
+        # Built along +Y from 0 to the bone's length, which is the bone's own frame with the head at the origin.
+        along_y = Matrix.Translation((0.0, length / 2.0, 0.0)) @ Matrix.Rotation(-math.pi / 2.0, 4, 'X')
+        bmesh.ops.create_cone(
+            bm, cap_ends=True, segments=segments, radius1=r, radius2=r * taper, depth=length, matrix=along_y
+        )
+        if joint > 0.0:
+            bmesh.ops.create_uvsphere(bm, u_segments=segments, v_segments=max(4, segments // 2), radius=r * joint)
+        obj = _mesh_object(f"{rig.name}_{name}_mesh", bm, color, parent=rig)
+        obj.parent_type = 'BONE'
+        obj.parent_bone = name
+        # A bone parent places children at the bone's tail; step back to its head.
+        obj.location = (0.0, -length, 0.0)
+        objects.append(obj)
+    return objects
+
+
+def add_bone_box(rig, bone: str, width: float, thickness: float, color=STEEL):
+    """A box along a bone (width along its X, thickness along its Z), parented to it: a palm, a robot's body."""
+    length = rig.data.bones[bone].length
+    bm = bmesh.new()
+    box = Matrix.Translation((0.0, length / 2.0, 0.0)) @ Matrix.Diagonal((width, length, thickness, 1.0))
+    bmesh.ops.create_cube(bm, size=1.0, matrix=box)
+    obj = _mesh_object(f"{rig.name}_{bone}_mesh", bm, color, parent=rig)
+    obj.parent_type = 'BONE'
+    obj.parent_bone = bone
+    obj.location = (0.0, -length, 0.0)
+    return obj
+
+
+def add_sphere(name: str, location, radius: float, color=RED, parent=None, segments: int = 24):
+    """A UV sphere mesh object (a ball, or a marker on a target)."""
+    bm = bmesh.new()
+    bmesh.ops.create_uvsphere(bm, u_segments=segments, v_segments=max(4, segments // 2), radius=radius)
+    obj = _mesh_object(name, bm, color, parent=parent)
+    obj.location = location
+    return obj
+
+
+def add_ground(size: float = 20.0, z: float = 0.0, color=GROUND):
+    """A square ground plane."""
+    bm = bmesh.new()
+    bmesh.ops.create_grid(bm, x_segments=1, y_segments=1, size=size / 2.0)
+    obj = _mesh_object("Ground", bm, color)
+    obj.location = (0.0, 0.0, z)
+    # The demo frames its camera on everything else; a ground plane is only backdrop.
+    obj["fabrik_demo_frame"] = False
+    return obj
+
+
+# Measurements on the evaluated scene (what a viewer sees), shared by the demo and the tests.
+
+def chain_of(rig, effector) -> list[str]:
+    """The bones an effector moves, tip first."""
+    names = []
+    bone = rig.data.bones.get(effector.bone)
+    while bone is not None and (effector.chain_length == 0 or len(names) < effector.chain_length):
+        names.append(bone.name)
+        bone = bone.parent
+    return names
+
+
+def effector_error(rig, effector) -> float:
+    """World distance from the effector's tip (its bone's tail) to its target, as Blender evaluates them."""
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    evaluated = rig.evaluated_get(depsgraph)
+    tip = evaluated.matrix_world @ evaluated.pose.bones[effector.bone].tail
+    target = effector.target.evaluated_get(depsgraph).matrix_world
+    if effector.subtarget:
+        target = target @ effector.target.evaluated_get(depsgraph).pose.bones[effector.subtarget].matrix
+    return (tip - target.translation).length
+
+
+def effector_reach(rig, effector) -> tuple[float, float]:
+    """(distance from the chain's fixed base to the target, the chain's reach), in world units, evaluated now.
+
+    The reach adds up the bone lengths and the rest offsets between
+    unconnected bones of the chain, at the rig's world scale.
+    """
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    evaluated = rig.evaluated_get(depsgraph)
+    world = evaluated.matrix_world
+    to_world = world.to_3x3()
+    bones = rig.data.bones
+    chain = chain_of(rig, effector)
+    reach = 0.0
+    for child, parent in zip(chain, chain[1:] + [None]):
+        bone = bones[child]
+        reach += (to_world @ (bone.tail_local - bone.head_local)).length
+        if parent is not None:
+            reach += (to_world @ (bone.head_local - bones[parent].tail_local)).length
+    base = world @ evaluated.pose.bones[chain[-1]].head
+    target = effector.target.evaluated_get(depsgraph).matrix_world.translation
+    return (target - base).length, reach
+
+
+def measure(rig, margin: float = 0.02) -> list[tuple[str, float, bool]]:
+    """Per enabled effector: (tip bone, error, whether its target is within (1 - margin) of the chain's reach)."""
+    rows = []
+    for effector in rig.fabrik.effectors:
+        if effector.enabled and effector.target is not None:
+            distance, reach = effector_reach(rig, effector)
+            rows.append((effector.bone, effector_error(rig, effector), distance <= (1.0 - margin) * reach))
+    return rows

@@ -63,6 +63,12 @@ class VIEW3D_PT_fabrik(Panel):
             sub = row.row(align=True)
             sub.active = effector.use_rotation
             sub.prop(effector, "rotation_weight", text="Weight")
+            row = box.row(align=True)
+            row.enabled = effector.target is not None
+            row.label(text="Animate Target:")
+            for preset, label in (('CIRCLE', "Circle"), ('FIGURE_EIGHT', "Figure-Eight")):
+                op = row.operator("fabrik.target_motion", text=label)
+                op.preset, op.effector_target = preset, True
             box.prop(effector, "pole_target")
             if effector.pole_target is not None:
                 if effector.pole_target.type == 'ARMATURE':
