@@ -78,6 +78,9 @@ class Baker:
         self._frame_before = scene.frame_current
         self._live_before = obj.fabrik.live
         self._began = time.perf_counter()
+        # The rig's structure cannot change during the bake: read its skeleton once.
+        self._frozen = solving.rig.frozen_structure(obj)
+        self._frozen.__enter__()
         # The handler must not pose the rig while we read this frame's FK pose.
         obj.fabrik.live = False
 
@@ -103,8 +106,7 @@ class Baker:
             else:
                 self.pending[self.index] = problem
                 self.locals.append(None)
-                # Should this frame fail to solve later, it keeps the values it has now.
-                self.as_was.append({name: _current_value(self.obj.pose.bones[name]) for name in self.bones})
+                self.as_was.append(None)  # read again only if this frame fails to solve
         self.index += 1
 
     def _record(self, frame: int, status, solution, index: int | None = None) -> None:
@@ -116,13 +118,12 @@ class Baker:
             if bad:
                 self.problems.append(f"frame {frame}: " + "; ".join(bad))
         local = None if solution is None else solution.local
+        as_was = None if solution is not None else {name: _current_value(self.obj.pose.bones[name]) for name in self.bones}
         if index is None:
             self.locals.append(local)
-            self.as_was.append(None if solution is not None else {
-                name: _current_value(self.obj.pose.bones[name]) for name in self.bones
-            })
+            self.as_was.append(as_was)
         else:
-            self.locals[index] = local
+            self.locals[index], self.as_was[index] = local, as_was
 
     def solve_pending(self) -> None:
         """Solve the frames read by a per-frame bake: together where the goals allow, one by one otherwise."""
@@ -148,6 +149,7 @@ class Baker:
                     pose, report = SOLVERS[solver](problem.skeleton, problem.goals, problem.start, problem.settings)
                 except ValueError as exc:
                     problem.result.ok, problem.result.message = False, str(exc)
+                    self.scene.frame_set(self.frames[i])  # the frame keeps the values it has
                     self._record(self.frames[i], problem.result, None, index=i)
                     continue
                 self._record(self.frames[i], *solving.conclude(problem, pose, report), index=i)
@@ -155,12 +157,16 @@ class Baker:
 
     def cancel(self) -> None:
         """Leave everything as it was before the bake."""
+        self._frozen.__exit__(None, None, None)
         self.obj.fabrik.live = self._live_before
         self.scene.frame_set(self._frame_before)
 
     def finish(self, new_action: bool, cleanup: float | None, keep_live: bool) -> BakeResult:
         """Solve what is left, write all keys in bulk; switch live solving off unless asked to keep it."""
-        self.solve_pending()
+        try:
+            self.solve_pending()
+        finally:
+            self._frozen.__exit__(None, None, None)
         skeleton = solving.rig.skeleton_of(self.obj)
         values: dict[str, list[tuple[float, ...]]] = {name: [] for name in self.bones}
         for local, as_was in zip(self.locals, self.as_was):
@@ -246,10 +252,11 @@ def write_keys(fcurve, frames: np.ndarray, values: np.ndarray, span: tuple[float
     interpolation[before:] = linear
     points.foreach_set("interpolation", interpolation)
     fcurve.update()
-    for point in points:
-        handles = kept.get(round(point.co[0], 4))
-        if handles is not None:
-            point.handle_left, point.handle_right = handles
+    if kept:
+        for point in points:
+            handles = kept.get(round(point.co[0], 4))
+            if handles is not None:
+                point.handle_left, point.handle_right = handles
 
 
 def _needed_keys(frames: np.ndarray, values: np.ndarray, tolerance: float) -> np.ndarray:

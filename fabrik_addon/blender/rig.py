@@ -29,12 +29,33 @@ LIMIT_SETTINGS = (
 )
 
 
+#: Rigs whose structure cannot change for a while (during a bake): their cached skeleton is used unchecked.
+_frozen: set[str] = set()
+
+
+class frozen_structure:
+    """Within this block the rig's skeleton is read once, not re-checked on every frame (bakes)."""
+
+    def __init__(self, obj) -> None:
+        self.name = obj.name
+        skeleton_of(obj)
+
+    def __enter__(self):
+        _frozen.add(self.name)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _frozen.discard(self.name)
+
+
 def skeleton_of(obj) -> Skeleton:
     """The core skeleton of an armature object (rest pose in armature space, joint limits), cached.
 
     Bones whose limit settings make no sense (NaN, say) are solved without
     limits; `limit_problems(obj)` says which and why.
     """
+    if obj.name in _frozen:
+        return _skeleton_cache[obj.name][1]
     bones = obj.data.bones
     n = len(bones)
     rest = np.empty(n * 16, dtype=np.float32)
