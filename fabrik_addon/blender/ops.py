@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Operators: solve once, add and remove effectors."""
+"""Operators: solve once, manage effectors, convert Blender IK constraints, bake keyframes."""
 
 from __future__ import annotations
 
