@@ -15,8 +15,9 @@ import bpy
 import numpy as np
 from mathutils import Euler, Matrix, Quaternion
 
-from ..core import SOLVERS, SolveReport, batch
+from ..core import SOLVERS, SolveReport, batch, rotation
 from . import animdata, solving
+from .frames import FrameBatch
 
 ROTATION_CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
 
@@ -73,6 +74,9 @@ class Baker:
         #: Per frame: the baked bones' channel values as they were, for frames without a solution.
         self.as_was: list[dict[str, tuple[float, ...]] | None] = []
         self.pending: dict[int, solving.Problem] = {}
+        #: Frames read into a FrameBatch (per-frame bakes of free connected trees), solved together at the end.
+        self._batch = None
+        self._batched: list[int] = []
         self.problems: list[str] = []
         self._previous = None
         self._frame_before = scene.frame_current
@@ -100,6 +104,14 @@ class Baker:
             if solution is not None:
                 self._previous = {b: solution.local[b] for b in solution.bones}
         else:
+            if self.index == 0:
+                self._batch = FrameBatch.start(self.obj, depsgraph, self.bones)
+            if self._batch is not None and self._batch.read(depsgraph):
+                self._batched.append(self.index)
+                self.locals.append(None)
+                self.as_was.append(None)
+                self.index += 1
+                return
             status, problem = solving.prepare(self.obj, depsgraph)
             if problem is None:
                 self._record(frame, status, None)
@@ -127,6 +139,14 @@ class Baker:
 
     def solve_pending(self) -> None:
         """Solve the frames read by a per-frame bake: together where the goals allow, one by one otherwise."""
+        if self._batched:
+            local, _, _ = self._batch.solve()
+            for j, i in enumerate(self._batched):
+                self.locals[i] = local[j]
+                bad = [f"{k}: {m}" for k, m in self._batch.problems[j].items()]
+                if bad:
+                    self.problems.append(f"frame {self.frames[i]}: " + "; ".join(bad))
+            self._batched.clear()
         groups: dict[tuple, list[int]] = {}
         for index, problem in self.pending.items():
             layout = tuple((g.bone, g.chain_length, g.weight, g.rotation is None, g.pole is None) for g in problem.goals)
@@ -168,14 +188,8 @@ class Baker:
         finally:
             self._frozen.__exit__(None, None, None)
         skeleton = solving.rig.skeleton_of(self.obj)
-        values: dict[str, list[tuple[float, ...]]] = {name: [] for name in self.bones}
-        for local, as_was in zip(self.locals, self.as_was):
-            for name in self.bones:
-                pose_bone = self.obj.pose.bones[name]
-                if local is None:
-                    values[name].append(as_was[name])
-                else:
-                    values[name].append(_channel_value(pose_bone, local[skeleton.index(name)], values[name]))
+        values = {name: _channel_values(self.obj.pose.bones[name], skeleton.index(name), self.locals, self.as_was)
+                  for name in self.bones}
         action = animdata.ensure_action(self.obj, new_action, f"{self.obj.name}_FABRIK")
         collection = animdata.fcurves(self.obj, create=True)
         result = BakeResult(frames=len(self.frames), bones=len(self.bones), action=action.name, problems=self.problems)
@@ -207,6 +221,21 @@ def _current_value(pose_bone) -> tuple[float, ...]:
 def _channel_of(pose_bone) -> tuple[str, int]:
     """The rotation channel a bone is keyed on and its size, from its rotation mode."""
     return ROTATION_CHANNELS.get(pose_bone.rotation_mode, ("rotation_euler", 3))
+
+
+def _channel_values(pose_bone, bone: int, locals_: list, as_was: list) -> np.ndarray:
+    """One bone's rotation channel for every frame: from the solved local rotations, or as it was."""
+    name = pose_bone.name
+    if pose_bone.rotation_mode == "QUATERNION" and all(local is not None for local in locals_):
+        # All frames solved: convert at once and keep the signs continuous (q and -q are the same turn).
+        q = rotation.quaternions_from_matrices(np.asarray([local[bone] for local in locals_]))
+        same_side = np.sign(np.einsum("ij,ij->i", q[1:], q[:-1]))
+        same_side[same_side == 0] = 1.0
+        return q * np.concatenate(([1.0], np.cumprod(same_side)))[:, None]
+    values: list[tuple[float, ...]] = []
+    for local, was in zip(locals_, as_was):
+        values.append(was[name] if local is None else _channel_value(pose_bone, local[bone], values))
+    return np.asarray(values)
 
 
 def _channel_value(pose_bone, local: np.ndarray, previous: list) -> tuple[float, ...]:

@@ -253,6 +253,11 @@ def solve_object(obj, depsgraph=None) -> RigStatus:
     return result
 
 
+def stashed_fk(obj_name: str, bone_name: str) -> tuple[tuple[float, ...], np.ndarray] | None:
+    """(the rotation value live solving last wrote, the FK rotation it replaced) for a bone, if any."""
+    return _fk_stash.get((obj_name, bone_name))
+
+
 def _rotation_value(pb) -> tuple[float, ...]:
     """The bone's rotation channel in its own mode, as a tuple."""
     if pb.rotation_mode == 'QUATERNION':

@@ -47,18 +47,45 @@ def solve_frames(
         raise ValueError("batched solving needs a free tree of connected bones and position goals only")
     tree = moving_tree(skeleton, goals)
     bones = list(tree.bones)
-    count = len(starts)
+    start_heads = np.stack([p.heads[bones] for p in starts])
+    start_frames = np.stack([p.frames[bones] for p in starts])
+    heads, tails, iterations, errors, keep_start = _iterate(tree, goals, targets, start_heads, start_frames, settings)
+    length = np.asarray(tree.length)
+    return _poses(skeleton, tree, starts, heads, tails, length, keep_start), iterations, errors
+
+
+def solve_moving(
+    skeleton: Skeleton,
+    goals: Sequence[Goal],
+    targets: np.ndarray,
+    start_heads: np.ndarray,
+    start_frames: np.ndarray,
+    settings: SolveSettings = SolveSettings(),
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Like `solve_frames`, for the moving bones only: start heads (F, m, 3) and frames (F, m, 3, 3) in the
+    moving tree's order in, their solved frames (F, m, 3, 3), the iterations and the errors out."""
+    validate_settings(settings)
+    if not supports(skeleton, goals):
+        raise ValueError("batched solving needs a free tree of connected bones and position goals only")
+    tree = moving_tree(skeleton, goals)
+    heads, tails, iterations, errors, keep_start = _iterate(tree, goals, targets, start_heads, start_frames, settings)
+    frames = _turned_frames(start_frames, heads, tails, np.asarray(tree.length))
+    frames[keep_start] = start_frames[keep_start]
+    return frames, iterations, errors
+
+
+def _iterate(tree, goals, targets, start_heads, start_frames, settings):
+    """The FABRIK iterations for all frames; heads, tails, iterations, errors and which frames kept their start."""
+    bones = list(tree.bones)
+    count = len(start_heads)
     length = np.asarray(tree.length)
     weights = np.asarray([g.weight for g in goals], dtype=float)
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
     branch = _branch_weights(tree, weights)
-    start_heads = np.stack([p.heads[bones] for p in starts])
-    start_frames = np.stack([p.frames[bones] for p in starts])
     heads = start_heads.copy()
     tails = heads + length[None, :, None] * start_frames[:, :, :, 1]
     base = heads.copy()
     targets = np.asarray(targets, dtype=float)
-
     for chain, g in zip(tree.goal_chain, range(len(goals))):
         _bend_if_straight_at(heads, tails, list(chain), targets[:, g])
     errors = np.linalg.norm(tails[:, node_of_goal] - targets, axis=2)
@@ -104,8 +131,17 @@ def solve_frames(
         without_progress[stuck] += 1
         done[active[converged]] = True
         done[stuck[without_progress[stuck] >= settings.patience]] = True
-    heads, tails, errors = best_heads, best_tails, best_errors
-    return _poses(skeleton, tree, starts, heads, tails, length, keep_start), iterations, errors
+    return best_heads, best_tails, iterations, best_errors, keep_start
+
+
+def _turned_frames(start_frames: np.ndarray, heads: np.ndarray, tails: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Each moving bone's start frame turned the shortest way onto its solved direction, (F, m, 3, 3)."""
+    count, m = heads.shape[:2]
+    directions = (tails - heads) / length[None, :, None]
+    turns = rotation.swing_matrices(
+        start_frames[:, :, :, 1].reshape(-1, 3), directions.reshape(-1, 3), start_frames[:, :, :, 0].reshape(-1, 3)
+    ).reshape(count, m, 3, 3)
+    return rotation.orthonormalized((turns @ start_frames).reshape(-1, 3, 3)).reshape(count, m, 3, 3)
 
 
 def _bend_if_straight_at(heads: np.ndarray, tails: np.ndarray, chain: list[int], target: np.ndarray) -> None:
@@ -153,13 +189,15 @@ def _branch_weights(tree, weights: np.ndarray) -> np.ndarray:
 def _reach(fixed: np.ndarray, toward: np.ndarray, length: float, fallback: np.ndarray) -> np.ndarray:
     """FABRIK's move for all frames: the point at `length` from `fixed` towards `toward` (fallback where they meet)."""
     d = toward - fixed
-    n = np.linalg.norm(d, axis=1)
+    n = np.sqrt(np.einsum("ij,ij->i", d, d))
     degenerate = n < EPSILON
     if degenerate.any():
         d = np.where(degenerate[:, None], fallback, d)
         n = np.where(degenerate, 1.0, n)
         return fixed + d * np.where(degenerate, 1.0, length / n)[:, None]
-    return fixed + d * (length / n)[:, None]
+    d *= (length / n)[:, None]
+    d += fixed
+    return d
 
 
 def _forward_reaching(tree, heads, tails, targets, weights, branch, length) -> None:
@@ -194,16 +232,11 @@ def _backward_reaching(tree, heads, tails, base, length) -> None:
 def _poses(skeleton, tree, starts, heads, tails, length, keep_start) -> list[Pose]:
     """Full poses: moving bones turn the shortest way from their start, the rest follow their parents rigidly."""
     bones = list(tree.bones)
-    count, m = heads.shape[:2]
+    count = len(starts)
     start_frames = np.stack([p.frames for p in starts])
     start_heads = np.stack([p.heads for p in starts])
     out_frames, out_heads = start_frames.copy(), start_heads.copy()
-    directions = (tails - heads) / length[None, :, None]
-    moving_frames = start_frames[:, bones]
-    turns = rotation.swing_matrices(
-        moving_frames[:, :, :, 1].reshape(-1, 3), directions.reshape(-1, 3), moving_frames[:, :, :, 0].reshape(-1, 3)
-    ).reshape(count, m, 3, 3)
-    solved = rotation.orthonormalized((turns @ moving_frames).reshape(-1, 3, 3)).reshape(count, m, 3, 3)
+    solved = _turned_frames(start_frames[:, bones], heads, tails, length)
     out_frames[:, bones] = solved
     out_heads[:, bones] = heads
     moved = set(bones)

@@ -117,3 +117,50 @@ def orthonormalized(frames: np.ndarray) -> np.ndarray:
     x = frames[:, :, 0] - y * np.einsum("ij,ij->i", frames[:, :, 0], y)[:, None]
     x /= np.linalg.norm(x, axis=1)[:, None]
     return np.stack((x, y, np.cross(x, y)), axis=2)
+
+
+def quaternions_from_matrices(m: np.ndarray) -> np.ndarray:
+    """Unit quaternions (w, x, y, z) for rotation matrices (N, 3, 3), all at once (Shepperd's method)."""
+    m = np.asarray(m, dtype=float)
+    trace = m[:, 0, 0] + m[:, 1, 1] + m[:, 2, 2]
+    # Pick, per matrix, the largest of 4w^2, 4x^2, 4y^2, 4z^2 to divide by: no cancellation.
+    diag = np.stack((trace, m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]), axis=1)
+    case = np.argmax(diag, axis=1)
+    q = np.empty((len(m), 4))
+    r = m
+    for c in range(4):
+        i = case == c
+        if not i.any():
+            continue
+        a = r[i]
+        if c == 0:
+            s = 2.0 * np.sqrt(1.0 + trace[i])
+            q[i] = np.stack((0.25 * s, (a[:, 2, 1] - a[:, 1, 2]) / s, (a[:, 0, 2] - a[:, 2, 0]) / s, (a[:, 1, 0] - a[:, 0, 1]) / s), 1)
+        elif c == 1:
+            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 0, 0] - a[:, 1, 1] - a[:, 2, 2], 1e-300))
+            q[i] = np.stack(((a[:, 2, 1] - a[:, 1, 2]) / s, 0.25 * s, (a[:, 0, 1] + a[:, 1, 0]) / s, (a[:, 0, 2] + a[:, 2, 0]) / s), 1)
+        elif c == 2:
+            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 1, 1] - a[:, 0, 0] - a[:, 2, 2], 1e-300))
+            q[i] = np.stack(((a[:, 0, 2] - a[:, 2, 0]) / s, (a[:, 0, 1] + a[:, 1, 0]) / s, 0.25 * s, (a[:, 1, 2] + a[:, 2, 1]) / s), 1)
+        else:
+            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 2, 2] - a[:, 0, 0] - a[:, 1, 1], 1e-300))
+            q[i] = np.stack(((a[:, 1, 0] - a[:, 0, 1]) / s, (a[:, 0, 2] + a[:, 2, 0]) / s, (a[:, 1, 2] + a[:, 2, 1]) / s, 0.25 * s), 1)
+    return q / np.linalg.norm(q, axis=1)[:, None]
+
+
+def euler_matrices(angles: np.ndarray, order: str) -> np.ndarray:
+    """Rotation matrices (N, 3, 3) for Euler angles (N, 3) in Blender's convention: 'XYZ' turns about X first."""
+    angles = np.asarray(angles, dtype=float)
+    result = np.broadcast_to(np.eye(3), (len(angles), 3, 3)).copy()
+    for axis in order:
+        k = "XYZ".index(axis)
+        c, s = np.cos(angles[:, k]), np.sin(angles[:, k])
+        turn = np.zeros((len(angles), 3, 3))
+        i, j = [a for a in range(3) if a != k]
+        turn[:, k, k] = 1.0
+        turn[:, i, i], turn[:, j, j] = c, c
+        turn[:, i, j], turn[:, j, i] = -s, s
+        if k == 1:  # about Y the sine signs swap (z x -> right-handed order)
+            turn[:, i, j], turn[:, j, i] = s, -s
+        result = turn @ result
+    return result
