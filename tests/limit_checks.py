@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from hypothesis import strategies as st
 
 from fabrik_addon.core.limits import JointLimit
 
@@ -51,3 +52,17 @@ def assert_within(limit: JointLimit, local: np.ndarray, label: str) -> None:
     b = hi_z if sz >= 0 else -lo_z
     if a > tol and b > tol:
         assert (sx / a) ** 2 + (sz / b) ** 2 <= 1.0 + 2 * tol / min(a, b), f"{label}: outside the swing cone"
+
+
+@st.composite
+def blender_limits(draw, with_stiffness: bool = False) -> JointLimit:
+    """Limits as Blender's pose-bone IK settings allow them (min in [-pi, 0], max in [0, pi])."""
+    values = {}
+    for axis in "xyz":
+        values[f"lock_{axis}"] = draw(st.booleans()) and draw(st.booleans())
+        values[f"use_limit_{axis}"] = draw(st.booleans())
+        values[f"min_{axis}"] = -draw(st.floats(0.0, math.pi))
+        values[f"max_{axis}"] = draw(st.floats(0.0, math.pi))
+        if with_stiffness:
+            values[f"stiffness_{axis}"] = draw(st.sampled_from([0.0, 0.0, 0.5]))
+    return JointLimit(**values)

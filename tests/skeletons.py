@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from fabrik_addon.core import Skeleton, skeleton_from_points
+from fabrik_addon.core import Pose, Skeleton, skeleton_from_points
 from fabrik_addon.core.rotation import quaternion_to_matrix
 
 
@@ -79,3 +79,16 @@ def skeletons(draw, max_bones: int = 10, trees: bool = True, offsets: bool = Tru
 def leaves(skeleton: Skeleton) -> list[int]:
     """Bones without children."""
     return [i for i in range(len(skeleton)) if not skeleton.children[i]]
+
+
+def assert_rigid_pose(skeleton: Skeleton, start: Pose, pose: Pose) -> None:
+    """Finite, proper frames; every bone keeps its length and head offset (checked by FK); roots stay put."""
+    assert np.isfinite(pose.heads).all() and np.isfinite(pose.frames).all()
+    gram = np.einsum("nji,njk->nik", pose.frames, pose.frames)
+    np.testing.assert_allclose(gram, np.broadcast_to(np.eye(3), gram.shape), atol=1e-9)
+    np.testing.assert_allclose(np.linalg.det(pose.frames), 1.0, atol=1e-9)
+    np.testing.assert_allclose(np.linalg.norm(pose.tails - pose.heads, axis=1), skeleton.lengths, rtol=1e-9)
+    rebuilt = skeleton.pose_from_local(skeleton.local_rotations(pose), root_heads=pose.heads)
+    np.testing.assert_allclose(rebuilt.heads, pose.heads, atol=1e-9 * (1 + np.abs(pose.heads).max()))
+    for root in skeleton.roots:
+        np.testing.assert_array_equal(pose.heads[root], start.heads[root])

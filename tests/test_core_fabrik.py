@@ -13,24 +13,10 @@ from hypothesis import strategies as st
 from fabrik_addon.core import Goal, Pose, SolveSettings, solve
 from fabrik_addon.core.fabrik import Joints, forward_reaching, moving_tree
 from fabrik_addon.core.rotation import swing_matrix
-from skeletons import hand, random_rotations, skeletons, straight_chain, unit_vectors
+from skeletons import assert_rigid_pose, hand, random_rotations, skeletons, straight_chain, unit_vectors
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 points = st.tuples(*[st.floats(-15, 15)] * 3)
-
-
-def assert_rigid_pose(skeleton, start: Pose, pose: Pose) -> None:
-    """Every bone keeps its length and every head its offset from the parent, checked by forward kinematics."""
-    assert np.isfinite(pose.heads).all() and np.isfinite(pose.frames).all()
-    gram = np.einsum("nji,njk->nik", pose.frames, pose.frames)
-    np.testing.assert_allclose(gram, np.broadcast_to(np.eye(3), gram.shape), atol=1e-9)
-    np.testing.assert_allclose(np.linalg.det(pose.frames), 1.0, atol=1e-9)
-    lengths = np.linalg.norm(pose.tails - pose.heads, axis=1)
-    np.testing.assert_allclose(lengths, skeleton.lengths, rtol=1e-9)
-    rebuilt = skeleton.pose_from_local(skeleton.local_rotations(pose), root_heads=pose.heads)
-    np.testing.assert_allclose(rebuilt.heads, pose.heads, atol=1e-9 * (1 + np.abs(pose.heads).max()))
-    for root in skeleton.roots:
-        np.testing.assert_array_equal(pose.heads[root], start.heads[root])
 
 
 def swing_pose(skeleton, rng: np.random.Generator) -> Pose:

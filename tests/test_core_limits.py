@@ -14,25 +14,13 @@ from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
 from fabrik_addon.core import quat
 from fabrik_addon.core.limits import JointLimit, clamp_swing, constrain
 from fabrik_addon.core.rotation import quaternion_to_matrix
-from limit_checks import assert_within, swing_and_twist
+from limit_checks import assert_within, blender_limits, swing_and_twist
 from skeletons import skeletons, straight_chain
 
 PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # --- strategies -------------------------------------------------------------------------------------------
-
-
-@st.composite
-def blender_limits(draw) -> JointLimit:
-    """Limits as Blender's pose-bone IK settings allow them (min in [-pi, 0], max in [0, pi])."""
-    values = {}
-    for axis in "xyz":
-        values[f"lock_{axis}"] = draw(st.booleans()) and draw(st.booleans())
-        values[f"use_limit_{axis}"] = draw(st.booleans())
-        values[f"min_{axis}"] = -draw(st.floats(0.0, math.pi))
-        values[f"max_{axis}"] = draw(st.floats(0.0, math.pi))
-    return JointLimit(**values)
 
 
 def random_allowed_rotation(limit: JointLimit, rng: np.random.Generator) -> np.ndarray:

@@ -17,40 +17,14 @@ from fabrik_addon.core.fabrik import moving_tree
 from fabrik_addon.core.limits import JointLimit
 from fabrik_addon.core.solvers import DESCRIPTIONS, SOLVERS
 from fabrik_addon.core.two_bone import solve as two_bone
-from limit_checks import assert_within
-from skeletons import hand, random_rotations, skeletons, straight_chain, unit_vectors
+from limit_checks import assert_within, blender_limits
+from skeletons import assert_rigid_pose, hand, random_rotations, skeletons, straight_chain, unit_vectors
 
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ITERATIVE = ["CCD", "JACOBIAN_TRANSPOSE", "DLS"]
 points = st.tuples(*[st.floats(-15, 15)] * 3)
 #: What the two-bone solver says to a chain it cannot solve (the UI shows it).
 NEEDS = "the two-bone solver needs exactly one goal on a chain of two connected bones"
-
-
-def assert_rigid_pose(skeleton, start: Pose, pose: Pose) -> None:
-    """Finite, proper frames; every bone keeps its length and offset (checked by FK); roots stay put."""
-    assert np.isfinite(pose.heads).all() and np.isfinite(pose.frames).all()
-    gram = np.einsum("nji,njk->nik", pose.frames, pose.frames)
-    np.testing.assert_allclose(gram, np.broadcast_to(np.eye(3), gram.shape), atol=1e-9)
-    np.testing.assert_allclose(np.linalg.det(pose.frames), 1.0, atol=1e-9)
-    np.testing.assert_allclose(np.linalg.norm(pose.tails - pose.heads, axis=1), skeleton.lengths, rtol=1e-9)
-    rebuilt = skeleton.pose_from_local(skeleton.local_rotations(pose), root_heads=pose.heads)
-    np.testing.assert_allclose(rebuilt.heads, pose.heads, atol=1e-9 * (1 + np.abs(pose.heads).max()))
-    for root in skeleton.roots:
-        np.testing.assert_array_equal(pose.heads[root], start.heads[root])
-
-
-@st.composite
-def limits(draw) -> JointLimit:
-    """Joint limits as Blender's pose-bone IK settings allow them (min in [-pi, 0], max in [0, pi])."""
-    values = {}
-    for axis in "xyz":
-        values[f"lock_{axis}"] = draw(st.booleans()) and draw(st.booleans())
-        values[f"use_limit_{axis}"] = draw(st.booleans())
-        values[f"min_{axis}"] = -draw(st.floats(0.0, math.pi))
-        values[f"max_{axis}"] = draw(st.floats(0.0, math.pi))
-        values[f"stiffness_{axis}"] = draw(st.sampled_from([0.0, 0.0, 0.5]))
-    return JointLimit(**values)
 
 
 def random_chain(rng: np.random.Generator, n: int):
@@ -167,7 +141,7 @@ def test_reachable_targets_are_reached_in_most_cases(name):
 @PROPERTY
 @given(
     skeleton=skeletons(max_bones=8, trees=True, offsets=True),
-    bone_limits=st.lists(st.one_of(st.none(), limits()), min_size=8, max_size=8),
+    bone_limits=st.lists(st.one_of(st.none(), blender_limits(with_stiffness=True)), min_size=8, max_size=8),
     data=st.data(),
 )
 def test_every_solved_pose_satisfies_every_limit(name, skeleton, bone_limits, data):
