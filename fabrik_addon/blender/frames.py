@@ -39,7 +39,7 @@ class FrameBatch:
         self.layout = _layout(goals)
         pose_bones = obj.pose.bones
         #: Pose-bone index of each skeleton bone (foreach_get reads in pose-bone order).
-        self.order = np.array([pose_bones.find(name) for name in skeleton.names])
+        self.order = rig.pose_bone_order(obj)
         self.moving = list(tree.bones)
         self.modes = [pose_bones[skeleton.names[b]].rotation_mode for b in self.moving]
         #: The fixed parents of the chains' base bones: their evaluated pose is read every frame.

@@ -16,6 +16,7 @@ _skeleton_cache: dict[str, tuple[tuple, Skeleton]] = {}
 def clear_cache() -> None:
     """Forget every cached skeleton (add-on disable, file load)."""
     _skeleton_cache.clear()
+    _pose_orders.clear()
 
 
 # Pose-bone IK settings (Blender's names) and the JointLimit fields they fill.
@@ -64,25 +65,45 @@ def skeleton_of(obj) -> Skeleton:
     bones.foreach_get("length", lengths)
     names = tuple(b.name for b in bones)
     parents = tuple(b.parent.name if b.parent else "" for b in bones)
-    settings = _limit_settings(obj, names)
+    order = _pose_bone_order(obj, names)
+    settings = _limit_settings(obj, order)
     signature = (names, parents, rest.tobytes(), lengths.tobytes(), settings.tobytes())
     cached = _skeleton_cache.get(obj.name)
     if cached is not None and cached[0] == signature:
         return cached[1]
     index = {name: i for i, name in enumerate(names)}
-    matrices = [bone.matrix_local for bone in bones]
+    # foreach_get gives matrices column by column.
+    rest = np.swapaxes(rest.reshape(n, 4, 4), 1, 2).astype(np.float64)
     limits, problems = _limits_from_settings(settings, names)
     skeleton = Skeleton(
         parents=[index[p] if p else -1 for p in parents],
-        rest_heads=[tuple(m.translation) for m in matrices],
-        rest_frames=[[tuple(row) for row in m.to_3x3()] for m in matrices],
-        lengths=[bone.length for bone in bones],
+        rest_heads=rest[:, :3, 3],
+        rest_frames=rest[:, :3, :3],
+        lengths=lengths.astype(np.float64),
         names=names,
         limits=limits,
     )
     _skeleton_cache[obj.name] = (signature, skeleton)
     _limit_problems[obj.name] = problems
+    _pose_orders[obj.name] = order
     return skeleton
+
+
+#: Per rig: the pose-bone index of each skeleton bone, from the last `skeleton_of`.
+_pose_orders: dict[str, np.ndarray] = {}
+
+
+def pose_bone_order(obj) -> np.ndarray:
+    """Where each bone of `skeleton_of(obj)` sits among obj.pose.bones (for foreach_get reads)."""
+    return _pose_orders[obj.name]
+
+
+def _pose_bone_order(obj, names: tuple[str, ...]) -> np.ndarray:
+    """Pose-bone index per bone name; pose bones normally come in the bones' order, which is checked cheaply."""
+    pose_bones = obj.pose.bones
+    if tuple(pb.name for pb in pose_bones) == names:
+        return np.arange(len(names))
+    return np.array([pose_bones.find(name) for name in names])
 
 
 _limit_problems: dict[str, list[str]] = {}
@@ -93,7 +114,7 @@ def limit_problems(obj) -> list[str]:
     return _limit_problems.get(obj.name, [])
 
 
-def _limit_settings(obj, names: tuple[str, ...]) -> np.ndarray:
+def _limit_settings(obj, order: np.ndarray) -> np.ndarray:
     """The pose bones' IK settings as an (n, 15) array in the skeleton's bone order."""
     pose_bones = obj.pose.bones
     n = len(pose_bones)
@@ -102,7 +123,6 @@ def _limit_settings(obj, names: tuple[str, ...]) -> np.ndarray:
         values = np.empty(n, dtype=np.float64)
         pose_bones.foreach_get(setting, values)
         table[row] = values
-    order = [pose_bones.find(name) for name in names]
     return table[:, order].T.copy()
 
 
@@ -124,16 +144,14 @@ def _limits_from_settings(settings: np.ndarray, names: tuple[str, ...]) -> tuple
 
 def current_pose(obj, skeleton: Skeleton) -> Pose:
     """The pose as Blender last evaluated it, in armature space (scale dropped)."""
-    n = len(skeleton)
-    flat = np.empty(n * 16, dtype=np.float64)
     pose_bones = obj.pose.bones
-    order = [pose_bones[name] for name in skeleton.names]
-    for i, pb in enumerate(order):
-        flat[i * 16:(i + 1) * 16] = [v for row in pb.matrix for v in row]
-    m = flat.reshape(n, 4, 4)
-    frames = m[:, :3, :3].copy()
+    flat = np.empty(len(pose_bones) * 16, dtype=np.float32)
+    pose_bones.foreach_get("matrix", flat)
+    # foreach_get gives matrices column by column.
+    m = np.swapaxes(flat.reshape(-1, 4, 4), 1, 2)[pose_bone_order(obj)].astype(np.float64)
+    frames = m[:, :3, :3]
     frames /= np.linalg.norm(frames, axis=1, keepdims=True)
-    return Pose(m[:, :3, 3].copy(), frames, skeleton.lengths)
+    return Pose(m[:, :3, 3].copy(), frames.copy(), skeleton.lengths)
 
 
 def world_to_armature(obj) -> Matrix:
