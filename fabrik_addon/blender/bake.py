@@ -13,13 +13,11 @@ from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
-from mathutils import Euler, Matrix, Quaternion
 
 from ..core import SOLVERS, SolveReport, batch, rotation
-from . import animdata, solving
+from . import animdata, rig, solving
 from .frames import FrameBatch
 
-ROTATION_CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
 
 
 @dataclass
@@ -40,7 +38,7 @@ def bake_bones(obj, which: str) -> list[str]:
     """Bones to bake: the effectors' chains ('CHAINS') or the selected pose bones ('SELECTED')."""
     if which == 'SELECTED':
         return [pb.name for pb in obj.pose.bones if animdata.is_selected(pb)]
-    skeleton = solving.rig.skeleton_of(obj)
+    skeleton = rig.skeleton_of(obj)
     names: list[str] = []
     for effector in obj.fabrik.effectors:
         if not effector.enabled or effector.bone not in skeleton.names:
@@ -83,7 +81,7 @@ class Baker:
         self._live_before = obj.fabrik.live
         self._began = time.perf_counter()
         # The rig's structure cannot change during the bake: read its skeleton once.
-        self._frozen = solving.rig.frozen_structure(obj)
+        self._frozen = rig.frozen_structure(obj)
         self._frozen.__enter__()
         # The handler must not pose the rig while we read this frame's FK pose.
         obj.fabrik.live = False
@@ -130,7 +128,7 @@ class Baker:
             if bad:
                 self.problems.append(f"frame {frame}: " + "; ".join(bad))
         local = None if solution is None else solution.local
-        as_was = None if solution is not None else {name: _current_value(self.obj.pose.bones[name]) for name in self.bones}
+        as_was = None if solution is not None else {name: rig.rotation_value(self.obj.pose.bones[name]) for name in self.bones}
         if index is None:
             self.locals.append(local)
             self.as_was.append(as_was)
@@ -187,7 +185,7 @@ class Baker:
             self.solve_pending()
         finally:
             self._frozen.__exit__(None, None, None)
-        skeleton = solving.rig.skeleton_of(self.obj)
+        skeleton = rig.skeleton_of(self.obj)
         values = {name: _channel_values(self.obj.pose.bones[name], skeleton.index(name), self.locals, self.as_was)
                   for name in self.bones}
         action = animdata.ensure_action(self.obj, new_action, f"{self.obj.name}_FABRIK")
@@ -196,7 +194,7 @@ class Baker:
         frames = np.asarray(self.frames, dtype=np.float64)
         for name in self.bones:
             pose_bone = self.obj.pose.bones[name]
-            data_path, size = _channel_of(pose_bone)
+            data_path, size = rig.rotation_channel(pose_bone.rotation_mode)
             channel = np.asarray(values[name], dtype=np.float64).reshape(len(frames), size)
             path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{data_path}'
             for index in range(size):
@@ -212,17 +210,6 @@ class Baker:
         return result
 
 
-def _current_value(pose_bone) -> tuple[float, ...]:
-    """The bone's rotation channel as it is now, in its own mode."""
-    current = {"QUATERNION": pose_bone.rotation_quaternion, "AXIS_ANGLE": pose_bone.rotation_axis_angle}
-    return tuple(current.get(pose_bone.rotation_mode, pose_bone.rotation_euler))
-
-
-def _channel_of(pose_bone) -> tuple[str, int]:
-    """The rotation channel a bone is keyed on and its size, from its rotation mode."""
-    return ROTATION_CHANNELS.get(pose_bone.rotation_mode, ("rotation_euler", 3))
-
-
 def _channel_values(pose_bone, bone: int, locals_: list, as_was: list) -> np.ndarray:
     """One bone's rotation channel for every frame: from the solved local rotations, or as it was."""
     name = pose_bone.name
@@ -234,23 +221,12 @@ def _channel_values(pose_bone, bone: int, locals_: list, as_was: list) -> np.nda
         return q * np.concatenate(([1.0], np.cumprod(same_side)))[:, None]
     values: list[tuple[float, ...]] = []
     for local, was in zip(locals_, as_was):
-        values.append(was[name] if local is None else _channel_value(pose_bone, local[bone], values))
+        if local is None:
+            values.append(was[name])
+        else:
+            previous = values[-1] if values else rig.rotation_value(pose_bone)
+            values.append(rig.channel_value(pose_bone.rotation_mode, local[bone], previous))
     return np.asarray(values)
-
-
-def _channel_value(pose_bone, local: np.ndarray, previous: list) -> tuple[float, ...]:
-    """The bone's rotation channel for a local rotation, continuous with the previous value."""
-    mode = pose_bone.rotation_mode
-    q = Matrix(local.tolist()).to_quaternion()
-    if mode == "QUATERNION":
-        if previous and q.dot(Quaternion(previous[-1])) < 0.0:
-            q.negate()
-        return tuple(q)
-    if mode == "AXIS_ANGLE":
-        axis, angle = q.to_axis_angle()
-        return (angle, *axis)
-    compatible = Euler(previous[-1], mode) if previous else Euler(pose_bone.rotation_euler, mode)
-    return tuple(q.to_euler(mode, compatible))
 
 
 def write_keys(fcurve, frames: np.ndarray, values: np.ndarray, span: tuple[float, float]) -> None:

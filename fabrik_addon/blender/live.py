@@ -40,11 +40,10 @@ def _matrix_of(target, subtarget: str, depsgraph) -> tuple | None:
     """World matrix of an object or of one of its bones, as nested tuples (None when there is none)."""
     if target is None:
         return None
-    evaluated = target.evaluated_get(depsgraph)
-    m = evaluated.matrix_world
-    if subtarget and target.type == 'ARMATURE' and subtarget in evaluated.pose.bones:
-        m = m @ evaluated.pose.bones[subtarget].matrix
-    return tuple(map(tuple, m))
+    try:
+        return tuple(map(tuple, solving.world_matrix(target, subtarget, depsgraph)))
+    except solving.EffectorError:
+        return None  # a missing bone: the solve reports it
 
 
 def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:

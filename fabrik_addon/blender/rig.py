@@ -162,37 +162,45 @@ def world_to_armature(obj) -> Matrix:
     return world.inverted()
 
 
-def write_rotations(obj, skeleton: Skeleton, local: np.ndarray, bones: list[int]) -> int:
-    """Set the listed bones' rotations from local 3x3 matrices, in each bone's rotation mode; return how many changed."""
-    changed = 0
+#: Rotation mode -> (the pose-bone property holding the rotation, its size); every Euler order uses rotation_euler.
+ROTATION_CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
+
+
+def rotation_channel(mode: str) -> tuple[str, int]:
+    """The property a bone in this rotation mode is posed and keyed by, and its size."""
+    return ROTATION_CHANNELS.get(mode, ("rotation_euler", 3))
+
+
+def rotation_value(pose_bone) -> tuple[float, ...]:
+    """The bone's rotation as it holds it now, in its own mode."""
+    return tuple(getattr(pose_bone, rotation_channel(pose_bone.rotation_mode)[0]))
+
+
+def channel_value(mode: str, local: np.ndarray, previous: tuple[float, ...]) -> tuple[float, ...]:
+    """A local 3x3 rotation as a value of the mode's channel, continuous with `previous` (no sign or 2pi jumps)."""
+    q = Matrix(local.tolist()).to_quaternion()
+    if mode == "QUATERNION":
+        q.make_compatible(Quaternion(previous))
+        return tuple(q)
+    if mode == "AXIS_ANGLE":
+        axis, angle = q.to_axis_angle()
+        return (angle, *axis)
+    return tuple(q.to_euler(mode, Euler(previous, mode)))
+
+
+def write_rotations(obj, skeleton: Skeleton, local: np.ndarray, bones: list[int]) -> dict[int, tuple[float, ...]]:
+    """Set the listed bones' rotations from local 3x3 matrices in each bone's rotation mode; the values they now hold.
+
+    Values that differ only by rounding are not written, so an unchanged pose does not tag the rig for an update.
+    """
+    held = {}
     for i in bones:
         pb = obj.pose.bones[skeleton.names[i]]
-        q = Matrix(local[i].tolist()).to_quaternion()
-        mode = pb.rotation_mode
-        if mode == 'QUATERNION':
-            q.make_compatible(pb.rotation_quaternion)
-            if _differs(q, pb.rotation_quaternion):
-                pb.rotation_quaternion = q
-                changed += 1
-        elif mode == 'AXIS_ANGLE':
-            axis, angle = q.to_axis_angle()
-            value = (angle, *axis)
-            if _differs(value, pb.rotation_axis_angle):
-                pb.rotation_axis_angle = value
-                changed += 1
+        current = rotation_value(pb)
+        value = channel_value(pb.rotation_mode, local[i], current)
+        if any(abs(a - b) > 1e-7 for a, b in zip(value, current)):
+            setattr(pb, rotation_channel(pb.rotation_mode)[0], value)
+            held[i] = value
         else:
-            e = q.to_euler(mode, Euler(pb.rotation_euler, mode))
-            if _differs(e, pb.rotation_euler):
-                pb.rotation_euler = e
-                changed += 1
-    return changed
-
-
-def _differs(a, b, eps: float = 1e-7) -> bool:
-    """True when two rotation values differ by more than rounding."""
-    return any(abs(x - y) > eps for x, y in zip(a, b))
-
-
-def quaternion_of(matrix: np.ndarray) -> Quaternion:
-    """A mathutils quaternion for a 3x3 numpy rotation."""
-    return Matrix(matrix.tolist()).to_quaternion()
+            held[i] = current
+    return held

@@ -93,7 +93,7 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
             raise EffectorError(f"target bone '{effector.subtarget}' is part of the chain it should pull")
     elif _parented_to_chain(target, obj, moving_names):
         raise EffectorError(f"target '{target.name}' is parented to a bone of its own chain")
-    world = _world_matrix(target, effector.subtarget, depsgraph)
+    world = world_matrix(target, effector.subtarget, depsgraph)
     point = to_armature @ world.translation
     if not all(math.isfinite(c) for c in point):
         raise EffectorError(f"target '{target.name}' is not at a finite location")
@@ -105,7 +105,7 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
         rotation = tuple(local.normalized().to_quaternion().normalized())
     pole = None
     if effector.pole_target is not None:
-        pole_world = _world_matrix(effector.pole_target, effector.pole_subtarget, depsgraph)
+        pole_world = world_matrix(effector.pole_target, effector.pole_subtarget, depsgraph)
         pole = tuple(to_armature @ pole_world.translation)
         if not all(math.isfinite(c) for c in pole):
             raise EffectorError(f"pole target '{effector.pole_target.name}' is not at a finite location")
@@ -121,7 +121,7 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
     )
 
 
-def _world_matrix(target, subtarget: str, depsgraph) -> Matrix:
+def world_matrix(target, subtarget: str, depsgraph) -> Matrix:
     """World matrix of an object, or of one of its bones (at the bone's head); EffectorError if the bone is missing."""
     evaluated = target.evaluated_get(depsgraph) if depsgraph else target
     world = evaluated.matrix_world
@@ -245,9 +245,9 @@ def solve_object(obj, depsgraph=None) -> RigStatus:
     result, solution = compute(obj, depsgraph)
     if solution is not None:
         skeleton = solution.skeleton
-        rig.write_rotations(obj, skeleton, solution.local, solution.bones)
+        held = rig.write_rotations(obj, skeleton, solution.local, solution.bones)
         for b in solution.bones:
-            _fk_stash[(obj.name, skeleton.names[b])] = (_rotation_value(obj.pose.bones[skeleton.names[b]]), solution.fk[b])
+            _fk_stash[(obj.name, skeleton.names[b])] = (held[b], solution.fk[b])
         _last_solution[obj.name] = {b: solution.local[b] for b in solution.bones}
     status[obj.name] = result
     return result
@@ -258,20 +258,11 @@ def stashed_fk(obj_name: str, bone_name: str) -> tuple[tuple[float, ...], np.nda
     return _fk_stash.get((obj_name, bone_name))
 
 
-def _rotation_value(pb) -> tuple[float, ...]:
-    """The bone's rotation channel in its own mode, as a tuple."""
-    if pb.rotation_mode == 'QUATERNION':
-        return tuple(pb.rotation_quaternion)
-    if pb.rotation_mode == 'AXIS_ANGLE':
-        return tuple(pb.rotation_axis_angle)
-    return tuple(pb.rotation_euler)
-
-
 def _fk_rotation(obj, skeleton, bone: int) -> np.ndarray:
     """The bone's FK rotation this frame (what animation or the user set), ignoring our own last write."""
     pb = obj.pose.bones[skeleton.names[bone]]
     stashed = _fk_stash.get((obj.name, pb.name))
-    value = _rotation_value(pb)
+    value = rig.rotation_value(pb)
     if stashed is not None and not any(abs(a - b) > 1e-6 for a, b in zip(stashed[0], value)):
         return stashed[1]
     if pb.rotation_mode == 'QUATERNION':
