@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 
 from . import limits, quat, rotation
-from .problem import Goal, SolveReport, SolveSettings, validate_goals, validate_settings
+from .problem import Goal, SolveReport, SolveSettings, begin
 from .skeleton import Pose, Skeleton
 from .limits import JointLimit
 from .quat import Quat
@@ -427,11 +427,9 @@ def solve(
     settings: SolveSettings = SolveSettings(),
 ) -> tuple[Pose, SolveReport]:
     """Move the skeleton so that each goal's bone tip reaches its target; return the pose and a report."""
-    validate_goals(skeleton, goals)
-    validate_settings(settings)
-    start = skeleton.rest_pose() if start is None else start
-    if not goals:
-        return start.copy(), SolveReport(0, [], True, "converged")
+    start, nothing_to_do = begin(skeleton, goals, start, settings)
+    if nothing_to_do:
+        return nothing_to_do
     tree = moving_tree(skeleton, goals)
     pose, report = _solve_from(skeleton, tree, goals, start, settings, careful=True)
     framed = tree.needs_frames or any(g.rotation is not None or g.pole is not None for g in goals)

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import limits, quat
 from .fabrik import MovingTree, moving_tree
-from .problem import Goal, SolveReport, SolveSettings, validate_goals, validate_settings
+from .problem import Goal, SolveReport, SolveSettings, begin
 from .skeleton import Pose, Skeleton
 
 __all__ = ["Effectors", "Rig", "pose_with", "solve_iteratively"]
@@ -222,11 +222,9 @@ def solve_iteratively(
     within tolerance; stalled after `patience` iterations in a row that do
     not lower the weighted error by `stall_fraction` of it; else the cap.
     """
-    validate_goals(skeleton, goals)
-    validate_settings(settings)
-    start = skeleton.rest_pose() if start is None else start
-    if not goals:
-        return start.copy(), SolveReport(0, [], True, "converged")
+    start, nothing_to_do = begin(skeleton, goals, start, settings)
+    if nothing_to_do:
+        return nothing_to_do
     tree = moving_tree(skeleton, goals)
     rig = Rig(skeleton, tree, start)
     rig.bring_inside_limits()

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .skeleton import Skeleton
+from .skeleton import Pose, Skeleton
 
 
 @dataclass(frozen=True)
@@ -111,3 +111,13 @@ def validate_settings(settings: SolveSettings) -> None:
         raise ValueError("patience must be 1 or more")
     if not (math.isfinite(settings.stall_fraction) and settings.stall_fraction >= 0.0):
         raise ValueError("stall_fraction must be a finite number, 0 or more")
+
+
+def begin(
+    skeleton: Skeleton, goals: Sequence[Goal], start: Pose | None, settings: SolveSettings
+) -> tuple[Pose, tuple[Pose, SolveReport] | None]:
+    """What every solver does first: check the input, default the start to rest; the answer if there is nothing to do."""
+    validate_goals(skeleton, goals)
+    validate_settings(settings)
+    start = skeleton.rest_pose() if start is None else start
+    return start, None if goals else (start.copy(), SolveReport(0, [], True, "converged"))

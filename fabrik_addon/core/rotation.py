@@ -3,43 +3,22 @@
 
 from __future__ import annotations
 
-from typing import Sequence
 
 import numpy as np
 
 
-def orthonormalize_y(frames: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
-    """Make each 3x3 frame a proper rotation, keeping its Y axis (the bone direction) exact."""
-    out = np.empty_like(frames)
-    for i, f in enumerate(frames):
-        y = f[:, 1]
-        ny = np.linalg.norm(y)
-        if not np.isfinite(ny) or ny < 1e-9:
-            label = names[i] if i < len(names) else str(i)
-            raise ValueError(f"bone '{label}' has a rest frame without a usable Y axis")
-        y = y / ny
-        x = f[:, 0] - y * (f[:, 0] @ y)
-        if np.linalg.norm(x) < 1e-9:
-            x = _any_perpendicular(y)
-        x = x / np.linalg.norm(x)
-        out[i] = np.column_stack((x, y, np.cross(x, y)))
-    return out
-
-
 def frames_from_y(directions: np.ndarray) -> np.ndarray:
     """A frame per unit direction with that direction as Y and a deterministic X."""
-    frames = np.zeros((len(directions), 3, 3))
-    for i, y in enumerate(directions):
-        x = _any_perpendicular(y)
-        frames[i] = np.column_stack((x, y, np.cross(x, y)))
-    return frames
+    zeros = np.zeros_like(directions)
+    return orthonormalized(np.stack((zeros, directions, zeros), axis=2))
 
 
 def _any_perpendicular(y: np.ndarray) -> np.ndarray:
-    """A unit vector perpendicular to unit y, chosen the same way every time."""
-    helper = np.array([0.0, 0.0, 1.0]) if abs(y[2]) < 0.9 else np.array([1.0, 0.0, 0.0])
+    """Unit vectors perpendicular to unit vectors y (one, or (m, 3)), chosen the same way every time."""
+    y = np.asarray(y, dtype=float)
+    helper = np.where((np.abs(y[..., 2]) < 0.9)[..., None], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0])
     x = np.cross(y, helper)
-    return x / np.linalg.norm(x)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
 def swing_matrix(a: np.ndarray, b: np.ndarray, axis_if_opposite: np.ndarray) -> np.ndarray:
@@ -55,30 +34,6 @@ def swing_matrix(a: np.ndarray, b: np.ndarray, axis_if_opposite: np.ndarray) -> 
     c = np.cross(a, b)
     cx = np.array([[0.0, -c[2], c[1]], [c[2], 0.0, -c[0]], [-c[1], c[0], 0.0]])
     return np.eye(3) + cx + cx @ cx / (1.0 + d)
-
-
-def matrix_to_quaternion(m: np.ndarray) -> np.ndarray:
-    """Quaternions (w, x, y, z) with w >= 0 for rotation matrices of shape (..., 3, 3)."""
-    m = np.asarray(m, dtype=float)
-    flat = m.reshape(-1, 3, 3)
-    q = np.empty((len(flat), 4))
-    for i, r in enumerate(flat):
-        t = r[0, 0] + r[1, 1] + r[2, 2]
-        if t > 0.0:
-            s = 2.0 * np.sqrt(1.0 + t)
-            q[i] = (0.25 * s, (r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s)
-        elif r[0, 0] > r[1, 1] and r[0, 0] > r[2, 2]:
-            s = 2.0 * np.sqrt(1.0 + r[0, 0] - r[1, 1] - r[2, 2])
-            q[i] = ((r[2, 1] - r[1, 2]) / s, 0.25 * s, (r[0, 1] + r[1, 0]) / s, (r[0, 2] + r[2, 0]) / s)
-        elif r[1, 1] > r[2, 2]:
-            s = 2.0 * np.sqrt(1.0 + r[1, 1] - r[0, 0] - r[2, 2])
-            q[i] = ((r[0, 2] - r[2, 0]) / s, (r[0, 1] + r[1, 0]) / s, 0.25 * s, (r[1, 2] + r[2, 1]) / s)
-        else:
-            s = 2.0 * np.sqrt(1.0 + r[2, 2] - r[0, 0] - r[1, 1])
-            q[i] = ((r[1, 0] - r[0, 1]) / s, (r[0, 2] + r[2, 0]) / s, (r[1, 2] + r[2, 1]) / s, 0.25 * s)
-    q /= np.linalg.norm(q, axis=1)[:, None]
-    q[q[:, 0] < 0] *= -1.0
-    return q.reshape(m.shape[:-2] + (4,))
 
 
 def quaternion_to_matrix(q: np.ndarray) -> np.ndarray:
@@ -112,9 +67,15 @@ def swing_matrices(a: np.ndarray, b: np.ndarray, axes_if_opposite: np.ndarray) -
 
 
 def orthonormalized(frames: np.ndarray) -> np.ndarray:
-    """Frames (m, 3, 3) made exactly orthonormal again, keeping each Y axis' direction (rounding adds up otherwise)."""
+    """Frames (m, 3, 3) made exact rotations, keeping each Y axis' direction (rounding adds up otherwise).
+
+    Where X lies along Y a deterministic perpendicular takes its place.
+    """
     y = frames[:, :, 1] / np.linalg.norm(frames[:, :, 1], axis=1)[:, None]
     x = frames[:, :, 0] - y * np.einsum("ij,ij->i", frames[:, :, 0], y)[:, None]
+    short = np.linalg.norm(x, axis=1) < 1e-9
+    if short.any():
+        x[short] = _any_perpendicular(y[short])
     x /= np.linalg.norm(x, axis=1)[:, None]
     return np.stack((x, y, np.cross(x, y)), axis=2)
 

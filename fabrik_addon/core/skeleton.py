@@ -58,7 +58,11 @@ class Skeleton:
         self.children: tuple[tuple[int, ...], ...] = tuple(
             tuple(c for c in range(n) if self.parents[c] == i) for i in range(n)
         )
-        self.rest_frames = rotation.orthonormalize_y(frames, self.names)
+        y_lengths = np.linalg.norm(frames[:, :, 1], axis=1) if n else np.zeros(0)
+        bad = np.flatnonzero(~(y_lengths >= 1e-9))
+        if len(bad):
+            raise ValueError(f"bone '{self.names[bad[0]]}' has a rest frame without a usable Y axis")
+        self.rest_frames = rotation.orthonormalized(frames) if n else frames
         heads = heads.copy()
         self.rest_heads = heads
         self.lengths = lens

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import limits, quat
 from .iterative import pose_with
-from .problem import Goal, SolveReport, SolveSettings, validate_goals, validate_settings
+from .problem import Goal, SolveReport, SolveSettings, begin
 from .rotation import swing_matrix
 from .skeleton import Pose, Skeleton
 from .vec import EPSILON, perpendicular
@@ -64,11 +64,9 @@ def solve(
     settings: SolveSettings = SolveSettings(),
 ) -> tuple[Pose, SolveReport]:
     """Put the goal's bone tip on its target by the law of cosines; return the pose and a report."""
-    validate_goals(skeleton, goals)
-    validate_settings(settings)
-    start = skeleton.rest_pose() if start is None else start
-    if not goals:
-        return start.copy(), SolveReport(0, [], True, "converged")
+    start, nothing_to_do = begin(skeleton, goals, start, settings)
+    if nothing_to_do:
+        return nothing_to_do
     upper, lower = two_bone_chain(skeleton, goals)
     goal = goals[0]
     target = np.asarray(goal.target, dtype=float)
