@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Shared test configuration."""
 
+import importlib.util
 import os
+from pathlib import Path
 
 from hypothesis import settings
 
@@ -33,3 +35,13 @@ def clean_scene(registered_addon):
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     yield
+
+
+@pytest.fixture(scope="session")
+def legacy_zip(tmp_path_factory) -> Path:
+    """The legacy add-on zip (for Debian's Blender 3.4), built once per test session."""
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("fabrik_build", root / "tools" / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    return build.build_legacy(tmp_path_factory.mktemp("dist"))

@@ -132,15 +132,6 @@ def gui_tools() -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def legacy_zip(tmp_path_factory) -> Path:
-    """The legacy add-on zip, built once for this module."""
-    spec = importlib.util.spec_from_file_location("fabrik_build", ROOT / "tools" / "build.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
-    return build.build_legacy(tmp_path_factory.mktemp("dist"))
-
-
-@pytest.fixture(scope="module")
 def gui_run(gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory) -> dict:
     """Prepare a temporary profile in background mode, then run the driver in the GUI once."""
     blender, xvfb_run = gui_tools

@@ -52,36 +52,11 @@ try:
 
     zip_path = sys.argv[sys.argv.index("--") + 1]
     module = "fabrik_ik"
-    prefix = module + "."
-
-    def handler_lists():
-        """Every handler list of bpy.app.handlers, by name."""
-        return {name: getattr(bpy.app.handlers, name) for name in dir(bpy.app.handlers)
-                if isinstance(getattr(bpy.app.handlers, name), list)}
-
-    def handler_snapshot():
-        """Per handler list: the functions in it, by module and name."""
-        return {name: sorted(f"{getattr(h, '__module__', '?')}:{getattr(h, '__name__', repr(h))}" for h in handlers)
-                for name, handlers in handler_lists().items()}
-
-    def registered_classes():
-        """Names of the classes defined by the add-on's modules that Blender has registered."""
-        names = set()
-        for name, mod in list(sys.modules.items()):
-            if name != module and not name.startswith(prefix):
-                continue
-            for value in vars(mod).values():
-                if isinstance(value, type) and issubclass(value, bpy.types.bpy_struct) \
-                        and value.__module__ == name and value.is_registered:
-                    names.add(value.__name__)
-        return sorted(names)
-
-    def ours(entry):
-        """True when a handler snapshot entry belongs to the add-on."""
-        return entry.startswith(prefix) or entry.startswith(module + ":")
+    sys.path[:0] = [os.environ["FABRIK_TESTS"], os.environ["FABRIK_SAMPLES"]]
+    import addon_probe as probe
 
     types_before = set(dir(bpy.types))
-    handlers_before = handler_snapshot()
+    handlers_before = probe.handler_snapshot()
 
     result["stage"] = "install"
     result["install"] = sorted(bpy.ops.preferences.addon_install(filepath=zip_path))
@@ -95,40 +70,13 @@ try:
     result["addon_check"] = list(addon_utils.check(module))
     result["object_property"] = "fabrik" in bpy.types.Object.bl_rna.properties
     result["new_types"] = sorted(set(dir(bpy.types)) - types_before)
-    result["registered"] = registered_classes()
-    result["handlers_added"] = {name: [e for e in entries if ours(e)] for name, entries in handler_snapshot().items()
-                                if any(ours(e) for e in entries)}
+    result["registered"] = probe.registered_classes(module)
+    result["handlers_added"] = probe.our_handlers(module)
 
     result["stage"] = "solve"
     scene = bpy.context.scene
-    arm = bpy.data.armatures.new("Chain")
-    rig = bpy.data.objects.new("Rig", arm)
-    scene.collection.objects.link(rig)
-    bpy.context.view_layer.objects.active = rig
-    bpy.ops.object.mode_set(mode='EDIT')
-    parent = None
-    for i in range(3):
-        bone = arm.edit_bones.new(f"b{i}")
-        bone.head = (0.0, 0.0, float(i))
-        bone.tail = (0.0, 0.0, float(i + 1))
-        bone.parent = parent
-        bone.use_connect = parent is not None
-        parent = bone
-    bpy.ops.object.mode_set(mode='OBJECT')
-    target = bpy.data.objects.new("Target", None)
-    target.location = (1.5, 0.3, 1.5)
-    scene.collection.objects.link(target)
-    effector = rig.fabrik.effectors.add()
-    effector.bone = "b2"
-    effector.target = target
-    bpy.context.view_layer.update()
-    tip_before = rig.matrix_world @ rig.pose.bones["b2"].tail
-    result["solve"] = sorted(bpy.ops.fabrik.solve())
-    bpy.context.view_layer.update()
-    tip = rig.matrix_world @ rig.pose.bones["b2"].tail
-    goal = target.matrix_world.translation
-    result["tip_moved"] = (tip - tip_before).length
-    result["tip_error"] = (tip - goal).length
+    findings, rig, target = probe.solve_a_chain()
+    result.update(findings)
 
     result["stage"] = "bake"
     # Blender 3.4 keeps F-curves on the action itself (no layered actions): the bake's other path.
@@ -153,12 +101,10 @@ try:
     result["disable"] = sorted(bpy.ops.preferences.addon_disable(module=module))
     result["still_enabled"] = module in bpy.context.preferences.addons
     result["types_left"] = sorted(set(dir(bpy.types)) - types_before)
-    result["registered_left"] = registered_classes()
-    result["object_property_left"] = "fabrik" in bpy.types.Object.bl_rna.properties or hasattr(bpy.types.Object, "fabrik")
-    after = handler_snapshot()
-    result["handlers_left"] = {name: [e for e in entries if ours(e)] for name, entries in after.items()
-                               if any(ours(e) for e in entries)}
-    result["handlers_changed"] = sorted(name for name in after if after[name] != handlers_before.get(name))
+    result["registered_left"] = probe.registered_classes(module)
+    result["object_property_left"] = probe.object_property_left()
+    result["handlers_left"] = probe.our_handlers(module)
+    result["handlers_changed"] = sorted(probe.changed_handlers(handlers_before))
     result["stage"] = "done"
 except Exception:
     result["error"] = traceback.format_exc()
@@ -192,21 +138,12 @@ def blender() -> str:
 
 
 @pytest.fixture(scope="module")
-def legacy_zip(tmp_path_factory) -> Path:
-    """The legacy add-on zip, built once for this module."""
-    spec = importlib.util.spec_from_file_location("fabrik_build", ROOT / "tools" / "build.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
-    return build.build_legacy(tmp_path_factory.mktemp("dist"))
-
-
-@pytest.fixture(scope="module")
 def legacy_run(blender: str, legacy_zip: Path, tmp_path_factory) -> dict:
     """Install, enable, solve, disable in Blender 3.4 once; the driver's JSON result."""
     tmp = tmp_path_factory.mktemp("blender34")
     driver = tmp / "driver.py"
     driver.write_text(DRIVER)
-    env = dict(os.environ)
+    env = dict(os.environ, FABRIK_TESTS=str(ROOT / "tests"), FABRIK_SAMPLES=str(ROOT / "samples"))
     env["BLENDER_USER_SCRIPTS"] = str(tmp / "scripts")
     env["BLENDER_USER_CONFIG"] = str(tmp / "config")
     env["BLENDER_USER_DATAFILES"] = str(tmp / "datafiles")

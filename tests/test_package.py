@@ -141,41 +141,12 @@ try:
     import bpy
     import addon_utils  # only importable once bpy has set up Blender's module paths
 
+    sys.path[:0] = [os.environ["FABRIK_TESTS"], os.environ["FABRIK_SAMPLES"]]
+    import addon_probe as probe
+
     zip_path = sys.argv[1]
     module = "bl_ext.user_default.fabrik_ik"
-    prefix = module + "."
     operators = ("solve", "effector_add", "effector_remove")
-
-    def handler_snapshot():
-        """Per list in bpy.app.handlers: its functions as module:name."""
-        snapshot = {}
-        for name in dir(bpy.app.handlers):
-            handlers = getattr(bpy.app.handlers, name)
-            if isinstance(handlers, list):
-                snapshot[name] = sorted(
-                    f"{getattr(h, '__module__', '?')}:{getattr(h, '__name__', repr(h))}" for h in handlers)
-        return snapshot
-
-    def ours(entry):
-        """A handler entry whose function comes from the add-on."""
-        return entry.startswith(prefix) or entry.startswith(module + ":")
-
-    def our_handlers():
-        """The add-on's handlers, per list."""
-        return {name: [e for e in entries if ours(e)] for name, entries in handler_snapshot().items()
-                if any(ours(e) for e in entries)}
-
-    def registered_classes():
-        """Classes defined in the add-on's modules that are registered with Blender (property groups too)."""
-        names = set()
-        for name, mod in list(sys.modules.items()):
-            if name != module and not name.startswith(prefix):
-                continue
-            for value in vars(mod).values():
-                if isinstance(value, type) and issubclass(value, bpy.types.bpy_struct) \
-                        and value.__module__ == name and value.is_registered:
-                    names.add(value.__name__)
-        return sorted(names)
 
     def registered_operators():
         """Which of our operators Blender knows (bpy.ops lookups are lazy, so ask for the RNA type)."""
@@ -189,7 +160,7 @@ try:
         return known
 
     types_before = set(dir(bpy.types))
-    handlers_before = handler_snapshot()
+    handlers_before = probe.handler_snapshot()
     result["enabled_before"] = module in bpy.context.preferences.addons
 
     result["stage"] = "install"
@@ -203,51 +174,23 @@ try:
         os.path.realpath(profile))
     result["object_property"] = "fabrik" in bpy.types.Object.bl_rna.properties
     result["new_types"] = sorted(set(dir(bpy.types)) - types_before)
-    result["registered"] = registered_classes()
+    result["registered"] = probe.registered_classes(module)
     result["operators"] = registered_operators()
-    result["handlers_added"] = our_handlers()
+    result["handlers_added"] = probe.our_handlers(module)
 
     result["stage"] = "solve"
-    scene = bpy.context.scene
-    arm = bpy.data.armatures.new("Chain")
-    rig = bpy.data.objects.new("Rig", arm)
-    scene.collection.objects.link(rig)
-    bpy.context.view_layer.objects.active = rig
-    bpy.ops.object.mode_set(mode='EDIT')
-    parent = None
-    for i in range(3):
-        bone = arm.edit_bones.new(f"b{i}")
-        bone.head = (0.0, 0.0, float(i))
-        bone.tail = (0.0, 0.0, float(i + 1))
-        bone.parent = parent
-        bone.use_connect = parent is not None
-        parent = bone
-    bpy.ops.object.mode_set(mode='OBJECT')
-    target = bpy.data.objects.new("Target", None)
-    target.location = (1.5, 0.3, 1.5)
-    scene.collection.objects.link(target)
-    effector = rig.fabrik.effectors.add()
-    effector.bone = "b2"
-    effector.target = target
-    bpy.context.view_layer.update()
-    result["solve"] = sorted(bpy.ops.fabrik.solve())
-    bpy.context.view_layer.update()
-    tip = rig.matrix_world @ rig.pose.bones["b2"].tail
-    result["tip_error"] = (tip - target.matrix_world.translation).length
+    findings, _, _ = probe.solve_a_chain()
+    result.update(findings)
 
     result["stage"] = "disable"
     result["disable"] = sorted(bpy.ops.preferences.addon_disable(module=module))
     result["still_enabled"] = module in bpy.context.preferences.addons
     result["types_left"] = sorted(set(dir(bpy.types)) - types_before)
-    result["registered_left"] = registered_classes()
+    result["registered_left"] = probe.registered_classes(module)
     result["operators_left"] = registered_operators()
-    result["object_property_left"] = ("fabrik" in bpy.types.Object.bl_rna.properties
-                                      or hasattr(bpy.types.Object, "fabrik"))
-    result["handlers_left"] = our_handlers()
-    after = handler_snapshot()
-    result["handlers_changed"] = {name: [sorted(set(handlers_before.get(name, [])) - set(entries)),
-                                         sorted(set(entries) - set(handlers_before.get(name, [])))]
-                                  for name, entries in after.items() if entries != handlers_before.get(name, [])}
+    result["object_property_left"] = probe.object_property_left()
+    result["handlers_left"] = probe.our_handlers(module)
+    result["handlers_changed"] = probe.changed_handlers(handlers_before)
     result["stage"] = "done"
 except Exception:
     result["error"] = traceback.format_exc()
@@ -263,7 +206,7 @@ def round_trip(zips: tuple[Path, Path], tmp_path_factory) -> dict:
     driver.write_text(DRIVER)
     profile = tmp / "profile"
     profile.mkdir()
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", FABRIK_TESTS=str(ROOT / "tests"), FABRIK_SAMPLES=str(ROOT / "samples"))
     run = subprocess.run(
         [sys.executable, str(driver), str(zips[0]), str(profile)],
         cwd=tmp, env=env, capture_output=True, text=True, timeout=TIMEOUT,
