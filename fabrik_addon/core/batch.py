@@ -87,7 +87,7 @@ def _iterate(tree, goals, targets, start_heads, start_frames, settings):
     base = heads.copy()
     targets = np.asarray(targets, dtype=float)
     for chain, g in zip(tree.goal_chain, range(len(goals))):
-        _bend_if_straight_at(heads, tails, list(chain), targets[:, g])
+        _bend_if_straight_at(heads, tails, list(chain), tree.subtree(chain[-2]) if len(chain) > 1 else [], targets[:, g])
     errors = np.linalg.norm(tails[:, node_of_goal] - targets, axis=2)
     done = errors.max(axis=1) <= settings.tolerance
     iterations = np.zeros(count, dtype=int)
@@ -144,8 +144,9 @@ def _turned_frames(start_frames: np.ndarray, heads: np.ndarray, tails: np.ndarra
     return rotation.orthonormalized((turns @ start_frames).reshape(-1, 3, 3)).reshape(count, m, 3, 3)
 
 
-def _bend_if_straight_at(heads: np.ndarray, tails: np.ndarray, chain: list[int], target: np.ndarray) -> None:
-    """Bend a chain a little in the frames where it is straight and its target lies on its line (as `fabrik` does)."""
+def _bend_if_straight_at(heads: np.ndarray, tails: np.ndarray, chain: list[int], branch: list[int], target: np.ndarray) -> None:
+    """Bend a chain (turning the whole `branch` below its first bone) in the frames where it is straight
+    and its target lies on its line, as `fabrik` does."""
     if len(chain) < 2:
         return
     top = chain[-1]
@@ -172,7 +173,7 @@ def _bend_if_straight_at(heads: np.ndarray, tails: np.ndarray, chain: list[int],
         """Rodrigues: v turned by 0.2 rad about k."""
         return v * cos + np.cross(k, v) * sin + k * np.einsum("ij,ij->i", k, v)[:, None] * (1.0 - cos)
 
-    for node in chain[:-1]:
+    for node in branch:
         heads[straight, node] = hinge + turn(heads[straight, node] - hinge)
         tails[straight, node] = hinge + turn(tails[straight, node] - hinge)
 

@@ -70,6 +70,14 @@ class MovingTree:
     #: Per goal, the nodes of its chain, tip first.
     goal_chain: tuple[tuple[int, ...], ...]
 
+    def subtree(self, k: int) -> list[int]:
+        """Node k and every node below it, parents first."""
+        below = {k}
+        for j in range(k + 1, len(self.bones)):
+            if self.parent[j] in below:
+                below.add(j)
+        return sorted(below)
+
     @property
     def needs_frames(self) -> bool:
         """True when limits or rigid offsets need each bone's frame carried through the passes."""
@@ -307,7 +315,7 @@ def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...
     hinge = joints.tails[top]
     bend_axis = quat.x_axis(joints.frames[top]) if joints.frames is not None else perpendicular(axis)
     turn = quat.about_axis(bend_axis, 0.2)
-    for k in chain[:-1]:
+    for k in tree.subtree(chain[-2]):  # the whole branch turns, not only this goal's chain
         joints.heads[k] = add(hinge, quat.rotate(turn, sub(joints.heads[k], hinge)))
         joints.tails[k] = add(hinge, quat.rotate(turn, sub(joints.tails[k], hinge)))
         if joints.frames is not None:
