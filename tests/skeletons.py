@@ -92,3 +92,25 @@ def assert_rigid_pose(skeleton: Skeleton, start: Pose, pose: Pose) -> None:
     np.testing.assert_allclose(rebuilt.heads, pose.heads, atol=1e-9 * (1 + np.abs(pose.heads).max()))
     for root in skeleton.roots:
         np.testing.assert_array_equal(pose.heads[root], start.heads[root])
+
+
+def random_chain(rng: np.random.Generator, n: int):
+    """A connected chain of n bones with random directions and lengths."""
+    heads, tails = [], []
+    for i in range(n):
+        head = np.zeros(3) if i == 0 else tails[-1]
+        d = rng.normal(size=3)
+        heads.append(head)
+        tails.append(head + rng.uniform(0.3, 1.5) * d / np.linalg.norm(d))
+    return skeleton_from_points([-1] + list(range(n - 1)), heads, tails)
+
+
+def assert_unmoved_outside_chains(skeleton: Skeleton, goals, start: Pose, pose: Pose) -> None:
+    """Bones neither in a goal's chain nor below one are exactly where they were."""
+    from fabrik_addon.core.fabrik import moving_tree
+
+    moved = set(moving_tree(skeleton, goals).bones)
+    for bone in range(len(skeleton)):
+        if not any(a in moved for a in skeleton.path_to_root(bone)):
+            np.testing.assert_array_equal(pose.heads[bone], start.heads[bone])
+            np.testing.assert_array_equal(pose.frames[bone], start.frames[bone])

@@ -66,3 +66,17 @@ def test_what_batching_cannot_take_is_refused():
     assert not batch.supports(chain, [Goal(2, (1.0, 0.0, 1.0), rotation=(1.0, 0.0, 0.0, 0.0))])
     with pytest.raises(ValueError, match="free tree of connected bones"):
         batch.solve_frames(skeleton, [Goal(tips[0], (0.0, 1.0, 0.0))], np.zeros((1, 1, 3)), [skeleton.rest_pose()])
+
+
+def test_batched_bend_of_a_straight_chain_matches_the_per_frame_solver():
+    """The degenerate straight-chain case with a goal partway up, in a batch and one by one."""
+    skeleton = straight_chain(3)
+    goals = [Goal(1, (0.0, 0.0, 0.0)), Goal(2, (0.0, 0.0, 0.0), weight=0.0)]
+    targets = np.array([[(0.0, 0.0, 1.5), (0.5, 0.0, 2.0)], [(0.0, 0.0, 1.2), (0.3, 0.2, 2.5)]])
+    starts = [skeleton.rest_pose(), skeleton.rest_pose()]
+    poses, _, _ = batch.solve_frames(skeleton, goals, targets, starts)
+    for f in range(2):
+        frame_goals = [Goal(g.bone, tuple(targets[f, i]), g.weight) for i, g in enumerate(goals)]
+        pose, _ = solve(skeleton, frame_goals, starts[f])
+        np.testing.assert_allclose(poses[f].heads, pose.heads, atol=1e-12)
+        np.testing.assert_allclose(poses[f].frames, pose.frames, atol=1e-12)

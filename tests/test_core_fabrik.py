@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from fabrik_addon.core import Goal, Pose, SolveSettings, solve
 from fabrik_addon.core.fabrik import Joints, forward_reaching, moving_tree
 from fabrik_addon.core.rotation import swing_matrix
-from skeletons import assert_rigid_pose, hand, random_rotations, skeletons, straight_chain, unit_vectors
+from skeletons import assert_rigid_pose, assert_unmoved_outside_chains, hand, random_rotations, skeletons, straight_chain, unit_vectors
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 points = st.tuples(*[st.floats(-15, 15)] * 3)
@@ -48,12 +48,7 @@ def test_any_targets_keep_the_skeleton_rigid_and_the_roots_fixed(skeleton, data)
     pose, report = solve(skeleton, goals, start, SolveSettings(max_iterations=30))
     assert_rigid_pose(skeleton, start, pose)
     assert all(math.isfinite(e) for e in report.errors)
-    moved = set(moving_tree(skeleton, goals).bones)
-    for bone in range(len(skeleton)):
-        if not any(a in moved for a in skeleton.path_to_root(bone)):
-            # Neither in a chain nor below one: exactly where it was.
-            np.testing.assert_array_equal(pose.heads[bone], start.heads[bone])
-            np.testing.assert_array_equal(pose.frames[bone], start.frames[bone])
+    assert_unmoved_outside_chains(skeleton, goals, start, pose)
 
 
 @PROPERTY
@@ -261,3 +256,14 @@ def test_no_goals_returns_the_start_pose():
     pose, report = solve(skeleton, [])
     np.testing.assert_array_equal(pose.heads, skeleton.rest_heads)
     assert report.converged and report.iterations == 0
+
+
+def test_bending_a_straight_chain_turns_every_bone_below_it():
+    """A goal partway up a straight chain, its target on the chain's line: the bones beyond it turn along."""
+    skeleton = straight_chain(3)
+    goals = [Goal(1, (0.0, 0.0, 1.5)), Goal(2, (0.5, 0.0, 2.0), weight=0.0)]
+    start = skeleton.rest_pose()
+    pose, _ = solve(skeleton, goals, start, SolveSettings(max_iterations=0))
+    assert_rigid_pose(skeleton, start, pose)
+    pose, _ = solve(skeleton, goals, start)
+    assert_rigid_pose(skeleton, start, pose)

@@ -15,7 +15,7 @@ from fabrik_addon.core import quat
 from fabrik_addon.core.limits import JointLimit, clamp_swing, constrain
 from fabrik_addon.core.rotation import quaternion_to_matrix
 from limit_checks import assert_within, blender_limits, swing_and_twist
-from skeletons import skeletons, straight_chain
+from skeletons import random_chain, skeletons, straight_chain
 
 PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -140,13 +140,7 @@ def test_feasible_targets_are_reached_in_most_cases():
 
 def _limited_chain(rng: np.random.Generator, n: int):
     """A connected chain with random directions and random Blender-style limits on every bone."""
-    heads, tails = [], []
-    for i in range(n):
-        head = np.zeros(3) if i == 0 else tails[-1]
-        d = rng.normal(size=3)
-        heads.append(head)
-        tails.append(head + rng.uniform(0.3, 1.5) * d / np.linalg.norm(d))
-    skeleton = skeleton_from_points([-1] + list(range(n - 1)), heads, tails)
+    skeleton = random_chain(rng, n)
     limits = []
     for _ in range(n):
         kind = rng.integers(0, 3)

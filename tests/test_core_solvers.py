@@ -13,29 +13,17 @@ from hypothesis import strategies as st
 
 from fabrik_addon.core import Goal, Pose, SolveReport, SolveSettings, skeleton_from_points
 from fabrik_addon.core import fabrik, quat
-from fabrik_addon.core.fabrik import moving_tree
 from fabrik_addon.core.limits import JointLimit
 from fabrik_addon.core.solvers import DESCRIPTIONS, SOLVERS
 from fabrik_addon.core.two_bone import solve as two_bone
 from limit_checks import assert_within, blender_limits
-from skeletons import assert_rigid_pose, hand, random_rotations, skeletons, straight_chain, unit_vectors
+from skeletons import assert_rigid_pose, assert_unmoved_outside_chains, random_chain, hand, random_rotations, skeletons, straight_chain, unit_vectors
 
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ITERATIVE = ["CCD", "JACOBIAN_TRANSPOSE", "DLS"]
 points = st.tuples(*[st.floats(-15, 15)] * 3)
 #: What the two-bone solver says to a chain it cannot solve (the UI shows it).
 NEEDS = "the two-bone solver needs exactly one goal on a chain of two connected bones"
-
-
-def random_chain(rng: np.random.Generator, n: int):
-    """A connected chain of n bones with random directions and lengths."""
-    heads, tails = [], []
-    for i in range(n):
-        head = np.zeros(3) if i == 0 else tails[-1]
-        d = rng.normal(size=3)
-        heads.append(head)
-        tails.append(head + rng.uniform(0.3, 1.5) * d / np.linalg.norm(d))
-    return skeleton_from_points([-1] + list(range(n - 1)), heads, tails)
 
 
 # --- every solver -----------------------------------------------------------------------------------------
@@ -87,11 +75,7 @@ def test_any_targets_keep_the_skeleton_rigid_and_the_roots_fixed(name, skeleton,
     pose, report = SOLVERS[name](skeleton, goals, start, SolveSettings(max_iterations=15))
     assert_rigid_pose(skeleton, start, pose)
     assert all(math.isfinite(e) for e in report.errors)
-    moved = set(moving_tree(skeleton, goals).bones)
-    for bone in range(len(skeleton)):
-        if not any(a in moved for a in skeleton.path_to_root(bone)):
-            np.testing.assert_array_equal(pose.heads[bone], start.heads[bone])
-            np.testing.assert_array_equal(pose.frames[bone], start.frames[bone])
+    assert_unmoved_outside_chains(skeleton, goals, start, pose)
 
 
 @pytest.mark.parametrize("name", ITERATIVE)
@@ -287,7 +271,8 @@ def test_two_bone_points_straight_at_targets_out_of_reach(rig, direction, beyond
     pose, report = two_bone(skeleton, [Goal(tip, tuple(target), chain_length=2)], start)
     np.testing.assert_allclose(pose.frames[tip - 1 :, :, 1], np.broadcast_to(direction, (2, 3)), atol=1e-9)
     assert report.stopped_by == "unreachable" and not report.converged
-    assert report.errors[0] == pytest.approx(reach * (beyond - 1), rel=1e-9)
+    # A difference of two lengths near the reach: its rounding is relative to the reach, not to the difference.
+    assert report.errors[0] == pytest.approx(reach * (beyond - 1), abs=1e-9 * reach)
 
 
 def test_two_bone_keeps_the_start_bend_and_picks_one_when_straight():

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -15,6 +14,8 @@ import zlib
 from pathlib import Path
 
 import pytest
+
+from debian_blender import fallback_numpy_site
 
 pytestmark = pytest.mark.gui
 
@@ -65,21 +66,6 @@ except Exception:
     result["error"] = traceback.format_exc()
 print(json.dumps(result), flush=True)
 '''
-
-
-def _fallback_numpy_site(tmp_path: Path) -> Path | None:
-    """A folder holding only this venv's numpy (symlinked), for a Blender without numpy of its own."""
-    spec = importlib.util.find_spec("numpy")
-    if spec is None or spec.origin is None:
-        return None
-    package = Path(spec.origin).parent
-    site = tmp_path / "fallback-site"
-    site.mkdir()
-    (site / "numpy").symlink_to(package, target_is_directory=True)
-    libs = package.parent / "numpy.libs"  # wheels keep numpy's OpenBLAS beside the package
-    if libs.is_dir():
-        (site / "numpy.libs").symlink_to(libs, target_is_directory=True)
-    return site
 
 
 def _png_info(path: Path) -> tuple[int, int, int]:
@@ -144,7 +130,7 @@ def gui_run(gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory) -> d
     # Blender writes quit.blend and autosaves to the temp folder; keep them out of the shared /tmp.
     (tmp / "tmp").mkdir()
     env["TMPDIR"] = str(tmp / "tmp")
-    fallback = _fallback_numpy_site(tmp)
+    fallback = fallback_numpy_site(tmp)
     if fallback is not None:
         env["FABRIK_FALLBACK_SITE"] = str(fallback)
         env["FABRIK_FALLBACK_PYTHON"] = "%d.%d" % sys.version_info[:2]

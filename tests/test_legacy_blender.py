@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -12,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from debian_blender import fallback_numpy_site
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 120
@@ -112,22 +113,6 @@ emit()
 '''
 
 
-def _fallback_numpy_site(tmp_path: Path) -> Path | None:
-    """A folder holding only this venv's numpy (symlinked), for a Blender without numpy of its own."""
-    spec = importlib.util.find_spec("numpy")
-    if spec is None or spec.origin is None:
-        return None
-    package = Path(spec.origin).parent
-    site = tmp_path / "fallback-site"
-    site.mkdir()
-    (site / "numpy").symlink_to(package, target_is_directory=True)
-    # Wheels keep numpy's bundled OpenBLAS in a sibling folder.
-    libs = package.parent / "numpy.libs"
-    if libs.is_dir():
-        (site / "numpy.libs").symlink_to(libs, target_is_directory=True)
-    return site
-
-
 @pytest.fixture(scope="module")
 def blender() -> str:
     """Debian's blender executable, or a skip when it is not installed."""
@@ -148,7 +133,7 @@ def legacy_run(blender: str, legacy_zip: Path, tmp_path_factory) -> dict:
     env["BLENDER_USER_CONFIG"] = str(tmp / "config")
     env["BLENDER_USER_DATAFILES"] = str(tmp / "datafiles")
     env.pop("PYTHONPATH", None)
-    fallback = _fallback_numpy_site(tmp)
+    fallback = fallback_numpy_site(tmp)
     if fallback is not None:
         env["FABRIK_FALLBACK_SITE"] = str(fallback)
         env["FABRIK_FALLBACK_PYTHON"] = "%d.%d" % sys.version_info[:2]
