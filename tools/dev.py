@@ -102,13 +102,14 @@ def main(argv: list[str]) -> int:
     if command == "bench":
         return run(python, "benchmarks/run.py", *rest) or run(python, "benchmarks/solvers.py") or run(python, "benchmarks/bake.py")
     ensure_debian_blender()
-    code = run(python, "-m", "pytest", *rest)
+    pytest = ["-m", "pytest", "-c", "tests/pytest.ini", "--rootdir", "tests"]
+    code = run(python, *pytest, *rest)
     if rest:
         return code  # a chosen subset: run it on the main environment only
     log("the Blender-facing tests again on Blender 4.2 LTS (bpy 4.2 module)")
     python_42 = ensure_venv(VENV_42, REQUIREMENTS_42)
     blender_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_blender_*.py"))
-    code_42 = run(python_42, "-m", "pytest", "-p", "no:cacheprovider", *blender_tests)
+    code_42 = run(python_42, *pytest, "-p", "no:cacheprovider", *blender_tests)
     return code or code_42
 
 
