@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
         return run(python, "benchmarks/run.py", *rest) or run(python, "benchmarks/solvers.py") or run(python, "benchmarks/bake.py")
     ensure_debian_blender()
     pytest = ["-m", "pytest", "-c", "tests/pytest.ini", "--rootdir", "tests"]
-    code = run(python, *pytest, *rest)
+    code = run(python, *pytest, *(rest or ["tests"]))
     if rest:
         return code  # a chosen subset: run it on the main environment only
     log("the Blender-facing tests again on Blender 4.2 LTS (bpy 4.2 module)")
