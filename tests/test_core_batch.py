@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from fabrik_addon.core import Goal, SolveSettings, batch, solve
-from skeletons import hand, random_rotations, straight_chain
+from fabrik_addon.core import Goal, SolveSettings, batch, skeleton_from_points, solve
+from fabrik_addon.core.limits import JointLimit
+from skeletons import hand, random_rotations, skeletons, straight_chain
 
 
 def frames_of(skeleton, tips, count, seed, scale_every=7):
@@ -42,8 +45,6 @@ def test_batched_chains_agree_with_the_per_frame_solver(bones):
 
 def test_batched_trees_with_weights_agree_with_the_per_frame_solver():
     """A connected Y-shaped tree with two weighted effectors and a partial chain."""
-    from fabrik_addon.core import skeleton_from_points
-
     skeleton = skeleton_from_points(
         [-1, 0, 1, 1, 3], [(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 0, 2), (0.5, 0, 2.5)],
         [(0, 0, 1), (0, 0, 2), (0, 0.5, 2.8), (0.5, 0, 2.5), (1.0, 0, 3.0)],
@@ -58,14 +59,70 @@ def test_batched_trees_with_weights_agree_with_the_per_frame_solver():
         assert iterations[f] == report.iterations
 
 
-def test_what_batching_cannot_take_is_refused():
-    """Unconnected bones (the hand's fingers) and rotation goals need frames: refused with a message."""
+def assert_agrees_with_the_per_frame_solver(skeleton, goals, targets, starts, run=SolveSettings()) -> None:
+    """Each frame of a batch equals fabrik.solve on that frame: pose, iterations and errors."""
+    poses, iterations, errors = batch.solve_frames(skeleton, goals, targets, starts, run)
+    for f in range(len(starts)):
+        frame_goals = [Goal(g.bone, tuple(targets[f, i]), g.weight, g.chain_length) for i, g in enumerate(goals)]
+        pose, report = solve(skeleton, frame_goals, starts[f], run)
+        np.testing.assert_allclose(poses[f].heads, pose.heads, atol=1e-9, err_msg=f"frame {f}")
+        np.testing.assert_allclose(poses[f].frames, pose.frames, atol=1e-9, err_msg=f"frame {f}")
+        assert iterations[f] == report.iterations, f"frame {f}"
+        np.testing.assert_allclose(errors[f], report.errors, atol=1e-9, err_msg=f"frame {f}")
+
+
+def test_batched_trees_with_offsets_agree_with_the_per_frame_solver():
+    """The hand: fingers hang off the palm at offsets, so frames are carried (careful descent, then exploring)."""
     skeleton, tips = hand()
-    assert not batch.supports(skeleton, [Goal(tips[0], (0.0, 1.0, 0.0))])
+    targets, starts = frames_of(skeleton, tips, 60, 11)
+    # Weights that are not powers of two, and one finger that leaves the palm alone (chain of 3).
+    goals = [Goal(tip, (0.0, 0.0, 0.0), weight, chain) for tip, weight, chain in zip(tips, (2.0, 3.0, 1.0, 0.7, 1.0), (4, 4, 4, 4, 3))]
+    run = SolveSettings(tolerance=1e-4)
+    assert_agrees_with_the_per_frame_solver(skeleton, goals, targets, starts, run)
+    # Conflicting weights: no frame converges, so every one stalls in the careful descent and explores on.
+    _, _, errors = batch.solve_frames(skeleton, goals, targets, starts, run)
+    assert (errors.max(axis=1) > run.tolerance).all()
+    # One finger pulling the palm: reachable frames converge, the others explore.
+    one = [Goal(tips[2], (0.0, 0.0, 0.0), chain_length=4)]
+    assert_agrees_with_the_per_frame_solver(skeleton, one, targets[:, 2:3], starts, run)
+    _, _, errors = batch.solve_frames(skeleton, one, targets[:, 2:3], starts, run)
+    reached = errors[:, 0] <= run.tolerance
+    assert reached.any() and not reached[::7].any()
+
+
+def test_batched_offsets_through_bones_that_stay_put():
+    """A node whose nearest moving ancestor is not its parent: the bones between act as a rigid offset."""
+    skeleton = straight_chain(6, 0.5)
+    goals = [Goal(5, (0.0, 0.0, 0.0), chain_length=1), Goal(3, (0.0, 0.0, 0.0), chain_length=3)]
+    targets, starts = frames_of(skeleton, [5, 3], 40, 5)
+    assert_agrees_with_the_per_frame_solver(skeleton, goals, targets, starts)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(skeletons(max_bones=9, trees=True, offsets=True), st.data())
+def test_batched_random_trees_agree_with_the_per_frame_solver(skeleton, data):
+    """Random trees with and without offsets, random effectors, weights and chain lengths."""
+    leaves_ = [b for b in range(len(skeleton)) if not skeleton.children[b]]
+    tips = data.draw(st.lists(st.sampled_from(leaves_), min_size=1, max_size=3, unique=True))
+    goals = [
+        Goal(tip, (0.0, 0.0, 0.0), data.draw(st.sampled_from([0.0, 0.5, 1.0, 3.0])),
+             data.draw(st.integers(0, len(skeleton.path_to_root(tip)))))
+        for tip in tips
+    ]
+    targets, starts = frames_of(skeleton, tips, 6, data.draw(st.integers(0, 2**16)), scale_every=3)
+    assert_agrees_with_the_per_frame_solver(skeleton, goals, targets, starts, SolveSettings(max_iterations=40))
+
+
+def test_what_batching_cannot_take_is_refused():
+    """Joint limits and rotation or pole goals are left to the per-frame solver, with a message."""
     chain = straight_chain(3)
     assert not batch.supports(chain, [Goal(2, (1.0, 0.0, 1.0), rotation=(1.0, 0.0, 0.0, 0.0))])
-    with pytest.raises(ValueError, match="free tree of connected bones"):
-        batch.solve_frames(skeleton, [Goal(tips[0], (0.0, 1.0, 0.0))], np.zeros((1, 1, 3)), [skeleton.rest_pose()])
+    assert not batch.supports(chain, [Goal(2, (1.0, 0.0, 1.0), pole=(1.0, 0.0, 0.0))])
+    limited = chain.with_limits({1: JointLimit(lock_x=True)})
+    assert not batch.supports(limited, [Goal(2, (1.0, 0.0, 1.0))])
+    assert batch.supports(limited, [Goal(2, (1.0, 0.0, 1.0), chain_length=1)])  # the limited bone stays put
+    with pytest.raises(ValueError, match="no joint limits"):
+        batch.solve_frames(limited, [Goal(2, (1.0, 0.0, 1.0))], np.zeros((1, 1, 3)), [limited.rest_pose()])
 
 
 def test_batched_bend_of_a_straight_chain_matches_the_per_frame_solver():

@@ -3,10 +3,11 @@
 
 A bake solves every frame of a range from that frame's own start pose; the
 frames do not depend on each other, so each FABRIK step can move one joint
-in all frames at once. This covers free trees of connected bones (no limits,
-no unconnected heads, no rotation or pole goals): exactly the case where the
-per-frame solver carries no frames either. Frames stop one by one, by the
-same rules as `fabrik.solve`, so the results agree with it.
+in all frames at once. This covers trees with position goals and no limits:
+free trees of connected bones here (positions are all the passes need, as in
+the per-frame solver), and trees with unconnected bones (rigid head offsets,
+so frames are carried) in `batch_framed`. Frames stop one by one, by the same
+rules as `fabrik.solve`, so the results agree with it.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from . import rotation
-from .fabrik import moving_tree
+from . import batch_framed, rotation
+from .fabrik import branch_weights, moving_tree
 from .problem import Goal, SolveSettings, validate_settings
 from .skeleton import Pose, Skeleton
 
@@ -25,10 +26,10 @@ EPSILON = 1e-12
 
 
 def supports(skeleton: Skeleton, goals: Sequence[Goal]) -> bool:
-    """True when these goals can be solved here (a free connected tree, position goals only)."""
+    """True when these goals can be solved here (position goals only, no joint limits on the moving bones)."""
     if not goals or any(g.rotation is not None or g.pole is not None for g in goals):
         return False
-    return not moving_tree(skeleton, goals).needs_frames
+    return all(limit is None for limit in moving_tree(skeleton, goals).limits)
 
 
 def solve_frames(
@@ -42,16 +43,12 @@ def solve_frames(
 
     Returns the poses, the iterations per frame and the errors (F, G).
     """
-    validate_settings(settings)
-    if not supports(skeleton, goals):
-        raise ValueError("batched solving needs a free tree of connected bones and position goals only")
     tree = moving_tree(skeleton, goals)
     bones = list(tree.bones)
     start_heads = np.stack([p.heads[bones] for p in starts])
     start_frames = np.stack([p.frames[bones] for p in starts])
-    heads, tails, iterations, errors, keep_start = _iterate(tree, goals, targets, start_heads, start_frames, settings)
-    length = np.asarray(tree.length)
-    return _poses(skeleton, tree, starts, heads, tails, length, keep_start), iterations, errors
+    heads, frames, iterations, errors = _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings)
+    return _poses(skeleton, tree, starts, heads, frames), iterations, errors
 
 
 def solve_moving(
@@ -64,14 +61,23 @@ def solve_moving(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Like `solve_frames`, for the moving bones only: start heads (F, m, 3) and frames (F, m, 3, 3) in the
     moving tree's order in, their solved frames (F, m, 3, 3), the iterations and the errors out."""
+    tree = moving_tree(skeleton, goals)
+    _, frames, iterations, errors = _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings)
+    return frames, iterations, errors
+
+
+def _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings):
+    """Solved heads and frames of the moving bones, iterations and errors, by whichever form the tree needs."""
     validate_settings(settings)
     if not supports(skeleton, goals):
-        raise ValueError("batched solving needs a free tree of connected bones and position goals only")
-    tree = moving_tree(skeleton, goals)
+        raise ValueError("batched solving needs position goals only and no joint limits on the moving bones")
+    if tree.needs_frames:
+        return batch_framed.solve(tree, goals, targets, start_heads, start_frames, settings)
     heads, tails, iterations, errors, keep_start = _iterate(tree, goals, targets, start_heads, start_frames, settings)
     frames = _turned_frames(start_frames, heads, tails, np.asarray(tree.length))
     frames[keep_start] = start_frames[keep_start]
-    return frames, iterations, errors
+    heads[keep_start] = start_heads[keep_start]
+    return heads, frames, iterations, errors
 
 
 def _iterate(tree, goals, targets, start_heads, start_frames, settings):
@@ -81,7 +87,7 @@ def _iterate(tree, goals, targets, start_heads, start_frames, settings):
     length = np.asarray(tree.length)
     weights = np.asarray([g.weight for g in goals], dtype=float)
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
-    branch = _branch_weights(tree, weights)
+    branch = np.asarray(branch_weights(tree, list(weights)))
     heads = start_heads.copy()
     tails = heads + length[None, :, None] * start_frames[:, :, :, 1]
     base = heads.copy()
@@ -106,42 +112,56 @@ def _iterate(tree, goals, targets, start_heads, start_frames, settings):
             done |= far
 
     best_error = errors.sum(axis=1)
-    best_heads, best_tails, best_errors = heads.copy(), tails.copy(), errors.copy()
+    best_errors = errors.copy()
     without_progress = np.zeros(count, dtype=int)
+    asks = _asks(tree, weights, branch)
+    # Node- and component-major working copies (m, 3, F): one joint's x, y or z over all frames is one
+    # contiguous row, which keeps numpy's per-call overhead low on these small arrays.
+    node_heads, node_tails = heads.transpose(1, 2, 0).copy(), tails.transpose(1, 2, 0).copy()
+    node_base, node_targets = base.transpose(1, 2, 0).copy(), targets.transpose(1, 2, 0).copy()
+    best_heads, best_tails = node_heads.copy(), node_tails.copy()
     for _ in range(settings.max_iterations):
         active = np.flatnonzero(~done)
         if not len(active):
             break
-        h, t = heads[active], tails[active]
-        _forward_reaching(tree, h, t, targets[active], weights, branch, length)
-        _backward_reaching(tree, h, t, base[active], length)
-        heads[active], tails[active] = h, t
+        everyone = len(active) == count
+        # np.take keeps the subsets C-contiguous (fancy indexing on the last axis would not).
+        h = node_heads if everyone else np.take(node_heads, active, axis=2)
+        t = node_tails if everyone else np.take(node_tails, active, axis=2)
+        aims = node_targets if everyone else np.take(node_targets, active, axis=2)
+        _forward_reaching(tree, h, t, aims, asks, length)
+        _backward_reaching(tree, h, t, node_base if everyone else np.take(node_base, active, axis=2), length)
+        if not everyone:
+            node_heads[:, :, active], node_tails[:, :, active] = h, t
         iterations[active] += 1
-        e = np.linalg.norm(t[:, node_of_goal] - targets[active], axis=2)
+        e = np.sqrt(((t[node_of_goal] - aims) ** 2).sum(axis=1)).T
         errors[active] = e
         converged = e.max(axis=1) <= settings.tolerance
         current = e.sum(axis=1)
         improved = ~converged & (current < best_error[active] * (1.0 - settings.stall_fraction))
         # Converged frames and improving frames take this iteration's joints as their best.
-        take = active[converged | improved]
-        best_heads[take], best_tails[take], best_errors[take] = heads[take], tails[take], errors[take]
+        taken = converged | improved
+        if everyone and taken.all():
+            best_heads[...], best_tails[...] = node_heads, node_tails
+        elif taken.any():
+            take = active[taken]
+            best_heads[:, :, take], best_tails[:, :, take] = node_heads[:, :, take], node_tails[:, :, take]
+        best_errors[active[taken]] = e[taken]
         best_error[active[improved]] = current[improved]
         without_progress[active[improved]] = 0
-        stuck = active[~converged & ~improved]
+        stuck = active[~taken]
         without_progress[stuck] += 1
         done[active[converged]] = True
         done[stuck[without_progress[stuck] >= settings.patience]] = True
-    return best_heads, best_tails, iterations, best_errors, keep_start
+    return best_heads.transpose(2, 0, 1), best_tails.transpose(2, 0, 1), iterations, best_errors, keep_start
 
 
 def _turned_frames(start_frames: np.ndarray, heads: np.ndarray, tails: np.ndarray, length: np.ndarray) -> np.ndarray:
     """Each moving bone's start frame turned the shortest way onto its solved direction, (F, m, 3, 3)."""
     count, m = heads.shape[:2]
     directions = (tails - heads) / length[None, :, None]
-    turns = rotation.swing_matrices(
-        start_frames[:, :, :, 1].reshape(-1, 3), directions.reshape(-1, 3), start_frames[:, :, :, 0].reshape(-1, 3)
-    ).reshape(count, m, 3, 3)
-    return rotation.orthonormalized((turns @ start_frames).reshape(-1, 3, 3)).reshape(count, m, 3, 3)
+    frames = rotation.swung_frames(start_frames.reshape(-1, 3, 3), directions.reshape(-1, 3))
+    return frames.reshape(count, m, 3, 3)
 
 
 def _bend_if_straight_at(heads: np.ndarray, tails: np.ndarray, chain: list[int], branch: list[int], target: np.ndarray) -> None:
@@ -178,67 +198,67 @@ def _bend_if_straight_at(heads: np.ndarray, tails: np.ndarray, chain: list[int],
         tails[straight, node] = hinge + turn(tails[straight, node] - hinge)
 
 
-def _branch_weights(tree, weights: np.ndarray) -> np.ndarray:
-    """For each node, the summed weight of the effectors at or below it."""
-    branch = np.array([sum(weights[g] for g in goals) for goals in tree.goals_at], dtype=float)
-    for k in reversed(range(len(tree.bones))):
-        if tree.parent[k] >= 0:
-            branch[tree.parent[k]] += branch[k]
-    return branch
+def _asks(tree, weights: np.ndarray, branch: np.ndarray) -> list[tuple[float, list[tuple[str, int, float]]]]:
+    """Per node, what pulls its tail in the forward pass: (total weight, [("goal" | "child", index, weight)])."""
+    asks = []
+    for k in range(len(tree.bones)):
+        pulls = [("goal", g, float(weights[g])) for g in tree.goals_at[k] if weights[g] > 0.0]
+        pulls += [("child", c, float(branch[c])) for c in tree.children[k] if branch[c] > 0.0]
+        asks.append((sum(w for _, _, w in pulls), pulls))
+    return asks
 
 
-def _reach(fixed: np.ndarray, toward: np.ndarray, length: float, fallback: np.ndarray) -> np.ndarray:
-    """FABRIK's move for all frames: the point at `length` from `fixed` towards `toward` (fallback where they meet)."""
+def _reach_into(out: np.ndarray, fixed: np.ndarray, toward: np.ndarray, length: float, fallback) -> None:
+    """FABRIK's move for all frames ((3, F) arrays), written into `out`: the point at `length` from `fixed`
+    towards `toward`; where the two points meet, `fixed + fallback()` (the bone keeps its previous vector)."""
     d = toward - fixed
-    n = np.sqrt(np.einsum("ij,ij->i", d, d))
-    degenerate = n < EPSILON
-    if degenerate.any():
-        d = np.where(degenerate[:, None], fallback, d)
-        n = np.where(degenerate, 1.0, n)
-        return fixed + d * np.where(degenerate, 1.0, length / n)[:, None]
-    d *= (length / n)[:, None]
-    d += fixed
-    return d
+    n = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    if n.min() < EPSILON:
+        degenerate = n < EPSILON
+        kept = fallback()
+        n[degenerate] = 1.0
+        d *= length / n
+        d[:, degenerate] = kept[:, degenerate]
+    else:
+        d *= length / n
+    np.add(fixed, d, out=out)
 
 
-def _forward_reaching(tree, heads, tails, targets, weights, branch, length) -> None:
-    """Tips to root for every frame: tails to the weighted asks, heads onto the line."""
+def _forward_reaching(tree, heads, tails, targets, asks, length) -> None:
+    """Tips to root for every frame ((m, 3, F) arrays): tails to the weighted asks, heads onto the line."""
     for k in reversed(range(len(tree.bones))):
-        total = 0.0
-        wanted = np.zeros((len(heads), 3))
-        for g in tree.goals_at[k]:
-            wanted += weights[g] * targets[:, g]
-            total += weights[g]
-        for c in tree.children[k]:
-            if branch[c] > 0.0:
-                wanted += branch[c] * heads[:, c]
-                total += branch[c]
+        total, pulls = asks[k]
         if total <= 0.0:
             continue
-        wanted /= total
+        if len(pulls) == 1:
+            kind, i, _ = pulls[0]
+            wanted = targets[i] if kind == "goal" else heads[i]
+        else:
+            wanted = sum(w * (targets[i] if kind == "goal" else heads[i]) for kind, i, w in pulls) / total
         # Where head and wanted tail meet, keep the bone's direction: head = wanted - (tail - head).
-        heads[:, k] = _reach(wanted, heads[:, k], length[k], heads[:, k] - tails[:, k])
-        tails[:, k] = wanted
+        head, tail = heads[k], tails[k]
+        _reach_into(head, wanted, head, length[k], lambda: head - tail)
+        tail[...] = wanted
 
 
 def _backward_reaching(tree, heads, tails, base, length) -> None:
-    """Root to tips for every frame: heads back onto the base or the parent's tail, tails onto the line."""
+    """Root to tips for every frame ((m, 3, F) arrays): heads back onto the base or the parent's tail, tails onto the line."""
     for k in range(len(tree.bones)):
         p = tree.parent[k]
-        old_bone = tails[:, k] - heads[:, k]
-        heads[:, k] = base[:, k] if p < 0 else tails[:, p]
-        tails[:, k] = _reach(heads[:, k], tails[:, k], length[k], old_bone)
+        old_head = heads[k].copy()
+        heads[k] = base[k] if p < 0 else tails[p]
+        tail = tails[k]
+        _reach_into(tail, heads[k], tail, length[k], lambda: tail - old_head)
 
 
-def _poses(skeleton, tree, starts, heads, tails, length, keep_start) -> list[Pose]:
-    """Full poses: moving bones turn the shortest way from their start, the rest follow their parents rigidly."""
+def _poses(skeleton, tree, starts, heads, frames) -> list[Pose]:
+    """Full poses: the moving bones as solved, the rest follow their parents rigidly."""
     bones = list(tree.bones)
     count = len(starts)
     start_frames = np.stack([p.frames for p in starts])
     start_heads = np.stack([p.heads for p in starts])
     out_frames, out_heads = start_frames.copy(), start_heads.copy()
-    solved = _turned_frames(start_frames[:, bones], heads, tails, length)
-    out_frames[:, bones] = solved
+    out_frames[:, bones] = frames
     out_heads[:, bones] = heads
     moved = set(bones)
     for b in skeleton.order:
@@ -250,6 +270,4 @@ def _poses(skeleton, tree, starts, heads, tails, length, keep_start) -> list[Pos
         out_frames[:, b] = turn @ start_frames[:, b]
         moved.add(b)
     lengths = starts[0].lengths
-    return [
-        starts[f].copy() if keep_start[f] else Pose(out_heads[f], out_frames[f], lengths) for f in range(count)
-    ]
+    return [Pose(out_heads[f], out_frames[f], lengths) for f in range(count)]

@@ -216,24 +216,28 @@ def forward_reaching(
     framed = joints.frames is not None
     for k in reversed(range(len(tree.bones))):
         total = 0.0
+        asks = 0
         wx = wy = wz = 0.0  # weighted asks
         px = py = pz = 0.0  # weighted offsets of the asked-for points from the tail
         for g in tree.goals_at[k]:
             w = weights[g]
-            t = targets[g]
-            wx, wy, wz, total = wx + w * t[0], wy + w * t[1], wz + w * t[2], total + w
+            if w <= 0.0:
+                continue
+            ask = t = targets[g]
+            wx, wy, wz, total, asks = wx + w * t[0], wy + w * t[1], wz + w * t[2], total + w, asks + 1
         for c in tree.children[k]:
             w = branch[c]
             if w <= 0.0:
                 continue
-            h = heads[c]
-            wx, wy, wz, total = wx + w * h[0], wy + w * h[1], wz + w * h[2], total + w
+            ask = h = heads[c]
+            wx, wy, wz, total, asks = wx + w * h[0], wy + w * h[1], wz + w * h[2], total + w, asks + 1
             if joints.offset[c] is not None:
                 o = joints.offset_now(c, k)
                 px, py, pz = px + w * o[0], py + w * o[1], pz + w * o[2]
         if total <= 0.0:
             continue  # nothing pulls this bone
-        wanted = (wx / total, wy / total, wz / total)
+        # One ask is taken as it is (w * p / w may be a rounding off p).
+        wanted = ask if asks == 1 else (wx / total, wy / total, wz / total)
         if px == py == pz == 0.0:
             before = joints.direction(k, length[k]) if framed else None
             head = reach(wanted, heads[k], length[k])
@@ -486,7 +490,7 @@ def _solve_from(
         _bend_if_straight_at(tree, joints, chain, goal)
     weights = [float(g.weight) for g in goals]
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
-    branch = _branch_weights(tree, weights)
+    branch = branch_weights(tree, weights)
 
     errors = goal_errors(tree, joints, goals, node_of_goal)
     report = SolveReport(0, errors, max(errors) <= settings.tolerance, "converged")
@@ -553,7 +557,7 @@ def _part_way(tip: Vec, target: Vec, step: float) -> Vec:
     return (tip[0] + step * (target[0] - tip[0]), tip[1] + step * (target[1] - tip[1]), tip[2] + step * (target[2] - tip[2]))
 
 
-def _branch_weights(tree: MovingTree, weights: list[float]) -> list[float]:
+def branch_weights(tree: MovingTree, weights: list[float]) -> list[float]:
     """For each node, the summed weight of the effectors at or below it."""
     branch = [sum(weights[g] for g in goals) for goals in tree.goals_at]
     for k in reversed(range(len(tree.bones))):
@@ -570,13 +574,11 @@ def _pose_from_joints(skeleton: Skeleton, start: Pose, tree: MovingTree, joints:
     moving = list(tree.bones)
     heads[moving] = joints.heads
     if joints.frames is not None:
-        frames[moving] = rotation.quaternion_to_matrix(np.asarray(joints.frames))
+        frames[moving] = rotation.orthonormalized(rotation.quaternion_to_matrix(np.asarray(joints.frames)))
     else:
         # A free connected tree carried no frames: each bone turns the shortest way from where it started.
         directions = (np.asarray(joints.tails) - np.asarray(joints.heads)) / np.asarray(tree.length)[:, None]
-        turns = rotation.swing_matrices(start.frames[moving, :, 1], directions, start.frames[moving, :, 0])
-        frames[moving] = turns @ start.frames[moving]
-    frames[moving] = rotation.orthonormalized(frames[moving])
+        frames[moving] = rotation.swung_frames(start.frames[moving], directions)
     moved = set(moving)
     for b in skeleton.order:
         p = skeleton.parents[b]

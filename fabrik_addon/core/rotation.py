@@ -51,19 +51,23 @@ def quaternion_to_matrix(q: np.ndarray) -> np.ndarray:
     )
 
 
-def swing_matrices(a: np.ndarray, b: np.ndarray, axes_if_opposite: np.ndarray) -> np.ndarray:
-    """`swing_matrix` for many pairs of unit vectors at once: (m, 3) each, result (m, 3, 3)."""
-    d = np.einsum("ij,ij->i", a, b)
-    c = np.cross(a, b)
-    k = np.zeros((len(a), 3, 3))
-    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -c[:, 2], c[:, 1], -c[:, 0]
-    k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = c[:, 2], -c[:, 1], c[:, 0]
+def swung_frames(frames: np.ndarray, directions: np.ndarray) -> np.ndarray:
+    """Frames (m, 3, 3) turned the shortest way so their Y axes point along unit `directions` (m, 3), made exact.
+
+    The same as `orthonormalized(swing_matrix(Y, direction, X) @ frame)` per frame, but
+    only the X axis is turned (Rodrigues' formula on the swing's axis c = Y x d):
+    Y becomes the direction itself and Z follows from the two.
+    """
+    y, x = frames[:, :, 1], frames[:, :, 0]
+    d = np.einsum("ij,ij->i", y, directions)
+    c = np.cross(y, directions)
     safe = d >= -1.0 + 1e-6
-    scale = np.where(safe, 1.0 / np.where(safe, 1.0 + d, 1.0), 0.0)
-    out = np.eye(3) + k + (k @ k) * scale[:, None, None]
-    for i in np.flatnonzero(~safe):
-        out[i] = swing_matrix(a[i], b[i], axes_if_opposite[i])
-    return out
+    scale = 1.0 / np.where(safe, 1.0 + d, 1.0)
+    turned_x = x + np.cross(c, x) + (c * np.einsum("ij,ij->i", c, x)[:, None] - x * np.einsum("ij,ij->i", c, c)[:, None]) * scale[:, None]
+    out = np.stack((turned_x, directions, turned_x), axis=2)
+    for i in np.flatnonzero(~safe):  # nearly a half turn: the careful way
+        out[i] = swing_matrix(y[i], directions[i], x[i]) @ frames[i]
+    return orthonormalized(out)
 
 
 def orthonormalized(frames: np.ndarray) -> np.ndarray:

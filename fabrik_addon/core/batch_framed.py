@@ -1,0 +1,272 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""FABRIK for many frames at once on trees whose bones carry frames: unconnected bones with rigid offsets.
+
+A finger whose base sits a little off the palm's tip hangs from the palm at
+an offset that turns with the palm, so the passes must know each bone's
+frame, not only its joints (`fabrik.Joints`). This module runs the very steps
+of `fabrik.solve` for such trees -- position goals, no limits -- on all
+frames together: the careful descent (part-way aims, undoing steps that make
+things worse), the stall rules, and plain FABRIK from where the descent got
+stuck. Each frame stops by the same rules as in the per-frame solver, so
+the results agree with it to rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from . import quats, rotation
+from .fabrik import MovingTree, branch_weights
+from .problem import Goal, SolveSettings
+from .vec import EPSILON
+
+
+@dataclass
+class Joints:
+    """Every frame's working state, (F, m, ...) arrays in the moving tree's node order."""
+
+    heads: np.ndarray
+    tails: np.ndarray
+    #: Each node's frame as a unit quaternion (F, m, 4).
+    frames: np.ndarray
+    #: Each unconnected node's head offset from its parent's tail, in the parent's frame (zeros elsewhere).
+    offsets: np.ndarray
+    #: The fixed head of every base node.
+    base: np.ndarray
+
+    @classmethod
+    def start(cls, tree: MovingTree, heads: np.ndarray, frames: np.ndarray) -> "Joints":
+        """The state at start poses: heads (F, m, 3) and frames (F, m, 3, 3)."""
+        count, m = heads.shape[:2]
+        length = np.asarray(tree.length)
+        tails = heads + length[None, :, None] * frames[:, :, :, 1]
+        q = rotation.quaternions_from_matrices(frames.reshape(-1, 3, 3)).reshape(count, m, 4)
+        offsets = np.zeros((count, m, 3))
+        for k, p in enumerate(tree.parent):
+            if p >= 0 and not tree.connected[k]:
+                offsets[:, k] = quats.rotate(quats.conj(q[:, p]), heads[:, k] - tails[:, p])
+        return cls(heads.copy(), tails, q, offsets, heads.copy())
+
+    def rows(self, rows: np.ndarray) -> "Joints":
+        """The state of some frames (a copy)."""
+        return Joints(self.heads[rows], self.tails[rows], self.frames[rows], self.offsets[rows], self.base[rows])
+
+    def put(self, rows: np.ndarray, other: "Joints") -> None:
+        """Write the moving parts of another state back into some frames."""
+        self.heads[rows], self.tails[rows], self.frames[rows] = other.heads, other.tails, other.frames
+
+    def pose_frames(self) -> np.ndarray:
+        """Each node's frame as an exact rotation matrix (F, m, 3, 3), as `fabrik` builds the solved pose."""
+        count, m = self.heads.shape[:2]
+        matrices = rotation.quaternion_to_matrix(self.frames.reshape(-1, 4))
+        return rotation.orthonormalized(matrices).reshape(count, m, 3, 3)
+
+
+def solve(
+    tree: MovingTree,
+    goals: Sequence[Goal],
+    targets: np.ndarray,
+    start_heads: np.ndarray,
+    start_frames: np.ndarray,
+    settings: SolveSettings,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Solve F frames: solved heads (F, m, 3) and frames (F, m, 3, 3), iterations (F,) and errors (F, G).
+
+    As `fabrik.solve`: a careful descent from each start; where it does not
+    converge (and `settings.explore`), plain FABRIK carries on from where it
+    stopped, and the better of the two wins.
+    """
+    targets = np.asarray(targets, dtype=float)
+    joints = Joints.start(tree, start_heads, start_frames)
+    iterations, errors, converged = _descend(tree, goals, targets, joints, settings, careful=True)
+    heads, frames = joints.heads, joints.pose_frames()
+    stuck = np.flatnonzero(~converged)
+    if settings.explore and len(stuck):
+        other = Joints.start(tree, heads[stuck], frames[stuck])
+        more, other_errors, other_converged = _descend(tree, goals, targets[stuck], other, settings, careful=False)
+        better = other_converged | (other_errors.sum(axis=1) < errors[stuck].sum(axis=1))
+        iterations[stuck] += more
+        take = stuck[better]
+        heads[take], frames[take], errors[take] = other.heads[better], other.pose_frames()[better], other_errors[better]
+    return heads, frames, iterations, errors
+
+
+def _descend(
+    tree: MovingTree, goals: Sequence[Goal], targets: np.ndarray, joints: Joints, settings: SolveSettings, careful: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """FABRIK iterations for every frame (`fabrik._solve_from`); joints end as each frame's result.
+
+    Returns the iterations, the errors and whether each frame converged.
+    """
+    count = len(targets)
+    weights = [float(g.weight) for g in goals]
+    node_of_goal = [tree.bones.index(g.bone) for g in goals]
+    branch = branch_weights(tree, weights)
+    for g, chain in enumerate(tree.goal_chain):
+        _bend_if_straight_at(tree, joints, chain, targets[:, g])
+    errors = np.linalg.norm(joints.tails[:, node_of_goal] - targets, axis=2)
+    iterations = np.zeros(count, dtype=int)
+    converged = np.zeros(count, dtype=bool)
+    done = np.zeros(count, dtype=bool)
+    # Each frame's best state so far; a frame ends in it (a converged frame's best is where it converged).
+    best = joints.rows(np.arange(count))
+    best_error = errors.sum(axis=1)
+    best_errors = errors.copy()
+    step = np.ones(count)
+    without_progress = np.zeros(count, dtype=int)
+    for iteration in range(1, settings.max_iterations + 1):
+        active = np.flatnonzero(~done)
+        if not len(active):
+            break
+        now = joints.rows(active)
+        aims = targets[active]
+        part = step[active] < 1.0
+        if careful and part.any():
+            tips = now.tails[:, node_of_goal]
+            partial = tips + step[active][:, None, None] * (aims - tips)
+            aims = np.where(part[:, None, None], partial, aims)
+        _forward_reaching(tree, now, aims, weights, branch)
+        _backward_reaching(tree, now)
+        joints.put(active, now)
+        iterations[active] = iteration
+        e = np.linalg.norm(now.tails[:, node_of_goal] - targets[active], axis=2)
+        errors[active] = e
+        reached = e.max(axis=1) <= settings.tolerance
+        current = e.sum(axis=1)
+        improved = ~reached & (current < best_error[active] * (1.0 - settings.stall_fraction))
+        take = active[reached | improved]
+        best.put(take, joints.rows(take))
+        best_errors[take] = errors[take]
+        best_error[active[improved]] = current[improved]
+        without_progress[active[improved]] = 0
+        step[active[improved]] = np.minimum(1.0, 2.0 * step[active[improved]])
+        converged[active[reached]] = done[active[reached]] = True
+        stuck = active[~reached & ~improved]
+        without_progress[stuck] += 1
+        done[stuck[without_progress[stuck] >= settings.patience]] = True
+        if careful:
+            # A step that did not help is undone and tried again at half the reach.
+            retry = stuck[without_progress[stuck] < settings.patience]
+            joints.put(retry, best.rows(retry))
+            step[retry] *= 0.5
+    joints.put(np.arange(count), best)
+    return iterations, best_errors, converged
+
+
+def _turn(joints: Joints, k: int, before: np.ndarray, after: np.ndarray) -> None:
+    """Turn node k's frames by the shortest rotations taking directions `before` to `after`."""
+    q = joints.frames[:, k]
+    joints.frames[:, k] = quats.normalized(quats.mul(quats.arc(before, after, quats.x_axis(q)), q))
+
+
+def _forward_reaching(tree: MovingTree, joints: Joints, targets: np.ndarray, weights: list[float], branch: list[float]) -> None:
+    """Tips to root: each bone's pulled point goes to the weighted centroid of the asks, its head onto the line.
+
+    As in `fabrik.forward_reaching`: a child hanging at an offset pulls at the
+    point it hangs from, so the bone moves rigidly about that point.
+    """
+    heads, tails, frames = joints.heads, joints.tails, joints.frames
+    for k in reversed(range(len(tree.bones))):
+        asks = [(weights[g], targets[:, g]) for g in tree.goals_at[k] if weights[g] > 0.0]
+        asks += [(branch[c], heads[:, c]) for c in tree.children[k] if branch[c] > 0.0]
+        total = sum(w for w, _ in asks)
+        if total <= 0.0:
+            continue  # nothing pulls this bone
+        # One ask is taken as it is (w * p / w may be a rounding off p).
+        wanted = asks[0][1].copy() if len(asks) == 1 else sum(w * point for w, point in asks) / total
+        pull = None  # weighted offsets of the pulled points from the tail
+        for c in tree.children[k]:
+            if branch[c] > 0.0 and not tree.connected[c]:
+                o = branch[c] * quats.rotate(frames[:, k], joints.offsets[:, c])
+                pull = o if pull is None else pull + o
+        length = tree.length[k]
+        at_tail = np.ones(len(heads), dtype=bool) if pull is None else ~pull.any(axis=1)
+        if at_tail.all():
+            before = (tails[:, k] - heads[:, k]) * (1.0 / length)
+            heads[:, k] = quats.reach(wanted, heads[:, k], length, heads[:, k] - tails[:, k])
+            tails[:, k] = wanted
+            _turn(joints, k, before, (wanted - heads[:, k]) * (1.0 / length))
+            continue
+        rows = np.flatnonzero(at_tail)
+        if len(rows):
+            h, t, w_ = heads[rows, k], tails[rows, k], wanted[rows]
+            before = (t - h) * (1.0 / length)
+            h = quats.reach(w_, h, length, h - t)
+            heads[rows, k], tails[rows, k] = h, w_
+            q = frames[rows, k]
+            frames[rows, k] = quats.normalized(quats.mul(quats.arc(before, (w_ - h) * (1.0 / length), quats.x_axis(q)), q))
+        rows = np.flatnonzero(~at_tail)
+        _move_rigidly(joints, k, rows, tails[rows, k] + pull[rows] / total, wanted[rows])
+
+
+def _move_rigidly(joints: Joints, k: int, rows: np.ndarray, point: np.ndarray, wanted: np.ndarray) -> None:
+    """FABRIK's move for bone k pulled at a point off its axis: that point to `wanted`, the head onto the line."""
+    head, tail = joints.heads[rows, k], joints.tails[rows, k]
+    lever = point - head
+    arm = np.sqrt(np.einsum("ij,ij->i", lever, lever))
+    short = arm < EPSILON
+    arm = np.where(short, 1.0, arm)
+    before = lever * (1.0 / arm)[:, None]
+    new_head = quats.reach(wanted, head, arm, -lever)
+    after = (wanted - new_head) * (1.0 / arm)[:, None]
+    turn = quats.arc(before, after, quats.perpendicular(np.where(short[:, None], [0.0, 1.0, 0.0], before)))
+    new_tail = new_head + quats.rotate(turn, tail - head)
+    frames = quats.normalized(quats.mul(turn, joints.frames[rows, k]))
+    if short.any():
+        # The pulled point is the head itself: the bone just shifts.
+        shift = wanted[short] - point[short]
+        new_head[short], new_tail[short] = head[short] + shift, tail[short] + shift
+        frames[short] = joints.frames[rows[short], k]
+    joints.heads[rows, k], joints.tails[rows, k], joints.frames[rows, k] = new_head, new_tail, frames
+
+
+def _backward_reaching(tree: MovingTree, joints: Joints) -> None:
+    """Root to tips: each base back to its fixed place, each head onto its parent (at its offset), the tail on the line."""
+    heads, tails, frames = joints.heads, joints.tails, joints.frames
+    for k in range(len(tree.bones)):
+        p = tree.parent[k]
+        old_tail = tails[:, k]
+        old_bone = old_tail - heads[:, k]
+        if p < 0:
+            head = joints.base[:, k]
+        elif tree.connected[k]:
+            head = tails[:, p]
+        else:
+            head = tails[:, p] + quats.rotate(frames[:, p], joints.offsets[:, k])
+        length = tree.length[k]
+        tail = quats.reach(head, old_tail, length, old_bone)
+        heads[:, k], tails[:, k] = head, tail
+        _turn(joints, k, old_bone * (1.0 / length), (tail - head) * (1.0 / length))
+
+
+def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...], target: np.ndarray) -> None:
+    """Where a chain is straight with its target on its own line, bend it about its first bone's X axis.
+
+    As `fabrik._bend_if_straight_at`: the whole branch below the chain's first
+    bone turns 0.2 rad about that bone's tail.
+    """
+    if len(chain) < 2:
+        return
+    top = chain[-1]
+    base = joints.heads[:, top]
+    axis = joints.tails[:, chain[0]] - base
+    length = np.sqrt(np.einsum("ij,ij->i", axis, axis))
+    straight = length >= EPSILON
+    axis = axis * (1.0 / np.where(straight, length, 1.0))[:, None]
+    for point in [joints.tails[:, k] for k in chain] + [target]:
+        d = point - base
+        off = d - axis * np.einsum("ij,ij->i", d, axis)[:, None]
+        straight &= np.sqrt(np.einsum("ij,ij->i", off, off)) <= 1e-5 * length
+    rows = np.flatnonzero(straight)
+    if not len(rows):
+        return
+    hinge = joints.tails[rows, top]
+    half = 0.1  # half of the 0.2 rad bend
+    turn = np.column_stack((np.full(len(rows), np.cos(half)), quats.x_axis(joints.frames[rows, top]) * np.sin(half)))
+    for k in tree.subtree(chain[-2]):
+        joints.heads[rows, k] = hinge + quats.rotate(turn, joints.heads[rows, k] - hinge)
+        joints.tails[rows, k] = hinge + quats.rotate(turn, joints.tails[rows, k] - hinge)
+        joints.frames[rows, k] = quats.normalized(quats.mul(turn, joints.frames[rows, k]))
