@@ -300,9 +300,87 @@ def test_per_frame_bakes_of_free_chains_solve_all_frames_together():
     baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
-    assert baker._batch is not None and len(baker._batched) == len(FRAMES) and not baker.pending
+    assert baker._batch is not None and len(baker._batched) == len(FRAMES) and not baker._pending
     baker.finish(new_action=False, cleanup=None, keep_live=False)
     fabrik_addon.unregister()
     for frame, expected in zip(FRAMES, live):
         scene.frame_set(frame)
         np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"frame {frame}")
+
+
+def open_hand():
+    """The hand sample without the palm's limits: fingers hang off the palm at offsets, every chain shares it."""
+    rig = animated_hand()
+    rig.pose.bones["palm"].use_ik_limit_x = rig.pose.bones["palm"].use_ik_limit_z = False
+    return rig
+
+
+def arm_on_a_moving_shoulder():
+    """A chain whose fixed parent (the shoulder) is animated, with keyed FK rotations and an animated effector
+    setting (so each frame's goals are read in full)."""
+    rig = rigbuild.make_armature("Rig", [("shoulder", (0, 0, 0), (0, 0, 1), None, False)] + [
+        (f"arm{i}", (0, 0, 1 + i), (0, 0, 2 + i), "shoulder" if i == 0 else f"arm{i - 1}", True) for i in range(3)
+    ])
+    target = rigbuild.make_target("Target", (1.5, 0.0, 2.5))
+    rigbuild.key_circle(target, (0.0, 0.0, 2.5), 1.0, FRAMES, axis="XZ")
+    rigbuild.add_effector(rig, "arm2", target, chain_length=3)
+    shoulder, arm1 = rig.pose.bones["shoulder"], rig.pose.bones["arm1"]
+    for frame, angle in ((1, 0.0), (24, 0.6)):
+        shoulder.rotation_quaternion = (math.cos(angle / 2), math.sin(angle / 2), 0.0, 0.0)
+        shoulder.keyframe_insert("rotation_quaternion", frame=frame)
+        arm1.rotation_quaternion = (math.cos(angle / 3), 0.0, 0.0, math.sin(angle / 3))
+        arm1.keyframe_insert("rotation_quaternion", frame=frame)
+        rig.fabrik.effectors[0].pole_angle = angle  # no pole target: the solve does not change
+        rig.fabrik.effectors[0].keyframe_insert("pole_angle", frame=frame)
+    rig.fabrik.live = True
+    return rig
+
+
+@pytest.mark.parametrize("build", [open_hand, arm_on_a_moving_shoulder], ids=["offset-tree", "animated-fk"])
+def test_per_frame_bakes_solve_frames_together_and_replay_the_live_solve(build, monkeypatch):
+    """Trees with rigid offsets and chains under animated bones go through the batched solve, in several
+    chunks (each a step with progress), and their keys replay the live solve (this frame's FK pose) to 1e-5."""
+    rig = build()
+    rig.fabrik.start = "FK"
+    scene = bpy.context.scene
+    live = []
+    for frame in FRAMES:
+        scene.frame_set(frame)
+        live.append(joint_positions(rig))
+    for name in bake.bake_bones(rig, "CHAINS"):
+        rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+    solving.forget(rig.name)
+    monkeypatch.setattr(bake, "CHUNK", 7 * len(bake.bake_bones(rig, "CHAINS")))  # 7 frames a step
+    baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    progress = []
+    while not baker.done:
+        baker.step()
+        progress.append(baker.progress)
+    assert baker._batch is not None and len(baker._batched) == len(FRAMES) and not baker._pending
+    assert baker._batch.lean == (build is open_hand) and baker._batch.static_channels == (build is open_hand)
+    done = [p[0] for p in progress]
+    assert done == sorted(done) and progress[-1] == (2 * len(FRAMES), 2 * len(FRAMES))
+    assert len(progress) == len(FRAMES) + math.ceil(len(FRAMES) / 7)  # reading steps, then the chunks
+    result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    assert not result.problems
+    fabrik_addon.unregister()
+    for frame, expected in zip(FRAMES, live):
+        scene.frame_set(frame)
+        np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"frame {frame}")
+
+
+def test_cancel_while_solving_leaves_everything_as_it_was(monkeypatch):
+    """Esc after every frame is read, between chunks of the batched solve, still writes nothing."""
+    rig = open_hand()
+    scene = bpy.context.scene
+    scene.frame_set(5)
+    monkeypatch.setattr(bake, "CHUNK", 100)
+    pose_before = [tuple(pb.rotation_quaternion) for pb in rig.pose.bones]
+    baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    while baker.index < len(FRAMES) or baker.progress[0] < len(FRAMES) + 5:
+        baker.step()
+    assert not baker.done
+    baker.cancel()
+    assert rig.animation_data is None or rig.animation_data.action is None
+    assert scene.frame_current == 5 and rig.fabrik.live
+    assert [tuple(pb.rotation_quaternion) for pb in rig.pose.bones] == pose_before

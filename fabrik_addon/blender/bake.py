@@ -49,13 +49,19 @@ def bake_bones(obj, which: str) -> list[str]:
     return [name for name in skeleton.names if name in names]
 
 
-class Baker:
-    """One bake, a frame at a time (so a modal operator can show progress and cancel).
+#: Frames x moving bones solved together in one step of a per-frame bake: large enough for numpy to pay,
+#: small enough that a step takes well under a second and Esc is heard between steps.
+CHUNK = 100_000
 
-    Continuous bakes solve each frame as they go, starting from the previous
-    frame's solution. Per-frame bakes only read each frame's goals and start
-    pose as they go and solve at the end, all frames together where they can
-    (`core.batch`): the frames do not depend on each other.
+
+class Baker:
+    """One bake, in steps (so a modal operator can show progress and cancel between them).
+
+    Continuous bakes solve each frame as they read it, starting from the
+    previous frame's solution. Per-frame bakes first read every frame (its goals
+    and start pose), then solve: many frames together where the rig allows it
+    (`FrameBatch`, `core.batch`), one by one otherwise. Nothing is written to
+    the file before `finish`.
     """
 
     def __init__(self, scene, obj, frames: list[int], bones: list[str], warm_start: bool = True) -> None:
@@ -66,112 +72,154 @@ class Baker:
         self.scene, self.obj = scene, obj
         self.frames, self.bones = frames, bones
         self.warm_start = warm_start
+        #: Frames read so far (continuous bakes: read and solved).
         self.index = 0
-        #: Per frame: local rotations of every bone (n, 3, 3), or None where nothing could be solved.
-        self.locals: list[np.ndarray | None] = []
-        #: Per frame: the baked bones' channel values as they were, for frames without a solution.
-        self.as_was: list[dict[str, tuple[float, ...]] | None] = []
-        self.pending: dict[int, solving.Problem] = {}
-        #: Frames read into a FrameBatch (per-frame bakes of free connected trees), solved together at the end.
-        self._batch = None
-        self._batched: list[int] = []
-        self.problems: list[str] = []
-        self._previous = None
-        self._frame_before = scene.frame_current
-        self._live_before = obj.fabrik.live
-        self._began = time.perf_counter()
         # The rig's structure cannot change during the bake: read its skeleton once.
         self._frozen = rig.frozen_structure(obj)
         self._frozen.__enter__()
+        skeleton = rig.skeleton_of(obj)
+        self._columns = [skeleton.index(name) for name in bones]
+        #: Per frame, the baked bones' solved local rotations (F, bones, 3, 3), where `solved` says so.
+        self.locals = np.zeros((len(frames), len(bones), 3, 3))
+        self.solved = np.zeros(len(frames), dtype=bool)
+        #: Per unsolved frame: the baked bones' channel values as they were (the keys keep them).
+        self.as_was: dict[int, dict[str, tuple[float, ...]]] = {}
+        self._problems: list[tuple[int, str]] = []
+        self._previous = None
+        #: Per-frame bakes: frames read into a FrameBatch, and the other frames' solve problems.
+        self._batch = None
+        self._batched: list[int] = []
+        self._pending: dict[int, solving.Problem] = {}
+        #: Solving work left once every frame is read: each unit returns how many frames it solved.
+        self._queue: list = []
+        self._frames_solved = 0
+        self._frame_before = scene.frame_current
+        self._live_before = obj.fabrik.live
+        self._began = time.perf_counter()
         # The handler must not pose the rig while we read this frame's FK pose.
         obj.fabrik.live = False
 
     @property
     def done(self) -> bool:
-        """True when every frame has been read (and, for continuous bakes, solved)."""
-        return self.index >= len(self.frames)
+        """True when every frame has been read and solved."""
+        return self.index >= len(self.frames) and not self._queue
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        """(work done, all the work): reading a frame and solving it count one unit each."""
+        if self.warm_start:
+            return 2 * self.index, 2 * len(self.frames)
+        return self.index + self._frames_solved, 2 * len(self.frames)
+
+    @property
+    def problems(self) -> list[str]:
+        """What went wrong, frame by frame."""
+        return [message for _, message in sorted(self._problems, key=lambda item: item[0])]
 
     def step(self) -> None:
-        """Go to the next frame and solve it (continuous) or read what its solve needs (per frame)."""
-        frame = self.frames[self.index]
-        self.scene.frame_set(frame)
+        """One unit of work: read (and, continuous, solve) the next frame, or solve the next batch of frames."""
+        if self.index < len(self.frames):
+            self._read()
+            self.index += 1
+            if self.index == len(self.frames) and not self.warm_start:
+                self._plan()
+        elif self._queue:
+            self._frames_solved += self._queue.pop(0)()
+
+    def _read(self) -> None:
+        """Go to the next frame; solve it (continuous) or read what its solve needs (per frame)."""
+        i = self.index
+        self.scene.frame_set(self.frames[i])
         depsgraph = bpy.context.evaluated_depsgraph_get()
         if self.warm_start:
             status, solution = solving.compute(self.obj, depsgraph, self._previous)
-            self._record(frame, status, solution)
+            self._record(i, status, solution)
             if solution is not None:
                 self._previous = {b: solution.local[b] for b in solution.bones}
+            return
+        if i == 0:
+            self._batch = FrameBatch.start(self.obj, depsgraph, self.bones)
+        if self._batch is not None and self._batch.read(depsgraph):
+            self._batched.append(i)
+            return
+        status, problem = solving.prepare(self.obj, depsgraph)
+        if problem is None:
+            self._record(i, status, None)
         else:
-            if self.index == 0:
-                self._batch = FrameBatch.start(self.obj, depsgraph, self.bones)
-            if self._batch is not None and self._batch.read(depsgraph):
-                self._batched.append(self.index)
-                self.locals.append(None)
-                self.as_was.append(None)
-                self.index += 1
-                return
-            status, problem = solving.prepare(self.obj, depsgraph)
-            if problem is None:
-                self._record(frame, status, None)
-            else:
-                self.pending[self.index] = problem
-                self.locals.append(None)
-                self.as_was.append(None)  # read again only if this frame fails to solve
-        self.index += 1
+            self._pending[i] = problem
 
-    def _record(self, frame: int, status, solution, index: int | None = None) -> None:
-        """Keep one frame's result (at `index`, or appended), noting what went wrong."""
-        if solution is None:
-            self.problems.append(f"frame {frame}: {status.message}")
-        else:
-            bad = [f"{k}: {m}" for k, m in status.effectors.items() if not m.startswith("error")]
-            if bad:
-                self.problems.append(f"frame {frame}: " + "; ".join(bad))
-        local = None if solution is None else solution.local
-        as_was = None if solution is not None else {name: rig.rotation_value(self.obj.pose.bones[name]) for name in self.bones}
-        if index is None:
-            self.locals.append(local)
-            self.as_was.append(as_was)
-        else:
-            self.locals[index], self.as_was[index] = local, as_was
-
-    def solve_pending(self) -> None:
-        """Solve the frames read by a per-frame bake: together where the goals allow, one by one otherwise."""
+    def _plan(self) -> None:
+        """Queue the solving of the frames read: batches of frames where they can go together, else one by one."""
         if self._batched:
-            local, _, _ = self._batch.solve()
-            for j, i in enumerate(self._batched):
-                self.locals[i] = local[j]
-                bad = [f"{k}: {m}" for k, m in self._batch.problems[j].items()]
-                if bad:
-                    self.problems.append(f"frame {self.frames[i]}: " + "; ".join(bad))
-            self._batched.clear()
+            size = max(1, CHUNK // len(self._batch.moving))
+            for first in range(0, len(self._batched), size):
+                self._queue.append(lambda rows=slice(first, first + size): self._solve_batched(rows))
         groups: dict[tuple, list[int]] = {}
-        for index, problem in self.pending.items():
+        for i, problem in self._pending.items():
             layout = tuple((g.bone, g.chain_length, g.weight, g.rotation is None, g.pole is None) for g in problem.goals)
-            groups.setdefault((problem.solver, layout, problem.settings), []).append(index)
-        for (solver, _, settings), indices in groups.items():
-            first = self.pending[indices[0]]
+            groups.setdefault((problem.solver, layout, problem.settings), []).append(i)
+        for (solver, _, _), indices in groups.items():
+            first = self._pending[indices[0]]
             if solver == "FABRIK" and batch.supports(first.skeleton, first.goals):
-                targets = np.array([[g.target for g in self.pending[i].goals] for i in indices])
-                poses, iterations, errors = batch.solve_frames(
-                    first.skeleton, first.goals, targets, [self.pending[i].start for i in indices], settings
-                )
-                for i, pose, count, error in zip(indices, poses, iterations, errors):
-                    converged = bool(error.max() <= settings.tolerance)
-                    report = SolveReport(int(count), list(map(float, error)), converged, "converged" if converged else "stalled")
-                    self._record(self.frames[i], *solving.conclude(self.pending[i], pose, report), index=i)
-                continue
-            for i in indices:
-                problem = self.pending[i]
-                try:
-                    pose, report = SOLVERS[solver](problem.skeleton, problem.goals, problem.start, problem.settings)
-                except ValueError as exc:
-                    problem.result.ok, problem.result.message = False, str(exc)
-                    self.scene.frame_set(self.frames[i])  # the frame keeps the values it has
-                    self._record(self.frames[i], problem.result, None, index=i)
-                    continue
-                self._record(self.frames[i], *solving.conclude(problem, pose, report), index=i)
-        self.pending.clear()
+                size = max(1, CHUNK // len(first.bones))
+                for start in range(0, len(indices), size):
+                    self._queue.append(lambda part=indices[start:start + size]: self._solve_together(part))
+            else:
+                self._queue.extend(lambda i=i: self._solve_alone(i) for i in indices)
+
+    def _solve_batched(self, rows: slice) -> int:
+        """Solve some frames of the FrameBatch together."""
+        local, _, _ = self._batch.solve(rows)
+        indices = self._batched[rows]
+        moving = {b: k for k, b in enumerate(self._batch.moving)}
+        self.locals[indices] = local[:, [moving[b] for b in self._columns]]
+        self.solved[indices] = True
+        for i, problems in zip(indices, self._batch.problems[rows]):
+            self._note(i, problems)
+        return len(indices)
+
+    def _solve_together(self, indices: list[int]) -> int:
+        """Solve frames read one by one (start poses as Poses) in one batch."""
+        problems = [self._pending.pop(i) for i in indices]
+        first = problems[0]
+        targets = np.array([[g.target for g in problem.goals] for problem in problems])
+        poses, iterations, errors = batch.solve_frames(
+            first.skeleton, first.goals, targets, [problem.start for problem in problems], first.settings
+        )
+        for i, problem, pose, count, error in zip(indices, problems, poses, iterations, errors):
+            converged = bool(error.max() <= first.settings.tolerance)
+            report = SolveReport(int(count), list(map(float, error)), converged, "converged" if converged else "stalled")
+            self._record(i, *solving.conclude(problem, pose, report))
+        return len(indices)
+
+    def _solve_alone(self, i: int) -> int:
+        """Solve one frame read earlier with the rig's own solver."""
+        problem = self._pending.pop(i)
+        try:
+            pose, report = SOLVERS[problem.solver](problem.skeleton, problem.goals, problem.start, problem.settings)
+        except ValueError as exc:
+            problem.result.ok, problem.result.message = False, str(exc)
+            self.scene.frame_set(self.frames[i])  # the frame keeps the values it has
+            self._record(i, problem.result, None)
+            return 1
+        self._record(i, *solving.conclude(problem, pose, report))
+        return 1
+
+    def _note(self, i: int, effectors: dict[int, str]) -> None:
+        """Remember the effectors that could not be solved on frame i."""
+        bad = [f"{k}: {m}" for k, m in effectors.items() if not m.startswith("error") and m != "disabled"]
+        if bad:
+            self._problems.append((i, f"frame {self.frames[i]}: " + "; ".join(bad)))
+
+    def _record(self, i: int, status, solution) -> None:
+        """Keep frame i's result, or (no solution) the channel values it has now and what went wrong."""
+        if solution is None:
+            self._problems.append((i, f"frame {self.frames[i]}: {status.message}"))
+            self.as_was[i] = {name: rig.rotation_value(self.obj.pose.bones[name]) for name in self.bones}
+            return
+        self._note(i, status.effectors)
+        self.locals[i] = solution.local[self._columns]
+        self.solved[i] = True
 
     def cancel(self) -> None:
         """Leave everything as it was before the bake."""
@@ -182,20 +230,17 @@ class Baker:
     def finish(self, new_action: bool, cleanup: float | None, keep_live: bool) -> BakeResult:
         """Solve what is left, write all keys in bulk; switch live solving off unless asked to keep it."""
         try:
-            self.solve_pending()
+            while not self.done:
+                self.step()
         finally:
             self._frozen.__exit__(None, None, None)
-        skeleton = rig.skeleton_of(self.obj)
-        values = {name: _channel_values(self.obj.pose.bones[name], skeleton.index(name), self.locals, self.as_was)
-                  for name in self.bones}
+        values = self._channel_values()
         action = animdata.ensure_action(self.obj, new_action, f"{self.obj.name}_FABRIK")
         collection = animdata.fcurves(self.obj, create=True)
         result = BakeResult(frames=len(self.frames), bones=len(self.bones), action=action.name, problems=self.problems)
         frames = np.asarray(self.frames, dtype=np.float64)
-        for name in self.bones:
-            pose_bone = self.obj.pose.bones[name]
-            data_path, size = rig.rotation_channel(pose_bone.rotation_mode)
-            channel = np.asarray(values[name], dtype=np.float64).reshape(len(frames), size)
+        for name, channel in zip(self.bones, values):
+            data_path, size = rig.rotation_channel(self.obj.pose.bones[name].rotation_mode)
             path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{data_path}'
             for index in range(size):
                 fcurve = animdata.ensure_fcurve(collection, path, index, name)
@@ -209,30 +254,47 @@ class Baker:
         result.seconds = time.perf_counter() - self._began
         return result
 
-
-def _channel_values(pose_bone, bone: int, locals_: list, as_was: list) -> np.ndarray:
-    """One bone's rotation channel for every frame: from the solved local rotations, or as it was."""
-    name = pose_bone.name
-    if pose_bone.rotation_mode == "QUATERNION" and all(local is not None for local in locals_):
-        # All frames solved: convert at once and keep the signs continuous (q and -q are the same turn).
-        q = rotation.quaternions_from_matrices(np.asarray([local[bone] for local in locals_]))
-        same_side = np.sign(np.einsum("ij,ij->i", q[1:], q[:-1]))
-        same_side[same_side == 0] = 1.0
-        return q * np.concatenate(([1.0], np.cumprod(same_side)))[:, None]
-    values: list[tuple[float, ...]] = []
-    for local, was in zip(locals_, as_was):
-        if local is None:
-            values.append(was[name])
-        else:
-            previous = values[-1] if values else rig.rotation_value(pose_bone)
-            values.append(rig.channel_value(pose_bone.rotation_mode, local[bone], previous))
-    return np.asarray(values)
+    def _channel_values(self) -> list[np.ndarray]:
+        """Each baked bone's rotation channel for every frame (F, size): solved, or as it was."""
+        pose_bones = [self.obj.pose.bones[name] for name in self.bones]
+        values: list[np.ndarray | None] = [None] * len(self.bones)
+        quaternion = [j for j, pb in enumerate(pose_bones) if pb.rotation_mode == 'QUATERNION']
+        if quaternion and self.solved.all():
+            # All frames solved: convert at once and keep the signs continuous (q and -q are the same turn).
+            count = len(self.frames)
+            q = rotation.quaternions_from_matrices(self.locals[:, quaternion].reshape(-1, 3, 3)).reshape(count, -1, 4)
+            same_side = np.sign(np.einsum("fbi,fbi->fb", q[1:], q[:-1]))
+            same_side[same_side == 0] = 1.0
+            q *= np.concatenate((np.ones((1, len(quaternion))), np.cumprod(same_side, axis=0)))[:, :, None]
+            for column, j in enumerate(quaternion):
+                values[j] = q[:, column]
+        for j, pose_bone in enumerate(pose_bones):
+            if values[j] is not None:
+                continue
+            channel: list[tuple[float, ...]] = []
+            for i in range(len(self.frames)):
+                if not self.solved[i]:
+                    channel.append(self.as_was[i][pose_bone.name])
+                    continue
+                previous = channel[-1] if channel else rig.rotation_value(pose_bone)
+                channel.append(rig.channel_value(pose_bone.rotation_mode, self.locals[i, j], previous))
+            values[j] = np.asarray(channel, dtype=np.float64)
+        return values
 
 
 def write_keys(fcurve, frames: np.ndarray, values: np.ndarray, span: tuple[float, float]) -> None:
     """Replace the F-curve's keys within span by (frames, values), in bulk; keys outside keep every byte."""
     points = fcurve.keyframe_points
     count = len(points)
+    new = np.empty(2 * len(frames), dtype=np.float32)
+    new[0::2], new[1::2] = frames, values
+    linear = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
+    if count == 0:  # a fresh curve: nothing to keep
+        points.add(len(frames))
+        points.foreach_set("co", new)
+        points.foreach_set("interpolation", np.full(len(frames), linear, dtype=np.int32))
+        fcurve.update()
+        return
     co = np.empty(2 * count, dtype=np.float32)
     points.foreach_get("co", co)
     inside = (co[0::2] >= span[0] - 1e-4) & (co[0::2] <= span[1] + 1e-4)
@@ -245,13 +307,10 @@ def write_keys(fcurve, frames: np.ndarray, values: np.ndarray, span: tuple[float
         points.remove(points[int(i)], fast=True)
     before = len(points)
     points.add(len(frames))
-    new = np.empty(2 * len(frames), dtype=np.float32)
-    new[0::2], new[1::2] = frames, values
     all_co = np.empty(2 * len(points), dtype=np.float32)
     points.foreach_get("co", all_co)
     all_co[2 * before:] = new
     points.foreach_set("co", all_co)
-    linear = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
     interpolation = np.empty(len(points), dtype=np.int32)
     points.foreach_get("interpolation", interpolation)
     interpolation[before:] = linear

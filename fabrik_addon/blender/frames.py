@@ -1,20 +1,24 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Per-frame bakes of free connected trees: read each frame cheaply, then solve every frame at once.
+"""Per-frame bakes of unlimited trees: read each frame cheaply, then solve many frames at once.
 
-Reading a frame here is a handful of bulk reads (targets, and every pose
-bone's rotation and location channels via `foreach_get`); the forward
-kinematics of the start poses, the FABRIK solve (`core.batch`) and the local
-rotations then run in numpy over all frames together. The result is the same
-as solving each frame with `solving.compute` from this frame's FK pose.
+Reading a frame here is the targets' world positions and, where animation
+may change them, every pose bone's rotation and location channels (one
+`foreach_get` each). The forward kinematics of the start poses (once per
+distinct pose), the FABRIK solve (`core.batch`) and the local rotations then
+run in numpy over many frames together. The result is the same as solving
+each frame with `solving.compute` from this frame's FK pose.
 """
 
 from __future__ import annotations
 
+import math
+
+import bpy
 import numpy as np
 
 from ..core import batch, rotation
 from ..core.fabrik import moving_tree
-from . import rig, solving
+from . import animdata, rig, solving
 
 
 class FrameBatch:
@@ -22,19 +26,21 @@ class FrameBatch:
 
     @classmethod
     def start(cls, obj, depsgraph, bake_bones: list[str]) -> "FrameBatch | None":
-        """A batch for this rig, or None when its solve cannot be batched (another solver, limits, offsets...)."""
+        """A batch for this rig, or None when its solve cannot be batched (another solver, limits, goal rotations...)."""
         if obj.fabrik.solver != 'FABRIK':
             return None
         skeleton = rig.skeleton_of(obj)
-        goals, _, _ = solving.gather_goals(obj, depsgraph, skeleton)
+        goals, used, problems = solving.gather_goals(obj, depsgraph, skeleton)
         if not goals or not batch.supports(skeleton, goals):
             return None
         tree = moving_tree(skeleton, goals)
         if not {skeleton.index(name) for name in bake_bones} <= set(tree.bones):
             return None
-        return cls(obj, skeleton, goals, tree)
+        if any(p >= 0 and skeleton.parents[b] != tree.bones[p] for b, p in zip(tree.bones, tree.parent)):
+            return None  # a fixed bone between two moving ones: its pose would need following too
+        return cls(obj, skeleton, goals, used, problems, tree)
 
-    def __init__(self, obj, skeleton, goals, tree) -> None:
+    def __init__(self, obj, skeleton, goals, used, problems, tree) -> None:
         self.obj, self.skeleton, self.goals, self.tree = obj, skeleton, goals, tree
         self.layout = _layout(goals)
         pose_bones = obj.pose.bones
@@ -54,20 +60,41 @@ class FrameBatch:
             self.reads.append(("axis", "rotation_axis_angle", 4))
         if any(mode not in ('QUATERNION', 'AXIS_ANGLE') for mode in self.modes):
             self.reads.append(("euler", "rotation_euler", 3))
+        paths = _animated_paths(obj)
+        # Unanimated effector settings cannot change the goals' layout: read only where the targets are.
+        self.lean = paths is not None and not any(path.startswith("fabrik.") for path in paths)
+        self.sources = [(obj.fabrik.effectors[i].target, obj.fabrik.effectors[i].subtarget) for i in used]
+        self.static_problems = problems
+        # Channels that no animation drives keep the values they have for the whole bake.
+        prefixes = tuple(f'pose.bones["{bpy.utils.escape_identifier(skeleton.names[b])}"]' for b in self.moving)
+        self.static_channels = paths is not None and not any(path.startswith(prefixes) for path in paths)
         self.targets: list[list[tuple]] = []
         self.channels: dict[str, list[np.ndarray]] = {"quat": [], "euler": [], "axis": [], "loc": []}
         self.parents: list[np.ndarray] = []
         self.problems: list[dict[int, str]] = []
 
+    def __len__(self) -> int:
+        return len(self.targets)
+
     def read(self, depsgraph) -> bool:
         """Read the current frame; False when its goals differ from the batch's (the caller solves it alone)."""
-        goals, _, problems = solving.gather_goals(self.obj, depsgraph, self.skeleton)
-        if _layout(goals) != self.layout:
-            return False
-        self.targets.append([g.target for g in goals])
+        if self.lean:
+            points = self._targets_now(depsgraph)
+            if points is None:
+                return False
+            problems = self.static_problems
+        else:
+            goals, _, problems = solving.gather_goals(self.obj, depsgraph, self.skeleton)
+            if _layout(goals) != self.layout:
+                return False
+            points = [g.target for g in goals]
+        self.targets.append(points)
         pose_bones = self.obj.pose.bones
         n = len(pose_bones)
         for key, prop, width in self.reads:
+            if self.static_channels and self.channels[key]:
+                self.channels[key].append(self.channels[key][-1])
+                continue
             values = np.empty(n * width, dtype=np.float32)
             pose_bones.foreach_get(prop, values)
             self.channels[key].append(values.reshape(n, width)[self.order])
@@ -76,62 +103,97 @@ class FrameBatch:
         self.problems.append(problems)
         return True
 
-    def solve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Solve every frame read; local rotations (F, n, 3, 3) of the moving bones (identity elsewhere), iterations, errors."""
+    def _targets_now(self, depsgraph) -> list[tuple] | None:
+        """The goals' targets this frame, as `solving.gather_goals` reads them; None when something is off
+        (the full read then says what)."""
+        try:
+            to_armature = rig.world_to_armature(self.obj.evaluated_get(depsgraph))
+            points = [tuple(to_armature @ solving.world_matrix(t, s, depsgraph).translation) for t, s in self.sources]
+        except ValueError:
+            return None
+        if not all(math.isfinite(c) for point in points for c in point):
+            return None
+        return points
+
+    def solve(self, rows: slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Solve some of the frames read: local rotations of the moving bones (F, m, 3, 3), iterations, errors."""
         skeleton = self.skeleton
-        count, n = len(self.targets), len(skeleton)
-        channels = {key: np.asarray(values, dtype=np.float64) for key, values in self.channels.items() if values}
+        count = len(self.targets[rows])
+        channels = {key: np.asarray(values[rows], dtype=np.float64) for key, values in self.channels.items() if values}
+        parent_pose = np.asarray(self.parents[rows]).reshape(count, len(self.fixed_parents), 4, 4) if self.parents else None
+        parent_frames = None
+        if parent_pose is not None:
+            m = parent_pose[:, :, :3, :3]
+            parent_frames = m / np.linalg.norm(m, axis=2, keepdims=True)
+
+        # Frames that repeat a start pose (unanimated chains: all of them) share its forward kinematics.
+        keys = [values.reshape(count, -1) for values in channels.values()]
+        if parent_pose is not None:
+            keys.append(parent_pose.reshape(count, -1))
+        first, inverse = _distinct_rows(np.concatenate(keys, axis=1))
+        heads, frames = self._start_poses(
+            {key: values[first] for key, values in channels.items()},
+            None if parent_pose is None else (parent_pose[first, :, :3, 3], parent_frames[first]),
+        )
+        targets = np.asarray(self.targets[rows], dtype=float)
+        settings = solving.solve_settings_of(self.obj.fabrik, warm=False)
+        solved, iterations, errors = batch.solve_moving(skeleton, self.goals, targets, heads[inverse], frames[inverse], settings)
+        return self._local_rotations(solved, parent_frames), iterations, errors
+
+    def _start_poses(self, channels: dict[str, np.ndarray], fixed) -> tuple[np.ndarray, np.ndarray]:
+        """Forward kinematics of the moving bones, as Skeleton.with_local_rotations composes them: heads
+        (U, m, 3) and frames (U, m, 3, 3) for U sets of channel values (and fixed parents' heads and frames)."""
+        skeleton = self.skeleton
         fk = self._fk_rotations(channels)
-        parent_pose = np.asarray(self.parents).reshape(count, len(self.fixed_parents), 4, 4) if self.parents else None
-        fixed = {p: i for i, p in enumerate(self.fixed_parents)}
-
-        def parent_frame(p: int, frames: dict[int, np.ndarray], heads: dict[int, np.ndarray]):
-            """The parent's pose frame and head for all frames."""
-            if p in frames:
-                return frames[p], heads[p]
-            m = parent_pose[:, fixed[p]]
-            frame = m[:, :3, :3] / np.linalg.norm(m[:, :3, :3], axis=1, keepdims=True)
-            return frame, m[:, :3, 3]
-
-        # Forward kinematics of the start poses, as Skeleton.with_local_rotations composes them.
-        frames: dict[int, np.ndarray] = {}
-        heads: dict[int, np.ndarray] = {}
+        node_of = {b: k for k, b in enumerate(self.moving)}
+        fixed_index = {p: i for i, p in enumerate(self.fixed_parents)}
+        frames = np.empty(fk.shape)
+        heads = np.empty(fk.shape[:2] + (3,))
         for k, b in enumerate(self.moving):
             p = skeleton.parents[b]
             offset = skeleton.rest_heads[b] + channels["loc"][:, b] @ skeleton.rest_frames[b].T
             if p < 0:
-                frames[b] = skeleton.rest_frames[b] @ fk[:, k]
-                heads[b] = offset
+                frames[:, k] = skeleton.rest_frames[b] @ fk[:, k]
+                heads[:, k] = offset
+                continue
+            if p in node_of:
+                frame_p, head_p = frames[:, node_of[p]], heads[:, node_of[p]]
             else:
-                frame_p, head_p = parent_frame(p, frames, heads)
-                rest_to_pose = frame_p @ skeleton.rest_frames[p].T
-                frames[b] = rest_to_pose @ skeleton.rest_frames[b] @ fk[:, k]
-                heads[b] = head_p + np.einsum("fij,fj->fi", rest_to_pose, offset - skeleton.rest_heads[p])
-        start_heads = np.stack([heads[b] for b in self.moving], axis=1)
-        start_frames = np.stack([frames[b] for b in self.moving], axis=1)
-        targets = np.asarray(self.targets, dtype=float)
-        settings = solving.solve_settings_of(self.obj.fabrik, warm=False)
-        solved, iterations, errors = batch.solve_moving(skeleton, self.goals, targets, start_heads, start_frames, settings)
+                head_p, frame_p = fixed[0][:, fixed_index[p]], fixed[1][:, fixed_index[p]]
+            rest_to_pose = frame_p @ skeleton.rest_frames[p].T
+            frames[:, k] = rest_to_pose @ skeleton.rest_frames[b] @ fk[:, k]
+            heads[:, k] = head_p + np.einsum("fij,fj->fi", rest_to_pose, offset - skeleton.rest_heads[p])
+        return heads, frames
 
-        # Local rotations: rest_b^T rest_p F_p^T F_b (the parent's solved or fixed pose frame).
-        local = np.broadcast_to(np.eye(3), (count, n, 3, 3)).copy()
-        solved_frames = {b: solved[:, k] for k, b in enumerate(self.moving)}
-        for b in self.moving:
+    def _local_rotations(self, solved: np.ndarray, parent_frames: np.ndarray | None) -> np.ndarray:
+        """Local rotations rest_b^T rest_p F_p^T F_b of the moving bones (F, m, 3, 3), with F_p the parent's
+        solved frame, or its fixed pose frame, or (for a root) none."""
+        skeleton = self.skeleton
+        node_of = {b: k for k, b in enumerate(self.moving)}
+        parent_of = np.empty_like(solved)
+        rest = np.empty((len(self.moving), 3, 3))
+        inner, inner_parents = [], []
+        for k, b in enumerate(self.moving):
             p = skeleton.parents[b]
             if p < 0:
-                local[:, b] = skeleton.rest_frames[b].T @ solved_frames[b]
+                parent_of[:, k], rest[k] = np.eye(3), skeleton.rest_frames[b].T
+                continue
+            rest[k] = skeleton.rest_frames[b].T @ skeleton.rest_frames[p]
+            if p in node_of:
+                inner.append(k)
+                inner_parents.append(node_of[p])
             else:
-                frame_p = solved_frames[p] if p in solved_frames else parent_frame(p, {}, {})[0]
-                local[:, b] = skeleton.rest_frames[b].T @ skeleton.rest_frames[p] @ np.swapaxes(frame_p, 1, 2) @ solved_frames[b]
-        return local, iterations, errors
+                parent_of[:, k] = parent_frames[:, self.fixed_parents.index(p)]
+        parent_of[:, inner] = solved[:, inner_parents]
+        return rest[None] @ (np.swapaxes(parent_of, 2, 3) @ solved)
 
     def _fk_rotations(self, channels: dict[str, np.ndarray]) -> np.ndarray:
-        """Each moving bone's FK rotation per frame (F, m, 3, 3) from its channels, in its rotation mode.
+        """Each moving bone's FK rotation (U, m, 3, 3) from its channels, in its rotation mode.
 
         Where a bone still holds the value live solving wrote, its FK rotation is
         the one that value replaced, as in `solving._fk_rotation`.
         """
-        count = len(self.targets)
+        count = len(channels["loc"])
         fk = np.empty((count, len(self.moving), 3, 3))
         for k, (b, mode) in enumerate(zip(self.moving, self.modes)):
             if mode == 'QUATERNION':
@@ -155,6 +217,33 @@ class FrameBatch:
         return fk
 
 
+def _distinct_rows(rows: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """The first row of each distinct value, and for every row which of those it equals."""
+    index_of: dict[bytes, int] = {}
+    first: list[int] = []
+    inverse = np.empty(len(rows), dtype=np.intp)
+    for i, row in enumerate(rows):
+        k = index_of.setdefault(row.tobytes(), len(first))
+        if k == len(first):
+            first.append(i)
+        inverse[i] = k
+    return first, inverse
+
+
 def _layout(goals) -> tuple:
     """What must stay the same across frames for them to be solved together."""
     return tuple((g.bone, g.chain_length, g.weight, g.rotation is None, g.pole is None) for g in goals)
+
+
+def _animated_paths(obj) -> list[str] | None:
+    """Data paths the object's drivers and active action animate; None when NLA tracks may animate anything."""
+    animation_data = obj.animation_data
+    if animation_data is None:
+        return []
+    if len(animation_data.nla_tracks):
+        return None
+    paths = [driver.data_path for driver in animation_data.drivers]
+    collection = animdata.fcurves(obj)
+    if collection is not None:
+        paths += [fcurve.data_path for fcurve in collection]
+    return paths
