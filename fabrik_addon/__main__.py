@@ -38,6 +38,11 @@ def main(argv: list[str]) -> int:
     bake_cmd.add_argument("--new-action", action="store_true", help="key into a new action")
     bake_cmd.add_argument("--cleanup", type=float, metavar="TOLERANCE", help="drop keys the neighbours reproduce")
     bake_cmd.add_argument("--selected", action="store_true", help="bake the selected bones, not the effector chains")
+    bake_cmd.add_argument(
+        "--start", choices=("rig", "fk", "previous"), default="rig",
+        help="where each frame's solve starts: as the rig's live solving (default), this frame's pose, "
+        "or the previous frame's solution (continuous)",
+    )
     args = parser.parse_args(argv)
 
     import bpy
@@ -63,7 +68,8 @@ def _bake(bpy, bake, args) -> int:
         print(f"error: '{args.blend}' has no armature object '{args.object}'", file=sys.stderr)
         return 2
     result = bake.bake_object(
-        obj, args.frames, 'SELECTED' if args.selected else 'CHAINS', args.new_action, args.cleanup, keep_live=False
+        obj, args.frames, 'SELECTED' if args.selected else 'CHAINS', args.new_action, args.cleanup, keep_live=False,
+        warm_start=bake.warm_start_of(obj, args.start.upper()),
     )
     for problem in result.problems:
         print(f"warning: {problem}", file=sys.stderr)

@@ -90,6 +90,30 @@ def test_baked_playback_equals_the_live_solve(build, continuous):
         np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"frame {frame}")
 
 
+def test_the_default_bake_replays_what_live_solving_showed():
+    """The operator's default start follows the rig's Start From: its keys replay the live playback for either
+    setting (which give different poses on this redundant chain, so the test tells them apart)."""
+    shown = {}
+    for start in ("FK", "PREVIOUS"):
+        empty_scene()
+        scene = bpy.context.scene
+        rig = animated_chain()
+        rig.fabrik.start = start
+        reset_pose(rig)
+        shown[start] = []
+        for frame in FRAMES:
+            scene.frame_set(frame)
+            shown[start].append(joint_positions(rig))
+        reset_pose(rig)
+        bpy.context.view_layer.objects.active = rig
+        assert bpy.ops.fabrik.bake(frame_start=FRAMES.start, frame_end=FRAMES.stop - 1) == {"FINISHED"}
+        assert not rig.fabrik.live
+        for frame, expected in zip(FRAMES, shown[start]):
+            scene.frame_set(frame)
+            np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"{start}, frame {frame}")
+    assert max(np.abs(a - b).max() for a, b in zip(shown["FK"], shown["PREVIOUS"])) > 1e-2
+
+
 def fcurve_bytes(obj) -> dict:
     """Every key of an object's F-curves, byte for byte: co, handles, interpolation, handle types."""
     collection = animdata.fcurves(obj)
@@ -253,7 +277,8 @@ def test_command_line_bake(tmp_path):
     source, out = str(tmp_path / "scene.blend"), str(tmp_path / "baked.blend")
     bpy.ops.wm.save_as_mainfile(filepath=source)
     result = subprocess.run(
-        [sys.executable, "-m", "fabrik_addon", "bake", source, "--object", "Rig", "--frames", "1-12", "--out", out],
+        [sys.executable, "-m", "fabrik_addon", "bake", source, "--object", "Rig", "--frames", "1-12", "--out", out,
+         "--start", "previous"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr[-2000:]

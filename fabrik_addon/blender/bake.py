@@ -132,7 +132,7 @@ class Baker:
         self.scene.frame_set(self.frames[i])
         depsgraph = bpy.context.evaluated_depsgraph_get()
         if self.warm_start:
-            status, solution = solving.compute(self.obj, depsgraph, self._previous)
+            status, solution = solving.compute(self.obj, depsgraph, self._previous, keep_fk=False)
             self._record(i, status, solution)
             if solution is not None:
                 self._previous = {b: solution.local[b] for b in solution.bones}
@@ -338,6 +338,12 @@ def _needed_keys(frames: np.ndarray, values: np.ndarray, tolerance: float) -> np
     return keep
 
 
+def warm_start_of(obj, start: str) -> bool:
+    """Whether a bake with this start ('RIG', 'FK' or 'PREVIOUS') starts each frame from the previous solution;
+    'RIG' follows the rig's live solving, so the keys replay what scrubbing showed."""
+    return obj.fabrik.start == 'PREVIOUS' if start == 'RIG' else start == 'PREVIOUS'
+
+
 def bake_object(
     obj,
     frames: list[int] | range | None = None,
@@ -345,12 +351,19 @@ def bake_object(
     new_action: bool = False,
     cleanup: float | None = None,
     keep_live: bool = False,
-    warm_start: bool = True,
+    warm_start: bool | None = None,
 ) -> BakeResult:
-    """Bake an armature's FABRIK solution without any UI (scripts, the command line, render farms)."""
+    """Bake an armature's FABRIK solution without any UI (scripts, the command line, render farms).
+
+    `warm_start`: True starts each frame from the previous frame's solution
+    (continuous), False from this frame's pose; None (the default) starts where
+    the rig's live solving does.
+    """
     scene = bpy.context.scene
     frames = list(frames) if frames is not None else list(range(scene.frame_start, scene.frame_end + 1, scene.frame_step))
     names = bake_bones(obj, bones) if isinstance(bones, str) else list(bones)
+    if warm_start is None:
+        warm_start = warm_start_of(obj, 'RIG')
     baker = Baker(scene, obj, frames, names, warm_start)
     try:
         while not baker.done:

@@ -186,10 +186,18 @@ class FABRIK_OT_bake(Operator):
         name="Tolerance", description="How far (in channel units) a dropped key may be from the curve", default=1e-4,
         min=0.0, precision=6,
     )
-    warm_start: BoolProperty(
-        name="Continuous",
-        description="Start each frame from the previous frame's solution: smooth motion without flips",
-        default=True,
+    start: EnumProperty(
+        name="Start",
+        description="Where each frame's solve starts",
+        items=(
+            ('RIG', "As Live Solving", "Start each frame where the rig's live solving starts (its Start From setting), "
+             "so the keys play back what you saw while scrubbing"),
+            ('FK', "This Frame's Pose", "Solve every frame on its own from the pose animation gives it: the same as "
+             "scrubbing with live solving, and the fastest bake (frames are solved together)"),
+            ('PREVIOUS', "Previous Frame's Solution", "Continuous: start each frame from the previous frame's "
+             "solution, for smooth motion without flips where limits allow several poses"),
+        ),
+        default='RIG',
     )
     keep_live: BoolProperty(
         name="Keep Live Solving",
@@ -211,7 +219,7 @@ class FABRIK_OT_bake(Operator):
         first = scene.frame_start if self.frame_start < 0 else self.frame_start
         last = scene.frame_end if self.frame_end < 0 else self.frame_end
         try:
-            self._baker = bake.Baker(scene, obj, list(range(first, last + 1, self.step)), bake.bake_bones(obj, self.bones), self.warm_start)
+            self._baker = bake.Baker(scene, obj, list(range(first, last + 1, self.step)), bake.bake_bones(obj, self.bones), bake.warm_start_of(obj, self.start))
         except ValueError as exc:
             self.report({'ERROR'}, f"Cannot bake: {exc}")
             return False
@@ -245,7 +253,7 @@ class FABRIK_OT_bake(Operator):
         if not self._start(context):
             return {'CANCELLED'}
         wm = context.window_manager
-        wm.progress_begin(0, len(self._baker.frames))
+        wm.progress_begin(0, self._baker.progress[1])
         self._timer = wm.event_timer_add(0.001, window=context.window)
         wm.modal_handler_add(self)
         return {'RUNNING_MODAL'}
@@ -268,8 +276,9 @@ class FABRIK_OT_bake(Operator):
             self._baker.cancel()
             self.report({'ERROR'}, f"Bake stopped: {exc}")
             return {'CANCELLED'}
-        wm.progress_update(self._baker.index)
-        context.workspace.status_text_set(f"Baking FABRIK: frame {self._baker.index} of {len(self._baker.frames)} (Esc to cancel)")
+        done, total = self._baker.progress
+        wm.progress_update(done)
+        context.workspace.status_text_set(f"Baking FABRIK: {100 * done // total}% (Esc to cancel)")
         if not self._baker.done:
             return {'RUNNING_MODAL'}
         self._stop(context)

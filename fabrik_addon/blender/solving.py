@@ -179,12 +179,16 @@ class Problem:
     began: float
 
 
-def prepare(obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None) -> tuple[RigStatus, Problem | None]:
+def prepare(
+    obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None, keep_fk: bool = True
+) -> tuple[RigStatus, Problem | None]:
     """Read one armature's solve from Blender: goals in armature space and the start pose.
 
     The solve starts from this frame's FK pose; with `previous` (or the rig's
     "Previous Solution" setting) the moving bones start where that solution
-    left them. Raises ValueError for problems with the rig as a whole.
+    left them. Without `keep_fk` the FK rotations of bones that start from
+    `previous` are not read (nothing will stash them). Raises ValueError for
+    problems with the rig as a whole.
     """
     began = time.perf_counter()
     settings = obj.fabrik
@@ -196,13 +200,14 @@ def prepare(obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None) 
         result.ok = not any(p != "disabled" for p in problems.values())
         return result, None
     tree = moving_tree(skeleton, goals)
-    fk = {b: _fk_rotation(obj, skeleton, b) for b in tree.bones}
     if previous is None and settings.start == 'PREVIOUS':
         previous = _last_solution.get(obj.name)
     warm = previous is not None
+    fk = {b: _fk_rotation(obj, skeleton, b) for b in tree.bones if keep_fk or not warm or b not in previous}
     rotations = dict(fk)
     if warm:
-        rotations.update({b: m for b, m in previous.items() if b in fk})
+        moving = set(tree.bones)
+        rotations.update({b: m for b, m in previous.items() if b in moving})
     locations = {b: np.array(obj.pose.bones[skeleton.names[b]].location) for b in tree.bones}
     start = skeleton.with_local_rotations(rig.current_pose(obj, skeleton), rotations, locations)
     problem = Problem(
@@ -227,9 +232,11 @@ def conclude(problem: Problem, pose, report: SolveReport) -> tuple[RigStatus, So
     return result, Solution(skeleton, problem.bones, skeleton.local_rotations(pose), problem.fk)
 
 
-def compute(obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None) -> tuple[RigStatus, Solution | None]:
+def compute(
+    obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None, keep_fk: bool = True
+) -> tuple[RigStatus, Solution | None]:
     """Solve one armature's effectors without touching its pose (see `prepare` for where it starts)."""
-    result, problem = prepare(obj, depsgraph, previous)
+    result, problem = prepare(obj, depsgraph, previous, keep_fk)
     if problem is None:
         return result, None
     try:
