@@ -409,3 +409,31 @@ def test_cancel_while_solving_leaves_everything_as_it_was(monkeypatch):
     assert rig.animation_data is None or rig.animation_data.action is None
     assert scene.frame_current == 5 and rig.fabrik.live
     assert [tuple(pb.rotation_quaternion) for pb in rig.pose.bones] == pose_before
+
+
+def test_a_deleted_target_is_reported_and_the_other_chains_still_bake():
+    """Bad input in a bake: one finger's target deleted, another effector switched off. The bake finishes,
+    says which effector has no target (a switched-off one is no problem), keys the other chains so they replay
+    the live solve, and the orphaned finger keeps the pose it had."""
+    rig = open_hand()
+    bpy.data.objects.remove(bpy.data.objects["index_target"])
+    rig.fabrik.effectors[4].enabled = False  # the pinky
+    rig.fabrik.start = "FK"
+    scene = bpy.context.scene
+    live = []
+    for frame in FRAMES:
+        scene.frame_set(frame)
+        live.append(joint_positions(rig))
+    reset_pose(rig)
+    result = bake.bake_object(rig, FRAMES)
+    assert len(result.problems) == len(FRAMES)
+    assert all("1: no target object" in problem and "disabled" not in problem for problem in result.problems)
+    baked = {f.data_path.split('"')[1] for f in animdata.fcurves(rig)}
+    assert {"index0", "index1", "index2", "thumb2", "palm"} <= baked and not baked & {"pinky0", "pinky1", "pinky2"}
+    fabrik_addon.unregister()
+    for frame, expected in zip(FRAMES, live):
+        scene.frame_set(frame)
+        np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"frame {frame}")
+    index = [k.co[1] for f in animdata.fcurves(rig) if f.data_path == 'pose.bones["index1"].rotation_quaternion'
+             for k in f.keyframe_points]
+    assert np.allclose(np.reshape(index, (4, -1)).T, (1.0, 0.0, 0.0, 0.0))  # still the rest pose it had
