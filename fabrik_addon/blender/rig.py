@@ -154,6 +154,14 @@ def current_pose(obj, skeleton: Skeleton) -> Pose:
     return Pose(m[:, :3, 3].copy(), frames.copy(), skeleton.lengths)
 
 
+def pose_locations(obj) -> np.ndarray:
+    """Every bone's location channel (n, 3), in the skeleton's bone order."""
+    pose_bones = obj.pose.bones
+    flat = np.empty(len(pose_bones) * 3, dtype=np.float32)
+    pose_bones.foreach_get("location", flat)
+    return flat.reshape(-1, 3)[pose_bone_order(obj)].astype(np.float64)
+
+
 def world_to_armature(obj) -> Matrix:
     """Matrix taking world coordinates into the armature's space; ValueError when it has none."""
     world = obj.matrix_world

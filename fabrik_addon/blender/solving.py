@@ -208,7 +208,9 @@ def prepare(
     if warm:
         moving = set(tree.bones)
         rotations.update({b: m for b, m in previous.items() if b in moving})
-    locations = {b: np.array(obj.pose.bones[skeleton.names[b]].location) for b in tree.bones}
+    located = rig.pose_locations(obj)
+    moved = located.any(axis=1)
+    locations = {b: located[b] for b in tree.bones if moved[b]}
     start = skeleton.with_local_rotations(rig.current_pose(obj, skeleton), rotations, locations)
     problem = Problem(
         result, skeleton, goals, used, list(tree.bones), fk, start, solve_settings_of(settings, warm),

@@ -82,9 +82,17 @@ class Skeleton:
         self.limits: tuple[JointLimit | None, ...] = _checked_limits(limits, n, self.names)
         #: Each bone's rest frame relative to its parent's rest frame (to armature space for roots), as a quaternion.
         self.rest_relative: tuple[quat.Quat, ...] = tuple(
-            quat.from_matrix(self.rest_frames[i] if p < 0 else self.rest_frames[p].T @ self.rest_frames[i])
+            quat.from_matrix((self.rest_frames[i] if p < 0 else self.rest_frames[p].T @ self.rest_frames[i]).tolist())
             for i, p in enumerate(self.parents)
         )
+        # The same relation as matrices, and each rest head in its parent's rest frame (from the parent's head):
+        # forward kinematics needs only these.
+        self._rest_in_parent = np.array(
+            [self.rest_frames[i] if p < 0 else self.rest_frames[p].T @ self.rest_frames[i] for i, p in enumerate(self.parents)]
+        ).reshape(n, 3, 3)
+        self._head_in_parent = np.array(
+            [heads[i] if p < 0 else self.rest_frames[p].T @ (heads[i] - heads[p]) for i, p in enumerate(self.parents)]
+        ).reshape(n, 3)
         self._cache: dict = {}
 
     def with_limits(self, limits: Sequence[JointLimit | None] | dict[int, JointLimit]) -> "Skeleton":
@@ -161,20 +169,27 @@ class Skeleton:
         for i in self.order:
             p = self.parents[i]
             if i in rotations:
-                offset = self.rest_heads[i] + self.rest_frames[i] @ translations.get(i, np.zeros(3))
+                # pose_i = pose_p @ (rest_p^T rest_i) @ basis_i; the head at the rest offset plus the translation.
+                relative = self._rest_in_parent[i]
+                offset = self._head_in_parent[i]
+                t = translations.get(i)
+                if t is not None:
+                    offset = offset + relative @ t
                 if p < 0:
-                    frames[i] = self.rest_frames[i] @ rotations[i]
+                    frames[i] = relative @ rotations[i]
                     heads[i] = offset
                 else:
-                    rest_to_pose = frames[p] @ self.rest_frames[p].T
-                    frames[i] = rest_to_pose @ self.rest_frames[i] @ rotations[i]
-                    heads[i] = heads[p] + rest_to_pose @ (offset - self.rest_heads[p])
+                    frames[i] = frames[p] @ (relative @ rotations[i])
+                    heads[i] = heads[p] + frames[p] @ offset
             elif p in turn:
                 heads[i] = heads[p] + turn[p] @ (pose.heads[i] - pose.heads[p])
                 frames[i] = turn[p] @ pose.frames[i]
             else:
                 continue
-            turn[i] = frames[i] @ pose.frames[i].T
+            for c in self.children[i]:
+                if c not in rotations:  # a child that follows rigidly needs this bone's turn
+                    turn[i] = frames[i] @ pose.frames[i].T
+                    break
         return Pose(heads, frames, pose.lengths)
 
     def local_rotations(self, pose: "Pose") -> np.ndarray:
