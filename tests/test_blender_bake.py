@@ -437,3 +437,27 @@ def test_a_deleted_target_is_reported_and_the_other_chains_still_bake():
     index = [k.co[1] for f in animdata.fcurves(rig) if f.data_path == 'pose.bones["index1"].rotation_quaternion'
              for k in f.keyframe_points]
     assert np.allclose(np.reshape(index, (4, -1)).T, (1.0, 0.0, 0.0, 0.0))  # still the rest pose it had
+
+
+def test_frames_whose_solve_settings_are_animated_keep_their_own_settings():
+    """Keyed rig settings (here the iteration cap) split a per-frame bake: each frame is solved with its own,
+    as live solving would, and the keys replay the live solve."""
+    rig = open_hand()
+    rig.fabrik.start = "FK"
+    for frame, iterations in ((1, 50), (12, 50), (13, 2)):
+        rig.fabrik.iterations = iterations
+        rig.fabrik.keyframe_insert("iterations", frame=frame)
+    scene = bpy.context.scene
+    live = []
+    for frame in FRAMES:
+        scene.frame_set(frame)
+        live.append(joint_positions(rig))
+    reset_pose(rig)
+    baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    assert baker._batched == list(range(12)), "frames 13 on have other settings than the batch"
+    assert result.frames == len(FRAMES)
+    fabrik_addon.unregister()
+    for frame, expected in zip(FRAMES, live):
+        scene.frame_set(frame)
+        np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"frame {frame}")

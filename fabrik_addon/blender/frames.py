@@ -68,6 +68,9 @@ class FrameBatch:
         # Channels that no animation drives keep the values they have for the whole bake.
         prefixes = tuple(f'pose.bones["{bpy.utils.escape_identifier(skeleton.names[b])}"]' for b in self.moving)
         self.static_channels = paths is not None and not any(path.startswith(prefixes) for path in paths)
+        #: The rig's solve settings as the batch solves them (animation may change them frame by frame).
+        self.settings = _solve_settings(obj)
+        self.solve_settings = solving.solve_settings_of(obj.fabrik, warm=False)
         self.targets: list[list[tuple]] = []
         self.channels: dict[str, list[np.ndarray]] = {"quat": [], "euler": [], "axis": [], "loc": []}
         self.parents: list[np.ndarray] = []
@@ -77,7 +80,10 @@ class FrameBatch:
         return len(self.targets)
 
     def read(self, depsgraph) -> bool:
-        """Read the current frame; False when its goals differ from the batch's (the caller solves it alone)."""
+        """Read the current frame; False when its goals or settings differ from the batch's (the caller
+        solves it alone)."""
+        if _solve_settings(self.obj) != self.settings:
+            return False
         if self.lean:
             points = self._targets_now(depsgraph)
             if points is None:
@@ -136,8 +142,9 @@ class FrameBatch:
             None if parent_pose is None else (parent_pose[first, :, :3, 3], parent_frames[first]),
         )
         targets = np.asarray(self.targets[rows], dtype=float)
-        settings = solving.solve_settings_of(self.obj.fabrik, warm=False)
-        solved, iterations, errors = batch.solve_moving(skeleton, self.goals, targets, heads[inverse], frames[inverse], settings)
+        solved, iterations, errors = batch.solve_moving(
+            skeleton, self.goals, targets, heads[inverse], frames[inverse], self.solve_settings
+        )
         return self._local_rotations(solved, parent_frames), iterations, errors
 
     def _start_poses(self, channels: dict[str, np.ndarray], fixed) -> tuple[np.ndarray, np.ndarray]:
@@ -228,6 +235,12 @@ def _distinct_rows(rows: np.ndarray) -> tuple[list[int], np.ndarray]:
             first.append(i)
         inverse[i] = k
     return first, inverse
+
+
+def _solve_settings(obj) -> tuple:
+    """The rig settings a batch shares: solver, iteration cap and tolerance."""
+    settings = obj.fabrik
+    return settings.solver, settings.iterations, settings.tolerance
 
 
 def _layout(goals) -> tuple:
