@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Driver for Blender 3.4's real GUI: builds a live FABRIK rig, drags its target, takes a screenshot, quits.
+"""Driver for Blender 3.4's real GUI: builds a live FABRIK rig, drags its target, takes a screenshot, bakes
+(cancelling one bake with Esc, undoing another with Ctrl+Z), quits.
 
 Run by tests/test_gui_blender.py as
 `blender --enable-event-simulate --python driver.py -- RESULT.json SHOT.png SAMPLES_DIR`.
@@ -250,6 +251,90 @@ def step_screenshot() -> float:
     return POLL
 
 
+#: Frames of the bake that Esc stops (continuous solving, so it is still running when Esc arrives) and of
+#: the bake that runs to the end; what the bake steps saw.
+LONG_BAKE, SHORT_BAKE = 4000, 60
+bake: dict = {"phase": "start"}
+
+
+def bake_rig() -> bpy.types.Object:
+    """The rig, looked up again (undo replaces the Python objects)."""
+    return bpy.data.objects["Rig"]
+
+
+def invoke_bake(last: int) -> list:
+    """Start `fabrik.bake` as a click on its button does (INVOKE: modal, with progress), frames 1 to last."""
+    window, screen, area, region, _ui = view3d()
+    with bpy.context.temp_override(window=window, screen=screen, area=area, region=region):
+        return sorted(bpy.ops.fabrik.bake('INVOKE_DEFAULT', frame_start=1, frame_end=last))
+
+
+def step_bake_cancel() -> Optional[float]:
+    """Animate the target, start a long bake, press Esc while it runs, and see that nothing changed."""
+    result["stage"] = f"bake cancel ({bake['phase']})"
+    rig = bake_rig()
+    scene = bpy.context.scene
+    if bake["phase"] == "start":
+        import rigbuild
+
+        rigbuild.key_circle(bpy.data.objects["Target"], (0.0, 0.0, 1.4), 0.6, range(1, LONG_BAKE + 1), axis="XZ")
+        rig.fabrik.start = 'PREVIOUS'
+        scene.frame_set(7)
+        bake["frame"] = scene.frame_current
+        bake["began"] = time.monotonic()
+        result["bake_invoke"] = invoke_bake(LONG_BAKE)
+        bake["phase"] = "running"
+        return None
+    if bake["phase"] == "running":
+        if rig.fabrik.live:
+            return None  # the modal bake switches live solving off while it runs; not started yet
+        window, _screen, _area, region, _ui = view3d()
+        x, y = region.x + region.width // 2, region.y + region.height // 2
+        window.event_simulate('ESC', 'PRESS', x=x, y=y)
+        window.event_simulate('ESC', 'RELEASE', x=x, y=y)
+        bake["phase"] = "escaped"
+        return None
+    if not rig.fabrik.live:
+        return None  # Esc not handled yet
+    result["bake_cancel"] = {
+        "seconds": round(time.monotonic() - bake["began"], 2),
+        "action": rig.animation_data is not None and rig.animation_data.action is not None,
+        "frame": scene.frame_current, "frame_before": bake["frame"], "live": rig.fabrik.live,
+    }
+    return POLL
+
+
+def step_bake_and_undo() -> Optional[float]:
+    """A short bake run to the end through the modal operator, then Ctrl+Z (the GUI's own undo stack)."""
+    result["stage"] = f"bake and undo ({bake['phase']})"
+    window, screen, area, region, _ui = view3d()
+    if bake["phase"] == "escaped":
+        # What undo should come back to; the scene was built by script, which pushes no undo step itself.
+        with bpy.context.temp_override(window=window, screen=screen, area=area, region=region):
+            bpy.ops.ed.undo_push(message="before bake")
+        result["bake_run"] = invoke_bake(SHORT_BAKE)
+        bake["phase"] = "baking"
+        return None
+    rig = bake_rig()
+    action = rig.animation_data.action if rig.animation_data else None
+    if bake["phase"] == "baking":
+        if action is None:
+            return None  # keys are written only when the bake finishes
+        result["bake_done"] = {
+            "fcurves": len(action.fcurves), "keys": sorted({len(f.keyframe_points) for f in action.fcurves}),
+            "live": rig.fabrik.live,
+        }
+        x, y = region.x + region.width // 2, region.y + region.height // 2
+        window.event_simulate('Z', 'PRESS', x=x, y=y, ctrl=True)
+        window.event_simulate('Z', 'RELEASE', x=x, y=y, ctrl=True)
+        bake["phase"] = "undone"
+        return None
+    if action is not None:
+        return None  # undo not done yet
+    result["bake_undo"] = {"action": False, "live": rig.fabrik.live, "effectors": len(rig.fabrik.effectors)}
+    return POLL
+
+
 def step_finish() -> float:
     """Write the result and quit."""
     result["stage"] = "done"
@@ -260,6 +345,6 @@ def step_finish() -> float:
 steps: list = [step_setup, step_fabrik_tab]
 for i in range(len(TARGETS)):
     steps += [make_move(i), make_check(i)]
-steps += [step_screenshot, step_finish]
+steps += [step_screenshot, step_bake_cancel, step_bake_and_undo, step_finish]
 step_runner = Script(steps)
 bpy.app.timers.register(step_runner.tick, first_interval=0.5)

@@ -202,3 +202,17 @@ def test_dragging_the_target_in_the_gui_moves_the_tip(gui_run: dict) -> None:
     assert inflated > width * height * 3, f"the PNG inflates to only {inflated} bytes"
     assert r["distinct_colours"] > 50, f"the screenshot has only {r['distinct_colours']} colours"
     assert ARTIFACT.is_file(), f"the screenshot was not copied to {ARTIFACT}"
+
+
+def test_the_modal_bake_cancels_with_esc_and_undoes_with_ctrl_z(gui_run: dict) -> None:
+    """In the running GUI: the bake button's operator runs modal; Esc mid-bake leaves no keys, the frame and
+    live solving as they were; a finished bake keys every chain channel at every frame and switches live
+    solving off; Ctrl+Z takes the whole bake back in one step."""
+    r = gui_run
+    assert r["bake_invoke"] == ["RUNNING_MODAL"], r["bake_invoke"]
+    cancel = r["bake_cancel"]
+    assert not cancel["action"], "the cancelled bake left an action on the rig"
+    assert cancel["frame"] == cancel["frame_before"] and cancel["live"], cancel
+    assert r["bake_run"] == ["RUNNING_MODAL"], r["bake_run"]
+    assert r["bake_done"] == {"fcurves": 16, "keys": [60], "live": False}, r["bake_done"]
+    assert r["bake_undo"] == {"action": False, "live": True, "effectors": 1}, r["bake_undo"]
