@@ -37,6 +37,23 @@ def joint_positions(rig) -> np.ndarray:
     return np.array([[tuple(world @ pb.head), tuple(world @ pb.tail)] for pb in evaluated.pose.bones])
 
 
+def play(rig) -> list[np.ndarray]:
+    """Joint positions at every test frame as the scene evaluates them now (live solving, or the keys)."""
+    scene = bpy.context.scene
+    positions = []
+    for frame in FRAMES:
+        scene.frame_set(frame)
+        positions.append(joint_positions(rig))
+    return positions
+
+
+def assert_keys_replay(rig, live: list[np.ndarray], label: str = "") -> None:
+    """With the add-on switched off, the keys play back the live solve at every frame (1e-5)."""
+    fabrik_addon.unregister()
+    for frame, expected, got in zip(FRAMES, live, play(rig)):
+        np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=f"{label}frame {frame}")
+
+
 def animated_chain():
     """A 4-bone chain whose target circles for the test frames."""
     rig, target = chain_rig(count=4)
@@ -76,18 +93,11 @@ def test_baked_playback_equals_the_live_solve(build, continuous):
     rig = build()
     rig.fabrik.start = "PREVIOUS" if continuous else "FK"
     reset_pose(rig)
-    scene = bpy.context.scene
-    live = []
-    for frame in FRAMES:
-        scene.frame_set(frame)
-        live.append(joint_positions(rig))
+    live = play(rig)
     reset_pose(rig)
     result = bake.bake_object(rig, FRAMES, warm_start=continuous)
     assert result.frames == len(FRAMES) and not rig.fabrik.live
-    fabrik_addon.unregister()
-    for frame, expected in zip(FRAMES, live):
-        scene.frame_set(frame)
-        np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"frame {frame}")
+    assert_keys_replay(rig, live)
 
 
 def test_the_default_bake_replays_what_live_solving_showed():
@@ -96,21 +106,16 @@ def test_the_default_bake_replays_what_live_solving_showed():
     shown = {}
     for start in ("FK", "PREVIOUS"):
         empty_scene()
-        scene = bpy.context.scene
         rig = animated_chain()
         rig.fabrik.start = start
         reset_pose(rig)
-        shown[start] = []
-        for frame in FRAMES:
-            scene.frame_set(frame)
-            shown[start].append(joint_positions(rig))
+        shown[start] = play(rig)
         reset_pose(rig)
         bpy.context.view_layer.objects.active = rig
         assert bpy.ops.fabrik.bake(frame_start=FRAMES.start, frame_end=FRAMES.stop - 1) == {"FINISHED"}
         assert not rig.fabrik.live
-        for frame, expected in zip(FRAMES, shown[start]):
-            scene.frame_set(frame)
-            np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"{start}, frame {frame}")
+        for frame, expected, got in zip(FRAMES, shown[start], play(rig)):
+            np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=f"{start}, frame {frame}")
     assert max(np.abs(a - b).max() for a, b in zip(shown["FK"], shown["PREVIOUS"])) > 1e-2
 
 
@@ -313,10 +318,7 @@ def test_per_frame_bakes_of_free_chains_solve_all_frames_together():
     rig.fabrik.start = "FK"
     solving.forget(rig.name)
     scene = bpy.context.scene
-    live = []
-    for frame in FRAMES:
-        scene.frame_set(frame)
-        live.append(joint_positions(rig))
+    live = play(rig)
     rig.pose.bones["bone1"].rotation_euler = (0.1, 0.0, 0.2)
     rig.pose.bones["bone2"].rotation_axis_angle = (0.3, 1.0, 0.0, 0.0)
     for pose_bone in (rig.pose.bones["bone0"], rig.pose.bones["bone3"]):
@@ -327,10 +329,7 @@ def test_per_frame_bakes_of_free_chains_solve_all_frames_together():
         baker.step()
     assert baker._batch is not None and len(baker._batched) == len(FRAMES) and not baker._pending
     baker.finish(new_action=False, cleanup=None, keep_live=False)
-    fabrik_addon.unregister()
-    for frame, expected in zip(FRAMES, live):
-        scene.frame_set(frame)
-        np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"frame {frame}")
+    assert_keys_replay(rig, live)
 
 
 def open_hand():
@@ -368,10 +367,7 @@ def test_per_frame_bakes_solve_frames_together_and_replay_the_live_solve(build, 
     rig = build()
     rig.fabrik.start = "FK"
     scene = bpy.context.scene
-    live = []
-    for frame in FRAMES:
-        scene.frame_set(frame)
-        live.append(joint_positions(rig))
+    live = play(rig)
     for name in bake.bake_bones(rig, "CHAINS"):
         rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
     solving.forget(rig.name)
@@ -388,10 +384,7 @@ def test_per_frame_bakes_solve_frames_together_and_replay_the_live_solve(build, 
     assert len(progress) == len(FRAMES) + math.ceil(len(FRAMES) / 7)  # reading steps, then the chunks
     result = baker.finish(new_action=False, cleanup=None, keep_live=False)
     assert not result.problems
-    fabrik_addon.unregister()
-    for frame, expected in zip(FRAMES, live):
-        scene.frame_set(frame)
-        np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"frame {frame}")
+    assert_keys_replay(rig, live)
 
 
 def test_cancel_while_solving_leaves_everything_as_it_was(monkeypatch):
@@ -419,21 +412,14 @@ def test_a_deleted_target_is_reported_and_the_other_chains_still_bake():
     bpy.data.objects.remove(bpy.data.objects["index_target"])
     rig.fabrik.effectors[4].enabled = False  # the pinky
     rig.fabrik.start = "FK"
-    scene = bpy.context.scene
-    live = []
-    for frame in FRAMES:
-        scene.frame_set(frame)
-        live.append(joint_positions(rig))
+    live = play(rig)
     reset_pose(rig)
     result = bake.bake_object(rig, FRAMES)
     assert len(result.problems) == len(FRAMES)
     assert all("1: no target object" in problem and "disabled" not in problem for problem in result.problems)
     baked = {f.data_path.split('"')[1] for f in animdata.fcurves(rig)}
     assert {"index0", "index1", "index2", "thumb2", "palm"} <= baked and not baked & {"pinky0", "pinky1", "pinky2"}
-    fabrik_addon.unregister()
-    for frame, expected in zip(FRAMES, live):
-        scene.frame_set(frame)
-        np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"frame {frame}")
+    assert_keys_replay(rig, live)
     index = [k.co[1] for f in animdata.fcurves(rig) if f.data_path == 'pose.bones["index1"].rotation_quaternion'
              for k in f.keyframe_points]
     assert np.allclose(np.reshape(index, (4, -1)).T, (1.0, 0.0, 0.0, 0.0))  # still the rest pose it had
@@ -448,16 +434,10 @@ def test_frames_whose_solve_settings_are_animated_keep_their_own_settings():
         rig.fabrik.iterations = iterations
         rig.fabrik.keyframe_insert("iterations", frame=frame)
     scene = bpy.context.scene
-    live = []
-    for frame in FRAMES:
-        scene.frame_set(frame)
-        live.append(joint_positions(rig))
+    live = play(rig)
     reset_pose(rig)
     baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
     result = baker.finish(new_action=False, cleanup=None, keep_live=False)
     assert baker._batched == list(range(12)), "frames 13 on have other settings than the batch"
     assert result.frames == len(FRAMES)
-    fabrik_addon.unregister()
-    for frame, expected in zip(FRAMES, live):
-        scene.frame_set(frame)
-        np.testing.assert_allclose(joint_positions(rig), expected, atol=1e-5, err_msg=f"frame {frame}")
+    assert_keys_replay(rig, live)

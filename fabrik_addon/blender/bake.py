@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core import SOLVERS, SolveReport, batch, rotation
 from . import animdata, rig, solving
-from .frames import FrameBatch
+from .frames import FrameBatch, goal_layout
 
 
 
@@ -156,8 +156,7 @@ class Baker:
                 self._queue.append(lambda rows=slice(first, first + size): self._solve_batched(rows))
         groups: dict[tuple, list[int]] = {}
         for i, problem in self._pending.items():
-            layout = tuple((g.bone, g.chain_length, g.weight, g.rotation is None, g.pole is None) for g in problem.goals)
-            groups.setdefault((problem.solver, layout, problem.settings), []).append(i)
+            groups.setdefault((problem.solver, goal_layout(problem.goals), problem.settings), []).append(i)
         for (solver, _, _), indices in groups.items():
             first = self._pending[indices[0]]
             if solver == "FABRIK" and batch.supports(first.skeleton, first.goals):

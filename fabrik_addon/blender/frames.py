@@ -42,7 +42,7 @@ class FrameBatch:
 
     def __init__(self, obj, skeleton, goals, used, problems, tree) -> None:
         self.obj, self.skeleton, self.goals, self.tree = obj, skeleton, goals, tree
-        self.layout = _layout(goals)
+        self.layout = goal_layout(goals)
         pose_bones = obj.pose.bones
         #: Pose-bone index of each skeleton bone (foreach_get reads in pose-bone order).
         self.order = rig.pose_bone_order(obj)
@@ -76,9 +76,6 @@ class FrameBatch:
         self.parents: list[np.ndarray] = []
         self.problems: list[dict[int, str]] = []
 
-    def __len__(self) -> int:
-        return len(self.targets)
-
     def read(self, depsgraph) -> bool:
         """Read the current frame; False when its goals or settings differ from the batch's (the caller
         solves it alone)."""
@@ -91,7 +88,7 @@ class FrameBatch:
             problems = self.static_problems
         else:
             goals, _, problems = solving.gather_goals(self.obj, depsgraph, self.skeleton)
-            if _layout(goals) != self.layout:
+            if goal_layout(goals) != self.layout:
                 return False
             points = [g.target for g in goals]
         self.targets.append(points)
@@ -158,18 +155,18 @@ class FrameBatch:
         heads = np.empty(fk.shape[:2] + (3,))
         for k, b in enumerate(self.moving):
             p = skeleton.parents[b]
-            offset = skeleton.rest_heads[b] + channels["loc"][:, b] @ skeleton.rest_frames[b].T
+            relative = skeleton.rest_in_parent[b]
+            offset = skeleton.head_in_parent[b] + channels["loc"][:, b] @ relative.T
             if p < 0:
-                frames[:, k] = skeleton.rest_frames[b] @ fk[:, k]
+                frames[:, k] = relative @ fk[:, k]
                 heads[:, k] = offset
                 continue
             if p in node_of:
                 frame_p, head_p = frames[:, node_of[p]], heads[:, node_of[p]]
             else:
                 head_p, frame_p = fixed[0][:, fixed_index[p]], fixed[1][:, fixed_index[p]]
-            rest_to_pose = frame_p @ skeleton.rest_frames[p].T
-            frames[:, k] = rest_to_pose @ skeleton.rest_frames[b] @ fk[:, k]
-            heads[:, k] = head_p + np.einsum("fij,fj->fi", rest_to_pose, offset - skeleton.rest_heads[p])
+            frames[:, k] = frame_p @ (relative @ fk[:, k])
+            heads[:, k] = head_p + np.einsum("fij,fj->fi", frame_p, offset)
         return heads, frames
 
     def _local_rotations(self, solved: np.ndarray, parent_frames: np.ndarray | None) -> np.ndarray:
@@ -243,7 +240,7 @@ def _solve_settings(obj) -> tuple:
     return settings.solver, settings.iterations, settings.tolerance
 
 
-def _layout(goals) -> tuple:
+def goal_layout(goals) -> tuple:
     """What must stay the same across frames for them to be solved together."""
     return tuple((g.bone, g.chain_length, g.weight, g.rotation is None, g.pole is None) for g in goals)
 

@@ -219,7 +219,8 @@ class FABRIK_OT_bake(Operator):
         first = scene.frame_start if self.frame_start < 0 else self.frame_start
         last = scene.frame_end if self.frame_end < 0 else self.frame_end
         try:
-            self._baker = bake.Baker(scene, obj, list(range(first, last + 1, self.step)), bake.bake_bones(obj, self.bones), bake.warm_start_of(obj, self.start))
+            frames = list(range(first, last + 1, self.step))
+            self._baker = bake.Baker(scene, obj, frames, bake.bake_bones(obj, self.bones), bake.warm_start_of(obj, self.start))
         except ValueError as exc:
             self.report({'ERROR'}, f"Cannot bake: {exc}")
             return False

@@ -17,12 +17,11 @@ from typing import Sequence
 import numpy as np
 
 from . import batch_framed, rotation
-from .fabrik import branch_weights, moving_tree
+from .fabrik import branch_weights, moving_tree, pulls
 from .problem import Goal, SolveSettings, validate_settings
 from .skeleton import Pose, Skeleton
+from .vec import EPSILON
 
-#: Below this length a direction is treated as undefined (coincident joints), as in `vec.reach`.
-EPSILON = 1e-12
 
 
 def supports(skeleton: Skeleton, goals: Sequence[Goal]) -> bool:
@@ -85,9 +84,7 @@ def _iterate(tree, goals, targets, start_heads, start_frames, settings):
     bones = list(tree.bones)
     count = len(start_heads)
     length = np.asarray(tree.length)
-    weights = np.asarray([g.weight for g in goals], dtype=float)
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
-    branch = np.asarray(branch_weights(tree, list(weights)))
     heads = start_heads.copy()
     tails = heads + length[None, :, None] * start_frames[:, :, :, 1]
     base = heads.copy()
@@ -114,7 +111,8 @@ def _iterate(tree, goals, targets, start_heads, start_frames, settings):
     best_error = errors.sum(axis=1)
     best_errors = errors.copy()
     without_progress = np.zeros(count, dtype=int)
-    asks = _asks(tree, weights, branch)
+    weights = [float(g.weight) for g in goals]
+    asks = pulls(tree, weights, branch_weights(tree, weights))
     # Node- and component-major working copies (m, 3, F): one joint's x, y or z over all frames is one
     # contiguous row, which keeps numpy's per-call overhead low on these small arrays.
     node_heads, node_tails = heads.transpose(1, 2, 0).copy(), tails.transpose(1, 2, 0).copy()
@@ -169,23 +167,12 @@ def _bend_if_straight_at(heads: np.ndarray, tails: np.ndarray, chain: list[int],
     and its target lies on its line, as `fabrik` does."""
     if len(chain) < 2:
         return
-    top = chain[-1]
-    base = heads[:, top]
-    axis = tails[:, chain[0]] - base
-    length = np.linalg.norm(axis, axis=1)
-    ok = length >= EPSILON
-    axis = axis / np.where(ok, length, 1.0)[:, None]
-    straight = ok.copy()
-    for point in [tails[:, k] for k in chain] + [target]:
-        d = point - base
-        off = d - axis * np.einsum("ij,ij->i", d, axis)[:, None]
-        straight &= np.linalg.norm(off, axis=1) <= 1e-5 * length
+    straight = batch_framed.straight_at(heads, tails, chain, target)
     if not straight.any():
         return
-    a = axis[straight]
-    helper = np.where((np.abs(a[:, 2]) < 0.9)[:, None], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0])
-    k = np.cross(a, helper)
-    k /= np.linalg.norm(k, axis=1)[:, None]
+    top = chain[-1]
+    axis = tails[straight, chain[0]] - heads[straight, top]
+    k = rotation.any_perpendicular(axis / np.linalg.norm(axis, axis=1)[:, None])
     hinge = tails[straight, top]
     cos, sin = np.cos(0.2), np.sin(0.2)
 
@@ -196,16 +183,6 @@ def _bend_if_straight_at(heads: np.ndarray, tails: np.ndarray, chain: list[int],
     for node in branch:
         heads[straight, node] = hinge + turn(heads[straight, node] - hinge)
         tails[straight, node] = hinge + turn(tails[straight, node] - hinge)
-
-
-def _asks(tree, weights: np.ndarray, branch: np.ndarray) -> list[tuple[float, list[tuple[str, int, float]]]]:
-    """Per node, what pulls its tail in the forward pass: (total weight, [("goal" | "child", index, weight)])."""
-    asks = []
-    for k in range(len(tree.bones)):
-        pulls = [("goal", g, float(weights[g])) for g in tree.goals_at[k] if weights[g] > 0.0]
-        pulls += [("child", c, float(branch[c])) for c in tree.children[k] if branch[c] > 0.0]
-        asks.append((sum(w for _, _, w in pulls), pulls))
-    return asks
 
 
 def _reach_into(out: np.ndarray, fixed: np.ndarray, toward: np.ndarray, length: float, fallback) -> None:

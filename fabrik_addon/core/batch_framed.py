@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from . import quats, rotation
-from .fabrik import MovingTree, branch_weights
+from .fabrik import MovingTree, branch_weights, pulls
 from .problem import Goal, SolveSettings
 from .vec import EPSILON
 
@@ -104,7 +104,7 @@ def _descend(
     count = len(targets)
     weights = [float(g.weight) for g in goals]
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
-    branch = branch_weights(tree, weights)
+    asks = pulls(tree, weights, branch_weights(tree, weights))
     for g, chain in enumerate(tree.goal_chain):
         _bend_if_straight_at(tree, joints, chain, targets[:, g])
     errors = np.linalg.norm(joints.tails[:, node_of_goal] - targets, axis=2)
@@ -128,7 +128,7 @@ def _descend(
             tips = now.tails[:, node_of_goal]
             partial = tips + step[active][:, None, None] * (aims - tips)
             aims = np.where(part[:, None, None], partial, aims)
-        _forward_reaching(tree, now, aims, weights, branch)
+        _forward_reaching(tree, now, aims, asks)
         _backward_reaching(tree, now)
         joints.put(active, now)
         iterations[active] = iteration
@@ -156,50 +156,49 @@ def _descend(
     return iterations, best_errors, converged
 
 
-def _turn(joints: Joints, k: int, before: np.ndarray, after: np.ndarray) -> None:
-    """Turn node k's frames by the shortest rotations taking directions `before` to `after`."""
-    q = joints.frames[:, k]
-    joints.frames[:, k] = quats.normalized(quats.mul(quats.arc(before, after, quats.x_axis(q)), q))
+def _turn(joints: Joints, k: int, before: np.ndarray, after: np.ndarray, rows=slice(None)) -> None:
+    """Turn node k's frames (in some frames of the batch) by the shortest rotations taking `before` to `after`."""
+    q = joints.frames[rows, k]
+    joints.frames[rows, k] = quats.normalized(quats.mul(quats.arc(before, after, quats.x_axis(q)), q))
 
 
-def _forward_reaching(tree: MovingTree, joints: Joints, targets: np.ndarray, weights: list[float], branch: list[float]) -> None:
+def _forward_reaching(tree: MovingTree, joints: Joints, targets: np.ndarray, asks: list) -> None:
     """Tips to root: each bone's pulled point goes to the weighted centroid of the asks, its head onto the line.
 
     As in `fabrik.forward_reaching`: a child hanging at an offset pulls at the
     point it hangs from, so the bone moves rigidly about that point.
     """
-    heads, tails, frames = joints.heads, joints.tails, joints.frames
+    heads, frames = joints.heads, joints.frames
     for k in reversed(range(len(tree.bones))):
-        asks = [(weights[g], targets[:, g]) for g in tree.goals_at[k] if weights[g] > 0.0]
-        asks += [(branch[c], heads[:, c]) for c in tree.children[k] if branch[c] > 0.0]
-        total = sum(w for w, _ in asks)
+        total, node_asks = asks[k]
         if total <= 0.0:
             continue  # nothing pulls this bone
+        points = [targets[:, i] if kind == "goal" else heads[:, i] for kind, i, _ in node_asks]
         # One ask is taken as it is (w * p / w may be a rounding off p).
-        wanted = asks[0][1].copy() if len(asks) == 1 else sum(w * point for w, point in asks) / total
+        wanted = points[0].copy() if len(points) == 1 else sum(w * p for (_, _, w), p in zip(node_asks, points)) / total
         pull = None  # weighted offsets of the pulled points from the tail
-        for c in tree.children[k]:
-            if branch[c] > 0.0 and not tree.connected[c]:
-                o = branch[c] * quats.rotate(frames[:, k], joints.offsets[:, c])
+        for kind, c, w in node_asks:
+            if kind == "child" and not tree.connected[c]:
+                o = w * quats.rotate(frames[:, k], joints.offsets[:, c])
                 pull = o if pull is None else pull + o
-        length = tree.length[k]
-        at_tail = np.ones(len(heads), dtype=bool) if pull is None else ~pull.any(axis=1)
-        if at_tail.all():
-            before = (tails[:, k] - heads[:, k]) * (1.0 / length)
-            heads[:, k] = quats.reach(wanted, heads[:, k], length, heads[:, k] - tails[:, k])
-            tails[:, k] = wanted
-            _turn(joints, k, before, (wanted - heads[:, k]) * (1.0 / length))
+        if pull is None:
+            _move_tail(joints, k, tree.length[k], slice(None), wanted)
             continue
-        rows = np.flatnonzero(at_tail)
-        if len(rows):
-            h, t, w_ = heads[rows, k], tails[rows, k], wanted[rows]
-            before = (t - h) * (1.0 / length)
-            h = quats.reach(w_, h, length, h - t)
-            heads[rows, k], tails[rows, k] = h, w_
-            q = frames[rows, k]
-            frames[rows, k] = quats.normalized(quats.mul(quats.arc(before, (w_ - h) * (1.0 / length), quats.x_axis(q)), q))
-        rows = np.flatnonzero(~at_tail)
-        _move_rigidly(joints, k, rows, tails[rows, k] + pull[rows] / total, wanted[rows])
+        # Where the offsets happen to cancel, the pull is at the tail after all.
+        at_tail = ~pull.any(axis=1)
+        plain, rigid = np.flatnonzero(at_tail), np.flatnonzero(~at_tail)
+        if len(plain):
+            _move_tail(joints, k, tree.length[k], plain, wanted[plain])
+        _move_rigidly(joints, k, rigid, joints.tails[rigid, k] + pull[rigid] / total, wanted[rigid])
+
+
+def _move_tail(joints: Joints, k: int, length: float, rows, wanted: np.ndarray) -> None:
+    """FABRIK's move for bone k in some frames: the tail to `wanted`, the head onto the line, the frame turned."""
+    head, tail = joints.heads[rows, k], joints.tails[rows, k]
+    before = (tail - head) * (1.0 / length)
+    head = quats.reach(wanted, head, length, head - tail)
+    joints.heads[rows, k], joints.tails[rows, k] = head, wanted
+    _turn(joints, k, before, (wanted - head) * (1.0 / length), rows)
 
 
 def _move_rigidly(joints: Joints, k: int, rows: np.ndarray, point: np.ndarray, wanted: np.ndarray) -> None:
@@ -212,7 +211,7 @@ def _move_rigidly(joints: Joints, k: int, rows: np.ndarray, point: np.ndarray, w
     before = lever * (1.0 / arm)[:, None]
     new_head = quats.reach(wanted, head, arm, -lever)
     after = (wanted - new_head) * (1.0 / arm)[:, None]
-    turn = quats.arc(before, after, quats.perpendicular(np.where(short[:, None], [0.0, 1.0, 0.0], before)))
+    turn = quats.arc(before, after, rotation.any_perpendicular(np.where(short[:, None], [0.0, 1.0, 0.0], before)))
     new_tail = new_head + quats.rotate(turn, tail - head)
     frames = quats.normalized(quats.mul(turn, joints.frames[rows, k]))
     if short.any():
@@ -242,6 +241,22 @@ def _backward_reaching(tree: MovingTree, joints: Joints) -> None:
         _turn(joints, k, old_bone * (1.0 / length), (tail - head) * (1.0 / length))
 
 
+def straight_at(heads: np.ndarray, tails: np.ndarray, chain: Sequence[int], target: np.ndarray) -> np.ndarray:
+    """Per frame, whether a chain (tip first; heads and tails (F, m, 3)) lies straight with its target on its
+    line: FABRIK's degenerate case, where no pass can bend it (1e-5 of its length counts as on the line)."""
+    top = chain[-1]
+    base = heads[:, top]
+    axis = tails[:, chain[0]] - base
+    length = np.sqrt(np.einsum("ij,ij->i", axis, axis))
+    straight = length >= EPSILON
+    axis = axis * (1.0 / np.where(straight, length, 1.0))[:, None]
+    for point in [tails[:, k] for k in chain] + [target]:
+        d = point - base
+        off = d - axis * np.einsum("ij,ij->i", d, axis)[:, None]
+        straight &= np.sqrt(np.einsum("ij,ij->i", off, off)) <= 1e-5 * length
+    return straight
+
+
 def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...], target: np.ndarray) -> None:
     """Where a chain is straight with its target on its own line, bend it about its first bone's X axis.
 
@@ -250,19 +265,10 @@ def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...
     """
     if len(chain) < 2:
         return
-    top = chain[-1]
-    base = joints.heads[:, top]
-    axis = joints.tails[:, chain[0]] - base
-    length = np.sqrt(np.einsum("ij,ij->i", axis, axis))
-    straight = length >= EPSILON
-    axis = axis * (1.0 / np.where(straight, length, 1.0))[:, None]
-    for point in [joints.tails[:, k] for k in chain] + [target]:
-        d = point - base
-        off = d - axis * np.einsum("ij,ij->i", d, axis)[:, None]
-        straight &= np.sqrt(np.einsum("ij,ij->i", off, off)) <= 1e-5 * length
-    rows = np.flatnonzero(straight)
+    rows = np.flatnonzero(straight_at(joints.heads, joints.tails, chain, target))
     if not len(rows):
         return
+    top = chain[-1]
     hinge = joints.tails[rows, top]
     half = 0.1  # half of the 0.2 rad bend
     turn = np.column_stack((np.full(len(rows), np.cos(half)), quats.x_axis(joints.frames[rows, top]) * np.sin(half)))

@@ -558,6 +558,17 @@ def _part_way(tip: Vec, target: Vec, step: float) -> Vec:
     return (tip[0] + step * (target[0] - tip[0]), tip[1] + step * (target[1] - tip[1]), tip[2] + step * (target[2] - tip[2]))
 
 
+def pulls(tree: MovingTree, weights: list[float], branch: list[float]) -> list[tuple[float, list[tuple[str, int, float]]]]:
+    """Per node, what pulls its tail in the forward pass, as the batched solvers use it: (total weight,
+    [("goal" | "child", index, weight)]); goals and child branches without weight do not pull."""
+    out = []
+    for k in range(len(tree.bones)):
+        node = [("goal", g, float(weights[g])) for g in tree.goals_at[k] if weights[g] > 0.0]
+        node += [("child", c, float(branch[c])) for c in tree.children[k] if branch[c] > 0.0]
+        out.append((sum(w for _, _, w in node), node))
+    return out
+
+
 def branch_weights(tree: MovingTree, weights: list[float]) -> list[float]:
     """For each node, the summed weight of the effectors at or below it."""
     branch = [sum(weights[g] for g in goals) for goals in tree.goals_at]

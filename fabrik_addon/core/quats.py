@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import rotation
 from .vec import EPSILON
 
 
@@ -73,20 +74,8 @@ def _half_turns(a: np.ndarray, axis: np.ndarray) -> np.ndarray:
     n = np.sqrt(np.einsum("ij,ij->i", k, k))
     along = n < 1e-9
     if along.any():
-        k[along] = np.cross(a[along], _helpers(a[along]))
-        n[along] = np.sqrt(np.einsum("ij,ij->i", k[along], k[along]))
+        k[along], n[along] = rotation.any_perpendicular(a[along]), 1.0
     return np.column_stack((np.zeros(len(a)), k / n[:, None]))
-
-
-def _helpers(a: np.ndarray) -> np.ndarray:
-    """The helper axis `vec.perpendicular` crosses with: Z unless a is close to it, then X."""
-    return np.where((np.abs(a[:, 2]) < 0.9)[:, None], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0])
-
-
-def perpendicular(a: np.ndarray) -> np.ndarray:
-    """A unit vector perpendicular to each unit a, chosen as `vec.perpendicular` chooses it."""
-    c = np.cross(a, _helpers(a))
-    return c * (1.0 / np.sqrt(np.einsum("ij,ij->i", c, c)))[:, None]
 
 
 def reach(fixed: np.ndarray, toward: np.ndarray, length, fallback: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ def frames_from_y(directions: np.ndarray) -> np.ndarray:
     return orthonormalized(np.stack((zeros, directions, zeros), axis=2))
 
 
-def _any_perpendicular(y: np.ndarray) -> np.ndarray:
+def any_perpendicular(y: np.ndarray) -> np.ndarray:
     """Unit vectors perpendicular to unit vectors y (one, or (m, 3)), chosen the same way every time."""
     y = np.asarray(y, dtype=float)
     helper = np.where((np.abs(y[..., 2]) < 0.9)[..., None], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0])
@@ -28,7 +28,7 @@ def swing_matrix(a: np.ndarray, b: np.ndarray, axis_if_opposite: np.ndarray) -> 
         # Near opposite the formula loses precision: half turn about an axis perpendicular
         # to a (which takes a to -a), then the short rest of the way.
         k = axis_if_opposite - a * float(a @ axis_if_opposite)
-        k = k / np.linalg.norm(k) if np.linalg.norm(k) > 1e-9 else _any_perpendicular(a)
+        k = k / np.linalg.norm(k) if np.linalg.norm(k) > 1e-9 else any_perpendicular(a)
         half_turn = 2.0 * np.outer(k, k) - np.eye(3)
         return swing_matrix(-a, b, k) @ half_turn
     c = np.cross(a, b)
@@ -63,7 +63,8 @@ def swung_frames(frames: np.ndarray, directions: np.ndarray) -> np.ndarray:
     c = np.cross(y, directions)
     safe = d >= -1.0 + 1e-6
     scale = 1.0 / np.where(safe, 1.0 + d, 1.0)
-    turned_x = x + np.cross(c, x) + (c * np.einsum("ij,ij->i", c, x)[:, None] - x * np.einsum("ij,ij->i", c, c)[:, None]) * scale[:, None]
+    along_c = c * np.einsum("ij,ij->i", c, x)[:, None] - x * np.einsum("ij,ij->i", c, c)[:, None]  # c x (c x x)
+    turned_x = x + np.cross(c, x) + along_c * scale[:, None]
     out = np.stack((turned_x, directions, turned_x), axis=2)
     for i in np.flatnonzero(~safe):  # nearly a half turn: the careful way
         out[i] = swing_matrix(y[i], directions[i], x[i]) @ frames[i]
@@ -79,7 +80,7 @@ def orthonormalized(frames: np.ndarray) -> np.ndarray:
     x = frames[:, :, 0] - y * np.einsum("ij,ij->i", frames[:, :, 0], y)[:, None]
     short = np.linalg.norm(x, axis=1) < 1e-9
     if short.any():
-        x[short] = _any_perpendicular(y[short])
+        x[short] = any_perpendicular(y[short])
     x /= np.linalg.norm(x, axis=1)[:, None]
     return np.stack((x, y, np.cross(x, y)), axis=2)
 

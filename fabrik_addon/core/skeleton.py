@@ -80,19 +80,16 @@ class Skeleton:
                     heads[i] = self.rest_tails[p]
                     self.rest_tails[i] = heads[i] + lens[i] * self.rest_frames[i][:, 1]
         self.limits: tuple[JointLimit | None, ...] = _checked_limits(limits, n, self.names)
-        #: Each bone's rest frame relative to its parent's rest frame (to armature space for roots), as a quaternion.
-        self.rest_relative: tuple[quat.Quat, ...] = tuple(
-            quat.from_matrix((self.rest_frames[i] if p < 0 else self.rest_frames[p].T @ self.rest_frames[i]).tolist())
-            for i, p in enumerate(self.parents)
-        )
-        # The same relation as matrices, and each rest head in its parent's rest frame (from the parent's head):
-        # forward kinematics needs only these.
-        self._rest_in_parent = np.array(
+        #: Each bone's rest frame and rest head in its parent's rest frame (the head from the parent's head;
+        #: armature space for roots): all that forward kinematics needs.
+        self.rest_in_parent = np.array(
             [self.rest_frames[i] if p < 0 else self.rest_frames[p].T @ self.rest_frames[i] for i, p in enumerate(self.parents)]
         ).reshape(n, 3, 3)
-        self._head_in_parent = np.array(
+        self.head_in_parent = np.array(
             [heads[i] if p < 0 else self.rest_frames[p].T @ (heads[i] - heads[p]) for i, p in enumerate(self.parents)]
         ).reshape(n, 3)
+        #: `rest_in_parent` as quaternions, for the solver's inner loops.
+        self.rest_relative: tuple[quat.Quat, ...] = tuple(quat.from_matrix(m) for m in self.rest_in_parent.tolist())
         self._cache: dict = {}
 
     def with_limits(self, limits: Sequence[JointLimit | None] | dict[int, JointLimit]) -> "Skeleton":
@@ -170,8 +167,8 @@ class Skeleton:
             p = self.parents[i]
             if i in rotations:
                 # pose_i = pose_p @ (rest_p^T rest_i) @ basis_i; the head at the rest offset plus the translation.
-                relative = self._rest_in_parent[i]
-                offset = self._head_in_parent[i]
+                relative = self.rest_in_parent[i]
+                offset = self.head_in_parent[i]
                 t = translations.get(i)
                 if t is not None:
                     offset = offset + relative @ t
