@@ -77,16 +77,18 @@ def solve(
 
     As `fabrik.solve`: a careful descent from each start; where it does not
     converge (and `settings.explore`), plain FABRIK carries on from where it
-    stopped, and the better of the two wins.
+    stopped with what is left of each frame's budget, and the better of the two wins.
     """
     targets = np.asarray(targets, dtype=float)
     joints = Joints.start(tree, start_heads, start_frames)
-    iterations, errors, converged = _descend(tree, goals, targets, joints, settings, careful=True)
+    budget = np.full(len(targets), settings.max_iterations)
+    iterations, errors, converged = _descend(tree, goals, targets, joints, settings, budget, careful=True)
     heads, frames = joints.heads, joints.pose_frames()
-    stuck = np.flatnonzero(~converged)
+    stuck = np.flatnonzero(~converged & (iterations < settings.max_iterations))
     if settings.explore and len(stuck):
         other = Joints.start(tree, heads[stuck], frames[stuck])
-        more, other_errors, other_converged = _descend(tree, goals, targets[stuck], other, settings, careful=False)
+        left = settings.max_iterations - iterations[stuck]
+        more, other_errors, other_converged = _descend(tree, goals, targets[stuck], other, settings, left, careful=False)
         better = other_converged | (other_errors.sum(axis=1) < errors[stuck].sum(axis=1))
         iterations[stuck] += more
         take = stuck[better]
@@ -95,9 +97,16 @@ def solve(
 
 
 def _descend(
-    tree: MovingTree, goals: Sequence[Goal], targets: np.ndarray, joints: Joints, settings: SolveSettings, careful: bool
+    tree: MovingTree,
+    goals: Sequence[Goal],
+    targets: np.ndarray,
+    joints: Joints,
+    settings: SolveSettings,
+    budget: np.ndarray,
+    careful: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """FABRIK iterations for every frame (`fabrik._solve_from`); joints end as each frame's result.
+    """FABRIK iterations for every frame (`fabrik._solve_from`), at most `budget` per frame; joints end as each
+    frame's result.
 
     Returns the iterations, the errors and whether each frame converged.
     """
@@ -117,7 +126,8 @@ def _descend(
     best_errors = errors.copy()
     step = np.ones(count)
     without_progress = np.zeros(count, dtype=int)
-    for iteration in range(1, settings.max_iterations + 1):
+    for iteration in range(1, int(budget.max(initial=0)) + 1):
+        done |= budget < iteration
         active = np.flatnonzero(~done)
         if not len(active):
             break

@@ -31,14 +31,14 @@ stretched straight towards it at once, as in the paper.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
-from . import limits, quat, rotation
+from . import limits, quat, refine, rotation
 from .problem import Goal, SolveReport, SolveSettings, begin
-from .skeleton import Pose, Skeleton
+from .skeleton import Pose, Skeleton, pose_with
 from .limits import JointLimit
 from .quat import Quat
 from .vec import EPSILON, Vec, add, cross, dist, dot, norm, perpendicular, reach, scale, sub
@@ -439,47 +439,96 @@ def solve(
     start: Pose | None = None,
     settings: SolveSettings = SolveSettings(),
 ) -> tuple[Pose, SolveReport]:
-    """Move the skeleton so that each goal's bone tip reaches its target; return the pose and a report."""
+    """Move the skeleton so that each goal's bone tip reaches its target; return the pose and a report.
+
+    `settings.max_iterations` caps the whole solve: FABRIK's iterations, the
+    refinement's and every restart's together.
+    """
     start, nothing_to_do = begin(skeleton, goals, start, settings)
     if nothing_to_do:
         return nothing_to_do
     tree = moving_tree(skeleton, goals)
+    if any(limit is not None for limit in tree.limits):
+        return _solve_limited(skeleton, tree, goals, start, settings)
     pose, report = _solve_from(skeleton, tree, goals, start, settings, careful=True)
     framed = tree.needs_frames or any(g.rotation is not None or g.pole is not None for g in goals)
-    if report.converged or report.stopped_by == "unreachable" or not framed or not settings.explore:
+    left = settings.max_iterations - report.iterations
+    if report.converged or report.stopped_by == "unreachable" or not framed or not settings.explore or left <= 0:
         return pose, report
-    # The careful descent found no way on from where it started (a dead end of the
-    # limits). Plain FABRIK may wander further but find the target; failing that, a
-    # few other starts inside the limits are tried (the same ones every time, so the
-    # result stays deterministic). The best result wins.
-    other_starts = [pose]
-    if any(limit is not None for limit in tree.limits):
-        rng = np.random.default_rng(len(tree.bones))
-        other_starts += [skeleton.with_local_rotations(start, _random_allowed(tree, rng)) for _ in range(settings.restarts)]
-    for attempt, other_start in enumerate(other_starts, 1):
-        other_pose, other = _solve_from(skeleton, tree, goals, other_start, settings, careful=False)
-        total = report.iterations + other.iterations
-        if other.converged or sum(other.errors) < sum(report.errors):
-            pose, report = other_pose, other
-        report.iterations, report.restarts = total, attempt
-        if report.converged:
-            break
+    # The careful descent found no way on from where it started; plain FABRIK may wander
+    # further and find the target, within what is left of the budget. The better result wins.
+    other_pose, other = _solve_from(skeleton, tree, goals, pose, replace(settings, max_iterations=left), careful=False)
+    total = report.iterations + other.iterations
+    if other.converged or sum(other.errors) < sum(report.errors):
+        pose, report = other_pose, other
+    report.iterations, report.restarts = total, 1
     return pose, report
 
 
-def _random_allowed(tree: MovingTree, rng: np.random.Generator) -> dict[int, np.ndarray]:
-    """A local rotation inside its limit for every limited moving bone."""
-    return {
-        b: np.array(quat.to_matrix(limits.sample(limit, rng)))
-        for b, limit in zip(tree.bones, tree.limits)
-        if limit is not None
-    }
+def _solve_limited(
+    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Pose, settings: SolveSettings
+) -> tuple[Pose, SolveReport]:
+    """FABRIK, then the refinement in the limits' own angles; then other starts inside the limits, within one budget.
+
+    FABRIK's passes bring the chains near their targets in few iterations,
+    but its straight-line moves and the limits' angles pull different ways
+    once the limits bind, and from there on it stalls. So each attempt runs
+    FABRIK while every iteration still halves the error, then hands the pose
+    to `refine`, which finishes in the coordinates the limits are written in.
+    When that ends in a dead end of the limits, another start pose inside
+    them is tried (the same ones every time: deterministic), keeping the
+    coordinates that cannot move any goal (a tool's roll without a rotation
+    goal) where they were.
+    """
+    budget = settings.max_iterations
+    problem = refine.Problem(tree, goals)
+    out_of_reach = problem.out_of_reach(start, skeleton)
+    rng = np.random.default_rng(len(tree.bones))
+    attempt_start, used, attempt = start, 0, 0
+    best: tuple[Pose, SolveReport] | None = None
+    while True:
+        left = replace(settings, max_iterations=budget - used)
+        pose, report = _solve_from(skeleton, tree, goals, attempt_start, left, careful=True, handover=True)
+        used += report.iterations
+        if not report.converged and used < budget:
+            rig = refine.AngleRig(skeleton, tree, pose)
+            refined = refine.solve(rig, problem, settings.tolerance, budget - used)
+            used += refined.iterations
+            if refined.cost <= problem.cost(report.errors, report.rotation_errors) or refined.converged:
+                pose = rig.pose(skeleton, start)
+                report = SolveReport(
+                    used, refined.errors, refined.converged, "converged" if refined.converged else refined.stopped_by,
+                    rotation_errors=refined.rotation_errors,
+                )
+        if best is None or report.converged or problem.cost(report.errors, report.rotation_errors) < problem.cost(
+            best[1].errors, best[1].rotation_errors
+        ):
+            best = pose, report
+        if best[1].converged or out_of_reach or not settings.explore or used >= budget or attempt >= settings.restarts:
+            break
+        attempt += 1
+        attempt_start = refine.random_start(skeleton, tree, goals, start, rng)
+    pose, report = best
+    report.iterations, report.restarts = used, attempt
+    if not report.converged:
+        report.stopped_by = "unreachable" if out_of_reach else ("max_iterations" if used >= budget else "stalled")
+    return pose, report
 
 
 def _solve_from(
-    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Pose, settings: SolveSettings, careful: bool
+    skeleton: Skeleton,
+    tree: MovingTree,
+    goals: Sequence[Goal],
+    start: Pose,
+    settings: SolveSettings,
+    careful: bool,
+    handover: bool = False,
 ) -> tuple[Pose, SolveReport]:
-    """FABRIK iterations from one start pose; `careful` undoes iterations that make things worse."""
+    """FABRIK iterations from one start pose; `careful` undoes iterations that make things worse.
+
+    With `handover` the iterations stop (stopped_by "handover") at the first
+    one that does not halve the error: from there on another method finishes.
+    """
     framed = any(g.rotation is not None or g.pole is not None for g in goals)
     joints = Joints(skeleton, tree, start, framed)
     targets = [tuple(float(c) for c in g.target) for g in goals]
@@ -493,8 +542,15 @@ def _solve_from(
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
     branch = branch_weights(tree, weights)
 
+    # (goal, tip node, rotation, chain reach, full weight) per rotation goal
+    rotation_goals = [
+        (g, node_of_goal[g], turn[0], chain_reach(tree, tree.goal_chain[g]), turn[1] >= 1.0)
+        for g, turn in enumerate(turns)
+        if turn
+    ]
     errors = goal_errors(tree, joints, goals, node_of_goal)
-    report = SolveReport(0, errors, max(errors) <= settings.tolerance, "converged")
+    angles = rotation_errors(joints, rotation_goals, len(goals))
+    report = SolveReport(0, errors, goals_reached(errors, angles, rotation_goals, settings.tolerance), "converged", rotation_errors=angles)
     if report.converged and joints.frames is None:
         return start.copy(), report
     report.converged = False  # a limited start pose still has to be brought inside its limits
@@ -514,7 +570,9 @@ def _solve_from(
     # reach; steps that work let the reach grow back to the whole way.
     controlled = careful and joints.frames is not None
     step = 1.0
-    best_error, best_joints, best_errors = sum(errors), joints.snapshot(), errors
+    best_error, best_joints, best_errors, best_angles = (
+        sum(errors) + sum(angles[g] * span * goals[g].rotation_weight for g, _, _, span, _ in rotation_goals), joints.snapshot(), errors, angles
+    )
     without_progress = 0
     report.stopped_by = "max_iterations"
     stiff = any(limit is not None and limit.is_stiff for limit in tree.limits)
@@ -528,15 +586,19 @@ def _solve_from(
             _turn_about_pole(tree, joints, chain, goal.target, goal.pole, goal.pole_angle)
         backward_reaching(tree, joints, before_pass)
         errors = goal_errors(tree, joints, goals, node_of_goal)
+        angles = rotation_errors(joints, rotation_goals, len(goals))
         report.iterations = iteration
-        if max(errors) <= settings.tolerance:
-            best_joints, best_errors = None, errors
+        if goals_reached(errors, angles, rotation_goals, settings.tolerance):
+            best_joints, best_errors, best_angles = None, errors, angles
             report.converged, report.stopped_by = True, "converged"
             break
-        current = sum(errors)
+        current = sum(errors) + sum(angles[g] * span * goals[g].rotation_weight for g, _, _, span, _ in rotation_goals)
+        if handover and current > 0.5 * best_error:
+            report.stopped_by = "handover"
+            break
         improved = current < best_error * (1.0 - settings.stall_fraction)
         if improved:
-            best_error, best_joints, best_errors = current, joints.snapshot(), errors
+            best_error, best_joints, best_errors, best_angles = current, joints.snapshot(), errors, angles
             without_progress = 0
             step = min(1.0, 2.0 * step)
         else:
@@ -549,8 +611,27 @@ def _solve_from(
                 step *= 0.5
     if best_joints is not None:
         joints.restore(best_joints)
-    report.errors = best_errors
+    report.errors, report.rotation_errors = best_errors, best_angles
     return _pose_from_joints(skeleton, start, tree, joints), report
+
+
+def chain_reach(tree: MovingTree, chain: Sequence[int]) -> float:
+    """The summed length of a chain's bones: the scale at which a rotation goal's angle counts as a distance."""
+    return sum(tree.length[k] for k in chain)
+
+
+def rotation_errors(joints: Joints, rotation_goals: list, count: int) -> list[float]:
+    """Per goal, the angle (radians) between its tip bone's frame and its rotation goal; 0 without one."""
+    angles = [0.0] * count
+    for g, node, rotation, _, _ in rotation_goals:
+        angles[g] = quat.angle_between(joints.frames[node], rotation)
+    return angles
+
+
+def goals_reached(errors: list[float], angles: list[float], rotation_goals: list, tolerance: float) -> bool:
+    """Every tip within tolerance of its target, and every full-weight rotation goal's angle within tolerance
+    at its chain's reach (a goal of less weight is a blend towards the rotation, not a requirement)."""
+    return max(errors) <= tolerance and all(angles[g] * span <= tolerance for g, _, _, span, full in rotation_goals if full)
 
 
 def _part_way(tip: Vec, target: Vec, step: float) -> Vec:
@@ -581,24 +662,11 @@ def branch_weights(tree: MovingTree, weights: list[float]) -> list[float]:
 
 def _pose_from_joints(skeleton: Skeleton, start: Pose, tree: MovingTree, joints: Joints) -> Pose:
     """Turn solved joint positions into a full pose: moving bones swing, the rest follow their parents rigidly."""
-    heads = start.heads.copy()
-    frames = start.frames.copy()
     moving = list(tree.bones)
-    heads[moving] = joints.heads
     if joints.frames is not None:
-        frames[moving] = rotation.orthonormalized(rotation.quaternion_to_matrix(np.asarray(joints.frames)))
+        frames = rotation.orthonormalized(rotation.quaternion_to_matrix(np.asarray(joints.frames)))
     else:
         # A free connected tree carried no frames: each bone turns the shortest way from where it started.
         directions = (np.asarray(joints.tails) - np.asarray(joints.heads)) / np.asarray(tree.length)[:, None]
-        frames[moving] = rotation.swung_frames(start.frames[moving], directions)
-    moved = set(moving)
-    for b in skeleton.order:
-        p = skeleton.parents[b]
-        if b in moved or p not in moved:
-            continue
-        # An unmoved bone below a moved one keeps its place relative to its parent.
-        turn = frames[p] @ start.frames[p].T
-        heads[b] = heads[p] + turn @ (start.heads[b] - start.heads[p])
-        frames[b] = turn @ start.frames[b]
-        moved.add(b)
-    return Pose(heads, frames, start.lengths)
+        frames = rotation.swung_frames(start.frames[moving], directions)
+    return pose_with(skeleton, start, moving, np.asarray(joints.heads), frames)

@@ -18,7 +18,7 @@ import numpy as np
 from . import limits, quat
 from .fabrik import MovingTree, moving_tree
 from .problem import Goal, SolveReport, SolveSettings, begin
-from .skeleton import Pose, Skeleton
+from .skeleton import Pose, Skeleton, pose_with
 
 __all__ = ["Effectors", "Rig", "pose_with", "solve_iteratively"]
 
@@ -137,23 +137,6 @@ class Rig:
     def pose(self, skeleton: Skeleton, start: Pose) -> Pose:
         """The full pose: moving bones from the rig, bones below them following rigidly, the rest as at the start."""
         return pose_with(skeleton, start, self.bones, self.heads, self.frames)
-
-
-def pose_with(skeleton: Skeleton, start: Pose, bones: Sequence[int], heads: np.ndarray, frames: np.ndarray) -> Pose:
-    """The start pose with some bones moved: bones below them follow rigidly, the others stay where they were."""
-    pose = start.copy()
-    pose.heads[list(bones)] = heads
-    pose.frames[list(bones)] = frames
-    moved = set(bones)
-    for b in skeleton.order:
-        p = skeleton.parents[b]
-        if b in moved or p not in moved:
-            continue
-        turn = pose.frames[p] @ start.frames[p].T
-        pose.heads[b] = pose.heads[p] + turn @ (start.heads[b] - start.heads[p])
-        pose.frames[b] = turn @ start.frames[b]
-        moved.add(b)
-    return pose
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,8 @@ class SolveReport:
     stopped_by: str = "converged"
     #: How many other start poses were tried (joint limits only).
     restarts: int = 0
+    #: Per goal, the angle (radians) between the tip bone and its rotation goal; 0 for goals without one.
+    rotation_errors: list[float] = field(default_factory=list)
 
     @property
     def max_error(self) -> float:

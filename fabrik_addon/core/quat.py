@@ -169,6 +169,12 @@ def slerp(a: Quat, b: Quat, t: float) -> Quat:
     )
 
 
+def angle_between(a: Quat, b: Quat) -> float:
+    """The angle (radians, 0..pi) of the rotation taking frame a to frame b."""
+    d = abs(a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3])
+    return 2.0 * math.acos(min(1.0, d))
+
+
 def about_axis(axis: Vec, angle: float) -> Quat:
     """The rotation by angle (radians) about a unit axis."""
     s = math.sin(angle / 2.0)

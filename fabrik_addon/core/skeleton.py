@@ -218,6 +218,23 @@ class Pose:
         return Pose(self.heads.copy(), self.frames.copy(), self.lengths)
 
 
+def pose_with(skeleton: Skeleton, start: Pose, bones: Sequence[int], heads: np.ndarray, frames: np.ndarray) -> Pose:
+    """The start pose with some bones moved: bones below them follow rigidly, the others stay where they were."""
+    pose = start.copy()
+    pose.heads[list(bones)] = heads
+    pose.frames[list(bones)] = frames
+    moved = set(bones)
+    for b in skeleton.order:
+        p = skeleton.parents[b]
+        if b in moved or p not in moved:
+            continue
+        turn = pose.frames[p] @ start.frames[p].T
+        pose.heads[b] = pose.heads[p] + turn @ (start.heads[b] - start.heads[p])
+        pose.frames[b] = turn @ start.frames[b]
+        moved.add(b)
+    return pose
+
+
 def skeleton_from_points(
     parents: Sequence[int],
     heads: Sequence[Sequence[float]],

@@ -1,0 +1,492 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Refinement in the limits' own angles: clamped damped least squares from FABRIK's pose.
+
+FABRIK moves points; joint limits act on angles. Where the two disagree --
+hinges whose plane FABRIK's straight-line moves keep leaving, chains whose
+limits meet head on -- FABRIK's passes can stall short of a target that a
+pose inside the limits reaches. This module finishes such solves in the
+coordinates the limits are written in, which is how Blender's own IK solver
+works throughout.
+
+Each limited joint is described by its swing (a rotation vector (sx, 0, sz)
+in the bone's XZ plane) after a twist t about its Y axis (see `limits`). A
+free joint turns about three axes of its zero frame. Axes that a limit
+locks are not degrees of freedom at all, so a hinge has one, a knuckle two.
+Every iteration:
+
+1. linearises: the derivative of each effector's tip with respect to each
+   degree of freedom is  w x (tip - head), where w is the world axis that the
+   coordinate turns about (for swing coordinates the exact derivative of the
+   rotation vector's exponential, so the step moves the joint as predicted);
+   rotation goals add the derivative of the tip's orientation, w itself;
+2. steps by damped least squares (Levenberg-Marquardt), leaving out the
+   coordinates that sit on a bound of their range and would be pushed past it
+   (Blender's solver locks those too), then clamps the rest into their ranges;
+3. keeps the step if it lowered the weighted error and lowers the damping, or
+   undoes it and raises the damping.
+
+The damping carries the units of length (a fraction of the chain's reach), so
+the solve behaves the same on a rig of any size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from . import limits, quat
+from .limits import JointLimit
+from .problem import Goal
+from .quat import Quat
+from .skeleton import Pose, Skeleton, pose_with
+from .vec import Vec
+
+if TYPE_CHECKING:
+    from .fabrik import MovingTree
+
+#: Starting damping, as a fraction of the largest chain's reach.
+DAMPING = 0.05
+#: The damping never falls below this fraction of the reach (nor rises above the last).
+DAMPING_RANGE = (1e-4, 1e3)
+#: No coordinate moves by more than this (radians) in one step.
+MAX_STEP = 0.5
+#: A coordinate this close to a bound (radians) counts as sitting on it.
+ON_BOUND = 1e-9
+
+
+@dataclass(frozen=True)
+class Coordinate:
+    """One degree of freedom: a node, which coordinate ("x", "z" swing, "y" twist; "free0..2" for free joints)."""
+
+    node: int
+    kind: str
+
+
+class AngleRig:
+    """The moving tree posed by per-joint coordinates, with heads, frames and tips by forward kinematics."""
+
+    def __init__(self, skeleton: Skeleton, tree: "MovingTree", start: Pose) -> None:
+        self.tree = tree
+        bones = list(tree.bones)
+        m = len(bones)
+        frames = [quat.from_matrix(f) for f in start.frames[bones].tolist()]
+        heads = [tuple(h) for h in start.heads[bones].tolist()]
+        self.zero: list[Quat] = []
+        self.link: list[Vec] = []
+        for k, b in enumerate(bones):
+            p = tree.parent[k]
+            direct = skeleton.parents[b]
+            # The frame the bone has with no rotation of its own: its moving parent's frame times a fixed
+            # turn that folds in the rest relation and any unmoving bones in between.
+            zero = skeleton.rest_relative[b]
+            if direct >= 0:
+                zero = quat.mul(quat.from_matrix(start.frames[direct].tolist()), zero)
+                if p >= 0:
+                    zero = quat.mul(quat.conj(frames[p]), zero)
+            self.zero.append(quat.normalized(zero))
+            self.link.append(quat.rotate(quat.conj(frames[p]), _sub(heads[k], heads[p])) if p >= 0 else heads[k])
+        self.limits: tuple[JointLimit | None, ...] = tree.limits
+        # Per node: (sx, sz, twist) for limited joints, the local quaternion for free ones.
+        self.angles: list[list[float] | None] = [None] * m
+        self.local: list[Quat] = [quat.IDENTITY] * m
+        for k in range(m):
+            zero_frame = self.zero[k] if tree.parent[k] < 0 else quat.mul(frames[tree.parent[k]], self.zero[k])
+            local = quat.normalized(quat.mul(quat.conj(zero_frame), frames[k]))
+            limit = self.limits[k]
+            if limit is None:
+                self.local[k] = local
+            else:
+                sx, sz, tw = quat.swing_twist(local)
+                sx, sz = limits.clamp_swing(limit, sx, sz)
+                self.angles[k] = [sx, sz, limits.clamp_twist(limit, tw)]
+                self.local[k] = quat.from_swing_twist(*self.angles[k])
+        self.heads: list[Vec] = [(0.0, 0.0, 0.0)] * m
+        self.frames: list[Quat] = [quat.IDENTITY] * m
+        self.zero_frames: list[Quat] = [quat.IDENTITY] * m
+        self.forward()
+
+    def forward(self) -> None:
+        """Heads and frames of every node from the coordinates."""
+        parent, heads, frames, zero_frames = self.tree.parent, self.heads, self.frames, self.zero_frames
+        for k in range(len(parent)):
+            p = parent[k]
+            if p < 0:
+                zero_frames[k] = self.zero[k]
+                heads[k] = self.link[k]
+            else:
+                zero_frames[k] = quat.mul(frames[p], self.zero[k])
+                o = quat.rotate(frames[p], self.link[k])
+                h = heads[p]
+                heads[k] = (h[0] + o[0], h[1] + o[1], h[2] + o[2])
+            frames[k] = quat.mul(zero_frames[k], self.local[k])
+
+    def tip(self, k: int) -> Vec:
+        """Node k's tail."""
+        y = quat.y_axis(self.frames[k])
+        h, length = self.heads[k], self.tree.length[k]
+        return (h[0] + length * y[0], h[1] + length * y[1], h[2] + length * y[2])
+
+    def coordinates(self, problem: "Problem") -> list[Coordinate]:
+        """Every degree of freedom the limits leave that can move a goal, parents first.
+
+        A limited bone at the end of a chain that turns about its own axis
+        (a tool's roll) moves no tip; without a rotation goal on it that
+        twist is left alone.
+        """
+        out = []
+        for k, limit in enumerate(self.limits):
+            if limit is None:
+                out += [Coordinate(k, "free0"), Coordinate(k, "free1"), Coordinate(k, "free2")]
+                continue
+            for axis, kind in (("x", "x"), ("z", "z")):
+                lo, hi = limit.swing_range(axis)
+                if hi - lo > 1e-12:
+                    out.append(Coordinate(k, kind))
+            lo, hi = limit.twist_range()
+            if hi - lo > 1e-12 and k not in problem.idle_twists:
+                out.append(Coordinate(k, "y"))
+        return out
+
+    def pose(self, skeleton: Skeleton, start: Pose) -> Pose:
+        """The full pose: the moving bones from here, the bones below them following rigidly."""
+        frames = np.array([quat.to_matrix(q) for q in self.frames]).reshape(-1, 3, 3)
+        return pose_with(skeleton, start, list(self.tree.bones), np.array(self.heads).reshape(-1, 3), frames)
+
+    def axes(self, coordinates: Sequence[Coordinate]) -> np.ndarray:
+        """The world axis each coordinate turns its node about, per unit of the coordinate (c, 3)."""
+        out = np.empty((len(coordinates), 3))
+        for i, c in enumerate(coordinates):
+            k = c.node
+            zero_frame = self.zero_frames[k]
+            if c.kind.startswith("free"):
+                unit = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))[int(c.kind[4])]
+                out[i] = quat.rotate(zero_frame, unit)
+            elif c.kind == "y":
+                out[i] = quat.y_axis(self.frames[k])
+            else:
+                sx, sz, _ = self.angles[k]
+                out[i] = quat.rotate(zero_frame, _swing_derivative(sx, sz, c.kind))
+        return out
+
+    def get(self, coordinates: Sequence[Coordinate]) -> np.ndarray:
+        """The coordinates' current values (free joints count from where they are: 0)."""
+        return np.array([0.0 if c.kind.startswith("free") else self.angles[c.node]["xzy".index(c.kind)] for c in coordinates])
+
+    def step(self, coordinates: Sequence[Coordinate], delta: np.ndarray) -> None:
+        """Move the coordinates by delta, clamped into their limits, and update the pose."""
+        free_turn: dict[int, list[float]] = {}
+        for c, d in zip(coordinates, delta.tolist()):
+            if c.kind.startswith("free"):
+                free_turn.setdefault(c.node, [0.0, 0.0, 0.0])[int(c.kind[4])] = d
+            else:
+                self.angles[c.node]["xzy".index(c.kind)] += d
+        for k, w in free_turn.items():
+            # A turn about the zero frame's axes: left-multiply in the zero frame.
+            self.local[k] = quat.normalized(quat.mul(_exp(w), self.local[k]))
+        touched = {c.node for c in coordinates}
+        for k in touched:
+            limit = self.limits[k]
+            if limit is not None:
+                sx, sz, tw = self.angles[k]
+                sx, sz = limits.clamp_swing(limit, sx, sz)
+                tw = limits.clamp_twist(limit, tw)
+                self.angles[k] = [sx, sz, tw]
+                self.local[k] = quat.from_swing_twist(sx, sz, tw)
+        self.forward()
+
+    def snapshot(self) -> tuple:
+        """The coordinates (everything else follows from them)."""
+        return [None if a is None else list(a) for a in self.angles], list(self.local)
+
+    def restore(self, snapshot: tuple) -> None:
+        """Go back to a snapshot."""
+        self.angles = [None if a is None else list(a) for a in snapshot[0]]
+        self.local = list(snapshot[1])
+        self.forward()
+
+    def rims(self, coordinates: Sequence[Coordinate]) -> list[tuple[int, int, tuple[float, float]]]:
+        """Swings on the rim of their elliptical cone: (index of sx, index of sz, outward unit normal)."""
+        where = {(c.node, c.kind): i for i, c in enumerate(coordinates)}
+        out = []
+        for k, limit in enumerate(self.limits):
+            if limit is None or (k, "x") not in where or (k, "z") not in where:
+                continue
+            lo_x, hi_x = limit.swing_range("x")
+            lo_z, hi_z = limit.swing_range("z")
+            if not (lo_x <= 0.0 <= hi_x and lo_z <= 0.0 <= hi_z):
+                continue  # no cone: each axis has its own range
+            sx, sz, _ = self.angles[k]
+            a = hi_x if sx >= 0.0 else -lo_x
+            b = hi_z if sz >= 0.0 else -lo_z
+            if a <= 1e-12 or b <= 1e-12 or (sx / a) ** 2 + (sz / b) ** 2 < 1.0 - 1e-9:
+                continue
+            nx, nz = sx / (a * a), sz / (b * b)
+            size = math.hypot(nx, nz)
+            out.append((where[(k, "x")], where[(k, "z")], (nx / size, nz / size)))
+        return out
+
+    def bounds(self, coordinates: Sequence[Coordinate]) -> tuple[np.ndarray, np.ndarray]:
+        """Each coordinate's range (free joints: unbounded)."""
+        lo = np.full(len(coordinates), -np.inf)
+        hi = np.full(len(coordinates), np.inf)
+        for i, c in enumerate(coordinates):
+            limit = self.limits[c.node]
+            if limit is None:
+                continue
+            lo[i], hi[i] = limit.twist_range() if c.kind == "y" else limit.swing_range(c.kind)
+        return lo, hi
+
+
+def _swing_derivative(sx: float, sz: float, kind: str) -> Vec:
+    """The angular velocity (in the zero frame) of exp(sx X + sz Z) per unit change of sx or sz.
+
+    d exp(v) = [J(v) dv] exp(v) with the left Jacobian
+    J(v) = I + (1 - cos a) / a^2 [v]x + (a - sin a) / a^3 [v]x^2,  a = |v|.
+    """
+    e = (1.0, 0.0, 0.0) if kind == "x" else (0.0, 0.0, 1.0)
+    v = (sx, 0.0, sz)
+    a2 = sx * sx + sz * sz
+    if a2 < 1e-12:
+        return e
+    a = math.sqrt(a2)
+    b = (1.0 - math.cos(a)) / a2
+    c = (a - math.sin(a)) / (a2 * a)
+    ve = _cross(v, e)
+    vve = _cross(v, ve)
+    return (e[0] + b * ve[0] + c * vve[0], e[1] + b * ve[1] + c * vve[1], e[2] + b * ve[2] + c * vve[2])
+
+
+def _exp(w: Sequence[float]) -> Quat:
+    """The rotation of rotation vector w."""
+    a = math.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2])
+    if a < 1e-15:
+        return quat.IDENTITY
+    s = math.sin(a / 2.0) / a
+    return (math.cos(a / 2.0), w[0] * s, w[1] * s, w[2] * s)
+
+
+def _sub(a: Vec, b: Vec) -> Vec:
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
+
+
+def _cross(a: Vec, b: Vec) -> Vec:
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+@dataclass
+class Refined:
+    """What a refinement did: iterations, each goal's distance and angle, and why it stopped."""
+
+    iterations: int
+    errors: list[float]
+    rotation_errors: list[float]
+    converged: bool
+    stopped_by: str
+    #: The weighted squared error it ended at (`Problem.cost`).
+    cost: float
+
+
+class Problem:
+    """The goals as the refinement sees them: effector nodes, targets, weights, rotation goals, reach."""
+
+    def __init__(self, tree: "MovingTree", goals: Sequence[Goal]) -> None:
+        self.tree = tree
+        self.nodes = [tree.bones.index(g.bone) for g in goals]
+        self.targets = [tuple(float(c) for c in g.target) for g in goals]
+        self.weights = [math.sqrt(max(0.0, g.weight)) for g in goals]
+        self.rotations = [None if g.rotation is None else quat.normalized(g.rotation) for g in goals]
+        self.rotation_weights = [g.rotation_weight for g in goals]
+        #: Per goal, its chain's summed bone length: the scale of its errors (rotation goals count at it).
+        self.reach = [sum(tree.length[k] for k in chain) for chain in tree.goal_chain]
+        # Per goal, the nodes whose turn moves its tip: its tip node and every moving ancestor.
+        self.moved_by: list[set[int]] = []
+        for node in self.nodes:
+            above = set()
+            k = node
+            while k >= 0:
+                above.add(k)
+                k = tree.parent[k]
+            self.moved_by.append(above)
+        rotated = {node for node, rotation in zip(self.nodes, self.rotations) if rotation is not None}
+        #: Leaf nodes without a rotation goal: their twist moves nothing the goals ask about.
+        self.idle_twists = {k for k in range(len(tree.bones)) if not tree.children[k] and k not in rotated}
+
+    def cost(self, errors: Sequence[float], rotation_errors: Sequence[float]) -> float:
+        """The weighted squared error the refinement lowers (angles count as lengths at the chain's reach)."""
+        total = 0.0
+        for g, d in enumerate(errors):
+            total += (self.weights[g] * d) ** 2
+            if self.rotations[g] is not None and rotation_errors:
+                total += (self.weights[g] * self.rotation_weights[g] * rotation_errors[g] * self.reach[g]) ** 2
+        return total
+
+    def reached(self, errors: Sequence[float], rotation_errors: Sequence[float], tolerance: float) -> bool:
+        """Every tip within tolerance, every full-weight rotation goal within tolerance at its chain's reach
+        (as `fabrik.goals_reached`)."""
+        if max(errors, default=0.0) > tolerance:
+            return False
+        return all(
+            rotation_errors[g] * self.reach[g] <= tolerance
+            for g, rotation in enumerate(self.rotations)
+            if rotation is not None and self.rotation_weights[g] >= 1.0
+        )
+
+    def out_of_reach(self, start: Pose, skeleton: Skeleton) -> bool:
+        """True when some pulling goal's target lies beyond all its chain could reach from a base that never moves.
+
+        The chain's reach here is the longest it could be: bones and rigid
+        offsets laid end to end. No pose inside any limits gets further.
+        """
+        for g, chain in enumerate(self.tree.goal_chain):
+            top = chain[-1]
+            if self.weights[g] <= 0.0 or self.tree.parent[top] >= 0:
+                continue
+            bones = [self.tree.bones[k] for k in chain]
+            longest = sum(self.tree.length[k] for k in chain)
+            longest += sum(float(np.linalg.norm(skeleton.offsets[b])) for b in bones[:-1])
+            base = start.heads[self.tree.bones[top]]
+            if math.dist(base, self.targets[g]) > longest * (1.0 + 1e-9):
+                return True
+        return False
+
+
+def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int) -> Refined:
+    """Levenberg-Marquardt in the limits' coordinates until every goal is reached or the budget is spent."""
+    coordinates = rig.coordinates(problem)
+    scale = max(problem.reach)
+    damping = DAMPING * scale
+    errors, angles = _errors(rig, problem)
+    cost = problem.cost(errors, angles)
+    iterations = 0
+    stopped_by = "max_iterations"
+    lo, hi = rig.bounds(coordinates)
+    while not problem.reached(errors, angles, tolerance):
+        if iterations >= max_iterations:
+            break
+        iterations += 1
+        j, e = _linearised(rig, problem, coordinates)
+        values = rig.get(coordinates)
+        delta = _bounded_step(j, e, damping, values, lo, hi, rig.rims(coordinates))
+        before = rig.snapshot()
+        rig.step(coordinates, delta)
+        new_errors, new_angles = _errors(rig, problem)
+        new_cost = problem.cost(new_errors, new_angles)
+        if new_cost < cost:
+            errors, angles, cost = new_errors, new_angles, new_cost
+            damping = max(DAMPING_RANGE[0] * scale, damping * 0.5)
+        else:
+            rig.restore(before)
+            damping *= 4.0
+            if damping > DAMPING_RANGE[1] * scale:
+                stopped_by = "stalled"  # no step of any length helps: a dead end of the limits
+                break
+    converged = problem.reached(errors, angles, tolerance)
+    return Refined(iterations, errors, angles, converged, "converged" if converged else stopped_by, cost)
+
+
+def random_start(skeleton: Skeleton, tree: "MovingTree", goals: Sequence[Goal], start: Pose, rng) -> Pose:
+    """The start pose with every limited moving bone turned to a random rotation inside its limit.
+
+    Twists that move no goal (see `AngleRig.coordinates`) keep the value they start with.
+    """
+    problem = Problem(tree, goals)
+    rig = AngleRig(skeleton, tree, start)
+    for k, limit in enumerate(tree.limits):
+        if limit is None:
+            continue
+        sx, sz, tw = quat.swing_twist(limits.sample(limit, rng))
+        rig.angles[k] = [sx, sz, rig.angles[k][2] if k in problem.idle_twists else tw]
+        rig.local[k] = quat.from_swing_twist(*rig.angles[k])
+    rig.forward()
+    return rig.pose(skeleton, start)
+
+
+def _errors(rig: AngleRig, problem: Problem) -> tuple[list[float], list[float]]:
+    """Each goal's tip distance, and each goal's angle to its rotation goal (0 without one)."""
+    dists = [math.dist(rig.tip(node), target) for node, target in zip(problem.nodes, problem.targets)]
+    angles = [
+        0.0 if rotation is None else quat.angle_between(rig.frames[node], rotation)
+        for node, rotation in zip(problem.nodes, problem.rotations)
+    ]
+    return dists, angles
+
+
+def _rotation_error(frame: Quat, target: Quat) -> Vec:
+    """The world rotation vector that turns `frame` onto `target`."""
+    d = quat.mul(target, quat.conj(frame))
+    if d[0] < 0.0:
+        d = (-d[0], -d[1], -d[2], -d[3])
+    s = math.sqrt(d[1] * d[1] + d[2] * d[2] + d[3] * d[3])
+    if s < 1e-15:
+        return (0.0, 0.0, 0.0)
+    angle = 2.0 * math.atan2(s, d[0])
+    return (d[1] * angle / s, d[2] * angle / s, d[3] * angle / s)
+
+
+def _linearised(rig: AngleRig, problem: Problem, coordinates: Sequence[Coordinate]) -> tuple[np.ndarray, np.ndarray]:
+    """The weighted Jacobian (rows: goals' tips, then rotation goals) and error vector."""
+    axes = rig.axes(coordinates)
+    heads = np.array([rig.heads[c.node] for c in coordinates])
+    nodes = [c.node for c in coordinates]
+    rows, errors = [], []
+    for g, node in enumerate(problem.nodes):
+        w = problem.weights[g]
+        if w <= 0.0:
+            continue
+        tip = np.array(rig.tip(node))
+        mask = np.array([n in problem.moved_by[g] for n in nodes], dtype=float)
+        block = np.cross(axes, tip - heads) * (mask[:, None] * w)
+        rows.append(block.T)
+        errors.append((np.array(problem.targets[g]) - tip) * w)
+        rotation = problem.rotations[g]
+        if rotation is not None:
+            # Angles count as lengths at the chain's reach, so both kinds of error weigh alike.
+            s = w * problem.rotation_weights[g] * problem.reach[g]
+            if s > 0.0:
+                rows.append((axes * (mask[:, None] * s)).T)
+                errors.append(np.array(_rotation_error(rig.frames[node], rotation)) * s)
+    return np.vstack(rows), np.concatenate(errors)
+
+
+def _bounded_step(
+    j: np.ndarray, e: np.ndarray, damping: float, values: np.ndarray, lo: np.ndarray, hi: np.ndarray, cones: list
+) -> np.ndarray:
+    """A damped least-squares step that respects the bounds it is held against, then clamps into the limits.
+
+    A coordinate on a bound of its range that the step would push past is
+    left out; a swing on the rim of its elliptical cone that the step would
+    push outwards may only slide along the rim. Then the step is recomputed.
+    """
+    n = j.shape[1]
+    basis = np.eye(n)  # columns: the directions the step may take
+    held: set[int] = set()
+    rims: set[int] = set()
+    delta = np.zeros(n)
+    for _ in range(4):
+        jb = j @ basis
+        d = jb.T @ np.linalg.solve(jb @ jb.T + damping * damping * np.eye(len(e)), e)
+        delta = basis @ d
+        changed = False
+        for i in np.flatnonzero(((values <= lo + ON_BOUND) & (delta < 0.0)) | ((values >= hi - ON_BOUND) & (delta > 0.0))):
+            if i not in held:
+                held.add(int(i))
+                basis[:, i] = 0.0
+                changed = True
+        for c, (ix, iz, normal) in enumerate(cones):
+            if c in rims or normal[0] * delta[ix] + normal[1] * delta[iz] <= 0.0:
+                continue
+            rims.add(c)
+            basis[:, ix] = 0.0
+            basis[:, iz] = 0.0
+            if ix not in held and iz not in held:
+                basis[ix, ix], basis[iz, ix] = -normal[1], normal[0]  # the rim's tangent
+            changed = True
+        if not changed:
+            break
+    largest = np.abs(delta).max(initial=0.0)
+    if largest > MAX_STEP:
+        delta *= MAX_STEP / largest
+    return np.clip(values + delta, lo, hi) - values
