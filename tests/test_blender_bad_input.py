@@ -112,7 +112,7 @@ def test_one_bad_effector_does_not_stop_the_others():
     settle(rig)
     status = solving.status["Rig"]
     assert status.effectors[1] == "no bone 'missing' in 'Rig'"
-    assert status.effectors[0].startswith("error")
+    assert status.effectors[0].startswith("reached")
 
 
 def test_solve_operator_reports_problems_instead_of_raising():

@@ -167,8 +167,45 @@ def test_sidebar_panel_shows_effectors_settings_and_status():
     props = {args[1] for name, args, _ in log if name == "prop"}
     assert {"live", "chain_length", "weight", "target", "iterations", "tolerance"} <= props
     assert ("template_list" in {name for name, _, _ in log})
-    assert any(name == "label" and kwargs.get("text", "").startswith("converged") for name, _, kwargs in log)
+    assert any(
+        name == "label" and kwargs.get("text", "").startswith("reached") and kwargs.get("icon") == 'CHECKMARK'
+        for name, _, kwargs in log
+    )
     row_log = []
     FABRIK_UL_effectors.draw_item(None, None, RecordingLayout(row_log), rig.fabrik, rig.fabrik.effectors[0], 0, None, "", 0)
-    labels = [kwargs.get("text") for name, _, kwargs in row_log if name == "label"]
-    assert labels[0] == "bone3 \u2192 Target" and labels[1].startswith("error")
+    labels = [(kwargs.get("text"), kwargs.get("icon")) for name, _, kwargs in row_log if name == "label"]
+    assert labels[0][0] == "bone3 \u2192 Target" and labels[1][0].startswith("reached (miss") and labels[1][1] == 'CHECKMARK'
+
+
+
+def test_a_target_out_of_reach_is_a_warning_with_the_distance_not_success():
+    """The status says how far the tip is off and why, the icons tell it apart from reached and from bad input."""
+    from fabrik_addon.blender.ui import FABRIK_UL_effectors
+
+    rig, target = chain_rig()
+    target.location = (0.0, 6.0, 0.0)  # the four bones reach 4
+    bpy.context.view_layer.update()
+    status = solving.status["Rig"]
+    assert status.ok and status.missed and not status.reached[0]
+    assert status.message.startswith("missed by 2 (target out of reach)")
+    assert status.effectors[0] == "misses by 2: target out of reach"
+    row_log = []
+    FABRIK_UL_effectors.draw_item(None, None, RecordingLayout(row_log), rig.fabrik, rig.fabrik.effectors[0], 0, None, "", 0)
+    assert [kwargs.get("icon") for name, _, kwargs in row_log if name == "label"][1] == 'ERROR'
+    target.location = (1.0, 1.0, 2.0)
+    bpy.context.view_layer.update()
+    assert not solving.status["Rig"].missed and solving.status["Rig"].message.startswith("reached")
+
+
+def test_the_tolerance_means_the_same_on_a_rig_of_any_size():
+    """The same chain built in metres and in centimetres (bones and target 100 times larger) solves alike."""
+    small, small_target = chain_rig(target_at=(1.5, 0.0, 2.5))
+    large = rigbuild.make_armature("Large", rigbuild.chain_bones(4, 100.0))
+    large_target = rigbuild.make_target("LargeTarget", (150.0, 0.0, 250.0))
+    rigbuild.add_effector(large, "bone3", large_target)
+    large.fabrik.live = True
+    bpy.context.view_layer.update()
+    a, b = solving.status["Rig"], solving.status["Large"]
+    assert a.reached[0] and b.reached[0]
+    assert a.report.iterations == b.report.iterations
+    assert b.report.max_error == pytest.approx(100.0 * a.report.max_error, rel=1e-2, abs=1e-4)

@@ -30,7 +30,7 @@ class BakeResult:
     removed_by_cleanup: int = 0
     action: str = ""
     seconds: float = 0.0
-    #: Frames on which some effector could not be solved, with the reason.
+    #: Frames on which some effector could not be solved or missed its target, with the reason.
     problems: list[str] = field(default_factory=list)
 
 
@@ -168,13 +168,17 @@ class Baker:
 
     def _solve_batched(self, rows: slice) -> int:
         """Solve some frames of the FrameBatch together."""
-        local, _, _ = self._batch.solve(rows)
+        local, _, errors = self._batch.solve(rows)
         indices = self._batched[rows]
         moving = {b: k for k, b in enumerate(self._batch.moving)}
         self.locals[indices] = local[:, [moving[b] for b in self._columns]]
         self.solved[indices] = True
-        for i, problems in zip(indices, self._batch.problems[rows]):
-            self._note(i, problems)
+        tolerance = self._batch.solve_settings.tolerance
+        for i, problems, error in zip(indices, self._batch.problems[rows], errors):
+            missed = {
+                index: f"misses by {e:.2g}" for index, e in zip(self._batch.used, error.tolist()) if e > tolerance
+            }
+            self._note(i, {**problems, **missed})
         return len(indices)
 
     def _solve_together(self, indices: list[int]) -> int:
@@ -204,9 +208,9 @@ class Baker:
         self._record(i, *solving.conclude(problem, pose, report))
         return 1
 
-    def _note(self, i: int, effectors: dict[int, str]) -> None:
-        """Remember the effectors that could not be solved on frame i."""
-        bad = [f"{k}: {m}" for k, m in effectors.items() if not m.startswith("error") and m != "disabled"]
+    def _note(self, i: int, problems: dict[int, str]) -> None:
+        """Remember the effectors that could not be solved, or missed their targets, on frame i."""
+        bad = [f"{k}: {m}" for k, m in problems.items() if m != "disabled"]
         if bad:
             self._problems.append((i, f"frame {self.frames[i]}: " + "; ".join(bad)))
 
@@ -216,7 +220,7 @@ class Baker:
             self._problems.append((i, f"frame {self.frames[i]}: {status.message}"))
             self.as_was[i] = {name: rig.rotation_value(self.obj.pose.bones[name]) for name in self.bones}
             return
-        self._note(i, status.effectors)
+        self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
         self.locals[i] = solution.local[self._columns]
         self.solved[i] = True
 

@@ -42,6 +42,8 @@ class FrameBatch:
 
     def __init__(self, obj, skeleton, goals, used, problems, tree) -> None:
         self.obj, self.skeleton, self.goals, self.tree = obj, skeleton, goals, tree
+        #: The effector index of each goal.
+        self.used = used
         self.layout = goal_layout(goals)
         pose_bones = obj.pose.bones
         #: Pose-bone index of each skeleton bone (foreach_get reads in pose-bone order).
@@ -70,7 +72,7 @@ class FrameBatch:
         self.static_channels = paths is not None and not any(path.startswith(prefixes) for path in paths)
         #: The rig's solve settings as the batch solves them (animation may change them frame by frame).
         self.settings = _solve_settings(obj)
-        self.solve_settings = solving.solve_settings_of(obj.fabrik, warm=False)
+        self.solve_settings = solving.solve_settings_of(obj.fabrik, warm=False, size=solving.rig_size(skeleton, tree))
         self.targets: list[list[tuple]] = []
         self.channels: dict[str, list[np.ndarray]] = {"quat": [], "euler": [], "axis": [], "loc": []}
         self.parents: list[np.ndarray] = []

@@ -36,7 +36,7 @@ class FABRIK_OT_solve(Operator):
         except ValueError as exc:
             self.report({'ERROR'}, str(exc))
             return {'CANCELLED'}
-        level = {'INFO'} if result.ok else {'WARNING'}
+        level = {'WARNING'} if not result.ok or result.missed else {'INFO'}
         self.report(level, f"FABRIK '{obj.name}': {result.message}")
         return {'FINISHED'}
 

@@ -99,10 +99,12 @@ class FabrikSettings(PropertyGroup):
         name="Tolerance",
         default=1e-4,
         min=0.0,
-        soft_max=0.1,
-        precision=5,
-        subtype='DISTANCE',
-        description="An effector counts as reached within this distance of its target",
+        soft_max=0.01,
+        precision=6,
+        description=(
+            "How close each tip must come to its target, as a fraction of the rig's size (its longest effector "
+            "chain, laid end to end), so it means the same on a rig of any size or unit scale"
+        ),
     )
     start: EnumProperty(
         name="Start From",

@@ -17,15 +17,35 @@ from . import rig
 
 @dataclass
 class RigStatus:
-    """What the last solve of one rig did, for the panel (kept in memory, never in the file)."""
+    """What the last solve of one rig did, for the panel (kept in memory, never in the file).
+
+    Three states, drawn differently: something is wrong with the input (`ok`
+    False: the message says what), the solve stopped short of some target
+    (`missed`: how far, and why), or every effector reached its target.
+    """
 
     message: str = ""
     ok: bool = True
     #: Per effector index: a short status line.
     effectors: dict[int, str] = field(default_factory=dict)
+    #: Per effector index that was solved: whether it reached its target (others could not be solved).
+    reached: dict[int, bool] = field(default_factory=dict)
     report: SolveReport | None = None
     #: Wall time of the last solve including reading and writing the pose, in seconds.
     seconds: float = 0.0
+
+    @property
+    def missed(self) -> bool:
+        """True when the solve ran but stopped short of some target: a warning, not success."""
+        return self.ok and not all(self.reached.values())
+
+
+#: Why a solve stopped short, in the user's words.
+STOPPED_BY = {
+    "unreachable": "target out of reach",
+    "stalled": "stuck: no pose nearby gets closer",
+    "max_iterations": "iteration cap hit",
+}
 
 
 #: Last status per armature object name.
@@ -157,9 +177,15 @@ class Solution:
 _last_solution: dict[str, dict[int, np.ndarray]] = {}
 
 
-def solve_settings_of(settings, warm: bool) -> SolveSettings:
-    """Core settings for a rig: starting from a previous solution favours continuity over exploring."""
-    return SolveSettings(max_iterations=settings.iterations, tolerance=settings.tolerance, explore=not warm)
+def solve_settings_of(settings, warm: bool, size: float) -> SolveSettings:
+    """Core settings for a rig of this size: the tolerance is a fraction of it; starting from a previous
+    solution favours continuity over exploring."""
+    return SolveSettings(max_iterations=settings.iterations, tolerance=settings.tolerance * size, explore=not warm)
+
+
+def rig_size(skeleton, tree) -> float:
+    """The rig's size for tolerances: its longest effector chain's bones laid end to end (armature units)."""
+    return max(sum(float(skeleton.lengths[tree.bones[k]]) for k in chain) for chain in tree.goal_chain)
 
 
 @dataclass
@@ -213,7 +239,7 @@ def prepare(
     locations = {b: located[b] for b in tree.bones if moved[b]}
     start = skeleton.with_local_rotations(rig.current_pose(obj, skeleton), rotations, locations)
     problem = Problem(
-        result, skeleton, goals, used, list(tree.bones), fk, start, solve_settings_of(settings, warm),
+        result, skeleton, goals, used, list(tree.bones), fk, start, solve_settings_of(settings, warm, rig_size(skeleton, tree)),
         settings.solver, rig.limit_problems(obj), began,
     )
     return result, problem
@@ -222,16 +248,37 @@ def prepare(
 def conclude(problem: Problem, pose, report: SolveReport) -> tuple[RigStatus, Solution]:
     """The status and solution of a solved problem."""
     result = problem.result
+    tolerance = problem.settings.tolerance
+    why = STOPPED_BY.get(report.stopped_by, report.stopped_by)
     for k, index in enumerate(problem.used):
-        result.effectors[index] = f"error {report.errors[k]:.2g}"
+        miss = report.errors[k]
+        angle = report.rotation_errors[k] if k < len(report.rotation_errors) else 0.0
+        goal = problem.goals[k]
+        turned = goal.rotation is not None and goal.rotation_weight >= 1.0 and angle * _chain_size(problem, k) > tolerance
+        result.reached[index] = miss <= tolerance and not turned
+        if result.reached[index]:
+            result.effectors[index] = f"reached (miss {miss:.2g})"
+        elif turned and miss <= tolerance:
+            result.effectors[index] = f"turned {math.degrees(angle):.2g}\u00b0 off: {why}"
+        else:
+            result.effectors[index] = f"misses by {miss:.2g}: {why}"
     result.report = report
-    result.message = f"{report.stopped_by}, {report.iterations} iterations, max error {report.max_error:.2g}"
+    if report.converged:
+        result.message = f"reached, {report.iterations} iterations"
+    else:
+        result.message = f"missed by {report.max_error:.2g} ({why}), {report.iterations} iterations"
     if problem.limit_problems:
         result.ok = False
         result.message = "; ".join(problem.limit_problems)
     result.seconds = time.perf_counter() - problem.began
     skeleton = problem.skeleton
     return result, Solution(skeleton, problem.bones, skeleton.local_rotations(pose), problem.fk)
+
+
+def _chain_size(problem: Problem, k: int) -> float:
+    """The summed bone length of goal k's chain: a rotation goal's angle counts as a distance at it."""
+    tree = moving_tree(problem.skeleton, problem.goals)
+    return sum(float(problem.skeleton.lengths[tree.bones[n]]) for n in tree.goal_chain[k])
 
 
 def compute(

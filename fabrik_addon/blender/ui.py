@@ -20,8 +20,11 @@ class FABRIK_UL_effectors(UIList):
         split.label(text=f"{item.bone or '(no bone)'} → {target}", icon='BONE_DATA')
         rig_status = solving.status.get(data.id_data.name)
         if rig_status is not None and index in rig_status.effectors:
-            message = rig_status.effectors[index]
-            split.label(text=message, icon='NONE' if message.startswith("error") else 'ERROR')
+            reached = rig_status.reached.get(index)
+            status_row = split.row(align=True)
+            status_row.alert = reached is False  # solved, but short of its target: red, like Blender's warnings
+            icon = 'CHECKMARK' if reached else ('ERROR' if reached is False else 'CANCEL')
+            status_row.label(text=rig_status.effectors[index], icon=icon)
 
 
 class VIEW3D_PT_fabrik(Panel):
@@ -89,7 +92,10 @@ class VIEW3D_PT_fabrik(Panel):
         row.operator("fabrik.restore_constraints", text="Restore", icon='LOOP_BACK')
         rig_status = solving.status.get(obj.name)
         if rig_status is not None and rig_status.message:
-            layout.label(text=rig_status.message, icon='INFO' if rig_status.ok else 'ERROR')
+            row = layout.row()
+            row.alert = not rig_status.ok or rig_status.missed
+            icon = 'CANCEL' if not rig_status.ok else ('ERROR' if rig_status.missed else 'CHECKMARK')
+            row.label(text=rig_status.message, icon=icon)
 
 
 class BONE_PT_fabrik_limits(Panel):
