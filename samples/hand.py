@@ -3,9 +3,13 @@
 
 The finger bases are not connected to the palm's tip, every finger's chain
 runs through the palm (chain length 4), and the thumb pulls twice as hard as
-the other fingers where they share it. Only the palm has IK limits (a small
-cone): with hinge limits on the fingers as well, FABRIK stalls short of
-these targets in this shared-palm tree (1e-3 to 0.3 units).
+the other fingers where they share it. The joints carry a hand's limits, set
+with Blender's own IK settings: each knuckle flexes (X, -10..90 degrees) and
+spreads (Z, -20..20) but does not twist; the middle and distal joints are
+hinges (X only, 0..100 and 0..80), so a finger curls one way only; the
+thumb's base turns further both ways; the palm, which every chain shares,
+may tip a little. Each fingertip's path lies in its finger's own plane, on
+poses inside these limits.
 """
 
 from __future__ import annotations
@@ -28,6 +32,21 @@ FINGERS = ("thumb", "index", "middle", "ring", "pinky")
 #: The ball the hand closes on, just above the fingers: center and radius.
 BALL_CENTER = Vector((0.0, 0.95, 0.5))
 BALL_RADIUS = 0.45
+#: IK settings (rigbuild.set_limits' arguments, degrees) of a finger's knuckle, middle and distal joint. Every
+#: bone's X axis is world X (the fingers run along +Y with no roll), so positive X curls a finger up, towards the ball.
+FINGER_LIMITS = (
+    {"lock": "Y", "x": (-10, 90), "z": (-20, 20)},
+    {"lock": "YZ", "x": (0, 100)},
+    {"lock": "YZ", "x": (0, 80)},
+)
+#: The thumb: a wider base (it swings across the palm), then two hinges.
+THUMB_LIMITS = (
+    {"lock": "Y", "x": (-20, 90), "z": (-45, 45)},
+    {"lock": "YZ", "x": (0, 90)},
+    {"lock": "YZ", "x": (-10, 80)},
+)
+#: The palm (the wrist): tips up to 15 degrees each way, no twist.
+PALM_LIMITS = {"lock": "Y", "x": (-15, 15), "z": (-15, 15)}
 #: Distance between neighbouring fingers.
 SPREAD = 0.19
 #: How far below the ball's front each fingertip touches it, in degrees.
@@ -71,8 +90,11 @@ def build(frames: range = FRAMES):
     rigbuild.add_bone_box(rig, "palm", 1.0, 0.08, color=rigbuild.SAND)
     rigbuild.add_bone_meshes(rig, [b.name for b in rig.data.bones if b.name != "palm"], radius=0.045, taper=0.8,
                              color=rigbuild.SAND, joint=1.1)
-    # The palm, which every finger's chain shares, may tip a little; the fingers are free.
-    rigbuild.set_limits(rig, "palm", x=(-15, 15), z=(-15, 15))
+    # The palm, which every finger's chain shares, may tip a little (a cone) but not twist.
+    rigbuild.set_limits(rig, "palm", **PALM_LIMITS)
+    for finger in FINGERS:
+        for j, limits in enumerate(THUMB_LIMITS if finger == "thumb" else FINGER_LIMITS):
+            rigbuild.set_limits(rig, f"{finger}{j}", **limits)
     rigbuild.add_sphere("Ball", BALL_CENTER, BALL_RADIUS, color=(0.2, 0.45, 0.85, 1.0), segments=32)
     for f, finger in enumerate(FINGERS):
         target = rigbuild.make_target(f"{finger}_target", grip_points(f)[0], size=0.05)

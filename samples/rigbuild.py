@@ -165,18 +165,25 @@ def set_limits(rig, bone: str, lock: str = "", x=None, y=None, z=None, stiffness
 def rest_pole_angle(rig, top: str, tip: str, pole) -> float:
     """The pole angle that keeps the chain top..tip bent as at rest, with its pole target at `pole` (armature space).
 
-    The solver turns the chain so its first bone's X axis faces the pole,
-    turned by the pole angle about the line from the chain's base to its
-    target; this is the angle that makes that turn zero in the rest pose.
+    Blender's IK (and the add-on, which follows it) turns the chain so that
+    its first bone's up vector X cos(angle) + Z sin(angle), seen along the
+    line from the chain's base to its tip, points at the pole; this is the
+    angle for which that turn is none at all in the rest pose.
     """
     bones = rig.data.bones
     base = bones[top].head_local
     axis = (bones[tip].tail_local - base).normalized()
-    x_axis = bones[top].matrix_local.to_3x3().col[0]
-    x_axis = x_axis - axis * axis.dot(x_axis)
-    towards = Vector(pole) - base
-    towards = towards - axis * axis.dot(towards)
-    return math.atan2(axis.dot(towards.cross(x_axis)), towards.dot(x_axis))
+    frame = bones[top].matrix_local.to_3x3()
+
+    def across(v):
+        return v - axis * axis.dot(v)
+
+    x_axis, z_axis, towards = across(frame.col[0]), across(frame.col[2]), across(Vector(pole) - base)
+    # towards = a X' + b Z' in the plane across the line; then (cos, sin) of the angle is along (a, b).
+    side = axis.cross(x_axis)
+    a = towards.dot(z_axis.cross(axis)) / x_axis.dot(z_axis.cross(axis))
+    b = towards.dot(side) / z_axis.dot(side)
+    return math.atan2(b, a)
 
 
 # Meshes, so that renders (which never show armatures or empties) show the rig.
@@ -231,6 +238,22 @@ def add_bone_meshes(
     return objects
 
 
+def add_tool(rig, bone: str, length: float, radius: float, color=RED):
+    """A cone from a bone's tail onwards along the bone (a tool on a robot's flange), parented to the bone.
+
+    It shows which way the bone points, which a rotation goal decides.
+    """
+    bm = bmesh.new()
+    # Along +Y from the tail: a bone parent places its children at the bone's tail, in the bone's axes.
+    along_y = Matrix.Translation((0.0, length / 2.0, 0.0)) @ Matrix.Rotation(-math.pi / 2.0, 4, 'X')
+    bmesh.ops.create_cone(bm, cap_ends=True, segments=16, radius1=radius, radius2=radius * 0.15, depth=length,
+                          matrix=along_y)
+    obj = _mesh_object(f"{rig.name}_{bone}_tool", bm, color, parent=rig)
+    obj.parent_type = 'BONE'
+    obj.parent_bone = bone
+    return obj
+
+
 def add_bone_box(rig, bone: str, width: float, thickness: float, color=STEEL):
     """A box along a bone (width along its X, thickness along its Z), parented to it: a palm, a robot's body."""
     length = rig.data.bones[bone].length
@@ -249,6 +272,15 @@ def add_sphere(name: str, location, radius: float, color=RED, parent=None, segme
     bm = bmesh.new()
     bmesh.ops.create_uvsphere(bm, u_segments=segments, v_segments=max(4, segments // 2), radius=radius)
     obj = _mesh_object(name, bm, color, parent=parent)
+    obj.location = location
+    return obj
+
+
+def add_box(name: str, location, size, color=STEEL):
+    """A box mesh object centred on location, size (x, y, z): a work piece, a table."""
+    bm = bmesh.new()
+    bmesh.ops.create_cube(bm, size=1.0, matrix=Matrix.Diagonal((*size, 1.0)))
+    obj = _mesh_object(name, bm, color)
     obj.location = location
     return obj
 
@@ -285,6 +317,26 @@ def effector_error(rig, effector) -> float:
     if effector.subtarget:
         target = target @ effector.target.evaluated_get(depsgraph).pose.bones[effector.subtarget].matrix
     return (tip - target.translation).length
+
+
+def effector_turn(rig, effector) -> float | None:
+    """The angle (radians) between the effector's tip bone and its target's rotation, as Blender evaluates them.
+
+    None when the effector has no rotation goal. Compared in the armature's
+    space (where the add-on solves), scale taken out of both sides.
+    """
+    if not effector.use_rotation:
+        return None
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    evaluated = rig.evaluated_get(depsgraph)
+    tip = evaluated.pose.bones[effector.bone].matrix.to_quaternion()
+    target = effector.target.evaluated_get(depsgraph).matrix_world
+    if effector.subtarget:
+        target = target @ effector.target.evaluated_get(depsgraph).pose.bones[effector.subtarget].matrix
+    goal = (evaluated.matrix_world.inverted() @ target).to_3x3().normalized().to_quaternion()
+    difference = tip.rotation_difference(goal)
+    # Not difference.angle (2 acos w): mathutils works in single precision, where w rounds to 1 below ~0.05 degrees.
+    return 2.0 * math.atan2(Vector(difference[1:]).length, abs(difference.w))
 
 
 def effector_reach(rig, effector) -> tuple[float, float]:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Sample: a UR5 industrial arm built from its Denavit-Hartenberg table, its flange following a target on a circle.
+"""Sample: a UR5 industrial arm built from its Denavit-Hartenberg table, its tool circling a work piece, pointing at it.
 
 `dh_frames` runs the arm's forward kinematics from the standard DH
 parameters (Universal Robots' published values for the UR5) at the zero
@@ -9,13 +9,18 @@ refuses zero-length bones) and turning every joint axis into the bone's
 twist (Y, when the axis runs along the bone) or its hinge (the bone's X axis
 set on the joint axis by the roll). The IK limits then lock every other axis.
 
-The effector sits on the wrist: the tail of `link3`, joint 4's origin, with
-chain length 3 (the base's twist, shoulder and elbow), and the wrist links
-follow rigidly. With the effector on the tool flange (`link6`) FABRIK stalls
-short of most targets, even targets made by forward kinematics inside the
-limits: the UR5's wrist turns about three axes that run along its own
-offset links (twists), which FABRIK's position passes cannot find; see
-`FLANGE_EFFECTOR` to try it.
+The effector sits on the tool flange (the tail of `link6`), its chain is
+all six joints, and it has a rotation goal: the flange takes its target's
+orientation as well as its place. The target circles above a work piece
+with its Y axis (the flange's axis, along which the tool points) aimed at
+the work piece's centre, so the tool tilts round it as a deburring or
+inspection pass would. As an animator would for a machine following a
+path, each solve starts from the previous frame's solution ("Start From:
+Previous Solution"), so the joints move smoothly (a few degrees per frame
+here); solved from the rest pose on every frame, the goal is reached too,
+but the wrist may pick the other of its poses and flip half a turn between
+two frames. The bake does the same as live solving. The iterations and the
+tolerance are the add-on's defaults.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import rigbuild  # noqa: E402
 FRAMES = range(1, 49)
 TOLERANCE = 1e-3
 VIEW = (-0.6, -1.5, 0.8)
+#: Whether the demo bakes with warm starts (each frame from the last one's solution), as live solving runs.
 BAKE_WARM_START = True
 
 
@@ -53,10 +59,18 @@ UR5 = (
     DH(0.09465, 0.0, -math.pi / 2),
     DH(0.0823, 0.0, 0.0),
 )
-#: Put the effector on the tool flange (all six joints) instead of the wrist (the first three).
-FLANGE_EFFECTOR = False
 #: Joint ranges in degrees for the IK limits (a UR5 turns +-360; Blender's IK limits stop at +-180).
 RANGES = ((-180, 180), (-180, 0), (-160, 160), (-180, 180), (-180, 180), (-180, 180))
+
+#: The work piece: a block on the ground in front of the arm (centre of its footprint, size, height), metres.
+WORK_PIECE = (Vector((-0.45, -0.25, 0.0)), 0.22, 0.08)
+#: The flange's circle above the work piece: radius and height of the flange's tip above the ground.
+CIRCLE_RADIUS = 0.1
+CIRCLE_HEIGHT = 0.17
+#: The tool on the flange (drawn only: the effector is the flange's tip, where the tool is mounted).
+TOOL_LENGTH = 0.07
+#: The point (inside the work piece) the tool points at from anywhere on its circle.
+AIM = WORK_PIECE[0] + Vector((0.0, 0.0, 0.04))
 
 
 def dh_frames(table: Sequence[DH], angles: Sequence[float] | None = None) -> list[Matrix]:
@@ -136,6 +150,44 @@ def dh_bones(frames: Sequence[Matrix], min_length: float = 1e-4) -> list[ArmBone
     return bones
 
 
+def tool_pose(frame: int, frames: range) -> Matrix:
+    """The flange's goal at a frame: on the circle above the work piece, its Y axis (the tool) aimed at AIM.
+
+    The X axis stays as close to world X as the aim allows, so the flange's
+    roll changes only as much as the tilt round the circle needs.
+    """
+    angle = 2.0 * math.pi * (frame - frames.start) / max(1, len(frames))
+    center, _, _ = WORK_PIECE
+    location = Vector((center.x + CIRCLE_RADIUS * math.cos(angle), center.y + CIRCLE_RADIUS * math.sin(angle),
+                       CIRCLE_HEIGHT))
+    y_axis = (AIM - location).normalized()
+    x_axis = Vector((1.0, 0.0, 0.0))
+    x_axis = (x_axis - y_axis * y_axis.dot(x_axis)).normalized()
+    z_axis = x_axis.cross(y_axis)
+    pose = Matrix((x_axis, y_axis, z_axis)).transposed().to_4x4()
+    pose.translation = location
+    return pose
+
+
+def key_tool_path(target, frames: range) -> None:
+    """Key the target's location and rotation on every frame.
+
+    Quaternion keys with the sign kept from key to key, so Blender's
+    interpolation between them turns the short way.
+    """
+    target.rotation_mode = 'QUATERNION'
+    previous = None
+    for frame in frames:
+        pose = tool_pose(frame, frames)
+        rotation = pose.to_quaternion()
+        if previous is not None and rotation.dot(previous) < 0.0:
+            rotation.negate()
+        target.location = pose.translation
+        target.rotation_quaternion = previous = rotation
+        target.keyframe_insert("location", frame=frame)
+        target.keyframe_insert("rotation_quaternion", frame=frame)
+
+
 def build(frames: range = FRAMES):
     """Build the scene; return the rig."""
     arm = dh_bones(dh_frames(UR5))
@@ -150,16 +202,17 @@ def build(frames: range = FRAMES):
         rigbuild.set_limits(rig, bone.name, lock=lock, **{axis.lower(): free[axis] for axis in free})
     rigbuild.add_bone_meshes(rig, radius=0.045, taper=0.85, color=(0.6, 0.75, 0.85, 1.0), joint=1.3,
                              radii={"link1": 0.06})
+    rigbuild.add_tool(rig, arm[-1].name, TOOL_LENGTH, 0.025)
     rigbuild.add_ground()
+    center, size, height = WORK_PIECE
+    rigbuild.add_box("WorkPiece", center + Vector((0.0, 0.0, height / 2.0)), (size, size, height), color=rigbuild.SAND)
     rigbuild.use_frames(frames)
-    # A horizontal circle in front of the arm and above its base, well inside the wrist's reach of 0.82 m.
-    target = rigbuild.make_target("WristTarget", (-0.45, -0.2, 0.35), size=0.03)
-    rigbuild.key_motion(target, 'CIRCLE', 0.15, frames, plane='XY')
-    if FLANGE_EFFECTOR:
-        rigbuild.add_effector(rig, arm[-1].name, target)
-    else:
-        rigbuild.add_effector(rig, "link3", target, chain_length=3)
-    rig.fabrik.iterations = 500
+    target = rigbuild.make_target("ToolTarget", tool_pose(frames.start, frames).translation, size=0.03)
+    target.empty_display_type = 'ARROWS'  # shows the orientation the flange takes
+    key_tool_path(target, frames)
+    effector = rigbuild.add_effector(rig, arm[-1].name, target)
+    effector.use_rotation = True
+    rig.fabrik.start = 'PREVIOUS'
     rig.fabrik.live = True
     return rig
 

@@ -100,6 +100,16 @@ def test_robot_arm_joints_are_hinges():
         assert len(locked) == 2 and len(limited) == 1 and limited[0] not in locked, pose_bone.name
 
 
+def test_robot_arm_solves_with_default_iterations():
+    """No raised iteration cap: the arm reaches with the add-on's defaults, warm-started for smooth motion."""
+    import robot_arm
+
+    rig = robot_arm.build(range(1, 3))
+    default = type(rig.fabrik).bl_rna.properties["iterations"].default
+    assert rig.fabrik.iterations == default == 50
+    assert rig.fabrik.start == 'PREVIOUS' and robot_arm.BAKE_WARM_START
+
+
 def test_tentacle_has_forty_bones_in_cones():
     """40 connected bones, each with a swing cone about X and Z."""
     import tentacle
@@ -131,6 +141,31 @@ def test_hand_fingertips_touch_the_ball_when_closed():
     assert max(gaps(middle)) < 0.02
     assert min(gaps(frames.start)) > 0.05
     assert [e.weight for e in rig.fabrik.effectors] == [2.0, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_hand_fingers_carry_finger_limits():
+    """Knuckles flex and spread but do not twist; middle and distal joints are hinges; the palm is limited too."""
+    import hand
+
+    rig = hand.build(range(1, 3))
+    bones = rig.pose.bones
+
+    def locked(pb):
+        return "".join(axis for axis in "xyz" if getattr(pb, f"lock_ik_{axis}"))
+
+    def limited(pb):
+        return "".join(axis for axis in "xyz" if getattr(pb, f"use_ik_limit_{axis}"))
+
+    for finger in hand.FINGERS:
+        knuckle, middle, distal = (bones[f"{finger}{j}"] for j in range(3))
+        assert (locked(knuckle), limited(knuckle)) == ("y", "xz"), finger
+        for hinge in (middle, distal):
+            assert (locked(hinge), limited(hinge)) == ("yz", "x"), hinge.name
+            # A hinge bends one way: it cannot flex back further than a few degrees.
+            assert hinge.ik_min_x >= math.radians(-10.0) and hinge.ik_max_x >= math.radians(60.0), hinge.name
+    thumb, index = bones["thumb0"], bones["index0"]
+    assert thumb.ik_max_z - thumb.ik_min_z > index.ik_max_z - index.ik_min_z, "the thumb's base swings wider"
+    assert limited(bones["palm"]) == "xz" and bones["palm"].ik_max_x <= math.radians(20.0)
 
 
 def test_hexapod_feet_stay_planted_in_stance():
@@ -183,6 +218,29 @@ def test_ur5_dh_forward_kinematics():
     # A joint angle moves everything after it: joint 1 (the base) turns the tip about Z.
     turned = ur5.dh_frames(ur5.UR5, [math.pi / 2, 0, 0, 0, 0, 0])[-1].translation
     assert tuple(turned) == pytest.approx((-tip.y, tip.x, tip.z), abs=1e-6)
+
+
+def test_ur5_flange_follows_position_and_rotation():
+    """The effector is on the tool flange with all six joints in its chain and a full rotation goal; it is met."""
+    import ur5
+
+    frames = range(1, 13)
+    rig = ur5.build(frames)
+    (effector,) = rig.fabrik.effectors
+    flange = ur5.dh_bones(ur5.dh_frames(ur5.UR5))[-1].name
+    assert effector.bone == flange and not rig.data.bones[flange].children
+    assert effector.chain_length in (0, len(rig.data.bones)) and len(rigbuild.chain_of(rig, effector)) == 6
+    assert effector.use_rotation and effector.rotation_weight == 1.0
+    assert rig.fabrik.iterations == type(rig.fabrik).bl_rna.properties["iterations"].default
+    scene = bpy.context.scene
+    tilts = []
+    for frame in frames:
+        scene.frame_set(frame)
+        turn = rigbuild.effector_turn(rig, effector)
+        assert turn is not None and turn < 1e-3, f"frame {frame}: the flange is {math.degrees(turn):.3f} degrees off"
+        # The target turns along its path (the tool tilts round the work piece), so the rotation goal does work.
+        tilts.append(tuple(effector.target.matrix_world.to_quaternion()))
+    assert len({tuple(round(c, 3) for c in q) for q in tilts}) == len(frames)
 
 
 def test_dh_bones_merge_zero_length_links():
@@ -329,6 +387,22 @@ def test_render_one_tiny_frame(tmp_path):
     finally:
         bpy.data.images.remove(image)
     assert time.perf_counter() - began < 10.0
+
+
+def test_demo_counts_a_pair_reached_only_within_tolerance_and_by_the_panel():
+    """The demo's "reached": distance and rotation goal within the sample's tolerance, and the panel said reached."""
+    import ur5
+
+    from fabrik_addon.blender import solving
+
+    demo = load_demo()
+    frames = range(1, 4)
+    rig = ur5.build(frames)
+    live = demo.play(rig, frames, rigbuild, ur5.TOLERANCE, status=lambda: solving.status[rig.name])
+    assert live["reached"] == live["reachable"] == live["checks"] == 3 and not live["misses"]
+    assert live["worst_turn"] is not None and live["worst_turn"] < 0.05
+    strict = demo.play(rig, frames, rigbuild, 0.0)
+    assert strict["reached"] == 0 and len(strict["misses"]) == 3 and strict["worst_turn"] is not None
 
 
 def test_target_motion_can_key_the_active_effectors_target():

@@ -9,12 +9,19 @@ is the only state shared:
 2. install and enable it in a temporary BLENDER_USER_RESOURCES, save preferences;
 3. per sample: build the scene, play its frames with live
    solving and measure the solve time and each effector's real distance to
-   its target on frames where the target is within the chain's reach; bake
-   the solution to keys (`bake_object`) and measure the baked playback the
-   same way; save out/<sample>.blend; render a contact sheet of four frames
-   with Workbench, the targets' paths drawn in, to out/<sample>.png
+   its target (and, for rotation goals, the angle to its target's rotation)
+   on frames where the target is within the chain's reach; bake the
+   solution to keys (`bake_object`) and measure the baked playback the same
+   way; save out/<sample>.blend; render a contact sheet of four frames with
+   Workbench, the targets' paths drawn in, to out/<sample>.png
    (`--update-docs` copies the sheets to docs/images/);
-4. print a table.
+4. print a table, and exit with 1 if some reachable target was missed.
+
+A reachable (effector, frame) pair counts as reached when the tip is within
+the sample's TOLERANCE (world units) of its target, a rotation goal's angle
+times the chain's reach is within it too (the panel's convention: an angle
+counts as the distance it moves the chain's far end), and, while solving
+live, the panel's status said "reached" for that effector.
 """
 
 from __future__ import annotations
@@ -118,14 +125,19 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print_table(rows)
     print()
+    missed = [r["sample"] for r in rows if r["reached"] < r["reachable"] or r["baked_reached"] < r["reachable"]]
+    if missed:
+        log(f"missed reachable targets: {', '.join(missed)}")
+    else:
+        log(f"every reachable target reached, live and baked, within each sample's tolerance")
     log(f"done in {time.perf_counter() - began:.1f} s")
-    return 0
+    return 1 if missed else 0
 
 
 def print_table(rows: list[dict]) -> None:
     """The summary table, one row per sample."""
-    header = ("sample", "bones", "effectors", "frames", "median solve", "worst error", "reachable", "bake",
-              "baked error", "saved")
+    header = ("sample", "bones", "effectors", "frames", "median solve", "reachable", "reached", "worst error",
+              "worst turn", "bake", "baked reached", "baked error", "saved")
     table = [header] + [
         (
             r["sample"],
@@ -133,9 +145,12 @@ def print_table(rows: list[dict]) -> None:
             str(r["effectors"]),
             str(r["frames"]),
             f"{r['median_solve_ms']:.2f} ms",
-            f"{r['worst_error']:.1e}",
             f"{r['reachable']}/{r['checks']}",
+            f"{r['reached']}/{r['reachable']}",
+            f"{r['worst_error']:.1e}",
+            "-" if r["worst_turn"] is None else f"{r['worst_turn']:.1e}\u00b0",
             f"{r['bake_seconds']:.2f} s",
+            f"{r['baked_reached']}/{r['reachable']}",
             f"{r['baked_error']:.1e}",
             ", ".join(p for p in (r["saved"], r.get("sheet")) if p),
         )
@@ -184,18 +199,25 @@ def step_sample(name: str, render: bool = True) -> dict:
     progress(f"built: {len(rig.data.bones)} bones, {len(rig.fabrik.effectors)} effectors, {len(frames)} frames")
 
     scene = bpy.context.scene
+    tolerance = getattr(sample, "TOLERANCE", 1e-3)
     times: list[float] = []
-    live = play(rig, frames, rigbuild, on_frame=lambda frame: times.append(_solve_seconds(solving, rig, frame)))
+    live = play(rig, frames, rigbuild, tolerance, status=lambda: solving.status[rig.name],
+                on_frame=lambda frame: times.append(_solve_seconds(solving, rig, frame)))
     progress(f"live solving: median {statistics.median(times) * 1e3:.2f} ms per frame, "
-             f"worst error {live['worst']:.1e} on {live['reachable']} of {live['checks']} reachable checks")
+             f"{live['reached']} of {live['reachable']} reachable checks reached (of {live['checks']}), "
+             f"worst error {live['worst']:.1e}")
+    for line in live["misses"][:5]:
+        progress(f"live miss: {line}")
 
     warm = getattr(sample, "BAKE_WARM_START", True)
     result = bake.bake_object(rig, frames, warm_start=warm)
     for problem in result.problems[:3]:
         progress(f"bake: {problem}")
-    baked = play(rig, frames, rigbuild)
+    baked = play(rig, frames, rigbuild, tolerance)
     progress(f"baked {result.keys} keys in {result.seconds:.2f} s ({'warm' if warm else 'cold'} starts); "
-             f"baked playback worst error {baked['worst']:.1e}")
+             f"baked playback: {baked['reached']} of {baked['reachable']} reached, worst error {baked['worst']:.1e}")
+    for line in baked["misses"][:5]:
+        progress(f"baked miss: {line}")
 
     sheet = None
     if render:
@@ -219,43 +241,74 @@ def step_sample(name: str, render: bool = True) -> dict:
         "frames": len(times),
         "median_solve_ms": statistics.median(times) * 1e3,
         "worst_error": live["worst"],
+        "worst_turn": live["worst_turn"],
         "reachable": live["reachable"],
+        "reached": live["reached"],
         "checks": live["checks"],
         "bake_seconds": result.seconds,
         "bake_problems": len(result.problems),
         "baked_error": baked["worst"],
+        "baked_turn": baked["worst_turn"],
+        "baked_reached": baked["reached"],
         "saved": str(saved.relative_to(ROOT)),
         "sheet": str(sheet.relative_to(ROOT)) if sheet else None,
     }
 
 
 def _solve_seconds(solving, rig, frame: int) -> float:
-    """The last live solve's time; stop the demo if it failed."""
+    """The last live solve's time; stop the demo if it could not solve (bad input: a missing bone or target)."""
     status = solving.status[rig.name]
     if not status.ok:
         raise RuntimeError(f"frame {frame}: {status.message}")
     return status.seconds
 
 
-def play(rig, frames, rigbuild, on_frame=None) -> dict:
-    """Play the frames: measure effector errors where targets are in reach, gather points for the camera and paths."""
+def play(rig, frames, rigbuild, tolerance: float = 1e-3, on_frame=None, status=None) -> dict:
+    """Play the frames: measure effector errors where targets are in reach, gather points for the camera and paths.
+
+    `status`, while solving live, gives the rig's last RigStatus: a pair
+    the panel did not call reached does not count as reached either.
+    Returns the worst distance and the worst rotation goal's angle (degrees;
+    None without rotation goals) over reachable pairs, how many pairs were
+    checked, in reach and reached, and a line per missed reachable pair.
+    """
+    import math
+
     import bpy
     from mathutils import Vector
 
     scene = bpy.context.scene
-    worst, reachable, checks = 0.0, 0, 0
+    worst, worst_turn, reachable, reached, checks = 0.0, None, 0, 0, 0
+    misses: list[str] = []
     points: list[tuple[float, float, float]] = []
     paths: dict[str, list[tuple[float, float, float]]] = {}
     depsgraph = bpy.context.evaluated_depsgraph_get()
+    effectors = rig.fabrik.effectors
+    # rigbuild.measure gives a row per enabled effector with a target, in order: these are their indices.
+    measured = [k for k, e in enumerate(effectors) if e.enabled and e.target is not None]
     for frame in frames:
         scene.frame_set(frame)
         if on_frame is not None:
             on_frame(frame)
-        for _, error, in_reach in rigbuild.measure(rig):
+        verdict = status() if status is not None else None
+        for k, (bone, error, in_reach) in zip(measured, rigbuild.measure(rig)):
             checks += 1
-            if in_reach:
-                reachable += 1
-                worst = max(worst, error)
+            if not in_reach:
+                continue
+            reachable += 1
+            worst = max(worst, error)
+            turn = rigbuild.effector_turn(rig, effectors[k])
+            _, reach = rigbuild.effector_reach(rig, effectors[k])
+            if turn is not None:
+                worst_turn = max(worst_turn or 0.0, math.degrees(turn))
+            within = error <= tolerance and (turn is None or turn * reach <= tolerance)
+            panel = verdict is None or verdict.reached.get(k, False)
+            if within and panel:
+                reached += 1
+            else:
+                said = f", panel: {verdict.effectors.get(k)}" if verdict is not None else ""
+                angle = f", {math.degrees(turn):.2g} degrees off" if turn is not None else ""
+                misses.append(f"frame {frame} {bone}: {error:.2g} off{angle}{said}")
         evaluated = rig.evaluated_get(depsgraph)
         world = evaluated.matrix_world
         for pose_bone in evaluated.pose.bones:
@@ -270,7 +323,8 @@ def play(rig, frames, rigbuild, on_frame=None) -> dict:
                 location = tuple(effector.target.evaluated_get(depsgraph).matrix_world.translation)
                 paths.setdefault(effector.target.name, []).append(location)
                 points.append(location)
-    return {"worst": worst, "reachable": reachable, "checks": checks, "points": points, "paths": paths}
+    return {"worst": worst, "worst_turn": worst_turn, "reachable": reachable, "reached": reached, "checks": checks,
+            "misses": misses, "points": points, "paths": paths}
 
 
 # Rendering: Workbench, an orthographic camera framing everything the rig and its targets do.

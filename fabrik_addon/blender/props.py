@@ -59,7 +59,10 @@ class FabrikEffector(PropertyGroup):
     pole_target: PointerProperty(
         name="Pole Target",
         type=bpy.types.Object,
-        description="Object that decides which way the chain bends (its first bone's X axis faces it)",
+        description=(
+            "Object that decides which way the chain bends, as Blender's IK pole: the chain's first bone turns "
+            "its X axis, turned towards Z by the pole angle, to face it"
+        ),
     )
     pole_subtarget: StringProperty(name="Pole Bone", description="When the pole target is an armature, use this bone")
     pole_angle: FloatProperty(
@@ -68,7 +71,10 @@ class FabrikEffector(PropertyGroup):
         min=-3.141593,
         max=3.141593,
         subtype='ANGLE',
-        description="Turn the chain by this angle about the line from its base to the target, as Blender's IK pole angle",
+        description=(
+            "As Blender's IK pole angle: the first bone's axis X cos(angle) + Z sin(angle) faces the pole; "
+            "-90° points a knee bent by a positive turn about X at it"
+        ),
     )
     # Set by "Convert IK Constraints": the muted constraint this effector came from.
     source_bone: StringProperty(name="Source Bone", description="Bone that holds the IK constraint this effector replaces")

@@ -271,7 +271,7 @@ def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...
     """Where a chain is straight with its target on its own line, bend it about its first bone's X axis.
 
     As `fabrik._bend_if_straight_at`: the whole branch below the chain's first
-    bone turns 0.2 rad about that bone's tail.
+    bone turns 0.2 rad about the joint it hangs from (the next bone's head).
     """
     if len(chain) < 2:
         return
@@ -279,7 +279,7 @@ def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...
     if not len(rows):
         return
     top = chain[-1]
-    hinge = joints.tails[rows, top]
+    hinge = joints.heads[rows, chain[-2]]
     half = 0.1  # half of the 0.2 rad bend
     turn = np.column_stack((np.full(len(rows), np.cos(half)), quats.x_axis(joints.frames[rows, top]) * np.sin(half)))
     for k in tree.subtree(chain[-2]):

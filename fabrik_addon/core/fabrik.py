@@ -36,7 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import limits, quat, refine, rotation
+from . import limits, pole, quat, refine, rotation
 from .problem import Goal, SolveReport, SolveSettings, begin
 from .skeleton import Pose, Skeleton, pose_with
 from .limits import JointLimit
@@ -266,8 +266,118 @@ def _turn_towards(tree: MovingTree, joints: Joints, k: int, rotation: Quat, weig
     joints.heads[k] = sub(joints.tails[k], scale(quat.y_axis(wanted), tree.length[k]))
 
 
-def _turn_about_pole(tree: MovingTree, joints: Joints, chain: tuple[int, ...], target: Vec, pole: Vec, angle: float) -> None:
-    """Turn a chain about the line from its base to its target so its first bone's X axis faces the pole."""
+@dataclass(frozen=True)
+class PoleHold:
+    """What keeps a chain turned the way its pole says, through FABRIK's passes."""
+
+    chain: tuple[int, ...]
+    target: Vec
+    #: A vector fixed in the chain's first bone (its bend normal, in that bone's frame).
+    local: Vec
+    #: Where that vector should face, in armature space (seen along the line from the base to the target).
+    wanted: Vec
+
+
+def pole_holds(tree: MovingTree, joints: Joints, goals: Sequence[Goal]) -> list[PoleHold]:
+    """Apply Blender's pole rule to the start pose (see `pole`) and return what holds it during the solve.
+
+    Each chain with a pole is turned as one body about its base, as Blender
+    turns it before solving, when nothing else hangs below its first bone
+    (another goal's branch would be swung with it). A straight chain, which
+    Blender leaves straight, is then bent into an arc towards its turned up
+    vector (`_bend_towards`), so its knees face the pole: where Blender puts
+    the knee of the same chain bent a hair that way, the way a pole angle is
+    chosen for a knee. The turn is of the start pose only: the tip is then
+    pulled to its target as ever, so it costs no reach. What the turn does
+    to the chain's bend plane is kept as a vector fixed in the first bone
+    (the bend normal, which bending in that plane leaves be) that should face
+    a given way; each iteration turns the chain about its base-target line
+    back to it (`_turn_about_pole`), which never moves a tip that is on its
+    target. Blender drops the pole when the chain's tree carries two or more
+    position goals; here every goal's pole counts.
+    """
+    holds = []
+    for g, goal in enumerate(goals):
+        if goal.pole is None:
+            continue
+        chain = tree.goal_chain[g]
+        top = chain[-1]
+        base = np.array(joints.heads[top])
+        frame = np.array(quat.to_matrix(joints.frames[top]))
+        target, polepoint = np.array(goal.target, dtype=float), np.array(goal.pole, dtype=float)
+        turn = pole.blender_turn(base, np.array(joints.tails[chain[0]]), frame, target, polepoint, goal.pole_angle)
+        if turn is None:
+            continue  # undefined (pole on the target line, target on the base): the chain keeps its own plane
+        up = pole.up_vector(frame, goal.pole_angle)
+        below = tree.subtree(top)
+        alone = all(h == g for k in below for h in tree.goals_at[k])
+        if alone:
+            _turn_rigidly(joints, below, tuple(base.tolist()), quat.from_matrix(turn.tolist()))
+            up = turn @ up
+            if len(chain) > 1 and pole.bend_normal(_chain_points(joints, chain)) is None:
+                _bend_towards(tree, joints, chain, tuple(up.tolist()), float(np.linalg.norm(target - base)))
+        now = pole.bend_normal(_chain_points(joints, chain))
+        if now is None:
+            # One bone: its up vector. A straight chain sharing its bones: the normal of a bend towards it.
+            now = up if len(chain) == 1 else np.cross(quat.y_axis(joints.frames[top]), up)
+        wanted = now if alone else turn @ now
+        local = quat.rotate(quat.conj(joints.frames[top]), tuple(np.asarray(now, dtype=float).tolist()))
+        holds.append(PoleHold(chain, tuple(float(c) for c in goal.target), local, tuple(np.asarray(wanted).tolist())))
+    return holds
+
+
+def _chain_points(joints: Joints, chain: tuple[int, ...]) -> list[Vec]:
+    """The first bone's head, then every tail of a chain (given tip first)."""
+    return [joints.heads[chain[-1]]] + [joints.tails[k] for k in reversed(chain)]
+
+
+def _turn_rigidly(joints: Joints, nodes: Sequence[int], centre: Vec, turn: Quat) -> None:
+    """Turn some nodes (heads, tails and frames, when carried) as one body about a point."""
+    for k in nodes:
+        joints.heads[k] = add(centre, quat.rotate(turn, sub(joints.heads[k], centre)))
+        joints.tails[k] = add(centre, quat.rotate(turn, sub(joints.tails[k], centre)))
+        if joints.frames is not None:
+            joints.frames[k] = quat.normalized(quat.mul(turn, joints.frames[k]))
+
+
+def _bend_towards(tree: MovingTree, joints: Joints, chain: tuple[int, ...], side: Vec, span: float) -> None:
+    """Bend a straight chain into an even arc, its knees on `side` (a vector across the chain), its ends about
+    `span` apart (a shallow bow when `span` is out of reach).
+
+    Every joint turns by the same angle and the first bone tilts back by half
+    the sum, so every joint between base and tip leaves the line on that side.
+    FABRIK moves joints along lines: a joint left on the line to the target
+    (the knee of a two-bone chain bent only there) would be put straight back,
+    and a chain pulled far in from nearly straight tends to end in an S.
+    """
+    top = chain[-1]
+    axis = cross(side, sub(joints.tails[top], joints.heads[top]))  # turning about side x Y takes Y towards -side
+    size = norm(axis)
+    if size < EPSILON:
+        return
+    axis = scale(axis, 1.0 / size)
+    lengths = [tree.length[k] for k in reversed(chain)]
+    middle = (len(lengths) - 1) / 2.0
+
+    def chord(turn: float) -> float:
+        x = sum(length * math.cos((i - middle) * turn) for i, length in enumerate(lengths))
+        y = sum(length * math.sin((i - middle) * turn) for i, length in enumerate(lengths))
+        return math.hypot(x, y)
+
+    low, high = 0.2 / (len(lengths) - 1), 2.0 * math.pi / len(lengths)
+    if chord(low) > span:  # in reach: bisect for the arc whose chord is the span
+        for _ in range(40):
+            turn = 0.5 * (low + high)
+            low, high = (turn, high) if chord(turn) > span else (low, turn)
+    _turn_rigidly(joints, tree.subtree(top), joints.heads[top], quat.about_axis(axis, -middle * low))
+    back = quat.about_axis(axis, low)
+    for k in reversed(chain[:-1]):
+        _turn_rigidly(joints, tree.subtree(k), joints.heads[k], back)
+
+
+def _turn_about_pole(tree: MovingTree, joints: Joints, hold: PoleHold) -> None:
+    """Turn a chain about the line from its base to its target until its held vector faces the wanted way."""
+    chain = hold.chain
     top = chain[-1]
     p = tree.parent[top]
     if p < 0:
@@ -276,19 +386,17 @@ def _turn_about_pole(tree: MovingTree, joints: Joints, chain: tuple[int, ...], t
         base = joints.tails[p]
     else:
         base = add(joints.tails[p], joints.offset_now(top, p))
-    axis = sub(target, base)
+    axis = sub(hold.target, base)
     length = norm(axis)
     if length < EPSILON:
         return
     axis = scale(axis, 1.0 / length)
-    x = quat.x_axis(joints.frames[top])
-    x = sub(x, scale(axis, dot(axis, x)))
-    towards = sub(pole, base)
-    towards = sub(towards, scale(axis, dot(axis, towards)))
-    if norm(x) < 1e-9 or norm(towards) < 1e-9:
-        return  # the bone or the pole lies on the line: no side to face
-    towards = quat.rotate(quat.about_axis(axis, angle), towards)
-    turn = quat.about_axis(axis, math.atan2(dot(axis, cross(x, towards)), dot(x, towards)))
+    now = quat.rotate(joints.frames[top], hold.local)
+    now = sub(now, scale(axis, dot(axis, now)))
+    towards = sub(hold.wanted, scale(axis, dot(axis, hold.wanted)))
+    if norm(now) < 1e-9 or norm(towards) < 1e-9:
+        return  # the held vector lies on the line: no side to face
+    turn = quat.about_axis(axis, math.atan2(dot(axis, cross(now, towards)), dot(now, towards)))
     for k in chain:
         joints.heads[k] = add(base, quat.rotate(turn, sub(joints.heads[k], base)))
         joints.tails[k] = add(base, quat.rotate(turn, sub(joints.tails[k], base)))
@@ -316,8 +424,9 @@ def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...
         d = sub(point, base)
         if norm(sub(d, scale(axis, dot(d, axis)))) > 1e-5 * length:
             return  # not straight, or the target is off the line (1e-5: single-precision poses count as straight)
-    # Bend about the first bone's own X axis, so the pole (which turns that axis) decides the side.
-    hinge = joints.tails[top]
+    # Bend about the first bone's own X axis, a rig's usual hinge (pole_holds bent a chain with a pole already).
+    # At the joint the branch hangs from: the next bone's head, which an offset keeps off this bone's tail.
+    hinge = joints.heads[chain[-2]]
     bend_axis = quat.x_axis(joints.frames[top]) if joints.frames is not None else perpendicular(axis)
     turn = quat.about_axis(bend_axis, 0.2)
     for k in tree.subtree(chain[-2]):  # the whole branch turns, not only this goal's chain
@@ -449,6 +558,9 @@ def solve(
         return nothing_to_do
     tree = moving_tree(skeleton, goals)
     if any(limit is not None for limit in tree.limits):
+        parts = components(tree)
+        if len(parts) > 1:
+            return _solve_apart(skeleton, goals, parts, start, settings)
         return _solve_limited(skeleton, tree, goals, start, settings)
     pose, report = _solve_from(skeleton, tree, goals, start, settings, careful=True)
     framed = tree.needs_frames or any(g.rotation is not None or g.pole is not None for g in goals)
@@ -463,6 +575,79 @@ def solve(
         pose, report = other_pose, other
     report.iterations, report.restarts = total, 1
     return pose, report
+
+
+def _settling_aim(tree: MovingTree, holds: list[PoleHold], to_rest: bool) -> refine.Aim:
+    """Where settling pulls: each pole chain's first bone turned about its base-target line into the pole's
+    plane (the rest of the chain follows it unchanged), and with `to_rest` every other limited joint to rest."""
+
+    def aim(rig: refine.AngleRig, coordinates) -> np.ndarray:
+        wanted = refine.rest_aim(rig, coordinates) if to_rest else np.full(len(coordinates), np.nan)
+        for hold in holds:
+            top = hold.chain[-1]
+            base = rig.heads[top]
+            axis = sub(hold.target, base)
+            length = norm(axis)
+            if length < EPSILON:
+                continue
+            axis = scale(axis, 1.0 / length)
+            now = quat.rotate(rig.frames[top], hold.local)
+            now = sub(now, scale(axis, dot(axis, now)))
+            towards = sub(hold.wanted, scale(axis, dot(axis, hold.wanted)))
+            if norm(now) < 1e-9 or norm(towards) < 1e-9:
+                continue
+            angle = math.atan2(dot(axis, cross(now, towards)), dot(now, towards))
+            for i, value in refine.values_after_turn(rig, coordinates, top, quat.about_axis(axis, angle)).items():
+                wanted[i] = value
+            for k in hold.chain[:-1]:  # the rest of the chain keeps its shape
+                for i, c in enumerate(coordinates):
+                    if c.node == k:
+                        wanted[i] = np.nan
+        return wanted
+
+    return aim
+
+
+def _report_at(skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], pose: Pose, tolerance: float) -> SolveReport:
+    """What a solve that stopped at this pose would report, without an iteration."""
+    rig = refine.AngleRig(skeleton, tree, pose)
+    refined = refine.solve(rig, refine.Problem(tree, goals), tolerance, 0)
+    return SolveReport(0, refined.errors, refined.converged, refined.stopped_by, rotation_errors=refined.rotation_errors)
+
+
+def components(tree: MovingTree) -> list[list[int]]:
+    """The goals grouped by the part of the moving tree they pull: chains that share no bones never meet."""
+    root_of = []
+    for k, p in enumerate(tree.parent):
+        root_of.append(k if p < 0 else root_of[p])
+    groups: dict[int, list[int]] = {}
+    for g, chain in enumerate(tree.goal_chain):
+        groups.setdefault(root_of[chain[0]], []).append(g)
+    return list(groups.values())
+
+
+def _solve_apart(
+    skeleton: Skeleton, goals: Sequence[Goal], parts: list[list[int]], start: Pose, settings: SolveSettings
+) -> tuple[Pose, SolveReport]:
+    """Solve each group of goals that shares no bones with the others on its own, each with the whole budget.
+
+    None of them moves a bone of another, so one stuck or unreachable chain
+    costs the others nothing. The report joins theirs: the most iterations
+    any of them took, every error, and the first reason one did not converge.
+    """
+    pose = start
+    errors, angles = [0.0] * len(goals), [0.0] * len(goals)
+    iterations = restarts = 0
+    stopped = []
+    for part in parts:
+        pose, report = solve(skeleton, [goals[g] for g in part], pose, settings)
+        for g, error, angle in zip(part, report.errors, report.rotation_errors or [0.0] * len(part)):
+            errors[g], angles[g] = error, angle
+        iterations, restarts = max(iterations, report.iterations), restarts + report.restarts
+        if not report.converged:
+            stopped.append(report.stopped_by)
+    stopped_by = next((why for why in ("unreachable", "stalled", "max_iterations") if why in stopped), "converged")
+    return pose, SolveReport(iterations, errors, not stopped, stopped_by, restarts, angles)
 
 
 def _solve_limited(
@@ -481,14 +666,24 @@ def _solve_limited(
     goal) where they were.
     """
     budget = settings.max_iterations
+    aims = refine.Problem(tree, goals).out_of_reach(start, skeleton, settings.tolerance)
+    if aims:
+        # Beyond reach: get as close as the limits allow, aiming at the nearest point in reach.
+        asked, goals = goals, [replace(g, target=aims[i]) if i in aims else g for i, g in enumerate(goals)]
     problem = refine.Problem(tree, goals)
-    out_of_reach = problem.out_of_reach(start, skeleton)
+    out_of_reach = bool(aims)
     rng = np.random.default_rng(len(tree.bones))
     attempt_start, used, attempt = start, 0, 0
     best: tuple[Pose, SolveReport] | None = None
     while True:
         left = replace(settings, max_iterations=budget - used)
-        pose, report = _solve_from(skeleton, tree, goals, attempt_start, left, careful=True, handover=True)
+        if attempt == 1:
+            # The first other start is the same pose without FABRIK: on arms that turn mostly about their
+            # own bones (twists) FABRIK's moves can lead away from where the angles would have gone.
+            pose, report = attempt_start, _report_at(skeleton, tree, goals, attempt_start, settings.tolerance)
+        else:
+            # Stretching towards a target out of reach is FABRIK's own move: let it go on until it stalls there.
+            pose, report = _solve_from(skeleton, tree, goals, attempt_start, left, careful=True, handover=not out_of_reach)
         used += report.iterations
         if not report.converged and used < budget:
             rig = refine.AngleRig(skeleton, tree, pose)
@@ -500,6 +695,7 @@ def _solve_limited(
                     used, refined.errors, refined.converged, "converged" if refined.converged else refined.stopped_by,
                     rotation_errors=refined.rotation_errors,
                 )
+        pose = refine.with_idle_twists_from(skeleton, tree, problem, pose, start)
         if best is None or report.converged or problem.cost(report.errors, report.rotation_errors) < problem.cost(
             best[1].errors, best[1].rotation_errors
         ):
@@ -507,9 +703,22 @@ def _solve_limited(
         if best[1].converged or out_of_reach or not settings.explore or used >= budget or attempt >= settings.restarts:
             break
         attempt += 1
-        attempt_start = refine.random_start(skeleton, tree, goals, start, rng)
+        attempt_start = start if attempt == 1 else refine.random_start(skeleton, tree, goals, start, rng)
     pose, report = best
+    holds = pole_holds(tree, Joints(skeleton, tree, start, framed=True), goals) if any(g.pole for g in goals) else []
+    if report.converged and (holds or not settings.explore) and used < budget:
+        # The joints the goals leave free settle: into the plane the poles ask for (the refinement and the
+        # restarts know nothing of poles), and in continuity mode (warm starts) towards rest, so paths that
+        # close, close.
+        rig = refine.AngleRig(skeleton, tree, pose)
+        aim = _settling_aim(tree, holds, to_rest=not settings.explore)
+        used += refine.settle(rig, problem, settings.tolerance, budget - used, aim)
+        pose = refine.with_idle_twists_from(skeleton, tree, problem, rig.pose(skeleton, start), start)
     report.iterations, report.restarts = used, attempt
+    if aims:
+        tails = pose.tails
+        report.errors = [dist(tuple(tails[g.bone]), g.target) for g in asked]
+        report.converged = max(report.errors) <= settings.tolerance
     if not report.converged:
         report.stopped_by = "unreachable" if out_of_reach else ("max_iterations" if used >= budget else "stalled")
     return pose, report
@@ -535,7 +744,7 @@ def _solve_from(
     turns = [None if g.rotation is None else (quat.normalized(g.rotation), g.rotation_weight) for g in goals]
     if all(t is None for t in turns):
         turns = []
-    poles = [(tree.goal_chain[i], g) for i, g in enumerate(goals) if g.pole is not None]
+    poles = pole_holds(tree, joints, goals)
     for chain, goal in zip(tree.goal_chain, goals):
         _bend_if_straight_at(tree, joints, chain, goal)
     weights = [float(g.weight) for g in goals]
@@ -582,8 +791,8 @@ def _solve_from(
         if controlled and step < 1.0:
             aims = [_part_way(joints.tails[node_of_goal[g]], t, step) for g, t in enumerate(targets)]
         forward_reaching(tree, joints, aims, weights, branch, turns)
-        for chain, goal in poles:
-            _turn_about_pole(tree, joints, chain, goal.target, goal.pole, goal.pole_angle)
+        for hold in poles:
+            _turn_about_pole(tree, joints, hold)
         backward_reaching(tree, joints, before_pass)
         errors = goal_errors(tree, joints, goals, node_of_goal)
         angles = rotation_errors(joints, rotation_goals, len(goals))

@@ -22,9 +22,10 @@ class Goal:
     Optionally the tip bone also turns to match `rotation` (a unit quaternion
     w, x, y, z: the target's frame in armature space; Y is the bone direction)
     by `rotation_weight`, and a `pole` point decides which way the chain turns
-    about the line from its base to the target: as with Blender's IK pole, the
-    chain's first bone points its X axis at the pole, turned by `pole_angle`
-    (radians) about that line.
+    about the line from its base to the target, exactly as Blender's IK pole
+    does (see `pole`): the first bone's up vector X cos(pole_angle) +
+    Z sin(pole_angle) (`pole_angle` in radians, X and Z of that bone in the
+    start pose) is turned, seen along the chain, to point at the pole.
     """
 
     bone: int
@@ -51,7 +52,8 @@ class SolveSettings:
     #: With limits or unconnected bones, when the careful descent from the start pose gets stuck,
     #: let plain FABRIK wander and then try `restarts` other start poses inside the limits. This
     #: reaches more targets, but the pose may jump far from the start; turn it off for continuity
-    #: (warm-started animation).
+    #: (warm-started animation). Without it, joints with limits that the goals leave free are also
+    #: turned towards rest once the goals are reached, so a path that closes brings the pose back.
     explore: bool = True
     restarts: int = 3
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -53,6 +53,16 @@ DAMPING = 0.05
 DAMPING_RANGE = (1e-4, 1e3)
 #: No coordinate moves by more than this (radians) in one step.
 MAX_STEP = 0.5
+#: Steps that each lower the squared error by less than this fraction are a crawl (a dead end of the
+#: limits, approached ever more slowly); `PATIENCE` of them in a row end the refinement.
+CRAWL = 1e-3
+PATIENCE = 3
+#: How much of the way to rest one settling step asks of the free joints, and the step (radians)
+#: below which they count as settled.
+SETTLE_GAIN = 0.5
+SETTLED = 1e-4
+#: Even a joint of stiffness 1 takes this share of a step, so that a target only it can reach is still reached.
+MIN_PLIANCY = 0.01
 #: A coordinate this close to a bound (radians) counts as sitting on it.
 ON_BOUND = 1e-9
 
@@ -228,6 +238,15 @@ class AngleRig:
             out.append((where[(k, "x")], where[(k, "z")], (nx / size, nz / size)))
         return out
 
+    def pliancy(self, coordinates: Sequence[Coordinate]) -> np.ndarray:
+        """Per coordinate, 1 - its axis' IK stiffness: how much of a step it takes (a stiff joint turns less)."""
+        out = np.ones(len(coordinates))
+        for i, c in enumerate(coordinates):
+            limit = self.limits[c.node]
+            if limit is not None and c.kind in "xyz":
+                out[i] = max(MIN_PLIANCY, 1.0 - getattr(limit, f"stiffness_{c.kind}"))
+        return out
+
     def bounds(self, coordinates: Sequence[Coordinate]) -> tuple[np.ndarray, np.ndarray]:
         """Each coordinate's range (free joints: unbounded)."""
         lo = np.full(len(coordinates), -np.inf)
@@ -334,12 +353,16 @@ class Problem:
             if rotation is not None and self.rotation_weights[g] >= 1.0
         )
 
-    def out_of_reach(self, start: Pose, skeleton: Skeleton) -> bool:
-        """True when some pulling goal's target lies beyond all its chain could reach from a base that never moves.
+    def out_of_reach(self, start: Pose, skeleton: Skeleton, tolerance: float) -> dict[int, tuple[float, float, float]]:
+        """Goals whose target lies beyond all their chain could reach from a base that never moves, each with the
+        nearest point it could reach instead: on the line to the target, the tolerance inside the chain's reach.
 
         The chain's reach here is the longest it could be: bones and rigid
-        offsets laid end to end. No pose inside any limits gets further.
+        offsets laid end to end. No pose inside any limits gets further, and
+        aiming a hair inside it keeps the chain off the straight pose, where
+        no small turn moves the tip outwards and every method crawls.
         """
+        aims = {}
         for g, chain in enumerate(self.tree.goal_chain):
             top = chain[-1]
             if self.weights[g] <= 0.0 or self.tree.parent[top] >= 0:
@@ -348,9 +371,11 @@ class Problem:
             longest = sum(self.tree.length[k] for k in chain)
             longest += sum(float(np.linalg.norm(skeleton.offsets[b])) for b in bones[:-1])
             base = start.heads[self.tree.bones[top]]
-            if math.dist(base, self.targets[g]) > longest * (1.0 + 1e-9):
-                return True
-        return False
+            away = np.asarray(self.targets[g]) - base
+            distance = float(np.linalg.norm(away))
+            if distance > longest * (1.0 + 1e-9):
+                aims[g] = tuple(base + away * (max(0.0, longest - tolerance) / distance))
+        return aims
 
 
 def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int) -> Refined:
@@ -360,23 +385,33 @@ def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int
     damping = DAMPING * scale
     errors, angles = _errors(rig, problem)
     cost = problem.cost(errors, angles)
-    iterations = 0
+    iterations = without_progress = 0
     stopped_by = "max_iterations"
     lo, hi = rig.bounds(coordinates)
-    while not problem.reached(errors, angles, tolerance):
+    pliancy = rig.pliancy(coordinates)
+    if not coordinates:
+        stopped_by = "stalled"  # every joint that could move is locked or moves no goal
+    while coordinates and not problem.reached(errors, angles, tolerance):
         if iterations >= max_iterations:
             break
         iterations += 1
         j, e = _linearised(rig, problem, coordinates)
         values = rig.get(coordinates)
-        delta = _bounded_step(j, e, damping, values, lo, hi, rig.rims(coordinates))
+        # Stiffness as Blender weighs it: a stiff coordinate's column shrinks, so the others take the motion.
+        delta = pliancy * _bounded_step(j * pliancy, e, damping, values, lo, hi, rig.rims(coordinates), pliancy)
         before = rig.snapshot()
         rig.step(coordinates, delta)
         new_errors, new_angles = _errors(rig, problem)
         new_cost = problem.cost(new_errors, new_angles)
         if new_cost < cost:
+            # A crawl (a target out of what the limits reach, approached ever more slowly) is as close as it gets.
+            crawling = new_cost > (1.0 - CRAWL) * cost
+            without_progress = without_progress + 1 if crawling else 0
             errors, angles, cost = new_errors, new_angles, new_cost
             damping = max(DAMPING_RANGE[0] * scale, damping * 0.5)
+            if without_progress >= PATIENCE:
+                stopped_by = "stalled"
+                break
         else:
             rig.restore(before)
             damping *= 4.0
@@ -385,6 +420,105 @@ def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int
                 break
     converged = problem.reached(errors, angles, tolerance)
     return Refined(iterations, errors, angles, converged, "converged" if converged else stopped_by, cost)
+
+
+#: What a settling pull aims at: per coordinate, the value it should go towards (NaN: leave it be).
+Aim = Callable[["AngleRig", Sequence[Coordinate]], np.ndarray]
+
+
+def rest_aim(rig: "AngleRig", coordinates: Sequence[Coordinate]) -> np.ndarray:
+    """Every limited joint towards its rest; free joints left be."""
+    return np.array([np.nan if c.kind.startswith("free") else 0.0 for c in coordinates])
+
+
+def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int, aim: Aim = rest_aim) -> int:
+    """Turn the joints the goals leave free towards `aim`, keeping every goal reached; the iterations used.
+
+    A chain with more joints than its goals need reaches each target with
+    many poses. Each step moves only in the directions that change no goal
+    (to first order; one plain step then puts the goals back), so the pose
+    slides along the poses that reach towards the aimed one: rest, so that a
+    warm-started chain does not drift and a closed path brings it back, or
+    the plane a pole asks for.
+    """
+    coordinates = rig.coordinates(problem)
+    if not coordinates:
+        return 0
+    lo, hi = rig.bounds(coordinates)
+    damping = DAMPING_RANGE[0] * max(problem.reach)
+    gain = SETTLE_GAIN
+    iteration = 0
+    while iteration < max_iterations and gain > SETTLE_GAIN / 64.0:
+        iteration += 1
+        j, e = _linearised(rig, problem, coordinates)
+        values = rig.get(coordinates)
+        wanted = aim(rig, coordinates)
+        pull = np.where(np.isnan(wanted), 0.0, gain * (np.nan_to_num(wanted) - values))
+        gram = j @ j.T + damping * damping * np.eye(len(e))
+        free_pull = pull - j.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
+        if np.abs(free_pull).max(initial=0.0) < SETTLED * gain / SETTLE_GAIN:
+            break
+        before = rig.snapshot()
+        rig.step(coordinates, np.clip(values + j.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values)
+        if iteration < max_iterations and not problem.reached(*_errors(rig, problem), tolerance):
+            # The null space is flat only to first order: one plain step puts the goals back.
+            iteration += 1
+            j, e = _linearised(rig, problem, coordinates)
+            values = rig.get(coordinates)
+            gram = j @ j.T + damping * damping * np.eye(len(e))
+            rig.step(coordinates, np.clip(values + j.T @ np.linalg.solve(gram, e), lo, hi) - values)
+        if not problem.reached(*_errors(rig, problem), tolerance):
+            rig.restore(before)
+            gain *= 0.5
+    return iteration
+
+
+def values_after_turn(rig: "AngleRig", coordinates: Sequence[Coordinate], node: int, turn: Quat) -> dict[int, float]:
+    """The values node's coordinates would take if its frame (and everything below) turned by `turn`."""
+    local = quat.normalized(quat.mul(quat.conj(rig.zero_frames[node]), quat.mul(turn, rig.frames[node])))
+    out = {}
+    if rig.angles[node] is None:
+        # Free joints count from where they are: the turn's rotation vector in the zero frame.
+        w = _log(quat.mul(local, quat.conj(rig.local[node])))
+        for i, c in enumerate(coordinates):
+            if c.node == node:
+                out[i] = w[int(c.kind[4])]
+        return out
+    sx, sz, tw = quat.swing_twist(local)
+    # Keep the twist on the same turn as now (swing_twist gives (-pi, pi]).
+    tw = rig.angles[node][2] + math.remainder(tw - rig.angles[node][2], 2.0 * math.pi)
+    for i, c in enumerate(coordinates):
+        if c.node == node:
+            out[i] = {"x": sx, "z": sz, "y": tw}[c.kind]
+    return out
+
+
+def _log(q: Quat) -> Vec:
+    """The rotation vector of a unit quaternion."""
+    if q[0] < 0.0:
+        q = (-q[0], -q[1], -q[2], -q[3])
+    s = math.sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    if s < 1e-15:
+        return (0.0, 0.0, 0.0)
+    angle = 2.0 * math.atan2(s, q[0])
+    return (q[1] * angle / s, q[2] * angle / s, q[3] * angle / s)
+
+
+def with_idle_twists_from(skeleton: Skeleton, tree: "MovingTree", problem: Problem, pose: Pose, start: Pose) -> Pose:
+    """The pose with every twist that moves no goal (see `AngleRig.coordinates`) set back to its start value.
+
+    FABRIK turns bones by shortest arcs, which drifts a tool's roll a little;
+    turning it back moves no tip.
+    """
+    idle = [k for k in problem.idle_twists if tree.limits[k] is not None]
+    if not idle:
+        return pose
+    rig, before = AngleRig(skeleton, tree, pose), AngleRig(skeleton, tree, start)
+    for k in idle:
+        rig.angles[k][2] = before.angles[k][2]
+        rig.local[k] = quat.from_swing_twist(*rig.angles[k])
+    rig.forward()
+    return rig.pose(skeleton, start)
 
 
 def random_start(skeleton: Skeleton, tree: "MovingTree", goals: Sequence[Goal], start: Pose, rng) -> Pose:
@@ -452,9 +586,17 @@ def _linearised(rig: AngleRig, problem: Problem, coordinates: Sequence[Coordinat
 
 
 def _bounded_step(
-    j: np.ndarray, e: np.ndarray, damping: float, values: np.ndarray, lo: np.ndarray, hi: np.ndarray, cones: list
+    j: np.ndarray,
+    e: np.ndarray,
+    damping: float,
+    values: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    cones: list,
+    pliancy: np.ndarray,
 ) -> np.ndarray:
-    """A damped least-squares step that respects the bounds it is held against, then clamps into the limits.
+    """A damped least-squares step (in coordinates scaled by `pliancy`) that respects the bounds it is held
+    against, then clamps into the limits.
 
     A coordinate on a bound of its range that the step would push past is
     left out; a swing on the rim of its elliptical cone that the step would
@@ -469,24 +611,26 @@ def _bounded_step(
         jb = j @ basis
         d = jb.T @ np.linalg.solve(jb @ jb.T + damping * damping * np.eye(len(e)), e)
         delta = basis @ d
+        moved = delta * pliancy  # the step in the coordinates themselves
         changed = False
-        for i in np.flatnonzero(((values <= lo + ON_BOUND) & (delta < 0.0)) | ((values >= hi - ON_BOUND) & (delta > 0.0))):
+        for i in np.flatnonzero(((values <= lo + ON_BOUND) & (moved < 0.0)) | ((values >= hi - ON_BOUND) & (moved > 0.0))):
             if i not in held:
                 held.add(int(i))
                 basis[:, i] = 0.0
                 changed = True
         for c, (ix, iz, normal) in enumerate(cones):
-            if c in rims or normal[0] * delta[ix] + normal[1] * delta[iz] <= 0.0:
+            if c in rims or normal[0] * moved[ix] + normal[1] * moved[iz] <= 0.0:
                 continue
             rims.add(c)
             basis[:, ix] = 0.0
             basis[:, iz] = 0.0
             if ix not in held and iz not in held:
-                basis[ix, ix], basis[iz, ix] = -normal[1], normal[0]  # the rim's tangent
+                # The rim's tangent, in the scaled coordinates the step is taken in.
+                basis[ix, ix], basis[iz, ix] = -normal[1] / pliancy[ix], normal[0] / pliancy[iz]
             changed = True
         if not changed:
             break
-    largest = np.abs(delta).max(initial=0.0)
+    largest = np.abs(delta * pliancy).max(initial=0.0)
     if largest > MAX_STEP:
         delta *= MAX_STEP / largest
-    return np.clip(values + delta, lo, hi) - values
+    return (np.clip(values + delta * pliancy, lo, hi) - values) / pliancy

@@ -5,12 +5,14 @@ With the base (the upper bone's head) fixed, the distance d to the target
 decides the angle at the base, cos a = (l1^2 + d^2 - l2^2) / (2 l1 d); what is
 left free is the plane the chain bends in:
 
-- with a pole, Blender's convention, as the FABRIK solver has it: the chain
-  turns about the line from base to target until the upper bone's X axis
-  faces the pole, turned by `pole_angle` about that line;
-- without one, the bend axis of the start pose is kept (as nearly as the new
-  target allows), so the elbow stays on its side; a straight start bends
-  about the upper bone's X axis, as Blender rigs usually do.
+- the bend axis of the start pose is kept (as nearly as the new target
+  allows), so the elbow stays on its side; a straight start bends about the
+  upper bone's X axis, as Blender rigs usually do;
+- with a pole, the start pose is first turned as one body about the base
+  the way Blender's IK turns it (see `pole`), so the chain bends in the
+  plane Blender's solver ends in; a straight start, which Blender leaves
+  straight, bends towards the turned up vector, so the elbow faces the
+  pole. The FABRIK solver does the same.
 
 Each bone turns the shortest way from where it was, so its roll is kept. A
 target out of reach gets the chain straight at it (or, too close, folded
@@ -29,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import limits, quat
+from . import limits, pole, quat
 from .iterative import pose_with
 from .problem import Goal, SolveReport, SolveSettings, begin
 from .rotation import swing_matrix
@@ -79,13 +81,13 @@ def solve(
     l1, l2 = float(skeleton.lengths[upper]), float(skeleton.lengths[lower])
     distance = float(np.linalg.norm(target - base))
     aim = (target - base) / distance if distance > EPSILON else start.frames[upper][:, 1]
-    elbow_direction = _elbow_direction(start, upper, lower, aim, l1, distance, l2)
-    upper_frame = _turned(start.frames[upper], elbow_direction)
+    bent, straight_side = start, None  # the pose whose bend is kept; where a straight one bends to
+    if goal.pole is not None and distance > EPSILON:
+        bent, straight_side = _turned_by_pole(start, upper, lower, goal)
+    elbow_direction = _elbow_direction(bent, upper, lower, aim, l1, distance, l2, straight_side)
+    upper_frame = _turned(bent.frames[upper], elbow_direction)
     lower_frame = upper_frame @ start.frames[upper].T @ start.frames[lower]
     lower_frame = _aimed(lower_frame, base + l1 * upper_frame[:, 1], target)
-    if goal.pole is not None and distance > EPSILON:
-        turn = _pole_turn(upper_frame[:, 0], aim, np.asarray(goal.pole, dtype=float) - base, goal.pole_angle)
-        upper_frame, lower_frame = turn @ upper_frame, turn @ lower_frame
 
     limited = skeleton.limits[upper] is not None or skeleton.limits[lower] is not None
     if limited:
@@ -104,25 +106,48 @@ def solve(
     return pose, SolveReport(1, [error], reached, stopped_by)
 
 
+def _turned_by_pole(start: Pose, upper: int, lower: int, goal: Goal) -> tuple[Pose, np.ndarray | None]:
+    """The start pose turned as Blender's IK turns it for the goal's pole (the start itself where that is
+    undefined), and the turned up vector, the side a straight start bends to."""
+    base = start.heads[upper]
+    turn = pole.blender_turn(
+        base, start.tails[lower], start.frames[upper], np.asarray(goal.target, dtype=float),
+        np.asarray(goal.pole, dtype=float), goal.pole_angle,
+    )
+    if turn is None:
+        return start, None
+    bent = start.copy()
+    bent.heads[[upper, lower]] = base + (start.heads[[upper, lower]] - base) @ turn.T
+    bent.frames[[upper, lower]] = turn @ start.frames[[upper, lower]]
+    return bent, turn @ pole.up_vector(start.frames[upper], goal.pole_angle)
+
+
 def _elbow_direction(
-    start: Pose, upper: int, lower: int, aim: np.ndarray, l1: float, d: float, l2: float
+    start: Pose, upper: int, lower: int, aim: np.ndarray, l1: float, d: float, l2: float,
+    straight_side: np.ndarray | None = None,
 ) -> np.ndarray:
     """The upper bone's new direction: at the law-of-cosines angle from the aim, on the elbow's side."""
     if d <= EPSILON:
         return aim  # target on the base: any direction is as good, keep the bone's own
     cos_a = min(1.0, max(-1.0, (l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d)))
-    side = np.cross(aim, _bend_axis(start, upper, lower, aim))
+    side = np.cross(aim, _bend_axis(start, upper, lower, aim, straight_side))
     return cos_a * aim + math.sqrt(1.0 - cos_a * cos_a) * side
 
 
-def _bend_axis(start: Pose, upper: int, lower: int, aim: np.ndarray) -> np.ndarray:
-    """The unit axis the chain bends about, perpendicular to the aim: the start's own, else the upper bone's X."""
+def _bend_axis(
+    start: Pose, upper: int, lower: int, aim: np.ndarray, straight_side: np.ndarray | None = None
+) -> np.ndarray:
+    """The unit axis the chain bends about, perpendicular to the aim: the start's own; for a straight start the
+    one that puts the elbow on `straight_side` when given, else the upper bone's X."""
     elbow, tip = start.heads[lower], start.tails[lower]
     candidates = (
         np.cross(elbow - start.heads[upper], tip - elbow),
         start.frames[upper][:, 0],
         start.frames[upper][:, 2],
     )
+    if pole.bend_normal((start.heads[upper], elbow, tip)) is None:
+        # Straight, as far as single precision tells: no bend of its own. The elbow goes to aim x axis.
+        candidates = candidates[1:] if straight_side is None else (np.cross(straight_side, aim),) + candidates[1:]
     for axis in candidates:
         across = axis - aim * (aim @ axis)
         size = float(np.linalg.norm(across))
@@ -141,21 +166,6 @@ def _aimed(frame: np.ndarray, head: np.ndarray, target: np.ndarray) -> np.ndarra
     towards = target - head
     size = float(np.linalg.norm(towards))
     return frame if size <= EPSILON else _turned(frame, towards / size)
-
-
-def _pole_turn(x_axis: np.ndarray, aim: np.ndarray, pole: np.ndarray, pole_angle: float) -> np.ndarray:
-    """The turn about the aim making the upper bone's X axis face the pole (turned by pole_angle), as FABRIK does."""
-    x = x_axis - aim * (aim @ x_axis)
-    towards = pole - aim * (aim @ pole)
-    if np.linalg.norm(x) < 1e-9 or np.linalg.norm(towards) < 1e-9:
-        return np.eye(3)  # the bone or the pole lies on the line: no side to face
-    towards = _about(aim, pole_angle) @ towards
-    return _about(aim, math.atan2(aim @ np.cross(x, towards), x @ towards))
-
-
-def _about(axis: np.ndarray, angle: float) -> np.ndarray:
-    """The rotation matrix by angle about a unit axis."""
-    return np.array(quat.to_matrix(quat.about_axis(tuple(axis), angle)))
 
 
 def _within_limits(
