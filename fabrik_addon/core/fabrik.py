@@ -38,7 +38,7 @@ import numpy as np
 
 from . import limits, pole, quat, refine, rotation
 from .problem import Goal, SolveReport, SolveSettings, begin
-from .skeleton import Pose, Skeleton, pose_with
+from .skeleton import Pose, Skeleton, pose_with, zero_links
 from .limits import JointLimit
 from .quat import Quat
 from .vec import EPSILON, Vec, add, cross, dist, dot, norm, perpendicular, reach, scale, sub
@@ -153,18 +153,10 @@ class Joints:
         if not (framed or tree.needs_frames):
             return  # a free connected tree: positions are all the passes need
         start_frames = [quat.from_matrix(m) for m in start.frames[moving].tolist()]
-        for k, b in enumerate(tree.bones):
-            p = tree.parent[k]
-            direct = skeleton.parents[b]
+        for k, p in enumerate(tree.parent):
             if p >= 0 and not tree.connected[k]:
                 self.offset[k] = quat.rotate(quat.conj(start_frames[p]), sub(self.heads[k], self.tails[p]))
-            # Bones between a node and its moving parent are rigid: fold them into Q.
-            link = skeleton.rest_relative[b]
-            if direct >= 0:
-                link = quat.mul(quat.from_matrix(start.frames[direct].tolist()), link)
-                if p >= 0:
-                    link = quat.mul(quat.conj(start_frames[p]), link)
-            self.zero.append(link)
+        self.zero = zero_links(skeleton, tree.bones, tree.parent, start)
         self.frames = start_frames
 
     def snapshot(self) -> tuple:
@@ -375,6 +367,22 @@ def _bend_towards(tree: MovingTree, joints: Joints, chain: tuple[int, ...], side
         _turn_rigidly(joints, tree.subtree(k), joints.heads[k], back)
 
 
+def _pole_turn(hold: PoleHold, base: Vec, frame: Quat) -> Quat | None:
+    """The turn about the line from `base` to the hold's target that makes the held vector of a first bone
+    with this frame face the wanted way; None where either lies on the line (no side to face)."""
+    axis = sub(hold.target, base)
+    length = norm(axis)
+    if length < EPSILON:
+        return None
+    axis = scale(axis, 1.0 / length)
+    now = quat.rotate(frame, hold.local)
+    now = sub(now, scale(axis, dot(axis, now)))
+    towards = sub(hold.wanted, scale(axis, dot(axis, hold.wanted)))
+    if norm(now) < 1e-9 or norm(towards) < 1e-9:
+        return None
+    return quat.about_axis(axis, math.atan2(dot(axis, cross(now, towards)), dot(now, towards)))
+
+
 def _turn_about_pole(tree: MovingTree, joints: Joints, hold: PoleHold) -> None:
     """Turn a chain about the line from its base to its target until its held vector faces the wanted way."""
     chain = hold.chain
@@ -386,17 +394,9 @@ def _turn_about_pole(tree: MovingTree, joints: Joints, hold: PoleHold) -> None:
         base = joints.tails[p]
     else:
         base = add(joints.tails[p], joints.offset_now(top, p))
-    axis = sub(hold.target, base)
-    length = norm(axis)
-    if length < EPSILON:
+    turn = _pole_turn(hold, base, joints.frames[top])
+    if turn is None:
         return
-    axis = scale(axis, 1.0 / length)
-    now = quat.rotate(joints.frames[top], hold.local)
-    now = sub(now, scale(axis, dot(axis, now)))
-    towards = sub(hold.wanted, scale(axis, dot(axis, hold.wanted)))
-    if norm(now) < 1e-9 or norm(towards) < 1e-9:
-        return  # the held vector lies on the line: no side to face
-    turn = quat.about_axis(axis, math.atan2(dot(axis, cross(now, towards)), dot(now, towards)))
     for k in chain:
         joints.heads[k] = add(base, quat.rotate(turn, sub(joints.heads[k], base)))
         joints.tails[k] = add(base, quat.rotate(turn, sub(joints.tails[k], base)))
@@ -585,19 +585,10 @@ def _settling_aim(tree: MovingTree, holds: list[PoleHold], to_rest: bool) -> ref
         wanted = refine.rest_aim(rig, coordinates) if to_rest else np.full(len(coordinates), np.nan)
         for hold in holds:
             top = hold.chain[-1]
-            base = rig.heads[top]
-            axis = sub(hold.target, base)
-            length = norm(axis)
-            if length < EPSILON:
+            turn = _pole_turn(hold, rig.heads[top], rig.frames[top])
+            if turn is None:
                 continue
-            axis = scale(axis, 1.0 / length)
-            now = quat.rotate(rig.frames[top], hold.local)
-            now = sub(now, scale(axis, dot(axis, now)))
-            towards = sub(hold.wanted, scale(axis, dot(axis, hold.wanted)))
-            if norm(now) < 1e-9 or norm(towards) < 1e-9:
-                continue
-            angle = math.atan2(dot(axis, cross(now, towards)), dot(now, towards))
-            for i, value in refine.values_after_turn(rig, coordinates, top, quat.about_axis(axis, angle)).items():
+            for i, value in refine.values_after_turn(rig, coordinates, top, turn).items():
                 wanted[i] = value
             for k in hold.chain[:-1]:  # the rest of the chain keeps its shape
                 for i, c in enumerate(coordinates):

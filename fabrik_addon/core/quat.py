@@ -175,6 +175,26 @@ def angle_between(a: Quat, b: Quat) -> float:
     return 2.0 * math.acos(min(1.0, d))
 
 
+def log(q: Quat) -> Vec:
+    """The rotation vector (axis times angle, the short way round) of a unit quaternion."""
+    if q[0] < 0.0:
+        q = (-q[0], -q[1], -q[2], -q[3])
+    s = math.sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    if s < 1e-15:
+        return (0.0, 0.0, 0.0)
+    angle = 2.0 * math.atan2(s, q[0])
+    return (q[1] * angle / s, q[2] * angle / s, q[3] * angle / s)
+
+
+def exp(w: Vec) -> Quat:
+    """The unit quaternion of a rotation vector."""
+    a = math.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2])
+    if a < 1e-15:
+        return IDENTITY
+    s = math.sin(a / 2.0) / a
+    return (math.cos(a / 2.0), w[0] * s, w[1] * s, w[2] * s)
+
+
 def about_axis(axis: Vec, angle: float) -> Quat:
     """The rotation by angle (radians) about a unit axis."""
     s = math.sin(angle / 2.0)

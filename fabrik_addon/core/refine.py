@@ -41,7 +41,7 @@ from . import limits, quat
 from .limits import JointLimit
 from .problem import Goal
 from .quat import Quat
-from .skeleton import Pose, Skeleton, pose_with
+from .skeleton import Pose, Skeleton, pose_with, zero_links
 from .vec import Vec
 
 if TYPE_CHECKING:
@@ -84,20 +84,13 @@ class AngleRig:
         m = len(bones)
         frames = [quat.from_matrix(f) for f in start.frames[bones].tolist()]
         heads = [tuple(h) for h in start.heads[bones].tolist()]
-        self.zero: list[Quat] = []
-        self.link: list[Vec] = []
-        for k, b in enumerate(bones):
-            p = tree.parent[k]
-            direct = skeleton.parents[b]
-            # The frame the bone has with no rotation of its own: its moving parent's frame times a fixed
-            # turn that folds in the rest relation and any unmoving bones in between.
-            zero = skeleton.rest_relative[b]
-            if direct >= 0:
-                zero = quat.mul(quat.from_matrix(start.frames[direct].tolist()), zero)
-                if p >= 0:
-                    zero = quat.mul(quat.conj(frames[p]), zero)
-            self.zero.append(quat.normalized(zero))
-            self.link.append(quat.rotate(quat.conj(frames[p]), _sub(heads[k], heads[p])) if p >= 0 else heads[k])
+        #: Per node, the turn from its moving parent's frame to its zero frame (see `zero_links`).
+        self.zero: list[Quat] = zero_links(skeleton, bones, tree.parent, start)
+        #: Per node, its head in its moving parent's frame from the parent's head (armature space for a base).
+        self.link: list[Vec] = [
+            quat.rotate(quat.conj(frames[p]), _sub(heads[k], heads[p])) if p >= 0 else heads[k]
+            for k, p in enumerate(tree.parent)
+        ]
         self.limits: tuple[JointLimit | None, ...] = tree.limits
         # Per node: (sx, sz, twist) for limited joints, the local quaternion for free ones.
         self.angles: list[list[float] | None] = [None] * m
@@ -195,7 +188,7 @@ class AngleRig:
                 self.angles[c.node]["xzy".index(c.kind)] += d
         for k, w in free_turn.items():
             # A turn about the zero frame's axes: left-multiply in the zero frame.
-            self.local[k] = quat.normalized(quat.mul(_exp(w), self.local[k]))
+            self.local[k] = quat.normalized(quat.mul(quat.exp(w), self.local[k]))
         touched = {c.node for c in coordinates}
         for k in touched:
             limit = self.limits[k]
@@ -276,15 +269,6 @@ def _swing_derivative(sx: float, sz: float, kind: str) -> Vec:
     ve = _cross(v, e)
     vve = _cross(v, ve)
     return (e[0] + b * ve[0] + c * vve[0], e[1] + b * ve[1] + c * vve[1], e[2] + b * ve[2] + c * vve[2])
-
-
-def _exp(w: Sequence[float]) -> Quat:
-    """The rotation of rotation vector w."""
-    a = math.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2])
-    if a < 1e-15:
-        return quat.IDENTITY
-    s = math.sin(a / 2.0) / a
-    return (math.cos(a / 2.0), w[0] * s, w[1] * s, w[2] * s)
 
 
 def _sub(a: Vec, b: Vec) -> Vec:
@@ -479,7 +463,7 @@ def values_after_turn(rig: "AngleRig", coordinates: Sequence[Coordinate], node: 
     out = {}
     if rig.angles[node] is None:
         # Free joints count from where they are: the turn's rotation vector in the zero frame.
-        w = _log(quat.mul(local, quat.conj(rig.local[node])))
+        w = quat.log(quat.mul(local, quat.conj(rig.local[node])))
         for i, c in enumerate(coordinates):
             if c.node == node:
                 out[i] = w[int(c.kind[4])]
@@ -491,17 +475,6 @@ def values_after_turn(rig: "AngleRig", coordinates: Sequence[Coordinate], node: 
         if c.node == node:
             out[i] = {"x": sx, "z": sz, "y": tw}[c.kind]
     return out
-
-
-def _log(q: Quat) -> Vec:
-    """The rotation vector of a unit quaternion."""
-    if q[0] < 0.0:
-        q = (-q[0], -q[1], -q[2], -q[3])
-    s = math.sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
-    if s < 1e-15:
-        return (0.0, 0.0, 0.0)
-    angle = 2.0 * math.atan2(s, q[0])
-    return (q[1] * angle / s, q[2] * angle / s, q[3] * angle / s)
 
 
 def with_idle_twists_from(skeleton: Skeleton, tree: "MovingTree", problem: Problem, pose: Pose, start: Pose) -> Pose:
@@ -550,14 +523,7 @@ def _errors(rig: AngleRig, problem: Problem) -> tuple[list[float], list[float]]:
 
 def _rotation_error(frame: Quat, target: Quat) -> Vec:
     """The world rotation vector that turns `frame` onto `target`."""
-    d = quat.mul(target, quat.conj(frame))
-    if d[0] < 0.0:
-        d = (-d[0], -d[1], -d[2], -d[3])
-    s = math.sqrt(d[1] * d[1] + d[2] * d[2] + d[3] * d[3])
-    if s < 1e-15:
-        return (0.0, 0.0, 0.0)
-    angle = 2.0 * math.atan2(s, d[0])
-    return (d[1] * angle / s, d[2] * angle / s, d[3] * angle / s)
+    return quat.log(quat.mul(target, quat.conj(frame)))
 
 
 def _linearised(rig: AngleRig, problem: Problem, coordinates: Sequence[Coordinate]) -> tuple[np.ndarray, np.ndarray]:

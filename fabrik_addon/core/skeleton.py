@@ -218,6 +218,27 @@ class Pose:
         return Pose(self.heads.copy(), self.frames.copy(), self.lengths)
 
 
+def zero_links(skeleton: "Skeleton", bones: Sequence[int], parents: Sequence[int], start: "Pose") -> list[quat.Quat]:
+    """Per moving bone, Q such that the frame it has with no rotation of its own is its moving parent's frame
+    times Q (or Q itself for a bone without a moving parent, whose parent stays put).
+
+    `parents` gives each bone's moving parent as an index into `bones` (-1
+    for none); the bones between a bone and its moving parent do not move,
+    so they are folded into Q, as they stand in the start pose.
+    """
+    start_frames = [quat.from_matrix(m) for m in start.frames[list(bones)].tolist()]
+    links = []
+    for b, p in zip(bones, parents):
+        direct = skeleton.parents[b]
+        link = skeleton.rest_relative[b]
+        if direct >= 0:
+            link = quat.mul(quat.from_matrix(start.frames[direct].tolist()), link)
+            if p >= 0:
+                link = quat.mul(quat.conj(start_frames[p]), link)
+        links.append(quat.normalized(link))
+    return links
+
+
 def pose_with(skeleton: Skeleton, start: Pose, bones: Sequence[int], heads: np.ndarray, frames: np.ndarray) -> Pose:
     """The start pose with some bones moved: bones below them follow rigidly, the others stay where they were."""
     pose = start.copy()
