@@ -2,7 +2,8 @@
 """Bake FABRIK solutions into pose keyframes: solve frame by frame, then write every key in bulk.
 
 Nothing is written until every frame is solved, so cancelling leaves the file
-as it was. Keys go only onto the baked bones' rotation channels, replacing
+as it was. Keys go only onto the baked bones' rotation channels (and, for
+bones an effector's IK stretch may scale, their scale channels), replacing
 keys inside the baked range and leaving every other key alone.
 """
 
@@ -84,6 +85,11 @@ class Baker:
         self.solved = np.zeros(len(frames), dtype=bool)
         #: Per unsolved frame: the baked bones' channel values as they were (the keys keep them).
         self.as_was: dict[int, dict[str, tuple[float, ...]]] = {}
+        #: IK stretch: per frame, each baked bone's uniform scale (F, bones), for the bones in `scaled`: those
+        #: an effector's stretch may scale on some frame; per unsolved frame, their scale as it was.
+        self.scales = np.ones((len(frames), len(bones)))
+        self.scaled: set[int] = set()
+        self.scale_as_was: dict[int, dict[int, tuple[float, ...]]] = {}
         self._problems: list[tuple[int, str]] = []
         self._previous = None
         #: Per-frame bakes: frames read into a FrameBatch, and the other frames' solve problems.
@@ -219,10 +225,15 @@ class Baker:
         if solution is None:
             self._problems.append((i, f"frame {self.frames[i]}: {status.message}"))
             self.as_was[i] = {name: rig.rotation_value(self.obj.pose.bones[name]) for name in self.bones}
+            self.scale_as_was[i] = {j: tuple(self.obj.pose.bones[name].scale) for j, name in enumerate(self.bones)}
             return
         self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
         self.locals[i] = solution.local[self._columns]
         self.solved[i] = True
+        for j, b in enumerate(self._columns):
+            if b in solution.scales:
+                self.scales[i, j] = solution.scales[b]
+                self.scaled.add(j)
 
     def cancel(self) -> None:
         """Leave everything as it was before the bake."""
@@ -248,6 +259,19 @@ class Baker:
             for index in range(size):
                 fcurve = animdata.ensure_fcurve(collection, path, index, name)
                 column = channel[:, index]
+                keep = _needed_keys(frames, column, cleanup) if cleanup is not None else np.ones(len(frames), bool)
+                result.removed_by_cleanup += int((~keep).sum())
+                write_keys(fcurve, frames[keep], column[keep], (frames[0], frames[-1]))
+                result.keys += int(keep.sum())
+        for j in sorted(self.scaled):
+            name = self.bones[j]
+            path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].scale'
+            for index in range(3):  # Blender's IK stretch scales a bone uniformly: all three channels
+                fcurve = animdata.ensure_fcurve(collection, path, index, name)
+                column = np.array([
+                    self.scales[i, j] if self.solved[i] else self.scale_as_was[i][j][index]
+                    for i in range(len(self.frames))
+                ])
                 keep = _needed_keys(frames, column, cleanup) if cleanup is not None else np.ones(len(frames), bool)
                 result.removed_by_cleanup += int((~keep).sum())
                 write_keys(fcurve, frames[keep], column[keep], (frames[0], frames[-1]))

@@ -36,6 +36,7 @@ def convert_ik_constraints(obj) -> tuple[list[str], list[str]]:
             effector.rotation_weight = constraint.orient_weight
             effector.pole_target, effector.pole_subtarget = constraint.pole_target, constraint.pole_subtarget
             effector.pole_angle = constraint.pole_angle
+            effector.use_stretch = constraint.use_stretch
             effector.source_bone, effector.source_constraint = pose_bone.name, constraint.name
             constraint.mute = True
             converted.append(label)

@@ -31,7 +31,7 @@ def _inputs_of(obj, depsgraph) -> tuple:
             _matrix_of(effector.target, effector.subtarget, depsgraph),
             _matrix_of(effector.pole_target, effector.pole_subtarget, depsgraph),
             effector.enabled, effector.bone, effector.chain_length, effector.weight,
-            effector.use_rotation, effector.rotation_weight, effector.pole_angle,
+            effector.use_rotation, effector.rotation_weight, effector.pole_angle, effector.use_stretch,
         ))
     return tuple(snapshot)
 

@@ -18,6 +18,21 @@ from bpy.types import PropertyGroup
 from ..core.solvers import DESCRIPTIONS
 
 
+def _stretch_changed(effector, context) -> None:
+    """Stretch switched: a live rig solves again at once (setting changes are no depsgraph update), else the
+    bones stretched before get scale 1 back once no effector stretches."""
+    from . import rig, solving  # (solving reads these properties: imported when first needed)
+
+    obj = effector.id_data
+    try:
+        if obj.fabrik.live:
+            solving.solve_object(obj, context.evaluated_depsgraph_get())
+        elif not any(e.use_stretch for e in obj.fabrik.effectors):
+            solving.write_stretch(obj, rig.skeleton_of(obj), {})
+    except Exception as exc:  # never raise into Blender's UI; the panel shows why
+        solving.status[obj.name] = solving.RigStatus(message=f"solve after a stretch change failed: {exc}", ok=False)
+
+
 class FabrikEffector(PropertyGroup):
     """One end effector: a tip bone that should reach a target."""
 
@@ -75,6 +90,16 @@ class FabrikEffector(PropertyGroup):
             "As Blender's IK pole angle: the first bone's axis X cos(angle) + Z sin(angle) faces the pole; "
             "-90° points a knee bent by a positive turn about X at it"
         ),
+    )
+    use_stretch: BoolProperty(
+        name="Stretch",
+        default=False,
+        description=(
+            "As Blender's IK Stretch: when the target is out of reach, the chain's bones with an IK Stretch factor "
+            "(Bone properties > Inverse Kinematics) grow to reach it, shared out by their factors, and are scaled "
+            "to match (scale 1 again once they no longer stretch)"
+        ),
+        update=_stretch_changed,
     )
     # Set by "Convert IK Constraints": the muted constraint this effector came from.
     source_bone: StringProperty(name="Source Bone", description="Bone that holds the IK constraint this effector replaces")

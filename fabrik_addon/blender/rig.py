@@ -67,7 +67,8 @@ def skeleton_of(obj) -> Skeleton:
     parents = tuple(b.parent.name if b.parent else "" for b in bones)
     order = _pose_bone_order(obj, names)
     settings = _limit_settings(obj, order)
-    signature = (names, parents, rest.tobytes(), lengths.tobytes(), settings.tobytes())
+    stretch = _stretch_factors(obj, order)
+    signature = (names, parents, rest.tobytes(), lengths.tobytes(), settings.tobytes(), stretch.tobytes())
     cached = _skeleton_cache.get(obj.name)
     if cached is not None and cached[0] == signature:
         return cached[1]
@@ -82,6 +83,7 @@ def skeleton_of(obj) -> Skeleton:
         lengths=lengths.astype(np.float64),
         names=names,
         limits=limits,
+        stretch=np.clip(stretch, 0.0, 1.0),  # Blender keeps ik_stretch in 0..1; the clip only guards rounding
     )
     _skeleton_cache[obj.name] = (signature, skeleton)
     _limit_problems[obj.name] = problems
@@ -124,6 +126,14 @@ def _limit_settings(obj, order: np.ndarray) -> np.ndarray:
         pose_bones.foreach_get(setting, values)
         table[row] = values
     return table[:, order].T.copy()
+
+
+def _stretch_factors(obj, order: np.ndarray) -> np.ndarray:
+    """Each pose bone's IK Stretch factor (`ik_stretch`), in the skeleton's bone order."""
+    pose_bones = obj.pose.bones
+    values = np.empty(len(pose_bones), dtype=np.float64)
+    pose_bones.foreach_get("ik_stretch", values)
+    return values[order].copy()
 
 
 def _limits_from_settings(settings: np.ndarray, names: tuple[str, ...]) -> tuple[list[JointLimit | None], list[str]]:
@@ -212,3 +222,21 @@ def write_rotations(obj, skeleton: Skeleton, local: np.ndarray, bones: list[int]
         else:
             held[i] = current
     return held
+
+
+#: Inherit Scale modes in which a bone takes none of its parent's scale.
+_NO_SCALE_INHERITED = {'NONE', 'NONE_LEGACY'}
+
+
+def inherits_scale(obj, skeleton: Skeleton, bones: list[int]) -> dict[int, bool]:
+    """Per listed bone, whether it takes its parent's scale (its Inherit Scale is anything but none)."""
+    return {b: obj.data.bones[skeleton.names[b]].inherit_scale not in _NO_SCALE_INHERITED for b in bones}
+
+
+def write_scales(obj, skeleton: Skeleton, values: dict[int, float]) -> None:
+    """Set the listed bones' scale to a uniform value (as Blender's IK stretch scales a bone); values that differ
+    only by rounding are not written, so an unchanged pose does not tag the rig for an update."""
+    for b, value in values.items():
+        pb = obj.pose.bones[skeleton.names[b]]
+        if any(abs(c - value) > 1e-7 for c in pb.scale):
+            pb.scale = (value, value, value)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from mathutils import Euler, Matrix, Quaternion
 
-from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings
+from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, stretch
 from ..core.fabrik import moving_tree
 from . import rig
 
@@ -64,11 +64,13 @@ def forget(obj_name: str | None = None) -> None:
         status.clear()
         _fk_stash.clear()
         _last_solution.clear()
+        _stretched.clear()
         return
     status.pop(obj_name, None)
     _last_solution.pop(obj_name, None)
-    for key in [k for k in _fk_stash if k[0] == obj_name]:
-        del _fk_stash[key]
+    for stash in (_fk_stash, _stretched):
+        for key in [k for k in stash if k[0] == obj_name]:
+            del stash[key]
 
 
 class EffectorError(ValueError):
@@ -138,6 +140,7 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
         rotation_weight=float(effector.rotation_weight),
         pole=pole,
         pole_angle=float(effector.pole_angle),
+        stretch=bool(effector.use_stretch),
     )
 
 
@@ -171,6 +174,8 @@ class Solution:
     #: Local rotations (relative to rest and parent, as pose bones hold them) of every bone, (n, 3, 3).
     local: np.ndarray
     fk: dict[int, np.ndarray]
+    #: IK stretch: per bone whose scale it sets, the uniform scale channel value (1 where nothing stretched).
+    scales: dict[int, float] = field(default_factory=dict)
 
 
 # Per rig: the local rotations of the moving bones from its last solve, for "Previous Solution" starts.
@@ -203,6 +208,8 @@ class Problem:
     solver: str
     limit_problems: list[str]
     began: float
+    #: IK stretch: per bone whose scale a stretch may set, whether it inherits its parent's scale in Blender.
+    inherits_scale: dict[int, bool] = field(default_factory=dict)
 
 
 def prepare(
@@ -241,6 +248,7 @@ def prepare(
     problem = Problem(
         result, skeleton, goals, used, list(tree.bones), fk, start, solve_settings_of(settings, warm, rig_size(skeleton, tree)),
         settings.solver, rig.limit_problems(obj), began,
+        rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)),
     )
     return result, problem
 
@@ -272,7 +280,18 @@ def conclude(problem: Problem, pose, report: SolveReport) -> tuple[RigStatus, So
         result.message = "; ".join(problem.limit_problems)
     result.seconds = time.perf_counter() - problem.began
     skeleton = problem.skeleton
-    return result, Solution(skeleton, problem.bones, skeleton.local_rotations(pose), problem.fk)
+    scales = scale_channels(skeleton, stretch.scales(skeleton, pose), problem.inherits_scale)
+    return result, Solution(skeleton, problem.bones, skeleton.local_rotations(pose), problem.fk, scales)
+
+
+def scale_channels(skeleton, scales: np.ndarray, inherits: dict[int, bool]) -> dict[int, float]:
+    """Per bone of `inherits`, the uniform scale channel value that gives it `scales[b]` (its length over its
+    rest length) in Blender, where it also takes its parent's scale when it inherits scale."""
+    values = {}
+    for b, inherited in inherits.items():
+        p = skeleton.parents[b]
+        values[b] = float(scales[b]) / (float(scales[p]) if inherited and p >= 0 else 1.0)
+    return values
 
 
 def _chain_size(problem: Problem, k: int) -> float:
@@ -305,8 +324,34 @@ def solve_object(obj, depsgraph=None) -> RigStatus:
         for b in solution.bones:
             _fk_stash[(obj.name, skeleton.names[b])] = (held[b], solution.fk[b])
         _last_solution[obj.name] = {b: solution.local[b] for b in solution.bones}
+        write_stretch(obj, skeleton, solution.scales)
     status[obj.name] = result
     return result
+
+
+# Per (object, bone): the uniform scale live solving last wrote for IK stretch. A bone no longer stretched
+# gets scale 1 back, but only while it still holds that value (else animation or the user has set it since).
+_stretched: dict[tuple[str, str], float] = {}
+
+
+def write_stretch(obj, skeleton, scales: dict[int, float]) -> None:
+    """Write IK stretch as the bones' uniform scale; bones stretched before and no longer get scale 1 back.
+
+    Bones whose scale stays 1 and that we did not stretch are never touched.
+    """
+    wanted = {skeleton.names[b]: value for b, value in scales.items()}
+    for key in [k for k in _stretched if k[0] == obj.name]:
+        bone = key[1]
+        if abs(wanted.get(bone, 1.0) - 1.0) > 1e-9:
+            continue  # still stretched: written below
+        pose_bone = obj.pose.bones.get(bone)
+        if pose_bone is not None and all(abs(c - _stretched[key]) <= 1e-6 for c in pose_bone.scale):
+            pose_bone.scale = (1.0, 1.0, 1.0)
+        del _stretched[key]
+    stretched = {skeleton.index(bone): value for bone, value in wanted.items() if abs(value - 1.0) > 1e-9}
+    rig.write_scales(obj, skeleton, stretched)
+    for b, value in stretched.items():
+        _stretched[(obj.name, skeleton.names[b])] = value
 
 
 def stashed_fk(obj_name: str, bone_name: str) -> tuple[tuple[float, ...], np.ndarray] | None:

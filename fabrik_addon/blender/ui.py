@@ -61,6 +61,7 @@ class VIEW3D_PT_fabrik(Panel):
                 box.prop_search(effector, "subtarget", effector.target.data, "bones")
             box.prop(effector, "chain_length")
             box.prop(effector, "weight")
+            box.prop(effector, "use_stretch")
             row = box.row(align=True)
             row.prop(effector, "use_rotation")
             sub = row.row(align=True)
@@ -99,7 +100,7 @@ class VIEW3D_PT_fabrik(Panel):
 
 
 class BONE_PT_fabrik_limits(Panel):
-    """The bone's IK limits as FABRIK uses them (the same settings Blender's IK constraint reads)"""
+    """The bone's IK limits and stretch as FABRIK uses them (the same settings Blender's IK constraint reads)"""
 
     bl_space_type = 'PROPERTIES'
     bl_region_type = 'WINDOW'
@@ -130,6 +131,7 @@ class BONE_PT_fabrik_limits(Panel):
             sub.prop(pose_bone, f"ik_min_{axis}", text="Min")
             sub.prop(pose_bone, f"ik_max_{axis}", text="Max")
             box.prop(pose_bone, f"ik_stiffness_{axis}", text="Stiffness", slider=True)
+        layout.prop(pose_bone, "ik_stretch", text="IK Stretch", slider=True)
         obj = context.object
         problems = [p for p in rig.limit_problems(obj) if p.startswith(f"bone '{pose_bone.name}'")]
         for problem in problems:

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import batch_framed, rotation
+from . import batch_framed, rotation, stretch
 from .fabrik import branch_weights, moving_tree, pulls
 from .problem import Goal, SolveSettings, validate_settings
 from .skeleton import Pose, Skeleton
@@ -25,8 +25,11 @@ from .vec import EPSILON
 
 
 def supports(skeleton: Skeleton, goals: Sequence[Goal]) -> bool:
-    """True when these goals can be solved here (position goals only, no joint limits on the moving bones)."""
+    """True when these goals can be solved here (position goals only, no joint limits on the moving bones, no
+    IK stretch: the bones' lengths would differ from frame to frame)."""
     if not goals or any(g.rotation is not None or g.pole is not None for g in goals):
+        return False
+    if stretch.applies(skeleton, goals):
         return False
     return all(limit is None for limit in moving_tree(skeleton, goals).limits)
 

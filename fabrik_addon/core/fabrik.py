@@ -37,6 +37,7 @@ from typing import Sequence
 import numpy as np
 
 from . import limits, pole, quat, refine, rotation
+from . import stretch as ik_stretch
 from .problem import Goal, SolveReport, SolveSettings, begin
 from .skeleton import Pose, Skeleton, pose_with, zero_links
 from .limits import JointLimit
@@ -556,6 +557,8 @@ def solve(
     start, nothing_to_do = begin(skeleton, goals, start, settings)
     if nothing_to_do:
         return nothing_to_do
+    if ik_stretch.applies(skeleton, goals):  # IK stretch: grow the bones, then solve on them (see `stretch`)
+        return ik_stretch.solve(solve, skeleton, goals, start, settings)
     tree = moving_tree(skeleton, goals)
     if any(limit is not None for limit in tree.limits):
         parts = components(tree)

@@ -26,6 +26,10 @@ class Goal:
     does (see `pole`): the first bone's up vector X cos(pole_angle) +
     Z sin(pole_angle) (`pole_angle` in radians, X and Z of that bone in the
     start pose) is turned, seen along the chain, to point at the pole.
+
+    With `stretch`, a target beyond the chain's reach makes the chain's bones
+    that have a stretch factor (`Skeleton.stretch`) longer, as Blender's IK
+    Stretch does (see `stretch`).
     """
 
     bone: int
@@ -36,6 +40,7 @@ class Goal:
     rotation_weight: float = 1.0
     pole: tuple[float, float, float] | None = None
     pole_angle: float = 0.0
+    stretch: bool = False
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,9 @@ MAX_STEP = 0.5
 #: limits, approached ever more slowly); `PATIENCE` of them in a row end the refinement.
 CRAWL = 1e-3
 PATIENCE = 3
+#: An attempt that has not cut its squared error to SLOW of what it was WINDOW iterations before is a crawl.
+WINDOW = 6
+SLOW = 0.5
 #: How much of the way to rest one settling step asks of the free joints, and the step (radians)
 #: below which they count as settled.
 SETTLE_GAIN = 0.5
@@ -371,6 +374,7 @@ def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int
     cost = problem.cost(errors, angles)
     iterations = without_progress = 0
     stopped_by = "max_iterations"
+    history = [cost]  # the cost after each iteration, to see a slow crawl for what it is
     lo, hi = rig.bounds(coordinates)
     pliancy = rig.pliancy(coordinates)
     if not coordinates:
@@ -402,6 +406,10 @@ def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int
             if damping > DAMPING_RANGE[1] * scale:
                 stopped_by = "stalled"  # no step of any length helps: a dead end of the limits
                 break
+        history.append(cost)
+        if len(history) > WINDOW and cost > SLOW * history[-1 - WINDOW]:
+            stopped_by = "stalled"  # still creeping after WINDOW iterations: better spent on another start
+            break
     converged = problem.reached(errors, angles, tolerance)
     return Refined(iterations, errors, angles, converged, "converged" if converged else stopped_by, cost)
 

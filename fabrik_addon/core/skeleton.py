@@ -25,6 +25,8 @@ class Skeleton:
     in Blender) and a length. A child's head need not sit on its parent's tail:
     `offsets[i]` is where bone i's head lies relative to its parent's tail, in
     the parent's rest frame, so the offset moves rigidly with the parent.
+    `stretch[i]` is the bone's IK stretch factor (0..1, Blender's `ik_stretch`):
+    how readily it grows towards a goal out of reach that asks for stretch.
     """
 
     def __init__(
@@ -35,6 +37,7 @@ class Skeleton:
         lengths: Sequence[float],
         names: Sequence[str] | None = None,
         limits: Sequence[JointLimit | None] | None = None,
+        stretch: Sequence[float] | None = None,
     ) -> None:
         n = len(parents)
         self.parents: tuple[int, ...] = tuple(int(p) for p in parents)
@@ -80,6 +83,7 @@ class Skeleton:
                     heads[i] = self.rest_tails[p]
                     self.rest_tails[i] = heads[i] + lens[i] * self.rest_frames[i][:, 1]
         self.limits: tuple[JointLimit | None, ...] = _checked_limits(limits, n, self.names)
+        self.stretch: np.ndarray = _checked_stretch(stretch, n, self.names)
         #: Each bone's rest frame and rest head in its parent's rest frame (the head from the parent's head;
         #: armature space for roots): all that forward kinematics needs.
         self.rest_in_parent = np.array(
@@ -96,7 +100,7 @@ class Skeleton:
         """The same skeleton with other joint limits (a list per bone, or a dict bone -> limit)."""
         if isinstance(limits, dict):
             limits = [limits.get(i) for i in range(len(self))]
-        return Skeleton(self.parents, self.rest_heads, self.rest_frames, self.lengths, self.names, limits)
+        return Skeleton(self.parents, self.rest_heads, self.rest_frames, self.lengths, self.names, limits, self.stretch)
 
     def __len__(self) -> int:
         return len(self.parents)
@@ -311,3 +315,16 @@ def _checked_limits(limits, n: int, names: tuple[str, ...]) -> tuple[JointLimit 
         if limit is not None and not isinstance(limit, JointLimit):
             raise ValueError(f"bone '{names[i]}' has a limit that is not a JointLimit")
     return tuple(None if limit is None or limit.is_free else limit for limit in limits)
+
+
+def _checked_stretch(stretch, n: int, names: tuple[str, ...]) -> np.ndarray:
+    """One IK stretch factor per bone, each in 0..1 (all 0 when none are given)."""
+    if stretch is None:
+        return np.zeros(n)
+    factors = np.asarray(stretch, dtype=float).reshape(-1)
+    if len(factors) != n:
+        raise ValueError(f"{len(factors)} stretch factors for {n} bones")
+    bad = np.flatnonzero(~((factors >= 0.0) & (factors <= 1.0)))  # NaN fails both comparisons
+    if len(bad):
+        raise ValueError(f"bone '{names[bad[0]]}' has stretch factor {factors[bad[0]]}; use 0 to 1")
+    return factors

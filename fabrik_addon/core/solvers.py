@@ -8,18 +8,20 @@ from typing import Callable, Sequence
 from . import ccd, fabrik, jacobian, two_bone
 from .problem import Goal, SolveReport, SolveSettings
 from .skeleton import Pose, Skeleton
+from .stretch import supporting
 
 __all__ = ["DESCRIPTIONS", "SOLVERS", "Solver"]
 
 Solver = Callable[[Skeleton, Sequence[Goal], Pose | None, SolveSettings], tuple[Pose, SolveReport]]
 
 #: Identifier -> solve function; every one takes (skeleton, goals, start=None, settings=SolveSettings()).
+#: FABRIK applies IK stretch itself; the others run on the stretched skeleton through `supporting`.
 SOLVERS: dict[str, Solver] = {
     "FABRIK": fabrik.solve,
-    "CCD": ccd.solve,
-    "JACOBIAN_TRANSPOSE": jacobian.solve_transpose,
-    "DLS": jacobian.solve_dls,
-    "TWO_BONE": two_bone.solve,
+    "CCD": supporting(ccd.solve),
+    "JACOBIAN_TRANSPOSE": supporting(jacobian.solve_transpose),
+    "DLS": supporting(jacobian.solve_dls),
+    "TWO_BONE": supporting(two_bone.solve),
 }
 
 #: Identifier -> (label, one-line description), in the order the UI lists them.
