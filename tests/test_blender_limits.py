@@ -10,7 +10,7 @@ import bpy
 import numpy as np
 import pytest
 
-from blender_scenes import RecordingLayout, chain_rig, tip_world
+from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
 from fabrik_addon.blender import rig as rig_io
 from fabrik_addon.blender import solving
 from fabrik_addon.core.limits import JointLimit
@@ -133,3 +133,27 @@ def test_bone_limits_panel_shows_blenders_ik_settings():
     drawn = {args[1] for name, args, _ in log if name == "prop"}
     expected = {f"{kind}_{axis}" for kind in ("lock_ik", "use_ik_limit", "ik_min", "ik_max", "ik_stiffness") for axis in "xyz"}
     assert expected <= drawn
+
+
+@pytest.mark.parametrize("count, length", [(200, 0.02), (200, 0.5)])
+def test_a_long_connected_chain_counts_as_connected(count, length):
+    """Blender's single-precision rest matrices put connected heads a hair off their parents' tails; the
+    skeleton still treats every connected bone as connected (so solves take the fast path), and a bone that
+    really hangs at an offset keeps it."""
+    from fabrik_addon.core import Goal
+    from fabrik_addon.core.fabrik import moving_tree
+
+    rng = np.random.default_rng(1)
+    bones, head = [], np.array([0.3, 0.2, 0.1])
+    for i in range(count):
+        d = rng.normal(size=3)
+        d[2] = abs(d[2]) + 0.5
+        tail = head + length * d / np.linalg.norm(d)
+        bones.append((f"b{i}", tuple(head), tuple(tail), f"b{i - 1}" if i else None, i > 0))
+        head = tail
+    bones.append(("apart", tuple(head + (0.0, 0.1, 0.0)), tuple(head + (0.0, 0.2, 0.0)), f"b{count - 1}", False))
+    skeleton = rig_io.skeleton_of(rigbuild.make_armature("Long", bones))
+    offsets = np.linalg.norm(skeleton.offsets, axis=1)
+    assert not offsets[:count].any()
+    assert offsets[count] == pytest.approx(0.1, abs=1e-3)  # single precision, up to 100 m from the origin
+    assert not moving_tree(skeleton, [Goal(count - 1, (0.0, 0.0, 0.0))]).needs_frames

@@ -68,7 +68,11 @@ def skeleton_of(obj) -> Skeleton:
     order = _pose_bone_order(obj, names)
     settings = _limit_settings(obj, order)
     stretch = _stretch_factors(obj, order)
-    signature = (names, parents, rest.tobytes(), lengths.tobytes(), settings.tobytes(), stretch.tobytes())
+    connected = np.empty(n, dtype=bool)
+    bones.foreach_get("use_connect", connected)
+    signature = (
+        names, parents, rest.tobytes(), lengths.tobytes(), settings.tobytes(), stretch.tobytes(), connected.tobytes()
+    )
     cached = _skeleton_cache.get(obj.name)
     if cached is not None and cached[0] == signature:
         return cached[1]
@@ -84,6 +88,8 @@ def skeleton_of(obj) -> Skeleton:
         names=names,
         limits=limits,
         stretch=np.clip(stretch, 0.0, 1.0),  # Blender keeps ik_stretch in 0..1; the clip only guards rounding
+        # Blender's own flag: single-precision rest matrices put a connected head a hair off its parent's tail.
+        connected=connected,
     )
     _skeleton_cache[obj.name] = (signature, skeleton)
     _limit_problems[obj.name] = problems

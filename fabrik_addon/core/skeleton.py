@@ -13,8 +13,11 @@ from .limits import JointLimit
 
 #: Bones shorter than this are refused; Blender itself removes zero-length bones.
 MIN_BONE_LENGTH = 1e-6
-#: A head closer than this fraction of the parent's length to the parent's tail counts as connected.
+#: A head closer than this fraction of the parent's length to the parent's tail counts as connected,
 CONNECTED_TOLERANCE = 1e-5
+#: or closer than this fraction of its distance from the origin: Blender keeps rest matrices in single
+#: precision (2^-23 relative), and builds each from its parent's, so rounding grows along a chain.
+SINGLE_PRECISION = 64 * 2.0**-23
 
 
 class Skeleton:
@@ -38,6 +41,7 @@ class Skeleton:
         names: Sequence[str] | None = None,
         limits: Sequence[JointLimit | None] | None = None,
         stretch: Sequence[float] | None = None,
+        connected: Sequence[bool] | None = None,
     ) -> None:
         n = len(parents)
         self.parents: tuple[int, ...] = tuple(int(p) for p in parents)
@@ -71,11 +75,17 @@ class Skeleton:
         self.lengths = lens
         self.rest_tails = heads + lens[:, None] * self.rest_frames[:, :, 1]
         self.offsets = np.zeros((n, 3))
+        #: Per bone, whether it was given as connected to its parent (Blender's `use_connect`), or None.
+        self.connected: tuple[bool, ...] | None = None if connected is None else tuple(bool(c) for c in connected)
         for i in self.order:
             p = self.parents[i]
             if p >= 0:
                 offset = self.rest_frames[p].T @ (heads[i] - self.rest_tails[p])
-                if np.linalg.norm(offset) > CONNECTED_TOLERANCE * lens[p]:
+                slack = max(
+                    CONNECTED_TOLERANCE * lens[p],
+                    SINGLE_PRECISION * max(np.linalg.norm(heads[i]), np.linalg.norm(self.rest_tails[p])),
+                )
+                if not (self.connected and self.connected[i]) and np.linalg.norm(offset) > slack:
                     self.offsets[i] = offset
                 else:
                     # Blender stores rest matrices in single precision, so a connected
@@ -100,7 +110,9 @@ class Skeleton:
         """The same skeleton with other joint limits (a list per bone, or a dict bone -> limit)."""
         if isinstance(limits, dict):
             limits = [limits.get(i) for i in range(len(self))]
-        return Skeleton(self.parents, self.rest_heads, self.rest_frames, self.lengths, self.names, limits, self.stretch)
+        return Skeleton(
+            self.parents, self.rest_heads, self.rest_frames, self.lengths, self.names, limits, self.stretch, self.connected
+        )
 
     def __len__(self) -> int:
         return len(self.parents)

@@ -166,7 +166,7 @@ def with_lengths(skeleton: Skeleton, goals: Sequence[Goal], pose: Pose, lengths:
         heads[b] = heads[p] + new_lengths[p] * pose.frames[p][:, 1] + scale[p] / was[p] * (pose.heads[b] - old_tail)
     longer = Skeleton(
         skeleton.parents, rest_heads, skeleton.rest_frames, new_lengths, skeleton.names, skeleton.limits,
-        skeleton.stretch,
+        skeleton.stretch, skeleton.connected,
     )
     return longer, Pose(heads, pose.frames.copy(), longer.lengths)
 
