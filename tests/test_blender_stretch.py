@@ -197,6 +197,10 @@ def test_a_rigify_like_limb_converted_stretches_as_blenders_ik_does(target_at):
     assert tuple(rig.pose.bones["hand"].scale) == (1.0, 1.0, 1.0)  # below the chain: it inherits, we do not write
 
 
+@pytest.mark.skipif(
+    bpy.app.version < (5, 0, 0),
+    reason="after Rigify has generated a rig, the bpy 4.2 module crashes at interpreter exit; this runs on 5.0",
+)
 def test_a_generated_rigify_arm_converted_stretches_as_its_own_ik_does():
     """Rigify's own arm (generated from the human metarig, about 4 s): its IK constraint with Stretch and the
     MCH bones' ik_stretch of 0.1, against the same arm converted to an effector, the hand control out of reach."""
