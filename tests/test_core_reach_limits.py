@@ -4,6 +4,7 @@ limits reaches, within one iteration budget, without breaking a limit, and warm 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -238,7 +239,7 @@ def test_a_stiff_joint_turns_less_while_the_others_make_up_for_it():
     """Stiffness on the finger's middle hinge: the target is still reached, with the middle joint bent less."""
     skeleton = finger()
     stiff_middle = list(skeleton.limits)
-    stiff_middle[1] = JointLimit(**{**stiff_middle[1].__dict__, "stiffness_x": 0.9})
+    stiff_middle[1] = dataclasses.replace(stiff_middle[1], stiffness_x=0.9)
     stiff = skeleton.with_limits(stiff_middle)
     rng = np.random.default_rng(2)
     bent_less = 0

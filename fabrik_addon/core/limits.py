@@ -56,6 +56,22 @@ class JointLimit:
                 raise ValueError(f"the {axis.upper()} limit has min {math.degrees(lo):.1f} > max {math.degrees(hi):.1f} degrees")
             if not (math.isfinite(stiffness) and 0.0 <= stiffness <= 1.0):
                 raise ValueError(f"the {axis.upper()} stiffness {stiffness} is outside 0..1")
+        # The ranges, worked out once: the solver asks for them at every joint of every pass.
+        ranges = {}
+        for axis in "xz":
+            if getattr(self, f"lock_{axis}"):
+                ranges[axis] = (0.0, 0.0)
+            elif getattr(self, f"use_limit_{axis}"):
+                ranges[axis] = (max(-PI, getattr(self, f"min_{axis}")), min(PI, getattr(self, f"max_{axis}")))
+            else:
+                ranges[axis] = (-PI, PI)
+        if self.lock_y:
+            ranges["y"] = (0.0, 0.0)
+        elif self.use_limit_y:
+            ranges["y"] = (max(-PI, self.min_y), min(PI, self.max_y))
+        else:
+            ranges["y"] = (-PI, PI)
+        object.__setattr__(self, "_ranges", ranges)
 
     @property
     def is_free(self) -> bool:
@@ -78,19 +94,11 @@ class JointLimit:
 
     def swing_range(self, axis: str) -> tuple[float, float]:
         """The allowed swing about X or Z as (min, max); (0, 0) when locked, at most a half turn either way."""
-        if getattr(self, f"lock_{axis}"):
-            return 0.0, 0.0
-        if getattr(self, f"use_limit_{axis}"):
-            return max(-PI, getattr(self, f"min_{axis}")), min(PI, getattr(self, f"max_{axis}"))
-        return -PI, PI
+        return self._ranges[axis]
 
     def twist_range(self) -> tuple[float, float]:
         """The allowed twist about Y as (min, max)."""
-        if self.lock_y:
-            return 0.0, 0.0
-        if self.use_limit_y:
-            return max(-PI, self.min_y), min(PI, self.max_y)
-        return -PI, PI
+        return self._ranges["y"]
 
 
 def clamp_swing(limit: JointLimit, swing_x: float, swing_z: float) -> tuple[float, float]:
