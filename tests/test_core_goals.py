@@ -111,9 +111,8 @@ def test_holding_the_pole_never_changes_the_tips_distance_to_its_target(seed, bo
     after a backward one (tip anywhere), on bent chains with random targets
     (some out of reach), poles and pole angles.
     """
-    from fabrik_addon.core.fabrik import (
-        Joints, _turn_about_pole, backward_reaching, forward_reaching, moving_tree, pole_holds,
-    )
+    from fabrik_addon.core.fabrik import Joints, backward_reaching, forward_reaching, moving_tree
+    from fabrik_addon.core.pole import holds as pole_holds, turn_about_pole
 
     rng = np.random.default_rng(seed)
     skeleton, start = _bent_chain(rng, bones)
@@ -127,7 +126,7 @@ def test_holding_the_pole_never_changes_the_tips_distance_to_its_target(seed, bo
         for reaching in (None, backward_reaching):
             before = np.linalg.norm(np.subtract(joints.tails[-1], goal.target))
             for hold in holds:
-                _turn_about_pole(tree, joints, hold)
+                turn_about_pole(tree, joints, hold)
             assert np.linalg.norm(np.subtract(joints.tails[-1], goal.target)) == pytest.approx(before, abs=1e-12)
             if reaching is not None:
                 reaching(tree, joints)

@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if missed:
         log(f"missed reachable targets: {', '.join(missed)}")
     else:
-        log(f"every reachable target reached, live and baked, within each sample's tolerance")
+        log("every reachable target reached, live and baked, within each sample's tolerance")
     log(f"done in {time.perf_counter() - began:.1f} s")
     return 1 if missed else 0
 

@@ -30,7 +30,6 @@ stretched straight towards it at once, as in the paper.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Sequence
 
@@ -42,7 +41,7 @@ from .problem import Goal, SolveReport, SolveSettings, begin
 from .skeleton import Pose, Skeleton, pose_with, zero_links
 from .limits import JointLimit
 from .quat import Quat
-from .vec import EPSILON, Vec, add, cross, dist, dot, norm, perpendicular, reach, scale, sub
+from .vec import EPSILON, Vec, add, dist, dot, norm, perpendicular, reach, scale, sub
 
 __all__ = ["solve"]
 
@@ -259,151 +258,6 @@ def _turn_towards(tree: MovingTree, joints: Joints, k: int, rotation: Quat, weig
     joints.heads[k] = sub(joints.tails[k], scale(quat.y_axis(wanted), tree.length[k]))
 
 
-@dataclass(frozen=True)
-class PoleHold:
-    """What keeps a chain turned the way its pole says, through FABRIK's passes."""
-
-    chain: tuple[int, ...]
-    target: Vec
-    #: A vector fixed in the chain's first bone (its bend normal, in that bone's frame).
-    local: Vec
-    #: Where that vector should face, in armature space (seen along the line from the base to the target).
-    wanted: Vec
-
-
-def pole_holds(tree: MovingTree, joints: Joints, goals: Sequence[Goal]) -> list[PoleHold]:
-    """Apply Blender's pole rule to the start pose (see `pole`) and return what holds it during the solve.
-
-    Each chain with a pole is turned as one body about its base, as Blender
-    turns it before solving, when nothing else hangs below its first bone
-    (another goal's branch would be swung with it). A straight chain, which
-    Blender leaves straight, is then bent into an arc towards its turned up
-    vector (`_bend_towards`), so its knees face the pole: where Blender puts
-    the knee of the same chain bent a hair that way, the way a pole angle is
-    chosen for a knee. The turn is of the start pose only: the tip is then
-    pulled to its target as ever, so it costs no reach. What the turn does
-    to the chain's bend plane is kept as a vector fixed in the first bone
-    (the bend normal, which bending in that plane leaves be) that should face
-    a given way; each iteration turns the chain about its base-target line
-    back to it (`_turn_about_pole`), which never moves a tip that is on its
-    target. Blender drops the pole when the chain's tree carries two or more
-    position goals; here every goal's pole counts.
-    """
-    holds = []
-    for g, goal in enumerate(goals):
-        if goal.pole is None:
-            continue
-        chain = tree.goal_chain[g]
-        top = chain[-1]
-        base = np.array(joints.heads[top])
-        frame = np.array(quat.to_matrix(joints.frames[top]))
-        target, polepoint = np.array(goal.target, dtype=float), np.array(goal.pole, dtype=float)
-        turn = pole.blender_turn(base, np.array(joints.tails[chain[0]]), frame, target, polepoint, goal.pole_angle)
-        if turn is None:
-            continue  # undefined (pole on the target line, target on the base): the chain keeps its own plane
-        up = pole.up_vector(frame, goal.pole_angle)
-        below = tree.subtree(top)
-        alone = all(h == g for k in below for h in tree.goals_at[k])
-        if alone:
-            _turn_rigidly(joints, below, tuple(base.tolist()), quat.from_matrix(turn.tolist()))
-            up = turn @ up
-            if len(chain) > 1 and pole.bend_normal(_chain_points(joints, chain)) is None:
-                _bend_towards(tree, joints, chain, tuple(up.tolist()), float(np.linalg.norm(target - base)))
-        now = pole.bend_normal(_chain_points(joints, chain))
-        if now is None:
-            # One bone: its up vector. A straight chain sharing its bones: the normal of a bend towards it.
-            now = up if len(chain) == 1 else np.cross(quat.y_axis(joints.frames[top]), up)
-        wanted = now if alone else turn @ now
-        local = quat.rotate(quat.conj(joints.frames[top]), tuple(np.asarray(now, dtype=float).tolist()))
-        holds.append(PoleHold(chain, tuple(float(c) for c in goal.target), local, tuple(np.asarray(wanted).tolist())))
-    return holds
-
-
-def _chain_points(joints: Joints, chain: tuple[int, ...]) -> list[Vec]:
-    """The first bone's head, then every tail of a chain (given tip first)."""
-    return [joints.heads[chain[-1]]] + [joints.tails[k] for k in reversed(chain)]
-
-
-def _turn_rigidly(joints: Joints, nodes: Sequence[int], centre: Vec, turn: Quat) -> None:
-    """Turn some nodes (heads, tails and frames, when carried) as one body about a point."""
-    for k in nodes:
-        joints.heads[k] = add(centre, quat.rotate(turn, sub(joints.heads[k], centre)))
-        joints.tails[k] = add(centre, quat.rotate(turn, sub(joints.tails[k], centre)))
-        if joints.frames is not None:
-            joints.frames[k] = quat.normalized(quat.mul(turn, joints.frames[k]))
-
-
-def _bend_towards(tree: MovingTree, joints: Joints, chain: tuple[int, ...], side: Vec, span: float) -> None:
-    """Bend a straight chain into an even arc, its knees on `side` (a vector across the chain), its ends about
-    `span` apart (a shallow bow when `span` is out of reach).
-
-    Every joint turns by the same angle and the first bone tilts back by half
-    the sum, so every joint between base and tip leaves the line on that side.
-    FABRIK moves joints along lines: a joint left on the line to the target
-    (the knee of a two-bone chain bent only there) would be put straight back,
-    and a chain pulled far in from nearly straight tends to end in an S.
-    """
-    top = chain[-1]
-    axis = cross(side, sub(joints.tails[top], joints.heads[top]))  # turning about side x Y takes Y towards -side
-    size = norm(axis)
-    if size < EPSILON:
-        return
-    axis = scale(axis, 1.0 / size)
-    lengths = [tree.length[k] for k in reversed(chain)]
-    middle = (len(lengths) - 1) / 2.0
-
-    def chord(turn: float) -> float:
-        x = sum(length * math.cos((i - middle) * turn) for i, length in enumerate(lengths))
-        y = sum(length * math.sin((i - middle) * turn) for i, length in enumerate(lengths))
-        return math.hypot(x, y)
-
-    low, high = 0.2 / (len(lengths) - 1), 2.0 * math.pi / len(lengths)
-    if chord(low) > span:  # in reach: bisect for the arc whose chord is the span
-        for _ in range(40):
-            turn = 0.5 * (low + high)
-            low, high = (turn, high) if chord(turn) > span else (low, turn)
-    _turn_rigidly(joints, tree.subtree(top), joints.heads[top], quat.about_axis(axis, -middle * low))
-    back = quat.about_axis(axis, low)
-    for k in reversed(chain[:-1]):
-        _turn_rigidly(joints, tree.subtree(k), joints.heads[k], back)
-
-
-def _pole_turn(hold: PoleHold, base: Vec, frame: Quat) -> Quat | None:
-    """The turn about the line from `base` to the hold's target that makes the held vector of a first bone
-    with this frame face the wanted way; None where either lies on the line (no side to face)."""
-    axis = sub(hold.target, base)
-    length = norm(axis)
-    if length < EPSILON:
-        return None
-    axis = scale(axis, 1.0 / length)
-    now = quat.rotate(frame, hold.local)
-    now = sub(now, scale(axis, dot(axis, now)))
-    towards = sub(hold.wanted, scale(axis, dot(axis, hold.wanted)))
-    if norm(now) < 1e-9 or norm(towards) < 1e-9:
-        return None
-    return quat.about_axis(axis, math.atan2(dot(axis, cross(now, towards)), dot(now, towards)))
-
-
-def _turn_about_pole(tree: MovingTree, joints: Joints, hold: PoleHold) -> None:
-    """Turn a chain about the line from its base to its target until its held vector faces the wanted way."""
-    chain = hold.chain
-    top = chain[-1]
-    p = tree.parent[top]
-    if p < 0:
-        base = joints.base[top]
-    elif joints.offset[top] is None:
-        base = joints.tails[p]
-    else:
-        base = add(joints.tails[p], joints.offset_now(top, p))
-    turn = _pole_turn(hold, base, joints.frames[top])
-    if turn is None:
-        return
-    for k in chain:
-        joints.heads[k] = add(base, quat.rotate(turn, sub(joints.heads[k], base)))
-        joints.tails[k] = add(base, quat.rotate(turn, sub(joints.tails[k], base)))
-        joints.frames[k] = quat.normalized(quat.mul(turn, joints.frames[k]))
-
-
 def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...], goal: Goal) -> None:
     """Bend a straight chain a little when its target lies on its own line.
 
@@ -425,7 +279,7 @@ def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...
         d = sub(point, base)
         if norm(sub(d, scale(axis, dot(d, axis)))) > 1e-5 * length:
             return  # not straight, or the target is off the line (1e-5: single-precision poses count as straight)
-    # Bend about the first bone's own X axis, a rig's usual hinge (pole_holds bent a chain with a pole already).
+    # Bend about the first bone's own X axis, a rig's usual hinge (pole.holds bent a chain with a pole already).
     # At the joint the branch hangs from: the next bone's head, which an offset keeps off this bone's tail.
     hinge = joints.heads[chain[-2]]
     bend_axis = quat.x_axis(joints.frames[top]) if joints.frames is not None else perpendicular(axis)
@@ -580,7 +434,7 @@ def solve(
     return pose, report
 
 
-def _settling_aim(tree: MovingTree, holds: list[PoleHold], to_rest: bool) -> refine.Aim:
+def _settling_aim(tree: MovingTree, holds: list[pole.PoleHold], to_rest: bool) -> refine.Aim:
     """Where settling pulls: each pole chain's first bone turned about its base-target line into the pole's
     plane (the rest of the chain follows it unchanged), and with `to_rest` every other limited joint to rest."""
 
@@ -588,7 +442,7 @@ def _settling_aim(tree: MovingTree, holds: list[PoleHold], to_rest: bool) -> ref
         wanted = refine.rest_aim(rig, coordinates) if to_rest else np.full(len(coordinates), np.nan)
         for hold in holds:
             top = hold.chain[-1]
-            turn = _pole_turn(hold, rig.heads[top], rig.frames[top])
+            turn = pole.turn_for(hold, rig.heads[top], rig.frames[top])
             if turn is None:
                 continue
             for i, value in refine.values_after_turn(rig, coordinates, top, turn).items():
@@ -699,7 +553,7 @@ def _solve_limited(
         attempt += 1
         attempt_start = start if attempt == 1 else refine.random_start(skeleton, tree, goals, start, rng)
     pose, report = best
-    holds = pole_holds(tree, Joints(skeleton, tree, start, framed=True), goals) if any(g.pole for g in goals) else []
+    holds = pole.holds(tree, Joints(skeleton, tree, start, framed=True), goals) if any(g.pole for g in goals) else []
     if report.converged and (holds or not settings.explore) and used < budget:
         # The joints the goals leave free settle: into the plane the poles ask for (the refinement and the
         # restarts know nothing of poles), and in continuity mode (warm starts) towards rest, so paths that
@@ -738,7 +592,7 @@ def _solve_from(
     turns = [None if g.rotation is None else (quat.normalized(g.rotation), g.rotation_weight) for g in goals]
     if all(t is None for t in turns):
         turns = []
-    poles = pole_holds(tree, joints, goals)
+    poles = pole.holds(tree, joints, goals)
     for chain, goal in zip(tree.goal_chain, goals):
         _bend_if_straight_at(tree, joints, chain, goal)
     weights = [float(g.weight) for g in goals]
@@ -786,7 +640,7 @@ def _solve_from(
             aims = [_part_way(joints.tails[node_of_goal[g]], t, step) for g, t in enumerate(targets)]
         forward_reaching(tree, joints, aims, weights, branch, turns)
         for hold in poles:
-            _turn_about_pole(tree, joints, hold)
+            pole.turn_about_pole(tree, joints, hold)
         backward_reaching(tree, joints, before_pass)
         errors = goal_errors(tree, joints, goals, node_of_goal)
         angles = rotation_errors(joints, rotation_goals, len(goals))
@@ -826,8 +680,8 @@ def chain_reach(tree: MovingTree, chain: Sequence[int]) -> float:
 def rotation_errors(joints: Joints, rotation_goals: list, count: int) -> list[float]:
     """Per goal, the angle (radians) between its tip bone's frame and its rotation goal; 0 without one."""
     angles = [0.0] * count
-    for g, node, rotation, _, _ in rotation_goals:
-        angles[g] = quat.angle_between(joints.frames[node], rotation)
+    for g, node, goal_rotation, _, _ in rotation_goals:
+        angles[g] = quat.angle_between(joints.frames[node], goal_rotation)
     return angles
 
 

@@ -34,11 +34,20 @@ knees bend.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-__all__ = ["STRAIGHT", "bend_normal", "blender_turn", "up_vector"]
+from . import quat
+from .problem import Goal
+from .quat import Quat
+from .vec import EPSILON, Vec, add, cross, dot, norm, scale, sub
+
+if TYPE_CHECKING:
+    from .fabrik import Joints, MovingTree
+
+__all__ = ["STRAIGHT", "PoleHold", "bend_normal", "blender_turn", "holds", "turn_about_pole", "up_vector"]
 
 #: Joints closer than this fraction of the chain's reach to its line count as on it (single-precision poses).
 STRAIGHT = 1e-5
@@ -104,3 +113,151 @@ def bend_normal(points: Sequence[Sequence[float]]) -> np.ndarray | None:
         return None
     normal = np.cross(line, offsets[far])
     return normal / np.linalg.norm(normal)
+
+
+# How FABRIK keeps to Blender's rule: the chain turned once at the start, then held through the passes.
+
+
+@dataclass(frozen=True)
+class PoleHold:
+    """What keeps a chain turned the way its pole says, through FABRIK's passes."""
+
+    chain: tuple[int, ...]
+    target: Vec
+    #: A vector fixed in the chain's first bone (its bend normal, in that bone's frame).
+    local: Vec
+    #: Where that vector should face, in armature space (seen along the line from the base to the target).
+    wanted: Vec
+
+
+def holds(tree: "MovingTree", joints: "Joints", goals: Sequence[Goal]) -> list[PoleHold]:
+    """Apply Blender's pole rule to the start pose (see `pole`) and return what holds it during the solve.
+
+    Each chain with a pole is turned as one body about its base, as Blender
+    turns it before solving, when nothing else hangs below its first bone
+    (another goal's branch would be swung with it). A straight chain, which
+    Blender leaves straight, is then bent into an arc towards its turned up
+    vector (`bend_towards`), so its knees face the pole: where Blender puts
+    the knee of the same chain bent a hair that way, the way a pole angle is
+    chosen for a knee. The turn is of the start pose only: the tip is then
+    pulled to its target as ever, so it costs no reach. What the turn does
+    to the chain's bend plane is kept as a vector fixed in the first bone
+    (the bend normal, which bending in that plane leaves be) that should face
+    a given way; each iteration turns the chain about its base-target line
+    back to it (`turn_about_pole`), which never moves a tip that is on its
+    target. Blender drops the pole when the chain's tree carries two or more
+    position goals; here every goal's pole counts.
+    """
+    holds = []
+    for g, goal in enumerate(goals):
+        if goal.pole is None:
+            continue
+        chain = tree.goal_chain[g]
+        top = chain[-1]
+        base = np.array(joints.heads[top])
+        frame = np.array(quat.to_matrix(joints.frames[top]))
+        target, polepoint = np.array(goal.target, dtype=float), np.array(goal.pole, dtype=float)
+        turn = blender_turn(base, np.array(joints.tails[chain[0]]), frame, target, polepoint, goal.pole_angle)
+        if turn is None:
+            continue  # undefined (pole on the target line, target on the base): the chain keeps its own plane
+        up = up_vector(frame, goal.pole_angle)
+        below = tree.subtree(top)
+        alone = all(h == g for k in below for h in tree.goals_at[k])
+        if alone:
+            turn_rigidly(joints, below, tuple(base.tolist()), quat.from_matrix(turn.tolist()))
+            up = turn @ up
+            if len(chain) > 1 and bend_normal(chain_points(joints, chain)) is None:
+                bend_towards(tree, joints, chain, tuple(up.tolist()), float(np.linalg.norm(target - base)))
+        now = bend_normal(chain_points(joints, chain))
+        if now is None:
+            # One bone: its up vector. A straight chain sharing its bones: the normal of a bend towards it.
+            now = up if len(chain) == 1 else np.cross(quat.y_axis(joints.frames[top]), up)
+        wanted = now if alone else turn @ now
+        local = quat.rotate(quat.conj(joints.frames[top]), tuple(np.asarray(now, dtype=float).tolist()))
+        holds.append(PoleHold(chain, tuple(float(c) for c in goal.target), local, tuple(np.asarray(wanted).tolist())))
+    return holds
+
+
+def chain_points(joints: "Joints", chain: tuple[int, ...]) -> list[Vec]:
+    """The first bone's head, then every tail of a chain (given tip first)."""
+    return [joints.heads[chain[-1]]] + [joints.tails[k] for k in reversed(chain)]
+
+
+def turn_rigidly(joints: "Joints", nodes: Sequence[int], centre: Vec, turn: Quat) -> None:
+    """Turn some nodes (heads, tails and frames, when carried) as one body about a point."""
+    for k in nodes:
+        joints.heads[k] = add(centre, quat.rotate(turn, sub(joints.heads[k], centre)))
+        joints.tails[k] = add(centre, quat.rotate(turn, sub(joints.tails[k], centre)))
+        if joints.frames is not None:
+            joints.frames[k] = quat.normalized(quat.mul(turn, joints.frames[k]))
+
+
+def bend_towards(tree: "MovingTree", joints: "Joints", chain: tuple[int, ...], side: Vec, span: float) -> None:
+    """Bend a straight chain into an even arc, its knees on `side` (a vector across the chain), its ends about
+    `span` apart (a shallow bow when `span` is out of reach).
+
+    Every joint turns by the same angle and the first bone tilts back by half
+    the sum, so every joint between base and tip leaves the line on that side.
+    FABRIK moves joints along lines: a joint left on the line to the target
+    (the knee of a two-bone chain bent only there) would be put straight back,
+    and a chain pulled far in from nearly straight tends to end in an S.
+    """
+    top = chain[-1]
+    axis = cross(side, sub(joints.tails[top], joints.heads[top]))  # turning about side x Y takes Y towards -side
+    size = norm(axis)
+    if size < EPSILON:
+        return
+    axis = scale(axis, 1.0 / size)
+    lengths = [tree.length[k] for k in reversed(chain)]
+    middle = (len(lengths) - 1) / 2.0
+
+    def chord(turn: float) -> float:
+        x = sum(length * math.cos((i - middle) * turn) for i, length in enumerate(lengths))
+        y = sum(length * math.sin((i - middle) * turn) for i, length in enumerate(lengths))
+        return math.hypot(x, y)
+
+    low, high = 0.2 / (len(lengths) - 1), 2.0 * math.pi / len(lengths)
+    if chord(low) > span:  # in reach: bisect for the arc whose chord is the span
+        for _ in range(40):
+            turn = 0.5 * (low + high)
+            low, high = (turn, high) if chord(turn) > span else (low, turn)
+    turn_rigidly(joints, tree.subtree(top), joints.heads[top], quat.about_axis(axis, -middle * low))
+    back = quat.about_axis(axis, low)
+    for k in reversed(chain[:-1]):
+        turn_rigidly(joints, tree.subtree(k), joints.heads[k], back)
+
+
+def turn_for(hold: PoleHold, base: Vec, frame: Quat) -> Quat | None:
+    """The turn about the line from `base` to the hold's target that makes the held vector of a first bone
+    with this frame face the wanted way; None where either lies on the line (no side to face)."""
+    axis = sub(hold.target, base)
+    length = norm(axis)
+    if length < EPSILON:
+        return None
+    axis = scale(axis, 1.0 / length)
+    now = quat.rotate(frame, hold.local)
+    now = sub(now, scale(axis, dot(axis, now)))
+    towards = sub(hold.wanted, scale(axis, dot(axis, hold.wanted)))
+    if norm(now) < 1e-9 or norm(towards) < 1e-9:
+        return None
+    return quat.about_axis(axis, math.atan2(dot(axis, cross(now, towards)), dot(now, towards)))
+
+
+def turn_about_pole(tree: "MovingTree", joints: "Joints", hold: PoleHold) -> None:
+    """Turn a chain about the line from its base to its target until its held vector faces the wanted way."""
+    chain = hold.chain
+    top = chain[-1]
+    p = tree.parent[top]
+    if p < 0:
+        base = joints.base[top]
+    elif joints.offset[top] is None:
+        base = joints.tails[p]
+    else:
+        base = add(joints.tails[p], joints.offset_now(top, p))
+    turn = turn_for(hold, base, joints.frames[top])
+    if turn is None:
+        return
+    for k in chain:
+        joints.heads[k] = add(base, quat.rotate(turn, sub(joints.heads[k], base)))
+        joints.tails[k] = add(base, quat.rotate(turn, sub(joints.tails[k], base)))
+        joints.frames[k] = quat.normalized(quat.mul(turn, joints.frames[k]))
