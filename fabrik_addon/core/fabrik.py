@@ -26,6 +26,15 @@ The iterations stop when every effector is within tolerance, when a few
 iterations in a row no longer lower the error (the best pose is kept), or at
 the iteration cap. A single free chain whose target is out of reach is
 stretched straight towards it at once, as in the paper.
+
+Around the passes, `solve` does what the paper leaves open. Poles follow
+Blender's rule (`pole`). IK stretch grows bones first (`stretch`). Under
+joint limits, FABRIK's straight-line moves get a chain near its target in a
+few iterations but then fight the limits, so once an iteration no longer
+halves the error the pose goes to a refinement in the limits' own angles
+(`refine`), and dead ends of the limits get other start poses; one
+iteration cap covers all of it, and chains that share no bones are solved
+apart.
 """
 
 from __future__ import annotations
