@@ -7,6 +7,7 @@ import math
 import types
 
 import bpy
+import numpy as np
 import pytest
 from mathutils import Euler, Vector
 
@@ -209,3 +210,260 @@ def test_the_tolerance_means_the_same_on_a_rig_of_any_size():
     assert a.reached[0] and b.reached[0]
     assert a.report.iterations == b.report.iterations
     assert b.report.max_error == pytest.approx(100.0 * a.report.max_error, rel=1e-2, abs=1e-4)
+
+
+# --- A live state you can trust: triggers that see the chain's own channels, the animator's pose kept in the file.
+
+
+def channels(rig) -> dict[str, tuple]:
+    """Every pose bone's rotation channels of all modes, and its scale, exactly as Blender holds them."""
+    return {
+        pb.name: (
+            pb.rotation_mode, tuple(pb.rotation_quaternion), tuple(pb.rotation_euler), tuple(pb.rotation_axis_angle),
+            tuple(pb.scale),
+        )
+        for pb in rig.pose.bones
+    }
+
+
+def matrices(rig) -> np.ndarray:
+    """Every pose bone's pose matrix as Blender evaluates it, (bones, 16)."""
+    evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return np.array([[v for row in pb.matrix for v in row] for pb in evaluated.pose.bones])
+
+
+@pytest.fixture
+def solves(monkeypatch) -> list[str]:
+    """The names of the rigs live solving solves, one entry per solve."""
+    counted: list[str] = []
+    solve = solving.solve_object
+
+    def counting(obj, depsgraph=None):
+        counted.append(obj.name)
+        return solve(obj, depsgraph)
+
+    monkeypatch.setattr(solving, "solve_object", counting)
+    return counted
+
+
+def test_our_own_writes_never_trigger_another_solve(solves):
+    """A moved target solves once; the update our write causes, further updates and nothing new solve no more."""
+    rig, target = chain_rig()
+    bpy.context.view_layer.update()
+    solves.clear()
+    target.location = (-1.0, 1.0, 2.0)
+    bpy.context.view_layer.update()
+    bpy.context.view_layer.update()
+    bpy.context.view_layer.update()
+    assert solves == ["Rig"]
+    bpy.context.scene.frame_set(2)  # a frame change always solves, once
+    bpy.context.view_layer.update()
+    assert solves == ["Rig", "Rig"]
+
+
+def test_changing_a_setting_re_solves_at_the_next_update(solves):
+    """Settings are inputs too: a changed iteration cap or effector weight solves again (once), unchanged none."""
+    rig, target = chain_rig()
+    bpy.context.view_layer.update()
+    solves.clear()
+    rig.fabrik.iterations = 7
+    bpy.context.view_layer.update()
+    rig.fabrik.effectors[0].weight = 0.5
+    bpy.context.view_layer.update()
+    rig.fabrik.effectors[0].weight = 0.5
+    bpy.context.view_layer.update()
+    assert solves == ["Rig", "Rig"]
+    assert solving.status["Rig"].report.iterations <= 7
+
+
+def test_clearing_the_pose_re_solves_from_the_cleared_pose(solves):
+    """Alt+R on the chain's bones re-solves from rest, as a rig never posed would, and the status is fresh."""
+    rig, target = chain_rig()
+    for pb in rig.pose.bones:  # the animator's pose: bent
+        pb.rotation_mode = "XYZ"
+        pb.rotation_euler = (0.4, 0.0, -0.3)
+    bpy.context.view_layer.update()
+    twin = rigbuild.make_armature("Twin", rigbuild.chain_bones(4, 1.0))  # the same chain, at rest
+    rigbuild.add_effector(twin, "bone3", target)
+    for pb in twin.pose.bones:
+        pb.rotation_mode = "XYZ"
+    twin.fabrik.live = True
+    bpy.context.view_layer.update()
+    assert np.abs(matrices(rig) - matrices(twin)).max() > 1e-4  # the start pose matters
+    before = solving.status["Rig"]
+    solves.clear()
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="POSE")
+    bpy.ops.pose.select_all(action="SELECT")
+    bpy.ops.pose.rot_clear()
+    bpy.ops.object.mode_set(mode="OBJECT")
+    bpy.context.view_layer.update()
+    assert solves == ["Rig"]
+    assert solving.status["Rig"] is not before and solving.status["Rig"].reached[0]
+    assert np.abs(matrices(rig) - matrices(twin)).max() < 1e-6
+    assert all(tuple(entry.fk) == (0.0, 0.0, 0.0, 0.0) for entry in rig.fabrik.held)
+
+
+def test_rotating_a_chain_bone_by_hand_re_solves_from_there(solves):
+    """A hand edit of a chain bone's channel is the animator's new pose: the chain solves again, starting there."""
+    rig, target = chain_rig()
+    bpy.context.view_layer.update()
+    solves.clear()
+    rig.pose.bones["bone1"].rotation_quaternion = (0.9, 0.0, 0.0, 0.4359)
+    bpy.context.view_layer.update()
+    assert solves == ["Rig"]
+    assert (tip_world(rig, "bone3") - target_world(target)).length < TOLERANCE
+    assert tuple(rig.fabrik.held["bone1"].fk) == pytest.approx((0.9, 0.0, 0.0, 0.4359))
+    rig.pose.bones["bone1"].rotation_mode = "XYZ"  # a rotation mode switch changes the pose too
+    bpy.context.view_layer.update()
+    assert solves == ["Rig", "Rig"]
+
+
+def test_a_reloaded_file_solves_a_frame_as_before(tmp_path):
+    """The animator's pose under the solution is kept in the file: after reloading, a frame solves the same.
+
+    The chain's channels hold frame 7's solution when the file is saved; frame
+    15 must start from the animator's pose, not from that (which moves it by
+    most of a unit here).
+    """
+    rig, target = chain_rig()
+    rigbuild.key_circle(target, (0.0, 0.0, 2.0), 1.5, range(1, 21), axis="XZ")
+    for k, pb in enumerate(rig.pose.bones):
+        pb.rotation_mode = "XYZ"  # (first: switching the mode converts the rotation into the new channel)
+        pb.rotation_euler = (0.3 * k, -0.2, 0.1)
+    scene = bpy.context.scene
+    scene.frame_set(15)
+    solved = matrices(rig)
+    scene.frame_set(7)
+    path = str(tmp_path / "rig.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    bpy.ops.wm.open_mainfile(filepath=path)
+    rig = bpy.data.objects["Rig"]
+    assert len(rig.fabrik.held) == 4
+    bpy.context.scene.frame_set(15)
+    assert np.abs(matrices(rig) - solved).max() < 1e-6
+    rig.fabrik.live = False  # and the animator's pose is there to give back
+    given_back = np.array([tuple(pb.rotation_euler) for pb in rig.pose.bones])
+    assert np.abs(given_back - [(0.3 * k, -0.2, 0.1) for k in range(4)]).max() < 1e-7
+
+
+def test_live_off_gives_every_channel_back_exactly():
+    """Quaternion, Euler and axis-angle bones get their own values back, and stretched bones their scale."""
+    rig, target = chain_rig(count=4, live=False, target_at=(0.5, 0.0, 6.0))  # out of reach: the chain stretches
+    poses = {
+        "bone0": ("QUATERNION", "rotation_quaternion", (0.98, 0.1, -0.1, 0.05)),
+        "bone1": ("ZXY", "rotation_euler", (0.2, -0.1, 0.3)),
+        "bone2": ("AXIS_ANGLE", "rotation_axis_angle", (0.3, 1.0, 0.0, 0.0)),
+        "bone3": ("XYZ", "rotation_euler", (-0.1, 0.0, 0.25)),
+    }
+    for name, (mode, channel, value) in poses.items():
+        pb = rig.pose.bones[name]
+        pb.rotation_mode = mode
+        setattr(pb, channel, value)
+        pb.ik_stretch = 0.5
+    rig.pose.bones["bone0"].scale = (1.0, 1.2, 1.0)  # the animator's own scale, under the stretch
+    rig.fabrik.effectors[0].use_stretch = True
+    as_left = channels(rig)
+    rig.fabrik.live = True
+    bpy.context.view_layer.update()
+    solved = channels(rig)
+    assert all(solved[name] != as_left[name] for name in poses)
+    assert abs(solved["bone0"][4][1] - 1.2) > 0.1  # stretched (the children inherit its scale)
+    rig.fabrik.live = False
+    assert channels(rig) == as_left
+    assert len(rig.fabrik.held) == 0 and "Rig" not in solving.status
+
+
+def test_live_off_keeps_what_was_set_since_the_solve():
+    """A channel changed after the solve is the animator's: switching live off leaves it alone."""
+    rig, target = chain_rig()
+    bpy.context.view_layer.update()
+    rig.fabrik.live = True
+    rig.pose.bones["bone0"].rotation_quaternion = (0.8, 0.6, 0.0, 0.0)
+    bpy.context.scene.frame_set(1)  # (solved again: bone0's new value is now the animator's)
+    rig.pose.bones["bone2"].rotation_quaternion = (0.6, 0.0, 0.8, 0.0)  # set after that solve, not solved yet
+    rig.fabrik.live = False
+    assert tuple(rig.pose.bones["bone0"].rotation_quaternion) == pytest.approx((0.8, 0.6, 0.0, 0.0))
+    assert tuple(rig.pose.bones["bone2"].rotation_quaternion) == pytest.approx((0.6, 0.0, 0.8, 0.0))
+    assert tuple(rig.pose.bones["bone1"].rotation_quaternion) == (1.0, 0.0, 0.0, 0.0)
+
+
+def test_a_keyed_chain_bone_starts_from_its_animation_not_a_held_value():
+    """Where animation keys a chain bone, each frame's FK value is the key's, also while dragging a target."""
+    rig, target = chain_rig()
+    pb = rig.pose.bones["bone0"]
+    for frame, angle in ((1, 0.0), (11, 0.8)):
+        pb.rotation_quaternion = (math.cos(angle / 2), math.sin(angle / 2), 0.0, 0.0)
+        pb.keyframe_insert("rotation_quaternion", frame=frame)
+    scene = bpy.context.scene
+    scene.frame_set(6)
+    at_six = matrices(rig)
+    keyed = tuple(pb.rotation_quaternion)  # (solved)
+    target.location = (-1.0, 1.0, 2.0)
+    bpy.context.view_layer.update()
+    target.location = (1.5, 0.0, 2.5)
+    bpy.context.view_layer.update()
+    assert np.abs(matrices(rig) - at_six).max() < 1e-6
+    assert tuple(pb.rotation_quaternion) == pytest.approx(keyed, abs=1e-6)
+    rig.fabrik.live = False
+    animated = rig.animation_data.action
+    # Halfway between the keys (flat Bezier handles): the components' average.
+    halfway = ((1.0 + math.cos(0.4)) / 2, math.sin(0.4) / 2, 0.0, 0.0)
+    assert tuple(pb.rotation_quaternion) == pytest.approx(halfway, abs=1e-6)
+    assert animated is not None
+
+
+def test_restore_after_convert_gives_blenders_ik_the_animators_pose():
+    """Convert, solve live, Restore: the chain's channels are the animator's again, under the unmuted constraint."""
+    rig, target = chain_rig(live=False)
+    for k, pb in enumerate(rig.pose.bones):
+        pb.rotation_quaternion = (0.99, 0.1 * (k % 2), 0.0, 0.05)
+    rig.fabrik.effectors.remove(0)  # the constraint is the rig's IK now
+    constraint = rig.pose.bones["bone3"].constraints.new('IK')
+    constraint.target = target
+    as_left = channels(rig)
+    bpy.context.view_layer.update()
+    assert bpy.ops.fabrik.convert_constraints() == {'FINISHED'}
+    bpy.context.view_layer.update()
+    assert channels(rig) != as_left and constraint.mute
+    assert bpy.ops.fabrik.restore_constraints() == {'FINISHED'}
+    assert not constraint.mute and not rig.fabrik.live
+    assert channels(rig) == as_left
+
+
+def test_restore_with_other_effectors_left_gives_back_and_solves_those_again():
+    """Restore on a rig that keeps an effector of its own: the converted chain gets the animator's pose back,
+    the chain left still reaches its target, solved again from the animator's pose."""
+    rig = rigbuild.make_armature(
+        "Rig", rigbuild.chain_bones(2, 1.0, prefix="a") + rigbuild.chain_bones(2, 1.0, prefix="b", start=(3.0, 0.0, 0.0))
+    )
+    ik_target = rigbuild.make_target("IKTarget", (0.8, 0.0, 1.5))
+    own_target = rigbuild.make_target("OwnTarget", (3.8, 0.0, 1.5))
+    for pb in rig.pose.bones:
+        pb.rotation_quaternion = (0.99, 0.1, 0.0, 0.05)
+    as_left = channels(rig)
+    constraint = rig.pose.bones["a1"].constraints.new('IK')
+    constraint.target = ik_target
+    rigbuild.add_effector(rig, "b1", own_target)
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.fabrik.convert_constraints() == {'FINISHED'}
+    bpy.context.view_layer.update()
+    assert all(channels(rig)[name] != as_left[name] for name in ("a0", "a1", "b0", "b1"))
+    assert bpy.ops.fabrik.restore_constraints() == {'FINISHED'}
+    assert rig.fabrik.live and len(rig.fabrik.effectors) == 1
+    assert {name: channels(rig)[name] for name in ("a0", "a1")} == {name: as_left[name] for name in ("a0", "a1")}
+    bpy.context.view_layer.update()
+    assert (tip_world(rig, "b1") - target_world(own_target)).length < TOLERANCE
+    assert {entry.name for entry in rig.fabrik.held if entry.rotated} == {"b0", "b1"}
+
+
+def test_solve_now_with_live_off_makes_the_solved_pose_the_animators():
+    """A one-off solve poses the rig for good: switching live solving on and off later does not undo it."""
+    rig, target = chain_rig(live=False)
+    bpy.ops.fabrik.solve()
+    solved = channels(rig)
+    assert not any(entry.rotated for entry in rig.fabrik.held)
+    rig.fabrik.live = True
+    bpy.context.view_layer.update()
+    rig.fabrik.live = False
+    assert channels(rig) == solved

@@ -63,5 +63,11 @@ def restore_ik_constraints(obj) -> list[str]:
     settings = obj.fabrik
     settings.active_effector = max(0, min(settings.active_effector, len(effectors) - 1))
     if not len(effectors):
-        settings.live = False
+        settings.live = False  # (which gives the chains back the animator's pose)
+    elif restored and settings.live:
+        # Blender's IK takes its chains back from the animator's pose; the effectors left solve again from theirs.
+        from . import solving
+
+        solving.give_back(obj)
+        obj.update_tag()
     return restored

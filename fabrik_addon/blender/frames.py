@@ -197,7 +197,7 @@ class FrameBatch:
         """Each moving bone's FK rotation (U, m, 3, 3) from its channels, in its rotation mode.
 
         Where a bone still holds the value live solving wrote, its FK rotation is
-        the one that value replaced, as in `solving._fk_rotation`.
+        the one that value replaced, as in `solving.fk_channel_values`.
         """
         count = len(channels["loc"])
         fk = np.empty((count, len(self.moving), 3, 3))
@@ -215,7 +215,7 @@ class FrameBatch:
             else:
                 values = channels["euler"][:, b]
                 fk[:, k] = rotation.euler_matrices(values, mode)
-            stashed = solving.stashed_fk(self.obj.name, self.skeleton.names[b])
+            stashed = solving.stashed_fk(self.obj, self.skeleton.names[b])
             if stashed is not None:
                 written, matrix = stashed
                 same = np.all(np.abs(values - np.asarray(written)[None, :]) <= 1e-6, axis=1)

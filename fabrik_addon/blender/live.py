@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Live solving: handlers that re-solve rigs on frame changes and when their targets move."""
+"""Live solving: handlers that re-solve rigs on frame changes and when anything a solve reads changes."""
 
 from __future__ import annotations
 
 import traceback
 
 import bpy
+import numpy as np
 from bpy.app.handlers import persistent
 
 from . import rig, solving
@@ -13,8 +14,34 @@ from . import rig, solving
 # Our own pose writes tag the rig for another depsgraph update; this guard and
 # the input signature below keep us from reacting to them.
 _busy = False
-#: Per rig: the inputs (rig and target world matrices) of the last live solve.
+#: Per rig: the inputs of the last live solve (matrices, settings, structure), with its channels as that
+#: solve left them -- so our own writes compare equal and only someone else's change re-solves.
 _last_inputs: dict[str, tuple] = {}
+
+#: Pose-bone channels a solve reads (the rotation of every mode, location, scale) and their sizes.
+_CHANNELS = (
+    ("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4), ("location", 3), ("scale", 3)
+)
+
+
+def forget_inputs(obj_name: str) -> None:
+    """Make the next update solve this rig even if nothing it reads has changed (live switched, settings)."""
+    _last_inputs.pop(obj_name, None)
+
+
+def _channels_of(obj) -> bytes:
+    """The pose bones' channels and rotation modes, read in bulk, as one comparable value."""
+    pose_bones = obj.pose.bones
+    n = len(pose_bones)
+    parts = []
+    for name, size in _CHANNELS:
+        values = np.empty(n * size, dtype=np.float32)
+        pose_bones.foreach_get(name, values)
+        parts.append(values.tobytes())
+    modes = np.empty(n, dtype=np.int32)
+    pose_bones.foreach_get("rotation_mode", modes)
+    parts.append(modes.tobytes())
+    return b"".join(parts)
 
 
 def live_rigs(scene) -> list:
@@ -23,9 +50,14 @@ def live_rigs(scene) -> list:
 
 
 def _inputs_of(obj, depsgraph) -> tuple:
-    """A hashable snapshot of everything a solve of obj reads: matrices of the rig, targets and poles, and settings."""
+    """A hashable snapshot of what a solve of obj reads apart from its channels: matrices of the rig, targets and
+    poles, its settings and its structure."""
     settings = obj.fabrik
-    snapshot = [_matrix_of(obj, "", depsgraph), settings.solver, settings.iterations, settings.tolerance, settings.start]
+    # The skeleton is rebuilt (a new object) only when bones, rest pose, IK limits or stretch factors change.
+    snapshot = [
+        _matrix_of(obj, "", depsgraph), settings.solver, settings.iterations, settings.tolerance, settings.start,
+        id(rig.skeleton_of(obj)),
+    ]
     for effector in obj.fabrik.effectors:
         snapshot.append((
             _matrix_of(effector.target, effector.subtarget, depsgraph),
@@ -55,15 +87,33 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     try:
         for obj in live_rigs(scene):
             try:
-                inputs = _inputs_of(obj, depsgraph)
+                inputs = (_inputs_of(obj, depsgraph), _channels_of(obj))
                 if only_if_inputs_changed and _last_inputs.get(obj.name) == inputs:
                     continue
-                _last_inputs[obj.name] = inputs
-                solving.solve_object(obj, depsgraph)
+                _solve(obj, depsgraph, inputs[0])
             except Exception as exc:  # never raise into Blender's event loop
+                _last_inputs.pop(obj.name, None)
                 obj.fabrik.live = False
                 solving.status[obj.name] = solving.RigStatus(message=f"live solving stopped: {exc}", ok=False)
                 print(f"FABRIK: live solving of '{obj.name}' stopped:\n{traceback.format_exc()}")
+    finally:
+        _busy = False
+
+
+def _solve(obj, depsgraph, inputs: tuple) -> None:
+    """Solve one rig and remember its inputs with the channels as the solve left them."""
+    solving.solve_object(obj, depsgraph)
+    _last_inputs[obj.name] = (inputs, _channels_of(obj))
+
+
+def solve_now(obj, depsgraph) -> None:
+    """Solve a live rig at once (a setting changed, which is no depsgraph update), as the handlers would."""
+    global _busy
+    if _busy:
+        return
+    _busy = True
+    try:
+        _solve(obj, depsgraph, _inputs_of(obj, depsgraph))
     finally:
         _busy = False
 

@@ -32,7 +32,8 @@ class FABRIK_OT_solve(Operator):
     def execute(self, context):
         obj = _armature(context)
         try:
-            result = solving.solve_object(obj, context.evaluated_depsgraph_get())
+            # Live solving off: the solved pose is the animator's now (nothing to give back later).
+            result = solving.solve_object(obj, context.evaluated_depsgraph_get(), hold=obj.fabrik.live)
         except ValueError as exc:
             self.report({'ERROR'}, str(exc))
             return {'CANCELLED'}
@@ -62,6 +63,7 @@ class FABRIK_OT_effector_add(Operator):
         if others:
             effector.target = others[0]
         obj.fabrik.active_effector = len(obj.fabrik.effectors) - 1
+        obj.update_tag()  # a live rig solves with it at the next update
         self.report({'INFO'}, f"Added effector for '{effector.bone or '(no bone)'}'")
         return {'FINISHED'}
 
@@ -81,7 +83,8 @@ class FABRIK_OT_effector_remove(Operator):
         return obj is not None and len(obj.fabrik.effectors) > 0
 
     def execute(self, context):
-        settings = _armature(context).fabrik
+        obj = _armature(context)
+        settings = obj.fabrik
         index = settings.active_effector if self.index < 0 else self.index
         if not 0 <= index < len(settings.effectors):
             self.report({'ERROR'}, f"No effector {index}")
@@ -89,6 +92,7 @@ class FABRIK_OT_effector_remove(Operator):
         name = settings.effectors[index].bone
         settings.effectors.remove(index)
         settings.active_effector = max(0, min(settings.active_effector, len(settings.effectors) - 1))
+        obj.update_tag()  # a live rig solves without it at the next update
         self.report({'INFO'}, f"Removed effector for '{name}'")
         return {'FINISHED'}
 

@@ -9,6 +9,7 @@ from bpy.props import (
     CollectionProperty,
     EnumProperty,
     FloatProperty,
+    FloatVectorProperty,
     IntProperty,
     PointerProperty,
     StringProperty,
@@ -21,28 +22,77 @@ from ..core.solvers import DESCRIPTIONS
 def _stretch_changed(effector, context) -> None:
     """Stretch switched: a live rig solves again at once (setting changes are no depsgraph update), else the
     bones stretched before get scale 1 back once no effector stretches."""
-    from . import rig, solving  # (solving reads these properties: imported when first needed)
+    from . import live, rig, solving  # (solving reads these properties: imported when first needed)
 
     obj = effector.id_data
     try:
         if obj.fabrik.live:
-            solving.solve_object(obj, context.evaluated_depsgraph_get())
+            live.solve_now(obj, context.evaluated_depsgraph_get())
         elif not any(e.use_stretch for e in obj.fabrik.effectors):
             solving.write_stretch(obj, rig.skeleton_of(obj), {})
     except Exception as exc:  # never raise into Blender's UI; the panel shows why
         solving.status[obj.name] = solving.RigStatus(message=f"solve after a stretch change failed: {exc}", ok=False)
 
 
+def _setting_changed(owner, _context) -> None:
+    """A setting the solve reads changed: a live rig solves at the next update (custom properties alone start
+    none, so the rig is tagged for one; the handler sees the change in its inputs)."""
+    obj = owner.id_data
+    if obj.fabrik.live:
+        obj.update_tag()
+
+
+def _live_changed(settings, _context) -> None:
+    """Live solving switched: off gives the chains back the animator's pose, on solves at the next update."""
+    from . import live, solving  # (they read these properties: imported when first needed)
+
+    obj = settings.id_data
+    live.forget_inputs(obj.name)  # on: the next update solves even if nothing moved since the last solve
+    if settings.live:
+        obj.update_tag()
+        return
+    try:
+        solving.give_back(obj)
+    except Exception as exc:  # never raise into Blender's UI; the panel shows why
+        solving.status[obj.name] = solving.RigStatus(message=f"giving the pose back failed: {exc}", ok=False)
+        return
+    solving.status.pop(obj.name, None)  # the last solve's status no longer describes the pose on screen
+
+
+class FabrikHeldBone(PropertyGroup):
+    """One bone live solving has written: the values it wrote and the animator's values they replaced.
+
+    Kept in the file (the item's name is the bone's), so a reloaded file solves
+    from the same pose and live solving off gives the animator's channels back.
+    Float vectors hold single precision, as the channels do, so values come
+    back exactly.
+    """
+
+    rotated: BoolProperty(name="Rotated", description="Live solving wrote this bone's rotation")
+    mode: StringProperty(name="Rotation Mode", description="The bone's rotation mode when its rotation was written")
+    written: FloatVectorProperty(name="Written", size=4, description="The rotation channel value live solving wrote")
+    fk: FloatVectorProperty(name="Animator's Rotation", size=4, description="The rotation channel value it replaced")
+    scaled: BoolProperty(name="Scaled", description="IK stretch wrote this bone's scale")
+    written_scale: FloatVectorProperty(name="Written Scale", size=3, description="The scale IK stretch wrote")
+    fk_scale: FloatVectorProperty(
+        name="Animator's Scale", size=3, default=(1.0, 1.0, 1.0), description="The scale it replaced"
+    )
+
+
 class FabrikEffector(PropertyGroup):
     """One end effector: a tip bone that should reach a target."""
 
-    enabled: BoolProperty(name="Enabled", default=True, description="Solve for this effector")
-    bone: StringProperty(name="Tip Bone", description="Bone whose tail should reach the target")
+    enabled: BoolProperty(name="Enabled", default=True, description="Solve for this effector", update=_setting_changed)
+    bone: StringProperty(
+        name="Tip Bone", description="Bone whose tail should reach the target", update=_setting_changed
+    )
     target: PointerProperty(
-        name="Target", type=bpy.types.Object, description="Object the tip bone reaches for"
+        name="Target", type=bpy.types.Object, description="Object the tip bone reaches for",
+        update=_setting_changed,
     )
     subtarget: StringProperty(
-        name="Target Bone", description="When the target is an armature, reach for this bone's head instead"
+        name="Target Bone", description="When the target is an armature, reach for this bone's head instead",
+        update=_setting_changed,
     )
     chain_length: IntProperty(
         name="Chain Length",
@@ -50,6 +100,7 @@ class FabrikEffector(PropertyGroup):
         min=0,
         soft_max=255,
         description="How many bones from the tip upwards may move (0: all the way to the root)",
+        update=_setting_changed,
     )
     weight: FloatProperty(
         name="Branch Weight",
@@ -57,11 +108,13 @@ class FabrikEffector(PropertyGroup):
         min=0.0,
         soft_max=10.0,
         description="Where chains share bones, how hard this effector pulls compared with the others",
+        update=_setting_changed,
     )
     use_rotation: BoolProperty(
         name="Rotation",
         default=False,
         description="Also turn the tip bone to match the target's rotation",
+        update=_setting_changed,
     )
     rotation_weight: FloatProperty(
         name="Rotation Weight",
@@ -70,6 +123,7 @@ class FabrikEffector(PropertyGroup):
         max=1.0,
         subtype='FACTOR',
         description="How far the tip bone turns towards the target's rotation",
+        update=_setting_changed,
     )
     pole_target: PointerProperty(
         name="Pole Target",
@@ -78,8 +132,11 @@ class FabrikEffector(PropertyGroup):
             "Object that decides which way the chain bends, as Blender's IK pole: the chain's first bone turns "
             "its X axis, turned towards Z by the pole angle, to face it"
         ),
+        update=_setting_changed,
     )
-    pole_subtarget: StringProperty(name="Pole Bone", description="When the pole target is an armature, use this bone")
+    pole_subtarget: StringProperty(
+        name="Pole Bone", description="When the pole target is an armature, use this bone", update=_setting_changed
+    )
     pole_angle: FloatProperty(
         name="Pole Angle",
         default=0.0,
@@ -90,6 +147,7 @@ class FabrikEffector(PropertyGroup):
             "As Blender's IK pole angle: the first bone's axis X cos(angle) + Z sin(angle) faces the pole; "
             "-90° points a knee bent by a positive turn about X at it"
         ),
+        update=_setting_changed,
     )
     use_stretch: BoolProperty(
         name="Stretch",
@@ -116,15 +174,21 @@ class FabrikSettings(PropertyGroup):
         items=[(key, label, description) for key, (label, description) in DESCRIPTIONS.items()],
         default='FABRIK',
         description="The IK method; FABRIK is the fastest and the only one with rotation goals and poles on trees",
+        update=_setting_changed,
     )
 
     live: BoolProperty(
         name="Live Solving",
         default=False,
-        description="Re-solve on every frame change and whenever a target moves",
+        description=(
+            "Re-solve on every frame change and whenever a target, pole, the rig or a chain bone's own channels "
+            "change; off gives the chains back the pose you left them in"
+        ),
+        update=_live_changed,
     )
     iterations: IntProperty(
-        name="Iterations", default=50, min=1, soft_max=500, description="Most FABRIK iterations per solve"
+        name="Iterations", default=50, min=1, soft_max=500, description="Most FABRIK iterations per solve",
+        update=_setting_changed,
     )
     tolerance: FloatProperty(
         name="Tolerance",
@@ -136,6 +200,7 @@ class FabrikSettings(PropertyGroup):
             "How close each tip must come to its target, as a fraction of the rig's size (its longest effector "
             "chain, laid end to end), so it means the same on a rig of any size or unit scale"
         ),
+        update=_setting_changed,
     )
     start: EnumProperty(
         name="Start From",
@@ -145,12 +210,15 @@ class FabrikSettings(PropertyGroup):
         ),
         default='FK',
         description="Where each solve starts",
+        update=_setting_changed,
     )
     effectors: CollectionProperty(type=FabrikEffector)
     active_effector: IntProperty(name="Active Effector", default=0, min=0)
+    #: What live solving wrote and what the animator had there before, per bone (see FabrikHeldBone).
+    held: CollectionProperty(type=FabrikHeldBone)
 
 
-classes = (FabrikEffector, FabrikSettings)
+classes = (FabrikHeldBone, FabrikEffector, FabrikSettings)
 
 _register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)
 

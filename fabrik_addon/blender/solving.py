@@ -7,12 +7,13 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import bpy
 import numpy as np
 from mathutils import Euler, Matrix, Quaternion
 
 from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, stretch
 from ..core.fabrik import moving_tree
-from . import rig
+from . import animdata, rig
 
 
 @dataclass
@@ -51,26 +52,20 @@ STOPPED_BY = {
 #: Last status per armature object name.
 status: dict[str, RigStatus] = {}
 
-# For determinism the solve starts from this frame's FK pose, not from our own
-# last write. Per (object, bone): the rotation value we wrote and the FK
-# rotation it replaced. If the bone still holds what we wrote, nothing else
-# (animation, the user) has set it since, so the FK rotation is the stashed one.
-_fk_stash: dict[tuple[str, str], tuple[tuple[float, ...], np.ndarray]] = {}
+# For determinism the solve starts from this frame's FK pose, not from our own last write. The rig's
+# `fabrik.held` (in the file, so a reload solves the same way) keeps per bone the rotation value we wrote and
+# the FK value it replaced. If the bone still holds what we wrote, nothing else (animation, the user) has set
+# it since, so the FK value is the held one -- or, for a keyed channel, what its animation gives this frame.
 
 
 def forget(obj_name: str | None = None) -> None:
-    """Drop remembered state for one rig, or for all."""
+    """Drop remembered in-memory state for one rig, or for all (what the file holds stays)."""
     if obj_name is None:
         status.clear()
-        _fk_stash.clear()
         _last_solution.clear()
-        _stretched.clear()
         return
     status.pop(obj_name, None)
     _last_solution.pop(obj_name, None)
-    for stash in (_fk_stash, _stretched):
-        for key in [k for k in stash if k[0] == obj_name]:
-            del stash[key]
 
 
 class EffectorError(ValueError):
@@ -176,6 +171,8 @@ class Solution:
     fk: dict[int, np.ndarray]
     #: IK stretch: per bone whose scale it sets, the uniform scale channel value (1 where nothing stretched).
     scales: dict[int, float] = field(default_factory=dict)
+    #: Per bone of `fk`: its FK rotation as a channel value in its rotation mode (what live off gives back).
+    fk_values: dict[int, tuple[float, ...]] = field(default_factory=dict)
 
 
 # Per rig: the local rotations of the moving bones from its last solve, for "Previous Solution" starts.
@@ -210,6 +207,8 @@ class Problem:
     began: float
     #: IK stretch: per bone whose scale a stretch may set, whether it inherits its parent's scale in Blender.
     inherits_scale: dict[int, bool] = field(default_factory=dict)
+    #: Per bone of `fk`: its FK rotation as a channel value in its rotation mode.
+    fk_values: dict[int, tuple[float, ...]] = field(default_factory=dict)
 
 
 def prepare(
@@ -236,7 +235,9 @@ def prepare(
     if previous is None and settings.start == 'PREVIOUS':
         previous = _last_solution.get(obj.name)
     warm = previous is not None
-    fk = {b: _fk_rotation(obj, skeleton, b) for b in tree.bones if keep_fk or not warm or b not in previous}
+    fk_values = fk_channel_values(obj, [skeleton.names[b] for b in tree.bones if keep_fk or not warm or b not in previous])
+    fk_values = {skeleton.index(name): value for name, value in fk_values.items()}
+    fk = {b: channel_matrix(obj.pose.bones[skeleton.names[b]].rotation_mode, value) for b, value in fk_values.items()}
     rotations = dict(fk)
     if warm:
         moving = set(tree.bones)
@@ -248,7 +249,7 @@ def prepare(
     problem = Problem(
         result, skeleton, goals, used, list(tree.bones), fk, start, solve_settings_of(settings, warm, rig_size(skeleton, tree)),
         settings.solver, rig.limit_problems(obj), began,
-        rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)),
+        rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)), fk_values,
     )
     return result, problem
 
@@ -281,7 +282,7 @@ def conclude(problem: Problem, pose, report: SolveReport) -> tuple[RigStatus, So
     result.seconds = time.perf_counter() - problem.began
     skeleton = problem.skeleton
     scales = scale_channels(skeleton, stretch.scales(skeleton, pose), problem.inherits_scale)
-    return result, Solution(skeleton, problem.bones, skeleton.local_rotations(pose), problem.fk, scales)
+    return result, Solution(skeleton, problem.bones, skeleton.local_rotations(pose), problem.fk, scales, problem.fk_values)
 
 
 def scale_channels(skeleton, scales: np.ndarray, inherits: dict[int, bool]) -> dict[int, float]:
@@ -315,61 +316,181 @@ def compute(
     return conclude(problem, pose, report)
 
 
-def solve_object(obj, depsgraph=None) -> RigStatus:
-    """Solve one armature's effectors and write the pose; return (and remember) its status. Raises on rig errors."""
+def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
+    """Solve one armature's effectors and write the pose; return (and remember) its status. Raises on rig errors.
+
+    With `hold` the animator's rotations under the solution are kept (live
+    solving: off gives them back); without, the solved pose becomes the
+    animator's own (a one-off solve while live solving is off).
+    """
     result, solution = compute(obj, depsgraph)
     if solution is not None:
         skeleton = solution.skeleton
         held = rig.write_rotations(obj, skeleton, solution.local, solution.bones)
-        for b in solution.bones:
-            _fk_stash[(obj.name, skeleton.names[b])] = (held[b], solution.fk[b])
+        if hold:
+            _hold_rotations(obj, {skeleton.names[b]: (held[b], solution.fk_values[b]) for b in solution.bones})
+        else:
+            _let_go(obj, [skeleton.names[b] for b in solution.bones])
         _last_solution[obj.name] = {b: solution.local[b] for b in solution.bones}
         write_stretch(obj, skeleton, solution.scales)
     status[obj.name] = result
     return result
 
 
-# Per (object, bone): the uniform scale live solving last wrote for IK stretch. A bone no longer stretched
-# gets scale 1 back, but only while it still holds that value (else animation or the user has set it since).
-_stretched: dict[tuple[str, str], float] = {}
+def _same(a, b, tolerance: float = 1e-6) -> bool:
+    """Whether two channel values agree (both single precision in Blender, so ours come back exactly)."""
+    return not any(abs(x - y) > tolerance for x, y in zip(a, b))
+
+
+def _pad(value, size: int) -> tuple[float, ...]:
+    """A channel value padded with zeros to a held vector's size (Euler values have 3 of its 4)."""
+    return tuple(value) + (0.0,) * (size - len(value))
+
+
+def _hold_rotations(obj, values: dict[str, tuple[tuple[float, ...], tuple[float, ...]]]) -> None:
+    """Keep in the file, per bone, the rotation value written and the FK value it replaced.
+
+    Only changed entries are set: unchanged ones cost no property writes.
+    """
+    held = obj.fabrik.held
+    for name, (written, fk) in values.items():
+        entry = held.get(name)
+        if entry is None:
+            entry = held.add()
+            entry.name = name
+        mode = obj.pose.bones[name].rotation_mode
+        written, fk = _pad(written, 4), _pad(fk, 4)
+        if entry.rotated and entry.mode == mode and _same(entry.written, written, 0.0) and _same(entry.fk, fk, 0.0):
+            continue
+        entry.rotated, entry.mode, entry.written, entry.fk = True, mode, written, fk
+
+
+def _let_go(obj, names: list[str]) -> None:
+    """Forget the held rotations of these bones: what they hold now is the animator's."""
+    held = obj.fabrik.held
+    for name in names:
+        entry = held.get(name)
+        if entry is not None and entry.rotated:
+            entry.rotated = False
 
 
 def write_stretch(obj, skeleton, scales: dict[int, float]) -> None:
-    """Write IK stretch as the bones' uniform scale; bones stretched before and no longer get scale 1 back.
+    """Write IK stretch as the bones' uniform scale; bones stretched before and no longer get their own scale back
+    (the animator's, kept with the rig: 1 unless they set another).
 
     Bones whose scale stays 1 and that we did not stretch are never touched.
     """
     wanted = {skeleton.names[b]: value for b, value in scales.items()}
-    for key in [k for k in _stretched if k[0] == obj.name]:
-        bone = key[1]
-        if abs(wanted.get(bone, 1.0) - 1.0) > 1e-9:
-            continue  # still stretched: written below
-        pose_bone = obj.pose.bones.get(bone)
-        if pose_bone is not None and all(abs(c - _stretched[key]) <= 1e-6 for c in pose_bone.scale):
-            pose_bone.scale = (1.0, 1.0, 1.0)
-        del _stretched[key]
-    stretched = {skeleton.index(bone): value for bone, value in wanted.items() if abs(value - 1.0) > 1e-9}
+    for entry in obj.fabrik.held:
+        if not entry.scaled or abs(wanted.get(entry.name, 1.0) - 1.0) > 1e-9:
+            continue  # not stretched by us, or still stretched: written below
+        pose_bone = obj.pose.bones.get(entry.name)
+        if pose_bone is not None and _same(pose_bone.scale, entry.written_scale):
+            pose_bone.scale = entry.fk_scale
+        entry.scaled = False
+    held = obj.fabrik.held
+    stretched = {}
+    for name, value in wanted.items():
+        if abs(value - 1.0) <= 1e-9:
+            continue
+        stretched[skeleton.index(name)] = value
+        entry = held.get(name)
+        if entry is None:
+            entry = held.add()
+            entry.name = name
+        scale = tuple(obj.pose.bones[name].scale)
+        if not (entry.scaled and _same(scale, entry.written_scale)):
+            entry.fk_scale = scale  # the bone does not hold our last stretch: its scale is the animator's
+        entry.scaled = True
     rig.write_scales(obj, skeleton, stretched)
     for b, value in stretched.items():
-        _stretched[(obj.name, skeleton.names[b])] = value
+        entry = held[skeleton.names[b]]
+        if not _same(entry.written_scale, obj.pose.bones[skeleton.names[b]].scale, 0.0):
+            entry.written_scale = tuple(obj.pose.bones[skeleton.names[b]].scale)
 
 
-def stashed_fk(obj_name: str, bone_name: str) -> tuple[tuple[float, ...], np.ndarray] | None:
+def give_back(obj) -> None:
+    """Put back the animator's values in every channel live solving wrote and that still holds what it wrote
+    (the others have been set since, by animation or by hand, and keep that); then forget what was held."""
+    held = obj.fabrik.held
+    values = fk_channel_values(obj, [entry.name for entry in held if entry.rotated])
+    for entry in held:
+        pose_bone = obj.pose.bones.get(entry.name)
+        if pose_bone is None:
+            continue
+        if entry.name in values:
+            channel, size = rig.rotation_channel(pose_bone.rotation_mode)
+            if not _same(getattr(pose_bone, channel), values[entry.name][:size], 0.0):
+                setattr(pose_bone, channel, values[entry.name][:size])
+        if entry.scaled and _same(pose_bone.scale, entry.written_scale):
+            pose_bone.scale = entry.fk_scale
+    held.clear()
+    _last_solution.pop(obj.name, None)
+
+
+def stashed_fk(obj, bone_name: str) -> tuple[tuple[float, ...], np.ndarray] | None:
     """(the rotation value live solving last wrote, the FK rotation it replaced) for a bone, if any."""
-    return _fk_stash.get((obj_name, bone_name))
+    entry = obj.fabrik.held.get(bone_name)
+    pose_bone = obj.pose.bones.get(bone_name)
+    if entry is None or not entry.rotated or pose_bone is None or entry.mode != pose_bone.rotation_mode:
+        return None
+    size = rig.rotation_channel(entry.mode)[1]
+    return tuple(entry.written)[:size], channel_matrix(entry.mode, tuple(entry.fk)[:size])
 
 
-def _fk_rotation(obj, skeleton, bone: int) -> np.ndarray:
-    """The bone's FK rotation this frame (what animation or the user set), ignoring our own last write."""
-    pb = obj.pose.bones[skeleton.names[bone]]
-    stashed = _fk_stash.get((obj.name, pb.name))
-    value = rig.rotation_value(pb)
-    if stashed is not None and not any(abs(a - b) > 1e-6 for a, b in zip(stashed[0], value)):
-        return stashed[1]
-    if pb.rotation_mode == 'QUATERNION':
+def fk_channel_values(obj, names: list[str]) -> dict[str, tuple[float, ...]]:
+    """Per named bone, its FK rotation this frame as a value of its rotation channel, ignoring our own last write.
+
+    A bone that holds what live solving wrote has the FK value that write
+    replaced, except where animation keys the channel: there the FK value is
+    what the animation gives this frame (it is re-evaluated on every frame, so
+    the held value must not override it).
+    """
+    held = obj.fabrik.held
+    values = {}
+    keyed = None
+    for name in names:
+        pose_bone = obj.pose.bones[name]
+        channel, size = rig.rotation_channel(pose_bone.rotation_mode)
+        value = tuple(getattr(pose_bone, channel))
+        entry = held.get(name)
+        if entry is not None and entry.rotated and entry.mode == pose_bone.rotation_mode:
+            if _same(value, tuple(entry.written)[:size]):
+                value = tuple(entry.fk)[:size]
+                if keyed is None:
+                    keyed = _keyed_channels(obj)
+                if keyed:
+                    value = _animated(keyed, name, channel, value)
+        values[name] = value
+    return values
+
+
+def _keyed_channels(obj) -> tuple | None:
+    """(the F-curves of the rig's active action, this frame) when it has any, else an empty tuple."""
+    collection = animdata.fcurves(obj)
+    if collection is None or not len(collection):
+        return ()
+    return collection, obj.users_scene[0].frame_current_final if obj.users_scene else 0.0
+
+
+def _animated(keyed: tuple, name: str, channel: str, value: tuple[float, ...]) -> tuple[float, ...]:
+    """The channel value with each keyed component replaced by what its F-curve gives this frame."""
+    collection, frame = keyed
+    path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{channel}'
+    result = list(value)
+    for index in range(len(value)):
+        fcurve = collection.find(path, index=index)
+        if fcurve is not None and not fcurve.mute:
+            result[index] = fcurve.evaluate(frame)
+    return tuple(result)
+
+
+def channel_matrix(mode: str, value: tuple[float, ...]) -> np.ndarray:
+    """A rotation channel value in the given mode as a 3x3 matrix."""
+    if mode == 'QUATERNION':
         m = Quaternion(value).normalized().to_matrix()
-    elif pb.rotation_mode == 'AXIS_ANGLE':
+    elif mode == 'AXIS_ANGLE':
         m = Quaternion(value[1:], value[0]).to_matrix()
     else:
-        m = Euler(value, pb.rotation_mode).to_matrix()
+        m = Euler(value, mode).to_matrix()
     return np.array(m)
