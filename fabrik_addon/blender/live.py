@@ -87,10 +87,12 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     try:
         for obj in live_rigs(scene):
             try:
-                inputs = (_inputs_of(obj, depsgraph), _channels_of(obj))
-                if only_if_inputs_changed and _last_inputs.get(obj.name) == inputs:
-                    continue
-                _solve(obj, depsgraph, inputs[0])
+                # The rig's structure is read and checked once here; the solve uses what was read.
+                with rig.frozen_structure(obj):
+                    inputs = (_inputs_of(obj, depsgraph), _channels_of(obj))
+                    if only_if_inputs_changed and _last_inputs.get(obj.name) == inputs:
+                        continue
+                    _solve(obj, depsgraph, inputs[0])
             except Exception as exc:  # never raise into Blender's event loop
                 _last_inputs.pop(obj.name, None)
                 obj.fabrik.live = False
