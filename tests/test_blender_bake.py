@@ -367,17 +367,22 @@ def arm_on_a_moving_shoulder():
     return rig
 
 
-@pytest.mark.parametrize("build", [open_hand, arm_on_a_moving_shoulder], ids=["offset-tree", "animated-fk"])
-def test_per_frame_bakes_solve_frames_together_and_replay_the_live_solve(build, monkeypatch):
-    """Trees with rigid offsets and chains under animated bones go through the batched solve, in several
-    chunks (each a step with progress), and their keys replay the live solve (this frame's FK pose) to 1e-5."""
+def played_from_fk(build):
+    """A rig starting each frame from its FK pose, played live (what the bake must replay), then reset."""
     rig = build()
     rig.fabrik.start = "FK"
-    scene = bpy.context.scene
     live = play(rig)
     for name in bake.bake_bones(rig, "CHAINS"):
         rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
     solving.forget(rig.name)
+    return rig, bpy.context.scene, live
+
+
+@pytest.mark.parametrize("build", [open_hand, arm_on_a_moving_shoulder], ids=["offset-tree", "animated-fk"])
+def test_per_frame_bakes_solve_frames_together_and_replay_the_live_solve(build, monkeypatch):
+    """Trees with rigid offsets and chains under animated bones go through the batched solve, in several
+    chunks (each a step with progress), and their keys replay the live solve (this frame's FK pose) to 1e-5."""
+    rig, scene, live = played_from_fk(build)
     monkeypatch.setattr(bake, "CHUNK", 7 * len(bake.bake_bones(rig, "CHAINS")))  # 7 frames a step
     baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
     progress = []
@@ -391,6 +396,48 @@ def test_per_frame_bakes_solve_frames_together_and_replay_the_live_solve(build, 
     assert len(progress) == len(FRAMES) + math.ceil(len(FRAMES) / 7)  # reading steps, then the chunks
     result = baker.finish(new_action=False, cleanup=None, keep_live=False)
     assert not result.problems
+    assert_keys_replay(rig, live)
+
+
+def gapped_arm_on_a_moving_shoulder():
+    """An arm of unconnected bones (rigid offsets: frames are carried) on an animated fixed shoulder."""
+    rig = rigbuild.make_armature("Rig", [("shoulder", (0, 0, 0), (0, 0, 1), None, False)] + [
+        (f"arm{i}", (0.1, 0, 1.1 + 1.1 * i), (0.1, 0, 2.1 + 1.1 * i), "shoulder" if i == 0 else f"arm{i - 1}", False)
+        for i in range(3)
+    ])
+    target = rigbuild.make_target("Target", (1.5, 0.0, 2.5))
+    rigbuild.key_circle(target, (0.0, 0.0, 2.5), 1.0, FRAMES, axis="XZ")
+    rigbuild.add_effector(rig, "arm2", target, chain_length=3)
+    shoulder = rig.pose.bones["shoulder"]
+    for frame, angle in ((1, 0.0), (24, 0.6)):
+        shoulder.rotation_quaternion = (math.cos(angle / 2), math.sin(angle / 2), 0.0, 0.0)
+        shoulder.keyframe_insert("rotation_quaternion", frame=frame)
+    rig.fabrik.live = True
+    return rig
+
+
+@pytest.mark.parametrize("build", [open_hand, gapped_arm_on_a_moving_shoulder], ids=["offset-tree", "moving-parent"])
+def test_frames_the_batch_leaves_short_are_solved_again_as_live_solving_does(build, monkeypatch):
+    """Where FABRIK's phase (all frames at once) ends short of a target, live solving goes on with its
+    refinement: the bake solves those frames again from their own start poses, and still replays the live
+    solve to 1e-5. Here every frame is made to count as short, so every one takes that way."""
+    from fabrik_addon.core import batch_framed
+
+    rig, scene, live = played_from_fk(build)
+    framed = batch_framed.solve
+    short = []
+
+    def nothing_converges(*args):
+        *out, converged = framed(*args)
+        short.append(len(converged))
+        return (*out, np.zeros_like(converged))
+
+    monkeypatch.setattr(batch_framed, "solve", nothing_converges)
+    baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    while not baker.done:
+        baker.step()
+    assert baker._batch is not None and len(baker._batched) == len(FRAMES) and sum(short) == len(FRAMES)
+    baker.finish(new_action=False, cleanup=None, keep_live=False)
     assert_keys_replay(rig, live)
 
 

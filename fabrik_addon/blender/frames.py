@@ -141,8 +141,19 @@ class FrameBatch:
             None if parent_pose is None else (parent_pose[first, :, :3, 3], parent_frames[first]),
         )
         targets = np.asarray(self.targets[rows], dtype=float)
+        heads, frames = heads[inverse], frames[inverse]
+
+        def start_pose(f: int):
+            """Frame f's start pose as far as the solve reads it: the moving bones and the fixed parents."""
+            pose = skeleton.rest_pose()
+            pose.heads[self.moving], pose.frames[self.moving] = heads[f], frames[f]
+            if parent_pose is not None:
+                pose.heads[self.fixed_parents] = parent_pose[f, :, :3, 3]
+                pose.frames[self.fixed_parents] = parent_frames[f]
+            return pose
+
         solved, iterations, errors = batch.solve_moving(
-            skeleton, self.goals, targets, heads[inverse], frames[inverse], self.solve_settings
+            skeleton, self.goals, targets, heads, frames, self.solve_settings, start_pose
         )
         return self._local_rotations(solved, parent_frames), iterations, errors
 

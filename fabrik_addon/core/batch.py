@@ -7,16 +7,19 @@ in all frames at once. This covers trees with position goals and no limits:
 free trees of connected bones here (positions are all the passes need, as in
 the per-frame solver), and trees with unconnected bones (rigid head offsets,
 so frames are carried) in `batch_framed`. Frames stop one by one, by the same
-rules as `fabrik.solve`, so the results agree with it.
+rules as `fabrik.solve`, so the results agree with it; on trees with offsets
+the frames FABRIK leaves short of their targets, which `fabrik.solve`
+finishes with its refinement, are handed to it one by one.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import replace
+from typing import Callable, Sequence
 
 import numpy as np
 
-from . import batch_framed, rotation, stretch
+from . import batch_framed, fabrik, rotation, stretch
 from .fabrik import branch_weights, moving_tree, pulls
 from .problem import Goal, SolveSettings, validate_settings
 from .skeleton import Pose, Skeleton
@@ -49,7 +52,9 @@ def solve_frames(
     bones = list(tree.bones)
     start_heads = np.stack([p.heads[bones] for p in starts])
     start_frames = np.stack([p.frames[bones] for p in starts])
-    heads, frames, iterations, errors = _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings)
+    heads, frames, iterations, errors = _solve(
+        skeleton, tree, goals, targets, start_heads, start_frames, settings, lambda f: starts[f]
+    )
     return _poses(skeleton, tree, starts, heads, frames), iterations, errors
 
 
@@ -60,26 +65,75 @@ def solve_moving(
     start_heads: np.ndarray,
     start_frames: np.ndarray,
     settings: SolveSettings = SolveSettings(),
+    start_pose: Callable[[int], Pose] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Like `solve_frames`, for the moving bones only: start heads (F, m, 3) and frames (F, m, 3, 3) in the
-    moving tree's order in, their solved frames (F, m, 3, 3), the iterations and the errors out."""
+    moving tree's order in, their solved frames (F, m, 3, 3), the iterations and the errors out.
+
+    `start_pose(f)` gives frame f's whole start pose, for the frames that the
+    per-frame solver finishes (trees with offsets, see `_solve`); without it
+    that pose is the rest pose with the moving bones as given, which is right
+    when the bones the chains hang from are at rest.
+    """
     tree = moving_tree(skeleton, goals)
-    _, frames, iterations, errors = _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings)
+    if start_pose is None:
+        bones = list(tree.bones)
+
+        def start_pose(f: int) -> Pose:
+            pose = skeleton.rest_pose()
+            pose.heads[bones], pose.frames[bones] = start_heads[f], start_frames[f]
+            return pose
+
+    _, frames, iterations, errors = _solve(
+        skeleton, tree, goals, targets, start_heads, start_frames, settings, start_pose
+    )
     return frames, iterations, errors
 
 
-def _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings):
-    """Solved heads and frames of the moving bones, iterations and errors, by whichever form the tree needs."""
+def _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings, start_pose):
+    """Solved heads and frames of the moving bones, iterations and errors, by whichever form the tree needs.
+
+    Trees with offsets: where FABRIK's phase (`batch_framed`) ends short of
+    the targets, `fabrik.solve` goes on with its refinement, so those frames
+    are solved again one by one from their start poses (`start_pose(f)`).
+    """
     validate_settings(settings)
     if not supports(skeleton, goals):
         raise ValueError("batched solving needs position goals only and no joint limits on the moving bones")
     if tree.needs_frames:
-        return batch_framed.solve(tree, goals, targets, start_heads, start_frames, settings)
+        heads, frames, iterations, errors, converged = batch_framed.solve(
+            tree, goals, targets, start_heads, start_frames, settings
+        )
+        bones = list(tree.bones)
+        if not any(g.weight > 0.0 for g in goals):
+            return heads, frames, iterations, errors  # nothing pulls: FABRIK's phase is all `fabrik.solve` does
+        short = ~converged & ~_out_of_reach(skeleton, tree, goals, targets, start_heads, settings.tolerance)
+        for f in np.flatnonzero(short).tolist():
+            frame_goals = [replace(g, target=tuple(map(float, targets[f, i]))) for i, g in enumerate(goals)]
+            pose, report = fabrik.solve(skeleton, frame_goals, start_pose(f), settings)
+            heads[f], frames[f] = pose.heads[bones], pose.frames[bones]
+            iterations[f], errors[f] = report.iterations, report.errors
+        return heads, frames, iterations, errors
     heads, tails, iterations, errors, keep_start = _iterate(tree, goals, targets, start_heads, start_frames, settings)
     frames = _turned_frames(start_frames, heads, tails, np.asarray(tree.length))
     frames[keep_start] = start_frames[keep_start]
     heads[keep_start] = start_heads[keep_start]
     return heads, frames, iterations, errors
+
+
+def _out_of_reach(skeleton, tree, goals, targets, start_heads, tolerance) -> np.ndarray:
+    """Per frame, whether some goal's target lies beyond all its chain could reach (`refine.Problem.out_of_reach`):
+    there `fabrik.solve` keeps FABRIK's answer."""
+    out = np.zeros(len(targets), dtype=bool)
+    for g, chain in enumerate(tree.goal_chain):
+        top = chain[-1]
+        if goals[g].weight <= 0.0 or tree.parent[top] >= 0:
+            continue
+        longest = sum(tree.length[k] for k in chain)
+        longest += sum(float(np.linalg.norm(skeleton.offsets[tree.bones[k]])) for k in chain[:-1])
+        distance = np.linalg.norm(targets[:, g] - start_heads[:, top], axis=1)
+        out |= distance > longest * (1.0 + 1e-9)
+    return out
 
 
 def _iterate(tree, goals, targets, start_heads, start_frames, settings):

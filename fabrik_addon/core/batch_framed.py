@@ -6,9 +6,10 @@ an offset that turns with the palm, so the passes must know each bone's
 frame, not only its joints (`fabrik.Joints`). This module runs the very steps
 of `fabrik.solve` for such trees -- position goals, no limits -- on all
 frames together: the careful descent (part-way aims, undoing steps that make
-things worse), the stall rules, and plain FABRIK from where the descent got
-stuck. Each frame stops by the same rules as in the per-frame solver, so
-the results agree with it to rounding.
+things worse) and its stop rules (the stall, the slow-progress handover).
+Each frame stops by the same rules as in the per-frame solver, so the frames
+it converges agree with it to rounding; the per-frame solver finishes the
+others with its refinement, and `batch` hands those frames to it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from . import quats, rotation
-from .fabrik import MovingTree, branch_weights, pulls
+from .fabrik import SLOW_WINDOW, MovingTree, branch_weights, pulls
 from .problem import Goal, SolveSettings
 from .vec import EPSILON
 
@@ -72,28 +73,21 @@ def solve(
     start_heads: np.ndarray,
     start_frames: np.ndarray,
     settings: SolveSettings,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Solve F frames: solved heads (F, m, 3) and frames (F, m, 3, 3), iterations (F,) and errors (F, G).
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """FABRIK's phase of `fabrik.solve` for F frames: solved heads (F, m, 3) and frames (F, m, 3, 3),
+    iterations (F,), errors (F, G) and which frames converged (F,).
 
-    As `fabrik.solve`: a careful descent from each start; where it does not
-    converge (and `settings.explore`), plain FABRIK carries on from where it
-    stopped with what is left of each frame's budget, and the better of the two wins.
+    As in `fabrik.solve`: a careful descent from each start that hands over once
+    its best error has not halved over `fabrik.SLOW_WINDOW` iterations. Frames
+    that converged are `fabrik.solve`'s answer; the others are where the
+    per-frame solver goes on from (with its refinement), and the caller solves
+    them again with it.
     """
     targets = np.asarray(targets, dtype=float)
     joints = Joints.start(tree, start_heads, start_frames)
     budget = np.full(len(targets), settings.max_iterations)
     iterations, errors, converged = _descend(tree, goals, targets, joints, settings, budget, careful=True)
-    heads, frames = joints.heads, joints.pose_frames()
-    stuck = np.flatnonzero(~converged & (iterations < settings.max_iterations))
-    if settings.explore and len(stuck):
-        other = Joints.start(tree, heads[stuck], frames[stuck])
-        left = settings.max_iterations - iterations[stuck]
-        more, other_errors, other_converged = _descend(tree, goals, targets[stuck], other, settings, left, careful=False)
-        better = other_converged | (other_errors.sum(axis=1) < errors[stuck].sum(axis=1))
-        iterations[stuck] += more
-        take = stuck[better]
-        heads[take], frames[take], errors[take] = other.heads[better], other.pose_frames()[better], other_errors[better]
-    return heads, frames, iterations, errors
+    return joints.heads, joints.pose_frames(), iterations, errors, converged
 
 
 def _descend(
@@ -126,6 +120,12 @@ def _descend(
     best_errors = errors.copy()
     step = np.ones(count)
     without_progress = np.zeros(count, dtype=int)
+    # Per frame, the least summed error of the goals that pull so far, after each iteration: the slow-progress
+    # handover (`fabrik._solve_from`).
+    window = SLOW_WINDOW if careful else 0
+    pulling = [g for g, goal in enumerate(goals) if goal.weight > 0.0]
+    history = np.empty((count, int(budget.max(initial=0)) + 1))
+    history[:, 0] = errors[:, pulling].sum(axis=1)
     for iteration in range(1, int(budget.max(initial=0)) + 1):
         done |= budget < iteration
         active = np.flatnonzero(~done)
@@ -162,6 +162,12 @@ def _descend(
             retry = stuck[without_progress[stuck] < settings.patience]
             joints.put(retry, best.rows(retry))
             step[retry] *= 0.5
+        if window:
+            going = active[~done[active]]
+            history[going, iteration] = np.minimum(history[going, iteration - 1], errors[going][:, pulling].sum(axis=1))
+            if iteration >= window:
+                slow = going[history[going, iteration] > 0.5 * history[going, iteration - window]]
+                done[slow] = True
     joints.put(np.arange(count), best)
     return iterations, best_errors, converged
 

@@ -34,7 +34,9 @@ few iterations but then fight the limits, so once an iteration no longer
 halves the error the pose goes to a refinement in the limits' own angles
 (`refine`), and dead ends of the limits get other start poses; one
 iteration cap covers all of it, and chains that share no bones are solved
-apart.
+apart. Free trees with unconnected bones crawl in FABRIK too (a finger
+hanging off the palm pulls it about its offset): once the error has not
+halved over a few iterations, the same refinement finishes them.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ import numpy as np
 
 from . import limits, pole, quat, refine, rotation
 from . import stretch as ik_stretch
-from .problem import Goal, SolveReport, SolveSettings, begin
+from .problem import Goal, Progress, SolveReport, SolveSettings, begin
 from .skeleton import Pose, Skeleton, pose_with, zero_links
 from .limits import JointLimit
 from .quat import Quat
@@ -428,6 +430,8 @@ def solve(
         if len(parts) > 1:
             return _solve_apart(skeleton, goals, parts, start, settings)
         return _solve_limited(skeleton, tree, goals, start, settings)
+    if tree.needs_frames and all(g.rotation is None and g.pole is None for g in goals):
+        return _solve_offsets(skeleton, tree, goals, start, settings)
     pose, report = _solve_from(skeleton, tree, goals, start, settings, careful=True)
     framed = tree.needs_frames or any(g.rotation is not None or g.pole is not None for g in goals)
     left = settings.max_iterations - report.iterations
@@ -440,6 +444,57 @@ def solve(
     if other.converged or sum(other.errors) < sum(report.errors):
         pose, report = other_pose, other
     report.iterations, report.restarts = total, 1
+    return pose, report
+
+
+#: A free tree with offsets hands FABRIK's pose to the refinement once its best error has not halved over this
+#: many iterations (`batch_framed` stops its frames by the same rule).
+SLOW_WINDOW = 5
+
+
+def _solve_offsets(
+    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Pose, settings: SolveSettings
+) -> tuple[Pose, SolveReport]:
+    """Free trees with unconnected bones (position goals): FABRIK's careful descent, then the refinement.
+
+    On such trees FABRIK's passes slow to a crawl well short of many
+    reachable targets (a finger hanging off the palm pulls the palm about
+    its offset). So the descent hands over once its best error has not
+    halved over `SLOW_WINDOW` iterations, and the refinement (free joints
+    turn about three axes) finishes from there; where that stalls, it tries
+    again from the start pose itself. One iteration cap covers all of it.
+    Frames the descent converges are exactly what `batch_framed` gives.
+    """
+    budget = settings.max_iterations
+    pose, report = _solve_from(skeleton, tree, goals, start, settings, careful=True, window=SLOW_WINDOW)
+    problem = refine.Problem(tree, goals)
+    if report.converged or all(g.weight <= 0.0 for g in goals):  # (goals of no weight pull nothing)
+        if report.stopped_by == "handover":
+            report.stopped_by = "stalled"
+        return pose, report
+    if problem.out_of_reach(start, skeleton, settings.tolerance):
+        # No pose reaches every target: FABRIK's stretch towards them is as good an answer, and the
+        # per-frame bake (`batch`) need not solve such frames again.
+        report.stopped_by = "unreachable"
+        return pose, report
+    used = report.iterations
+    best = pose, report
+    for attempt, attempt_start in enumerate((pose, start)):
+        if used >= budget or (attempt > 0 and not settings.explore):
+            break
+        rig = refine.AngleRig(skeleton, tree, attempt_start)
+        refined = refine.solve(rig, problem, settings.tolerance, budget - used)
+        used += refined.iterations
+        if refined.converged or refined.cost < problem.cost(best[1].errors, []):
+            best = rig.pose(skeleton, start), SolveReport(
+                used, refined.errors, refined.converged, "converged" if refined.converged else refined.stopped_by
+            )
+        if best[1].converged:
+            break
+    pose, report = best
+    report.iterations, report.restarts = used, attempt
+    if not report.converged:
+        report.stopped_by = "max_iterations" if used >= budget else "stalled"
     return pose, report
 
 
@@ -589,11 +644,13 @@ def _solve_from(
     settings: SolveSettings,
     careful: bool,
     handover: bool = False,
+    window: int = 0,
 ) -> tuple[Pose, SolveReport]:
     """FABRIK iterations from one start pose; `careful` undoes iterations that make things worse.
 
     With `handover` the iterations stop (stopped_by "handover") at the first
-    one that does not halve the error: from there on another method finishes.
+    one that does not halve the error, and with a `window` once the best error
+    has not halved over that many iterations: from there on another method finishes.
     """
     framed = any(g.rotation is not None or g.pole is not None for g in goals)
     joints = Joints(skeleton, tree, start, framed)
@@ -636,10 +693,13 @@ def _solve_from(
     # reach; steps that work let the reach grow back to the whole way.
     controlled = careful and joints.frames is not None
     step = 1.0
-    best_error, best_joints, best_errors, best_angles = (
-        sum(errors) + sum(angles[g] * span * goals[g].rotation_weight for g, _, _, span, _ in rotation_goals), joints.snapshot(), errors, angles
+    progress = Progress(
+        settings, sum(errors) + sum(angles[g] * span * goals[g].rotation_weight for g, _, _, span, _ in rotation_goals)
     )
-    without_progress = 0
+    best_joints, best_errors, best_angles = joints.snapshot(), errors, angles
+    # For the window: the least summed error of the goals that pull (weight above 0) so far, after each iteration.
+    pulling = [g for g, goal in enumerate(goals) if goal.weight > 0.0]
+    history = [sum(errors[g] for g in pulling)]
     report.stopped_by = "max_iterations"
     stiff = any(limit is not None and limit.is_stiff for limit in tree.limits)
     for iteration in range(1, settings.max_iterations + 1):
@@ -659,22 +719,24 @@ def _solve_from(
             report.converged, report.stopped_by = True, "converged"
             break
         current = sum(errors) + sum(angles[g] * span * goals[g].rotation_weight for g, _, _, span, _ in rotation_goals)
-        if handover and current > 0.5 * best_error:
+        if handover and current > 0.5 * progress.best:
             report.stopped_by = "handover"
             break
-        improved = current < best_error * (1.0 - settings.stall_fraction)
-        if improved:
-            best_error, best_joints, best_errors, best_angles = current, joints.snapshot(), errors, angles
-            without_progress = 0
+        if progress.improves(current):
+            best_joints, best_errors, best_angles = joints.snapshot(), errors, angles
             step = min(1.0, 2.0 * step)
         else:
-            without_progress += 1
-            if without_progress >= settings.patience:
+            if progress.stalled:
                 report.stopped_by = "stalled"
                 break
             if controlled:
                 joints.restore(best_joints)
                 step *= 0.5
+        if window:
+            history.append(min(history[-1], sum(errors[g] for g in pulling)))
+            if iteration >= window and history[-1] > 0.5 * history[iteration - window]:
+                report.stopped_by = "handover"
+                break
     if best_joints is not None:
         joints.restore(best_joints)
     report.errors, report.rotation_errors = best_errors, best_angles

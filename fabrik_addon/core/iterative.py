@@ -17,7 +17,7 @@ import numpy as np
 
 from . import limits, quat
 from .fabrik import MovingTree, moving_tree
-from .problem import Goal, SolveReport, SolveSettings, begin
+from .problem import Goal, Progress, SolveReport, SolveSettings, begin
 from .skeleton import Pose, Skeleton, pose_with
 
 __all__ = ["Effectors", "Rig", "pose_with", "solve_iteratively"]
@@ -217,8 +217,8 @@ def solve_iteratively(
     if report.converged:
         return rig.pose(skeleton, start), report
 
-    best_error, best, best_errors = _weighted(effectors, errors), rig.snapshot(), errors
-    without_progress = 0
+    progress = Progress(settings, _weighted(effectors, errors))
+    best, best_errors = rig.snapshot(), errors
     report.stopped_by = "max_iterations"
     for iteration in range(1, settings.max_iterations + 1):
         step(rig, effectors)
@@ -228,15 +228,11 @@ def solve_iteratively(
             best, best_errors = None, errors
             report.converged, report.stopped_by = True, "converged"
             break
-        current = _weighted(effectors, errors)
-        if current < best_error * (1.0 - settings.stall_fraction):
-            best_error, best, best_errors = current, rig.snapshot(), errors
-            without_progress = 0
-        else:
-            without_progress += 1
-            if without_progress >= settings.patience:
-                report.stopped_by = "stalled"
-                break
+        if progress.improves(_weighted(effectors, errors)):
+            best, best_errors = rig.snapshot(), errors
+        elif progress.stalled:
+            report.stopped_by = "stalled"
+            break
     if best is not None:
         rig.restore(best)
     report.errors = best_errors

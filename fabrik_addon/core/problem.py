@@ -83,6 +83,29 @@ class SolveReport:
         return max(self.errors, default=0.0)
 
 
+class Progress:
+    """The stall rule every solver stops by: an iteration counts as progress when it lowers the best error so
+    far by more than `stall_fraction` of it; `patience` iterations in a row without progress are a stall."""
+
+    def __init__(self, settings: SolveSettings, error: float) -> None:
+        self.best = error
+        self.without = 0
+        self.fraction, self.patience = settings.stall_fraction, settings.patience
+
+    def improves(self, error: float) -> bool:
+        """Record an iteration's error; True when it is the new best."""
+        if error < self.best * (1.0 - self.fraction):
+            self.best, self.without = error, 0
+            return True
+        self.without += 1
+        return False
+
+    @property
+    def stalled(self) -> bool:
+        """True after `patience` iterations in a row without progress."""
+        return self.without >= self.patience
+
+
 def validate_goals(skeleton: Skeleton, goals: Sequence[Goal]) -> None:
     """Refuse goals the solvers cannot use, with a message that names the problem."""
     n = len(skeleton)

@@ -368,7 +368,8 @@ class Problem:
 def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int) -> Refined:
     """Levenberg-Marquardt in the limits' coordinates until every goal is reached or the budget is spent."""
     coordinates = rig.coordinates(problem)
-    scale = max(problem.reach)
+    # The scale of the chains that pull (a goal of weight 0 asks for nothing).
+    scale = max((r for r, w in zip(problem.reach, problem.weights) if w > 0.0), default=max(problem.reach))
     damping = DAMPING * scale
     errors, angles = _errors(rig, problem)
     cost = problem.cost(errors, angles)
