@@ -63,7 +63,7 @@ def skeleton_of(obj) -> Skeleton:
     bones.foreach_get("matrix_local", rest)
     lengths = np.empty(n, dtype=np.float32)
     bones.foreach_get("length", lengths)
-    names = tuple(b.name for b in bones)
+    names = tuple(bones.keys())  # one call, not one per bone
     parents = tuple(b.parent.name if b.parent else "" for b in bones)
     order = _pose_bone_order(obj, names)
     settings = _limit_settings(obj, order)
@@ -109,7 +109,7 @@ def pose_bone_order(obj) -> np.ndarray:
 def _pose_bone_order(obj, names: tuple[str, ...]) -> np.ndarray:
     """Pose-bone index per bone name; pose bones normally come in the bones' order, which is checked cheaply."""
     pose_bones = obj.pose.bones
-    if tuple(pb.name for pb in pose_bones) == names:
+    if tuple(pose_bones.keys()) == names:
         return np.arange(len(names))
     return np.array([pose_bones.find(name) for name in names])
 

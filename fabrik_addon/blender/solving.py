@@ -11,8 +11,9 @@ import bpy
 import numpy as np
 from mathutils import Euler, Matrix, Quaternion
 
-from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, stretch
+from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, batch, local_solve, quat, stretch
 from ..core.fabrik import moving_tree
+from ..core.problem import validate_goals, validate_settings
 from . import animdata, rig
 
 
@@ -175,8 +176,19 @@ class Solution:
     fk_values: dict[int, tuple[float, ...]] = field(default_factory=dict)
 
 
-# Per rig: the local rotations of the moving bones from its last solve, for "Previous Solution" starts.
-_last_solution: dict[str, dict[int, np.ndarray]] = {}
+# Per rig: the local rotations of the moving bones from its last solve, for "Previous Solution" starts
+# (3x3 matrices, or unit quaternions where the free-tree path solved them).
+_last_solution: dict[str, dict[int, np.ndarray | tuple[float, ...]]] = {}
+
+
+def _as_matrix(rotation) -> np.ndarray:
+    """A remembered local rotation as a 3x3 matrix."""
+    return np.array(quat.to_matrix(rotation)) if isinstance(rotation, tuple) else rotation
+
+
+def _as_quaternion(rotation) -> tuple[float, ...]:
+    """A remembered local rotation as a unit quaternion."""
+    return rotation if isinstance(rotation, tuple) else quat.from_matrix(rotation.tolist())
 
 
 def solve_settings_of(settings, warm: bool, size: float) -> SolveSettings:
@@ -234,6 +246,8 @@ def prepare(
     tree = moving_tree(skeleton, goals)
     if previous is None and settings.start == 'PREVIOUS':
         previous = _last_solution.get(obj.name)
+        if previous is not None:
+            previous = {b: _as_matrix(m) for b, m in previous.items()}
     warm = previous is not None
     fk_values = fk_channel_values(obj, [skeleton.names[b] for b in tree.bones if keep_fk or not warm or b not in previous])
     fk_values = {skeleton.index(name): value for name, value in fk_values.items()}
@@ -256,6 +270,14 @@ def prepare(
 
 def conclude(problem: Problem, pose, report: SolveReport) -> tuple[RigStatus, Solution]:
     """The status and solution of a solved problem."""
+    result = conclude_status(problem, report)
+    skeleton = problem.skeleton
+    scales = scale_channels(skeleton, stretch.scales(skeleton, pose), problem.inherits_scale)
+    return result, Solution(skeleton, problem.bones, skeleton.local_rotations(pose), problem.fk, scales, problem.fk_values)
+
+
+def conclude_status(problem: Problem, report: SolveReport) -> RigStatus:
+    """The status of a solved problem, per effector and as a whole."""
     result = problem.result
     tolerance = problem.settings.tolerance
     why = STOPPED_BY.get(report.stopped_by, report.stopped_by)
@@ -280,9 +302,7 @@ def conclude(problem: Problem, pose, report: SolveReport) -> tuple[RigStatus, So
         result.ok = False
         result.message = "; ".join(problem.limit_problems)
     result.seconds = time.perf_counter() - problem.began
-    skeleton = problem.skeleton
-    scales = scale_channels(skeleton, stretch.scales(skeleton, pose), problem.inherits_scale)
-    return result, Solution(skeleton, problem.bones, skeleton.local_rotations(pose), problem.fk, scales, problem.fk_values)
+    return result
 
 
 def scale_channels(skeleton, scales: np.ndarray, inherits: dict[int, bool]) -> dict[int, float]:
@@ -323,6 +343,10 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
     solving: off gives them back); without, the solved pose becomes the
     animator's own (a one-off solve while live solving is off).
     """
+    result = _solve_free_tree(obj, depsgraph, hold)
+    if result is not None:
+        status[obj.name] = result
+        return result
     result, solution = compute(obj, depsgraph)
     if solution is not None:
         skeleton = solution.skeleton
@@ -335,6 +359,190 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
         write_stretch(obj, skeleton, solution.scales)
     status[obj.name] = result
     return result
+
+
+#: Blender's rotation_mode enum value of 'QUATERNION' (what foreach_get reads).
+_QUATERNION_MODE = 0
+
+
+def _solve_free_tree(obj, depsgraph, hold: bool) -> RigStatus | None:
+    """`solve_object` for the common case, with the fewest Blender calls; None (having touched nothing) for a rig
+    it does not cover.
+
+    It covers FABRIK on a free connected tree (no limits, offsets, rotation goals,
+    poles or IK stretch) whose moving bones are in quaternion mode: the moving
+    bones' channels are read and written in bulk, `core.local_solve` solves on
+    plain floats, and what `fabrik.held` keeps is updated in bulk. The result is
+    the general path's.
+    """
+    settings = obj.fabrik
+    if settings.solver != "FABRIK":
+        return None
+    began = time.perf_counter()
+    skeleton = rig.skeleton_of(obj)
+    goals, used, problems = gather_goals(obj, depsgraph, skeleton)
+    if not goals:
+        return None
+    tree = moving_tree(skeleton, goals)
+    if not (local_solve.applies(tree, goals) and batch.supports(skeleton, goals)):
+        return None
+    pose_bones = obj.pose.bones
+    n = len(pose_bones)
+    at = _pose_indices(obj, skeleton, tree)
+    modes = np.empty(n, dtype=np.int32)
+    pose_bones.foreach_get("rotation_mode", modes)
+    if (modes[at] != _QUATERNION_MODE).any():
+        return None
+    channels = np.empty(n * 4, dtype=np.float32)
+    pose_bones.foreach_get("rotation_quaternion", channels)
+    current = [tuple(v) for v in channels.reshape(n, 4)[at].tolist()]
+    names = [skeleton.names[b] for b in tree.bones]
+    held = obj.fabrik.held
+    entries = _held_arrays(held)
+    fk_values = _fk_quaternions(obj, names, current, entries)
+    rotations = []
+    for value in fk_values:
+        length = math.sqrt(value[0] * value[0] + value[1] * value[1] + value[2] * value[2] + value[3] * value[3])
+        if not length > 1e-12:
+            return None  # a zero quaternion: the general path decides what it means
+        rotations.append((value[0] / length, value[1] / length, value[2] / length, value[3] / length))
+    warm = settings.start == 'PREVIOUS' and obj.name in _last_solution
+    if warm:
+        previous = _last_solution[obj.name]
+        rotations = [_as_quaternion(previous[b]) if b in previous else r for b, r in zip(tree.bones, rotations)]
+    locations = np.empty(n * 3, dtype=np.float32)
+    pose_bones.foreach_get("location", locations)
+    translations = [tuple(t) if any(t) else None for t in locations.reshape(n, 3)[at].tolist()]
+    local = local_solve.local_tree(skeleton, tree)
+    fixed = [
+        _fixed_frame(pose_bones[skeleton.names[b]].matrix) if p < 0 and b >= 0 else None
+        for p, b in zip(tree.parent, local.parent_bone)
+    ]
+    solve_settings = solve_settings_of(settings, warm, rig_size(skeleton, tree))
+    validate_goals(skeleton, goals)
+    validate_settings(solve_settings)
+    solved, report = local_solve.solve(local, goals, rotations, translations, fixed, solve_settings)
+
+    result = RigStatus(effectors=dict(problems))
+    problem = Problem(
+        result, skeleton, goals, used, list(tree.bones), {}, None, solve_settings, settings.solver,
+        rig.limit_problems(obj), began,
+    )
+    conclude_status(problem, report)
+    # Write: each value made continuous with what the channel holds (as mathutils' make_compatible does), and
+    # left alone where it differs only by rounding, so an unchanged pose does not tag the rig for an update.
+    written = []
+    flat = channels.reshape(n, 4)
+    changed = False
+    for k, (q, now) in enumerate(zip(solved, current)):
+        size = math.sqrt(now[0] * now[0] + now[1] * now[1] + now[2] * now[2] + now[3] * now[3])
+        if size > 1e-4:
+            q = (q[0] * size, q[1] * size, q[2] * size, q[3] * size)
+        if q[0] * now[0] + q[1] * now[1] + q[2] * now[2] + q[3] * now[3] < 0.0:
+            q = (-q[0], -q[1], -q[2], -q[3])
+        if max(abs(q[0] - now[0]), abs(q[1] - now[1]), abs(q[2] - now[2]), abs(q[3] - now[3])) > 1e-7:
+            flat[at[k]] = q
+            written.append(q)
+            changed = True
+        else:
+            written.append(now)
+    if changed:
+        pose_bones.foreach_set("rotation_quaternion", channels)
+        obj.update_tag(refresh={'DATA'})  # foreach_set tags nothing; a pose change re-evaluates the rig's data
+    if hold:
+        _hold_quaternions(held, names, written, fk_values, entries)
+    else:
+        _let_go(obj, names)
+    _last_solution[obj.name] = dict(zip(tree.bones, solved))
+    if entries is not None and entries[4].any():
+        write_stretch(obj, skeleton, {})  # bones stretched before get their own scale back
+    result.seconds = time.perf_counter() - began
+    return result
+
+
+def _pose_indices(obj, skeleton, tree) -> np.ndarray:
+    """Where each moving node's bone sits among obj.pose.bones (cached with the skeleton)."""
+    key = ("pose_indices", tree.bones)
+    at = skeleton._cache.get(key)
+    if at is None:
+        at = rig.pose_bone_order(obj)[list(tree.bones)]
+        skeleton._cache[key] = at
+    return at
+
+
+def _fixed_frame(matrix) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """A fixed bone's pose matrix as (frame quaternion, head), its axes made unit as `rig.current_pose` does."""
+    rows = [tuple(matrix[i][:3]) for i in range(3)]
+    columns = [math.sqrt(sum(rows[i][j] ** 2 for i in range(3))) for j in range(3)]
+    frame = [[rows[i][j] / columns[j] for j in range(3)] for i in range(3)]
+    return quat.from_matrix(frame), (matrix[0][3], matrix[1][3], matrix[2][3])
+
+
+def _held_arrays(held):
+    """The held entries in bulk: (index by name, rotated, written (m, 4), fk (m, 4), scaled, set()), or None when
+    there are none."""
+    m = len(held)
+    if not m:
+        return None
+    rotated = np.empty(m, dtype=bool)
+    held.foreach_get("rotated", rotated)
+    written = np.empty(m * 4, dtype=np.float32)
+    held.foreach_get("written", written)
+    fk = np.empty(m * 4, dtype=np.float32)
+    held.foreach_get("fk", fk)
+    scaled = np.empty(m, dtype=bool)
+    held.foreach_get("scaled", scaled)
+    index = {name: i for i, name in enumerate(held.keys())}
+    # The last item collects the entries found rotated and in quaternion mode (so they are not read twice).
+    return index, rotated, written.reshape(m, 4), fk.reshape(m, 4), scaled, set()
+
+
+def _fk_quaternions(obj, names, current, entries) -> list[tuple[float, ...]]:
+    """`fk_channel_values` for bones in quaternion mode, from channels and held entries read in bulk."""
+    if entries is None:
+        return list(current)
+    index, rotated, written, fk, _, quaternion = entries
+    held = obj.fabrik.held
+    values = []
+    keyed = None
+    for name, value in zip(names, current):
+        i = index.get(name)
+        if i is not None and rotated[i] and _same(value, written[i].tolist()) and held[i].mode == 'QUATERNION':
+            quaternion.add(i)
+            value = tuple(fk[i].tolist())
+            if keyed is None:
+                keyed = _keyed_channels(obj)
+            if keyed:
+                value = _animated(keyed, name, "rotation_quaternion", value)
+        values.append(value)
+    return values
+
+
+def _hold_quaternions(held, names, written, fk_values, entries) -> None:
+    """`_hold_rotations` for bones in quaternion mode, with the values set in bulk."""
+    index = entries[0] if entries is not None else {}
+    if any(name not in index for name in names):
+        for name in names:
+            if name not in index:
+                held.add().name = name
+        entries = _held_arrays(held)
+        index = entries[0]
+    _, rotated, old_written, old_fk, _, quaternion = entries
+    new_written, new_fk = old_written.copy(), old_fk.copy()
+    for name, value, fk in zip(names, written, fk_values):
+        i = index[name]
+        if i not in quaternion:
+            entry = held[i]
+            if not entry.rotated:
+                entry.rotated = True
+            if entry.mode != 'QUATERNION':
+                entry.mode = 'QUATERNION'
+        new_written[i] = value
+        new_fk[i] = fk
+    if not np.array_equal(new_written, old_written):
+        held.foreach_set("written", new_written.ravel())
+    if not np.array_equal(new_fk, old_fk):
+        held.foreach_set("fk", new_fk.ravel())
 
 
 def _same(a, b, tolerance: float = 1e-6) -> bool:

@@ -1,0 +1,233 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""FABRIK on a free connected tree from local rotations to local rotations, in plain floats.
+
+The live path's common case: the moving bones have no limits and no head
+offsets, and the goals are positions only (no rotation goal, pole or IK
+stretch): `fabrik.moving_tree(...).needs_frames` is False and
+`batch.supports(...)` is True. There a solve needs no numpy at all: forward
+kinematics from the bones' local rotations (quaternions) places the joints,
+FABRIK's own passes (`fabrik.forward_reaching`, `backward_reaching`,
+`stretch_towards`) move them by the same stopping rules as `fabrik.solve`, and
+each bone's new local rotation is its start frame turned the shortest way onto
+its new direction (as `rotation.swung_frames` does), relative to its parent.
+The result equals `fabrik.solve` followed by `Skeleton.local_rotations`; on a
+handful of bones it costs a fraction of it, since nothing builds whole-pose
+arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from . import quat
+from .fabrik import (
+    Joints, MovingTree, _bend_if_straight_at, backward_reaching, branch_weights, forward_reaching, goal_errors,
+    stretch_towards,
+)
+from .problem import Goal, Progress, SolveReport, SolveSettings
+from .quat import Quat
+from .skeleton import Skeleton
+from .vec import Vec, add, dist, perpendicular, scale, sub
+
+__all__ = ["LocalTree", "local_tree", "solve"]
+
+
+@dataclass(frozen=True)
+class LocalTree:
+    """What forward kinematics of a moving tree needs from the skeleton, per node (cached per goal layout)."""
+
+    tree: MovingTree
+    #: Per node, its rest frame in its parent's rest frame (its rest frame for a root bone).
+    rest: tuple[Quat, ...]
+    #: Per node, its rest head from its parent's head in the parent's rest frame (armature space for a root).
+    head: tuple[Vec, ...]
+    #: Per node, its parent bone (-1 for a root): for a base node, the fixed bone it hangs from.
+    parent_bone: tuple[int, ...]
+
+
+def local_tree(skeleton: Skeleton, tree: MovingTree) -> LocalTree:
+    """The forward-kinematics data of a moving tree's nodes (cached on the skeleton)."""
+    key = ("local_tree", tree.bones)
+    cached = skeleton._cache.get(key)
+    if cached is None:
+        cached = LocalTree(
+            tree,
+            tuple(skeleton.rest_relative[b] for b in tree.bones),
+            tuple(tuple(skeleton.head_in_parent[b].tolist()) for b in tree.bones),
+            tuple(skeleton.parents[b] for b in tree.bones),
+        )
+        skeleton._cache[key] = cached
+    return cached
+
+
+def applies(tree: MovingTree, goals: Sequence[Goal]) -> bool:
+    """True for a free connected tree pulled by position goals only (the case this module solves).
+
+    IK stretch is the caller's to rule out (it depends on the skeleton's stretch factors).
+    """
+    return (
+        bool(goals)
+        and not tree.needs_frames
+        and all(g.rotation is None and g.pole is None for g in goals)
+    )
+
+
+def start_joints(
+    local: LocalTree,
+    rotations: Sequence[Quat],
+    translations: Sequence[Vec | None],
+    fixed: Sequence[tuple[Quat, Vec] | None],
+) -> tuple[list[Quat], list[Vec], list[Vec]]:
+    """Forward kinematics of the moving nodes: their frames, heads and tails.
+
+    `rotations` and `translations` are each node's local rotation and location
+    channel (None for none); `fixed` gives each base node whose bone has a
+    parent that parent's frame and head (None for root bones), as Blender
+    composes them: pose = parent pose @ (parent rest^-1 @ rest) @ basis.
+    """
+    tree = local.tree
+    frames: list[Quat] = []
+    heads: list[Vec] = []
+    tails: list[Vec] = []
+    for k, p in enumerate(tree.parent):
+        rest = local.rest[k]
+        offset = local.head[k]
+        t = translations[k]
+        if t is not None:
+            offset = add(offset, quat.rotate(rest, t))
+        relative = quat.mul(rest, rotations[k])
+        if p >= 0:
+            parent_frame, parent_head = frames[p], heads[p]
+        else:
+            parent = fixed[k]
+            parent_frame, parent_head = parent if parent is not None else (None, None)
+        if parent_frame is None:
+            frame, head = quat.normalized(relative), offset
+        else:
+            frame = quat.normalized(quat.mul(parent_frame, relative))
+            head = add(parent_head, quat.rotate(parent_frame, offset))
+        frames.append(frame)
+        heads.append(head)
+        tails.append(add(head, scale(quat.y_axis(frame), tree.length[k])))
+    return frames, heads, tails
+
+
+def solve(
+    local: LocalTree,
+    goals: Sequence[Goal],
+    rotations: Sequence[Quat],
+    translations: Sequence[Vec | None],
+    fixed: Sequence[tuple[Quat, Vec] | None],
+    settings: SolveSettings,
+) -> tuple[list[Quat], SolveReport]:
+    """Solve the goals from the nodes' local rotations; return their new local rotations (unit quaternions, node
+    order) and the report, as `fabrik.solve` would give them (see `start_joints` for the arguments)."""
+    tree = local.tree
+    frames, heads, tails = start_joints(local, rotations, translations, fixed)
+    joints = _joints(tree, heads, tails)
+    report, moved = _iterate(tree, joints, goals, settings)
+    if not moved:  # reached at the start: the pose stays as it was
+        return [quat.normalized(q) for q in rotations], report
+    return _local_rotations(local, frames, joints, fixed), report
+
+
+def _joints(tree: MovingTree, heads: list[Vec], tails: list[Vec]) -> Joints:
+    """FABRIK's working state for a free connected tree, built from plain floats."""
+    joints = Joints.__new__(Joints)
+    joints.heads, joints.tails = heads, tails
+    joints.base = [heads[k] if p < 0 else None for k, p in enumerate(tree.parent)]
+    joints.offset = [None] * len(tree.bones)
+    joints.frames = None
+    joints.zero = []
+    return joints
+
+
+def _iterate(
+    tree: MovingTree, joints: Joints, goals: Sequence[Goal], settings: SolveSettings
+) -> tuple[SolveReport, bool]:
+    """`fabrik._solve_from` (careful, no handover) for a free connected tree: the joints end where it leaves them.
+
+    Returns the report and whether the pose moved (not when the start already reaches every goal).
+    """
+    count = len(goals)
+    targets = [tuple(float(c) for c in g.target) for g in goals]
+    for chain, goal in zip(tree.goal_chain, goals):
+        _bend_if_straight_at(tree, joints, chain, goal)
+    weights = [float(g.weight) for g in goals]
+    node_of_goal = [tree.bones.index(g.bone) for g in goals]
+    branch = branch_weights(tree, weights)
+    tolerance = settings.tolerance
+    errors = goal_errors(tree, joints, goals, node_of_goal)
+    if max(errors) <= tolerance:
+        return SolveReport(0, errors, True, "converged", rotation_errors=[0.0] * count), False
+
+    if count == 1 and tree.is_single_chain and node_of_goal[0] == len(tree.bones) - 1:
+        if dist(joints.base[0], targets[0]) >= sum(tree.length):
+            stretch_towards(tree, joints, targets[0])
+            errors = goal_errors(tree, joints, goals, node_of_goal)
+            reached = errors[0] <= tolerance
+            return SolveReport(0, errors, reached, "converged" if reached else "unreachable"), True
+
+    report = SolveReport(0, errors, False, "max_iterations", rotation_errors=[0.0] * count)
+    progress = Progress(settings, sum(errors))
+    best_joints, best_errors = joints.snapshot(), errors
+    for iteration in range(1, settings.max_iterations + 1):
+        forward_reaching(tree, joints, targets, weights, branch, [])
+        backward_reaching(tree, joints, None)
+        errors = goal_errors(tree, joints, goals, node_of_goal)
+        report.iterations = iteration
+        if max(errors) <= tolerance:
+            best_joints, best_errors = None, errors
+            report.converged, report.stopped_by = True, "converged"
+            break
+        if progress.improves(sum(errors)):
+            best_joints, best_errors = joints.snapshot(), errors
+        elif progress.stalled:
+            report.stopped_by = "stalled"
+            break
+    if best_joints is not None:
+        joints.restore(best_joints)
+    report.errors = best_errors
+    return report, True
+
+
+def _swung(frame: Quat, a: Vec, b: Vec) -> Quat:
+    """The frame turned the shortest way from its Y axis a onto unit b, as `rotation.swung_frames` turns it
+    (nearly opposite: a half turn about its X axis made perpendicular to a, then the short rest)."""
+    d = a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+    if d >= -1.0 + 1e-6:
+        turn = quat.arc(a, b, a)
+    else:
+        x = quat.x_axis(frame)
+        kd = a[0] * x[0] + a[1] * x[1] + a[2] * x[2]
+        k = (x[0] - kd * a[0], x[1] - kd * a[1], x[2] - kd * a[2])
+        n = (k[0] * k[0] + k[1] * k[1] + k[2] * k[2]) ** 0.5
+        k = scale(k, 1.0 / n) if n > 1e-9 else perpendicular(a)
+        turn = quat.mul(quat.arc((-a[0], -a[1], -a[2]), b, k), (0.0, k[0], k[1], k[2]))
+    return quat.normalized(quat.mul(turn, frame))
+
+
+def _local_rotations(
+    local: LocalTree, frames: list[Quat], joints: Joints, fixed: Sequence[tuple[Quat, Vec] | None]
+) -> list[Quat]:
+    """Each node's new local rotation: its start frame swung onto its solved direction, relative to its parent's
+    solved frame (or fixed frame) and its rest."""
+    tree = local.tree
+    solved: list[Quat] = []
+    out: list[Quat] = []
+    for k, p in enumerate(tree.parent):
+        frame = frames[k]
+        inverse = 1.0 / tree.length[k]
+        direction = scale(sub(joints.tails[k], joints.heads[k]), inverse)
+        n = (direction[0] ** 2 + direction[1] ** 2 + direction[2] ** 2) ** 0.5
+        direction = scale(direction, 1.0 / n)
+        frame = _swung(frame, quat.y_axis(frame), direction)
+        solved.append(frame)
+        if p >= 0:
+            parent = solved[p]
+        else:
+            parent = fixed[k][0] if fixed[k] is not None else None
+        zero = local.rest[k] if parent is None else quat.mul(parent, local.rest[k])
+        out.append(quat.normalized(quat.mul(quat.conj(zero), frame)))
+    return out

@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The live path's plain-float solve of free connected trees gives what fabrik.solve and local_rotations give."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from fabrik_addon.core import Goal, SolveSettings, batch, local_solve, quat, rotation, solve
+from fabrik_addon.core.fabrik import moving_tree
+from skeletons import hand, random_rotations, skeletons, straight_chain
+
+
+def solve_both(skeleton, goals, rotations, locations, solve_settings):
+    """(fast local rotations as matrices, fast report, slow local rotations of the moving bones, slow report)."""
+    tree = moving_tree(skeleton, goals)
+    bones = list(tree.bones)
+    # The start as the bridge builds it: the moving bones' channels over a pose of the whole rig.
+    around = skeleton.pose_from_local(rotations)
+    start = skeleton.with_local_rotations(around, {b: rotations[b] for b in bones}, locations)
+    pose, report = solve(skeleton, goals, start, solve_settings)
+    slow = skeleton.local_rotations(pose)[bones]
+    local = local_solve.local_tree(skeleton, tree)
+    fixed = [
+        (quat.from_matrix(around.frames[p].tolist()), tuple(around.heads[p].tolist())) if k < 0 and p >= 0 else None
+        for k, p in zip(tree.parent, local.parent_bone)
+    ]
+    moves = [tuple(locations[b].tolist()) if b in locations else None for b in bones]
+    quats, fast_report = local_solve.solve(
+        local, goals, [quat.from_matrix(rotations[b].tolist()) for b in bones], moves, fixed, solve_settings
+    )
+    fast = np.array([quat.to_matrix(q) for q in quats])
+    return fast, fast_report, slow, report
+
+
+def assert_same(fast, fast_report, slow, report):
+    np.testing.assert_allclose(fast, slow, atol=1e-9)
+    assert fast_report.iterations == report.iterations
+    assert fast_report.converged == report.converged
+    assert fast_report.stopped_by == report.stopped_by
+    np.testing.assert_allclose(fast_report.errors, report.errors, atol=1e-9)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    skeletons(max_bones=9, offsets=False, roots=2),
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 3),
+    st.sampled_from([1e-3, 1e-5]),
+    st.booleans(),
+)
+def test_free_connected_trees_solve_as_fabrik_does(skeleton, seed, goal_count, tolerance, translate):
+    """Random trees, partial chains, weights, targets in and out of reach, moved bases: the same rotations."""
+    rng = np.random.default_rng(seed)
+    n = len(skeleton)
+    rotations = random_rotations(rng, n, 1.0)
+    reach = skeleton.pose_from_local(random_rotations(rng, n, 1.5))
+    goals = []
+    for _ in range(goal_count):
+        bone = int(rng.integers(n))
+        target = reach.tails[bone] * (3.0 if rng.random() < 0.2 else 1.0)
+        goals.append(Goal(bone, tuple(target), float(rng.uniform(0.2, 2.0)), int(rng.integers(0, 4))))
+    tree = moving_tree(skeleton, goals)
+    assume(local_solve.applies(tree, goals) and batch.supports(skeleton, goals))
+    locations = {b: rng.normal(size=3) * 0.3 for b in tree.bones if translate and rng.random() < 0.5}
+    solve_settings = SolveSettings(max_iterations=int(rng.integers(1, 40)), tolerance=tolerance)
+    assert_same(*solve_both(skeleton, goals, rotations, locations, solve_settings))
+
+
+def test_chains_and_a_hand_solve_as_fabrik_does():
+    """A long chain (reached, out of reach, already there) and a hand with its fingers pulled at once."""
+    rng = np.random.default_rng(7)
+    skeleton = straight_chain(30, 4.0 / 30)
+    for target in [(1.0, 0.5, 2.0), (10.0, 0.0, 0.0), tuple(skeleton.rest_tails[29])]:
+        at_rest = target[0] == skeleton.rest_tails[29][0]
+        rotations = np.tile(np.eye(3), (30, 1, 1)) if at_rest else random_rotations(rng, 30, 0.2)
+        goals = [Goal(29, target, chain_length=20)]
+        assert_same(*solve_both(skeleton, goals, rotations, {}, SolveSettings(tolerance=1e-5)))
+    skeleton, tips = hand()
+    rotations = random_rotations(rng, len(skeleton), 0.3)
+    reach = skeleton.pose_from_local(random_rotations(rng, len(skeleton), 0.6))
+    goals = [Goal(t, tuple(reach.tails[t]), 1.0 + i, chain_length=3) for i, t in enumerate(tips)]
+    assert local_solve.applies(moving_tree(skeleton, goals), goals)
+    assert_same(*solve_both(skeleton, goals, rotations, {}, SolveSettings(tolerance=1e-5)))
+
+
+def test_a_nearly_opposite_turn_keeps_the_careful_roll():
+    """A bone that turns almost half round swings as rotation.swung_frames swings it."""
+    frame = quat.about_axis((0.0, 0.0, 1.0), 0.3)
+    a = quat.y_axis(frame)
+    b = quat.rotate(quat.about_axis(quat.x_axis(frame), np.pi - 1e-5), a)
+
+    expected = rotation.swung_frames(np.array([quat.to_matrix(frame)]), np.array([b]))[0]
+    np.testing.assert_allclose(quat.to_matrix(local_solve._swung(frame, a, b)), expected, atol=1e-9)
