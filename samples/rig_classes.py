@@ -312,6 +312,16 @@ def build_hand_curled() -> RigCase:
     return _hand("hand_curled", CURL, THUMB_CURL)
 
 
+def build_hand_free() -> RigCase:
+    """The straight hand as many rigs have it: no IK limits at all (the fingers still hang off the palm)."""
+    case = _hand("hand_free", (), ())
+    for pose_bone in case.obj.pose.bones:
+        for axis in "xyz":
+            setattr(pose_bone, f"lock_ik_{axis}", False)
+            setattr(pose_bone, f"use_ik_limit_{axis}", False)
+    return case
+
+
 # Robot arms.
 
 #: A six-axis industrial arm standing up along +Z: (bone, length, free axis, range in degrees).
@@ -447,6 +457,7 @@ RIG_CLASSES: OrderedDict[str, Callable[[], RigCase]] = OrderedDict((
     ("finger", build_finger),
     ("hand", build_hand),
     ("hand_curled", build_hand_curled),
+    ("hand_free", build_hand_free),
     ("arm6", build_arm6),
     ("ur5", build_ur5),
     ("ur5_rot", build_ur5_rot),

@@ -2,7 +2,7 @@
 """Reach under joint limits on rigs built the way users build them, against Blender's own IK on the same targets.
 
 The rig classes (a hinged finger, hands with 2-DOF knuckles sharing the
-palm, a 6-axis arm, the UR5 with and without a rotation goal on its flange,
+palm (and the same hand without limits), a 6-axis arm, the UR5 with and without a rotation goal on its flange,
 a 30-bone tentacle with cones, arms and legs with poles, straight and bent
 at rest) come from `samples/rig_classes.py`; the targets are made by forward
 kinematics from random poses inside each rig's own IK limits, so a pose
