@@ -37,6 +37,21 @@ def clean_scene(registered_addon):
     yield
 
 
+@pytest.fixture
+def addon_per_test():
+    """The add-on registered for one test in an empty file, for tests that switch it off (to play keys back
+    without it) and so cannot share a module-wide registration."""
+    import bpy
+
+    import fabrik_addon
+
+    fabrik_addon.register()
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    yield
+    if hasattr(bpy.types.Object, "fabrik"):
+        fabrik_addon.unregister()
+
+
 @pytest.fixture(scope="session")
 def legacy_zip(tmp_path_factory) -> Path:
     """The legacy add-on zip (for Debian's Blender 3.4), built once per test session."""

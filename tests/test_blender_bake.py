@@ -19,14 +19,7 @@ from fabrik_addon.blender import animdata, bake, solving
 FRAMES = range(1, 25)
 
 
-@pytest.fixture(autouse=True)
-def addon():
-    """Register the add-on for each test (some tests switch it off to play the keys back without it)."""
-    fabrik_addon.register()
-    empty_scene()
-    yield
-    if hasattr(bpy.types.Object, "fabrik"):
-        fabrik_addon.unregister()
+pytestmark = pytest.mark.usefixtures("addon_per_test")
 
 
 def joint_positions(rig) -> np.ndarray:

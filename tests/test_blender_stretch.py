@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fabrik_addon
-from blender_scenes import chain_rig, empty_scene, rigbuild, target_world, tip_world
+from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 from fabrik_addon.blender import bake, constraints, live, solving
 
 FRAMES = range(1, 13)
@@ -21,14 +21,7 @@ FRAMES = range(1, 13)
 MATCH = 1.5e-3
 
 
-@pytest.fixture(autouse=True)
-def addon():
-    """Register the add-on for each test (the bake test switches it off to play the keys back without it)."""
-    fabrik_addon.register()
-    empty_scene()
-    yield
-    if hasattr(bpy.types.Object, "fabrik"):
-        fabrik_addon.unregister()
+pytestmark = pytest.mark.usefixtures("addon_per_test")
 
 
 def evaluated_bones(rig) -> tuple[np.ndarray, np.ndarray]:

@@ -89,10 +89,11 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
             try:
                 # The rig's structure is read and checked once here; the solve uses what was read.
                 with rig.frozen_structure(obj):
-                    inputs = (_inputs_of(obj, depsgraph), _channels_of(obj))
-                    if only_if_inputs_changed and _last_inputs.get(obj.name) == inputs:
+                    inputs = _inputs_of(obj, depsgraph)
+                    # A frame change always solves: the channels are read before only where they are compared.
+                    if only_if_inputs_changed and _last_inputs.get(obj.name) == (inputs, _channels_of(obj)):
                         continue
-                    _solve(obj, depsgraph, inputs[0])
+                    _solve(obj, depsgraph, inputs)
             except Exception as exc:  # never raise into Blender's event loop
                 _last_inputs.pop(obj.name, None)
                 obj.fabrik.live = False

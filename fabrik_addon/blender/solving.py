@@ -6,14 +6,15 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import bpy
 import numpy as np
 from mathutils import Euler, Matrix, Quaternion
 
 from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, batch, local_solve, quat, stretch
-from ..core.fabrik import moving_tree
-from ..core.problem import validate_goals, validate_settings
+from ..core.fabrik import chain_reach, moving_tree
+from ..core.problem import goal_reached, turned_off, validate_goals, validate_settings
 from . import animdata, rig
 
 
@@ -199,7 +200,7 @@ def solve_settings_of(settings, warm: bool, size: float) -> SolveSettings:
 
 def rig_size(skeleton, tree) -> float:
     """The rig's size for tolerances: its longest effector chain's bones laid end to end (armature units)."""
-    return max(sum(float(skeleton.lengths[tree.bones[k]]) for k in chain) for chain in tree.goal_chain)
+    return max(chain_reach(tree, chain) for chain in tree.goal_chain)
 
 
 @dataclass
@@ -223,8 +224,29 @@ class Problem:
     fk_values: dict[int, tuple[float, ...]] = field(default_factory=dict)
 
 
+class Gathered(NamedTuple):
+    """What every solve of a rig reads first: its skeleton and goals (`gather_goals`), and when reading began."""
+
+    skeleton: object
+    goals: list[Goal]
+    used: list[int]
+    problems: dict[int, str]
+    began: float
+
+
+def gather(obj, depsgraph=None) -> Gathered:
+    """Read a rig's skeleton and goals (raises ValueError for problems with the rig as a whole)."""
+    began = time.perf_counter()
+    skeleton = rig.skeleton_of(obj)
+    return Gathered(skeleton, *gather_goals(obj, depsgraph, skeleton), began)
+
+
 def prepare(
-    obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None, keep_fk: bool = True
+    obj,
+    depsgraph=None,
+    previous: dict[int, np.ndarray] | None = None,
+    keep_fk: bool = True,
+    gathered: Gathered | None = None,
 ) -> tuple[RigStatus, Problem | None]:
     """Read one armature's solve from Blender: goals in armature space and the start pose.
 
@@ -232,12 +254,10 @@ def prepare(
     "Previous Solution" setting) the moving bones start where that solution
     left them. Without `keep_fk` the FK rotations of bones that start from
     `previous` are not read (nothing will stash them). Raises ValueError for
-    problems with the rig as a whole.
+    problems with the rig as a whole. `gathered` is what `gather` read already.
     """
-    began = time.perf_counter()
     settings = obj.fabrik
-    skeleton = rig.skeleton_of(obj)
-    goals, used, problems = gather_goals(obj, depsgraph, skeleton)
+    skeleton, goals, used, problems, began = gathered or gather(obj, depsgraph)
     result = RigStatus(effectors=dict(problems))
     if not goals:
         result.message = "no effector to solve" if not problems else "no effector can be solved"
@@ -285,8 +305,9 @@ def conclude_status(problem: Problem, report: SolveReport) -> RigStatus:
         miss = report.errors[k]
         angle = report.rotation_errors[k] if k < len(report.rotation_errors) else 0.0
         goal = problem.goals[k]
-        turned = goal.rotation is not None and goal.rotation_weight >= 1.0 and angle * _chain_size(problem, k) > tolerance
-        result.reached[index] = miss <= tolerance and not turned
+        span = _chain_size(problem, k)
+        turned = turned_off(goal, angle, span, tolerance)
+        result.reached[index] = goal_reached(goal, miss, angle, span, tolerance)
         if result.reached[index]:
             result.effectors[index] = f"reached (miss {miss:.2g})"
         elif turned and miss <= tolerance:
@@ -318,14 +339,18 @@ def scale_channels(skeleton, scales: np.ndarray, inherits: dict[int, bool]) -> d
 def _chain_size(problem: Problem, k: int) -> float:
     """The summed bone length of goal k's chain: a rotation goal's angle counts as a distance at it."""
     tree = moving_tree(problem.skeleton, problem.goals)
-    return sum(float(problem.skeleton.lengths[tree.bones[n]]) for n in tree.goal_chain[k])
+    return chain_reach(tree, tree.goal_chain[k])
 
 
 def compute(
-    obj, depsgraph=None, previous: dict[int, np.ndarray] | None = None, keep_fk: bool = True
+    obj,
+    depsgraph=None,
+    previous: dict[int, np.ndarray] | None = None,
+    keep_fk: bool = True,
+    gathered: Gathered | None = None,
 ) -> tuple[RigStatus, Solution | None]:
     """Solve one armature's effectors without touching its pose (see `prepare` for where it starts)."""
-    result, problem = prepare(obj, depsgraph, previous, keep_fk)
+    result, problem = prepare(obj, depsgraph, previous, keep_fk, gathered)
     if problem is None:
         return result, None
     try:
@@ -343,11 +368,12 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
     solving: off gives them back); without, the solved pose becomes the
     animator's own (a one-off solve while live solving is off).
     """
-    result = _solve_free_tree(obj, depsgraph, hold)
+    gathered = gather(obj, depsgraph)  # once: both paths below start from it
+    result = _solve_free_tree(obj, depsgraph, hold, gathered)
     if result is not None:
         status[obj.name] = result
         return result
-    result, solution = compute(obj, depsgraph)
+    result, solution = compute(obj, depsgraph, gathered=gathered)
     if solution is not None:
         skeleton = solution.skeleton
         held = rig.write_rotations(obj, skeleton, solution.local, solution.bones)
@@ -365,7 +391,7 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
 _QUATERNION_MODE = 0
 
 
-def _solve_free_tree(obj, depsgraph, hold: bool) -> RigStatus | None:
+def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatus | None:
     """`solve_object` for the common case, with the fewest Blender calls; None (having touched nothing) for a rig
     it does not cover.
 
@@ -378,9 +404,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool) -> RigStatus | None:
     settings = obj.fabrik
     if settings.solver != "FABRIK":
         return None
-    began = time.perf_counter()
-    skeleton = rig.skeleton_of(obj)
-    goals, used, problems = gather_goals(obj, depsgraph, skeleton)
+    skeleton, goals, used, problems, began = gathered
     if not goals:
         return None
     tree = moving_tree(skeleton, goals)

@@ -48,7 +48,7 @@ import numpy as np
 
 from . import limits, pole, quat, refine, rotation
 from . import stretch as ik_stretch
-from .problem import Goal, Progress, SolveReport, SolveSettings, begin
+from .problem import Goal, Progress, SolveReport, SolveSettings, begin, goal_reached
 from .skeleton import Pose, Skeleton, pose_with, zero_links
 from .limits import JointLimit
 from .quat import Quat
@@ -665,15 +665,18 @@ def _solve_from(
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
     branch = branch_weights(tree, weights)
 
-    # (goal, tip node, rotation, chain reach, full weight) per rotation goal
+    # (goal, tip node, rotation, chain reach) per rotation goal
     rotation_goals = [
-        (g, node_of_goal[g], turn[0], chain_reach(tree, tree.goal_chain[g]), turn[1] >= 1.0)
-        for g, turn in enumerate(turns)
-        if turn
+        (g, node_of_goal[g], turn[0], chain_reach(tree, tree.goal_chain[g])) for g, turn in enumerate(turns) if turn
     ]
+
+    def summed(errors: list[float], angles: list[float]) -> float:
+        """The error the iterations lower: tip distances, and rotation goals' angles at their chains' reach."""
+        return sum(errors) + sum(angles[g] * span * goals[g].rotation_weight for g, _, _, span in rotation_goals)
+
     errors = goal_errors(tree, joints, goals, node_of_goal)
     angles = rotation_errors(joints, rotation_goals, len(goals))
-    report = SolveReport(0, errors, goals_reached(errors, angles, rotation_goals, settings.tolerance), "converged", rotation_errors=angles)
+    report = SolveReport(0, errors, goals_reached(goals, errors, angles, rotation_goals, settings.tolerance), "converged", rotation_errors=angles)
     if report.converged and joints.frames is None:
         return start.copy(), report
     report.converged = False  # a limited start pose still has to be brought inside its limits
@@ -693,9 +696,7 @@ def _solve_from(
     # reach; steps that work let the reach grow back to the whole way.
     controlled = careful and joints.frames is not None
     step = 1.0
-    progress = Progress(
-        settings, sum(errors) + sum(angles[g] * span * goals[g].rotation_weight for g, _, _, span, _ in rotation_goals)
-    )
+    progress = Progress(settings, summed(errors, angles))
     best_joints, best_errors, best_angles = joints.snapshot(), errors, angles
     # For the window: the least summed error of the goals that pull (weight above 0) so far, after each iteration.
     pulling = [g for g, goal in enumerate(goals) if goal.weight > 0.0]
@@ -714,11 +715,11 @@ def _solve_from(
         errors = goal_errors(tree, joints, goals, node_of_goal)
         angles = rotation_errors(joints, rotation_goals, len(goals))
         report.iterations = iteration
-        if goals_reached(errors, angles, rotation_goals, settings.tolerance):
+        if goals_reached(goals, errors, angles, rotation_goals, settings.tolerance):
             best_joints, best_errors, best_angles = None, errors, angles
             report.converged, report.stopped_by = True, "converged"
             break
-        current = sum(errors) + sum(angles[g] * span * goals[g].rotation_weight for g, _, _, span, _ in rotation_goals)
+        current = summed(errors, angles)
         if handover and current > 0.5 * progress.best:
             report.stopped_by = "handover"
             break
@@ -751,15 +752,18 @@ def chain_reach(tree: MovingTree, chain: Sequence[int]) -> float:
 def rotation_errors(joints: Joints, rotation_goals: list, count: int) -> list[float]:
     """Per goal, the angle (radians) between its tip bone's frame and its rotation goal; 0 without one."""
     angles = [0.0] * count
-    for g, node, goal_rotation, _, _ in rotation_goals:
+    for g, node, goal_rotation, _ in rotation_goals:
         angles[g] = quat.angle_between(joints.frames[node], goal_rotation)
     return angles
 
 
-def goals_reached(errors: list[float], angles: list[float], rotation_goals: list, tolerance: float) -> bool:
-    """Every tip within tolerance of its target, and every full-weight rotation goal's angle within tolerance
-    at its chain's reach (a goal of less weight is a blend towards the rotation, not a requirement)."""
-    return max(errors) <= tolerance and all(angles[g] * span <= tolerance for g, _, _, span, full in rotation_goals if full)
+def goals_reached(
+    goals: Sequence[Goal], errors: list[float], angles: list[float], rotation_goals: list, tolerance: float
+) -> bool:
+    """Every goal reached (`problem.goal_reached`; a rotation goal's angle counts at its chain's reach)."""
+    if max(errors) > tolerance:
+        return False
+    return all(goal_reached(goals[g], errors[g], angles[g], span, tolerance) for g, _, _, span in rotation_goals)
 
 
 def _part_way(tip: Vec, target: Vec, step: float) -> Vec:

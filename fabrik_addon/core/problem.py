@@ -83,6 +83,18 @@ class SolveReport:
         return max(self.errors, default=0.0)
 
 
+def turned_off(goal: Goal, angle: float, span: float, tolerance: float) -> bool:
+    """Whether a goal's tip is turned too far from its rotation goal: only a full-weight rotation goal is a
+    requirement (less weight is a blend towards it), and its angle counts as a distance at the chain's reach
+    `span`."""
+    return goal.rotation is not None and goal.rotation_weight >= 1.0 and angle * span > tolerance
+
+
+def goal_reached(goal: Goal, error: float, angle: float, span: float, tolerance: float) -> bool:
+    """Whether one goal is reached: its tip within tolerance of its target, and not `turned_off` its rotation."""
+    return error <= tolerance and not turned_off(goal, angle, span, tolerance)
+
+
 class Progress:
     """The stall rule every solver stops by: an iteration counts as progress when it lowers the best error so
     far by more than `stall_fraction` of it; `patience` iterations in a row without progress are a stall."""

@@ -39,7 +39,7 @@ import numpy as np
 
 from . import limits, quat
 from .limits import JointLimit
-from .problem import Goal
+from .problem import Goal, goal_reached
 from .quat import Quat
 from .skeleton import Pose, Skeleton, pose_with, zero_links
 from .vec import Vec
@@ -300,6 +300,7 @@ class Problem:
 
     def __init__(self, tree: "MovingTree", goals: Sequence[Goal]) -> None:
         self.tree = tree
+        self.goals = goals
         self.nodes = [tree.bones.index(g.bone) for g in goals]
         self.targets = [tuple(float(c) for c in g.target) for g in goals]
         self.weights = [math.sqrt(max(0.0, g.weight)) for g in goals]
@@ -330,14 +331,10 @@ class Problem:
         return total
 
     def reached(self, errors: Sequence[float], rotation_errors: Sequence[float], tolerance: float) -> bool:
-        """Every tip within tolerance, every full-weight rotation goal within tolerance at its chain's reach
-        (as `fabrik.goals_reached`)."""
-        if max(errors, default=0.0) > tolerance:
-            return False
+        """Every goal reached (`problem.goal_reached`)."""
         return all(
-            rotation_errors[g] * self.reach[g] <= tolerance
-            for g, rotation in enumerate(self.rotations)
-            if rotation is not None and self.rotation_weights[g] >= 1.0
+            goal_reached(goal, errors[g], rotation_errors[g] if rotation_errors else 0.0, self.reach[g], tolerance)
+            for g, goal in enumerate(self.goals)
         )
 
     def out_of_reach(self, start: Pose, skeleton: Skeleton, tolerance: float) -> dict[int, tuple[float, float, float]]:
