@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import batch_framed, fabrik, rotation, stretch
+from . import batch_framed, fabrik, refine, rotation, stretch
 from .fabrik import branch_weights, moving_tree, pulls
 from .problem import Goal, SolveSettings, validate_settings
 from .skeleton import Pose, Skeleton
@@ -129,8 +129,7 @@ def _out_of_reach(skeleton, tree, goals, targets, start_heads, tolerance) -> np.
         top = chain[-1]
         if goals[g].weight <= 0.0 or tree.parent[top] >= 0:
             continue
-        longest = sum(tree.length[k] for k in chain)
-        longest += sum(float(np.linalg.norm(skeleton.offsets[tree.bones[k]])) for k in chain[:-1])
+        longest = refine.longest_reach(skeleton, tree, chain)
         distance = np.linalg.norm(targets[:, g] - start_heads[:, top], axis=1)
         out |= distance > longest * (1.0 + 1e-9)
     return out

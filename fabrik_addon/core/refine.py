@@ -351,15 +351,20 @@ class Problem:
             top = chain[-1]
             if self.weights[g] <= 0.0 or self.tree.parent[top] >= 0:
                 continue
-            bones = [self.tree.bones[k] for k in chain]
-            longest = sum(self.tree.length[k] for k in chain)
-            longest += sum(float(np.linalg.norm(skeleton.offsets[b])) for b in bones[:-1])
+            longest = longest_reach(skeleton, self.tree, chain)
             base = start.heads[self.tree.bones[top]]
             away = np.asarray(self.targets[g]) - base
             distance = float(np.linalg.norm(away))
             if distance > longest * (1.0 + 1e-9):
                 aims[g] = tuple(base + away * (max(0.0, longest - tolerance) / distance))
         return aims
+
+
+def longest_reach(skeleton: Skeleton, tree: "MovingTree", chain: Sequence[int]) -> float:
+    """The farthest a chain (nodes, tip first) reaches from its base: its bones and the rigid offsets between
+    them laid end to end. No pose inside any limits gets further."""
+    bones = [tree.bones[k] for k in chain]
+    return sum(tree.length[k] for k in chain) + sum(float(np.linalg.norm(skeleton.offsets[b])) for b in bones[:-1])
 
 
 def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int) -> Refined:
