@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The live path's plain-float solve of free connected trees gives what fabrik.solve and local_rotations give."""
+"""The live path's plain-float solve of free trees gives what fabrik.solve and local_rotations give."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fabrik_addon.core import Goal, SolveSettings, batch, local_solve, quat, rotation, solve
+from fabrik_addon.core import Goal, SolveSettings, batch, fabrik, local_solve, quat, rotation, solve
 from fabrik_addon.core.fabrik import moving_tree
 from skeletons import hand, random_rotations, skeletons, straight_chain
 
@@ -27,9 +27,12 @@ def solve_both(skeleton, goals, rotations, locations, solve_settings):
         for k, p in zip(tree.parent, local.parent_bone)
     ]
     moves = [tuple(locations[b].tolist()) if b in locations else None for b in bones]
-    quats, fast_report = local_solve.solve(
+    solved = local_solve.solve(
         local, goals, [quat.from_matrix(rotations[b].tolist()) for b in bones], moves, fixed, solve_settings
     )
+    if solved is None:  # a tree with offsets that FABRIK alone does not solve: the general path's
+        return None, None, slow, report
+    quats, fast_report = solved
     fast = np.array([quat.to_matrix(q) for q in quats])
     return fast, fast_report, slow, report
 
@@ -62,10 +65,63 @@ def test_free_connected_trees_solve_as_fabrik_does(skeleton, seed, goal_count, t
         target = reach.tails[bone] * (3.0 if rng.random() < 0.2 else 1.0)
         goals.append(Goal(bone, tuple(target), float(rng.uniform(0.2, 2.0)), int(rng.integers(0, 4))))
     tree = moving_tree(skeleton, goals)
-    assume(local_solve.applies(tree, goals) and batch.supports(skeleton, goals))
+    assume(not tree.needs_frames and local_solve.applies(tree, goals) and batch.supports(skeleton, goals))
     locations = {b: rng.normal(size=3) * 0.3 for b in tree.bones if translate and rng.random() < 0.5}
     solve_settings = SolveSettings(max_iterations=int(rng.integers(1, 40)), tolerance=tolerance)
     assert_same(*solve_both(skeleton, goals, rotations, locations, solve_settings))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(skeletons(max_bones=9, offsets=True, roots=2), st.integers(0, 2**32 - 1), st.integers(1, 3), st.booleans())
+def test_free_trees_with_offsets_solve_as_fabrik_does_or_hand_over(skeleton, seed, goal_count, translate):
+    """Bones hanging off their parents' tails: where FABRIK's descent converges, the same rotations and report;
+    where it does not, no answer (the general path refines), and fabrik.solve needed more than that descent."""
+    rng = np.random.default_rng(seed)
+    n = len(skeleton)
+    rotations = random_rotations(rng, n, 1.0)
+    reach = skeleton.pose_from_local(random_rotations(rng, n, 1.0))
+    goals = [Goal(int(b), tuple(reach.tails[b]), float(rng.uniform(0.2, 2.0)), int(rng.integers(0, 4)))
+             for b in rng.integers(n, size=goal_count)]
+    tree = moving_tree(skeleton, goals)
+    assume(tree.needs_frames and local_solve.applies(tree, goals) and batch.supports(skeleton, goals))
+    locations = {b: rng.normal(size=3) * 0.3 for b in tree.bones if translate and rng.random() < 0.5}
+    solve_settings = SolveSettings(max_iterations=int(rng.integers(1, 40)), tolerance=1e-4)
+    fast, fast_report, slow, report = solve_both(skeleton, goals, rotations, locations, solve_settings)
+    local = local_solve.local_tree(skeleton, tree)
+    direct = all(p < 0 or local.parent_bone[k] == tree.bones[p] for k, p in enumerate(tree.parent))
+    assert (fast is not None) == (direct and descent_converges(skeleton, goals, rotations, locations, solve_settings))
+    if fast is not None:
+        assert_same(fast, fast_report, slow, report)
+
+
+def descent_converges(skeleton, goals, rotations, locations, solve_settings) -> bool:
+    """Whether fabrik.solve's FABRIK descent on a tree with offsets converges before it hands over."""
+    tree = moving_tree(skeleton, goals)
+    around = skeleton.pose_from_local(rotations)
+    start = skeleton.with_local_rotations(around, {b: rotations[b] for b in tree.bones}, locations)
+    _, report = fabrik._solve_from(skeleton, tree, goals, start, solve_settings, careful=True, window=fabrik.SLOW_WINDOW)
+    return report.converged
+
+
+def test_a_hand_pulled_through_its_palm_solves_as_fabrik_does():
+    """Fingers hanging off the palm with the palm in their chains: the frames the passes carry give the rotations."""
+    rng = np.random.default_rng(11)
+    skeleton, tips = hand()
+    rotations = random_rotations(rng, len(skeleton), 0.1)
+    start = skeleton.pose_from_local(rotations)
+    # Two moves of the hand as a whole: FABRIK's descent gets to the first, and crawls towards the second.
+    for shift, converges in (((0.1, -0.1, 0.2), True), ((0.05, 0.02, 0.1), False)):
+        goals = [Goal(t, tuple(start.tails[t] + np.array(shift)), 1.0, chain_length=4) for t in tips]
+        tree = moving_tree(skeleton, goals)
+        assert tree.needs_frames and local_solve.applies(tree, goals)
+        solve_settings = SolveSettings(tolerance=1e-4)
+        assert descent_converges(skeleton, goals, rotations, {}, solve_settings) == converges
+        fast, fast_report, slow, report = solve_both(skeleton, goals, rotations, {}, solve_settings)
+        if converges:
+            assert report.converged
+            assert_same(fast, fast_report, slow, report)
+        else:
+            assert fast is None, "where the descent crawls, the general path goes on"
 
 
 def test_chains_and_a_hand_solve_as_fabrik_does():

@@ -1,15 +1,23 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""FABRIK on a free connected tree from local rotations to local rotations, in plain floats.
+"""FABRIK on a free tree from local rotations to local rotations, in plain floats.
 
-The live path's common case: the moving bones have no limits and no head
-offsets, and the goals are positions only (no rotation goal, pole or IK
-stretch): `fabrik.moving_tree(...).needs_frames` is False and
-`batch.supports(...)` is True. There a solve needs no numpy at all: forward
+The live path's common case: the moving bones have no limits, and the goals
+are positions only (no rotation goal, pole or IK stretch): `applies` and
+`batch.supports(...)` are True. There a solve needs no numpy at all: forward
 kinematics from the bones' local rotations (quaternions) places the joints,
-FABRIK's own passes (`fabrik.forward_reaching`, `backward_reaching`,
-`stretch_towards`) move them by the same stopping rules as `fabrik.solve`, and
-each bone's new local rotation is its start frame turned the shortest way onto
-its new direction (as `rotation.swung_frames` does), relative to its parent.
+FABRIK's own passes move them by the same stopping rules as `fabrik.solve`,
+and each bone's new local rotation comes out relative to its parent.
+
+* A connected tree carries no frames: each bone's new frame is its start
+  frame turned the shortest way onto its new direction (as
+  `rotation.swung_frames` does). One chain pulled at its tip runs the paper's
+  two passes as they are written (`chain_forward`, `chain_backward`).
+* A tree with bones hanging off their parents' tails (a hand's fingers off
+  the palm) carries every bone's frame through the passes, as `fabrik.solve`
+  does there. Where FABRIK's descent does not converge, `fabrik.solve` hands
+  the pose to its refinement: `solve` then returns None and the caller takes
+  the general path.
+
 The result equals `fabrik.solve` followed by `Skeleton.local_rotations`; on a
 handful of bones it costs a fraction of it, since nothing builds whole-pose
 arrays.
@@ -17,18 +25,19 @@ arrays.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
 from . import quat
 from .fabrik import (
-    Joints, MovingTree, _bend_if_straight_at, backward_reaching, branch_weights, forward_reaching, goal_errors,
-    stretch_towards,
+    SLOW_WINDOW, Joints, MovingTree, _bend_if_straight_at, _part_way, backward_reaching, branch_weights,
+    forward_reaching, goal_errors, stretch_towards,
 )
 from .problem import Goal, Progress, SolveReport, SolveSettings
 from .quat import Quat
 from .skeleton import Skeleton
-from .vec import Vec, add, dist, perpendicular, scale, sub
+from .vec import EPSILON, Vec, add, dist, perpendicular, scale, sub
 
 __all__ = ["LocalTree", "local_tree", "solve"]
 
@@ -62,13 +71,13 @@ def local_tree(skeleton: Skeleton, tree: MovingTree) -> LocalTree:
 
 
 def applies(tree: MovingTree, goals: Sequence[Goal]) -> bool:
-    """True for a free connected tree pulled by position goals only (the case this module solves).
+    """True for a free tree (no limits) pulled by position goals only (the case this module solves).
 
     IK stretch is the caller's to rule out (it depends on the skeleton's stretch factors).
     """
     return (
         bool(goals)
-        and not tree.needs_frames
+        and all(limit is None for limit in tree.limits)
         and all(g.rotation is None and g.pole is None for g in goals)
     )
 
@@ -120,16 +129,97 @@ def solve(
     translations: Sequence[Vec | None],
     fixed: Sequence[tuple[Quat, Vec] | None],
     settings: SolveSettings,
-) -> tuple[list[Quat], SolveReport]:
+) -> tuple[list[Quat], SolveReport] | None:
     """Solve the goals from the nodes' local rotations; return their new local rotations (unit quaternions, node
-    order) and the report, as `fabrik.solve` would give them (see `start_joints` for the arguments)."""
+    order) and the report, as `fabrik.solve` would give them (see `start_joints` for the arguments).
+
+    None on a tree with offsets where FABRIK's descent alone does not converge (`fabrik.solve` goes on there),
+    and where a node hangs from its moving parent through bones that do not move.
+    """
     tree = local.tree
+    if tree.needs_frames and any(p >= 0 and local.parent_bone[k] != tree.bones[p] for k, p in enumerate(tree.parent)):
+        return None  # a node hangs from its moving parent through fixed bones: `start_joints` does not place it
     frames, heads, tails = start_joints(local, rotations, translations, fixed)
     joints = _joints(tree, heads, tails)
+    if tree.needs_frames:
+        _carry_frames(tree, joints, frames)
+        report = _iterate_framed(tree, joints, goals, settings)
+        if not report.converged:
+            return None
+        return _tracked_rotations(local, joints.frames, fixed), report
     report, moved = _iterate(tree, joints, goals, settings)
     if not moved:  # reached at the start: the pose stays as it was
         return [quat.normalized(q) for q in rotations], report
     return _local_rotations(local, frames, joints, fixed), report
+
+
+def _carry_frames(tree: MovingTree, joints: Joints, frames: list[Quat]) -> None:
+    """Give the joints the bones' start frames and each unconnected bone's offset from its parent's tail in the
+    parent's frame (as `fabrik.Joints` does for a tree that needs frames)."""
+    joints.frames = list(frames)
+    for k, p in enumerate(tree.parent):
+        if p >= 0 and not tree.connected[k]:
+            joints.offset[k] = quat.rotate(quat.conj(frames[p]), sub(joints.heads[k], joints.tails[p]))
+
+
+def _iterate_framed(tree: MovingTree, joints: Joints, goals: Sequence[Goal], settings: SolveSettings) -> SolveReport:
+    """`fabrik._solve_from` (careful, with `fabrik.SLOW_WINDOW`) for a free tree with offsets and position goals:
+    each iteration that does not lower the error is undone and tried again reaching part of the way."""
+    count = len(goals)
+    targets = [tuple(float(c) for c in g.target) for g in goals]
+    for chain, goal in zip(tree.goal_chain, goals):
+        _bend_if_straight_at(tree, joints, chain, goal)
+    weights = [float(g.weight) for g in goals]
+    node_of_goal = [tree.bones.index(g.bone) for g in goals]
+    branch = branch_weights(tree, weights)
+    tolerance = settings.tolerance
+    errors = goal_errors(tree, joints, goals, node_of_goal)
+    report = SolveReport(0, errors, False, "max_iterations", rotation_errors=[0.0] * count)
+    progress = Progress(settings, sum(errors))
+    best_joints, best_errors = joints.snapshot(), errors
+    pulling = [g for g, goal in enumerate(goals) if goal.weight > 0.0]
+    history = [sum(errors[g] for g in pulling)]
+    step = 1.0
+    for iteration in range(1, settings.max_iterations + 1):
+        aims = targets
+        if step < 1.0:
+            aims = [_part_way(joints.tails[node_of_goal[g]], t, step) for g, t in enumerate(targets)]
+        forward_reaching(tree, joints, aims, weights, branch, [])
+        backward_reaching(tree, joints, None)
+        errors = goal_errors(tree, joints, goals, node_of_goal)
+        report.iterations = iteration
+        if max(errors) <= tolerance:
+            best_joints, best_errors = None, errors
+            report.converged, report.stopped_by = True, "converged"
+            break
+        if progress.improves(sum(errors)):
+            best_joints, best_errors = joints.snapshot(), errors
+            step = min(1.0, 2.0 * step)
+        else:
+            if progress.stalled:
+                report.stopped_by = "stalled"
+                break
+            joints.restore(best_joints)
+            step *= 0.5
+        history.append(min(history[-1], sum(errors[g] for g in pulling)))
+        if iteration >= SLOW_WINDOW and history[-1] > 0.5 * history[iteration - SLOW_WINDOW]:
+            report.stopped_by = "handover"
+            break
+    if best_joints is not None:
+        joints.restore(best_joints)
+    report.errors = best_errors
+    return report
+
+
+def _tracked_rotations(local: LocalTree, frames: list[Quat], fixed: Sequence[tuple[Quat, Vec] | None]) -> list[Quat]:
+    """Each node's local rotation from the frames the passes carried: relative to its parent's and its rest."""
+    tree = local.tree
+    out: list[Quat] = []
+    for k, p in enumerate(tree.parent):
+        parent = frames[p] if p >= 0 else (fixed[k][0] if fixed[k] is not None else None)
+        zero = local.rest[k] if parent is None else quat.mul(parent, local.rest[k])
+        out.append(quat.normalized(quat.mul(quat.conj(zero), frames[k])))
+    return out
 
 
 def _joints(tree: MovingTree, heads: list[Vec], tails: list[Vec]) -> Joints:
@@ -172,9 +262,15 @@ def _iterate(
     report = SolveReport(0, errors, False, "max_iterations", rotation_errors=[0.0] * count)
     progress = Progress(settings, sum(errors))
     best_joints, best_errors = joints.snapshot(), errors
+    # One chain pulled at its tip is the paper's own case: its two passes without the tree's bookkeeping.
+    chain = count == 1 and tree.is_single_chain and node_of_goal[0] == len(tree.bones) - 1 and weights[0] > 0.0
     for iteration in range(1, settings.max_iterations + 1):
-        forward_reaching(tree, joints, targets, weights, branch, [])
-        backward_reaching(tree, joints, None)
+        if chain:
+            chain_forward(joints.heads, joints.tails, tree.length, targets[0])
+            chain_backward(joints.heads, joints.tails, tree.length, joints.base[0])
+        else:
+            forward_reaching(tree, joints, targets, weights, branch, [])
+            backward_reaching(tree, joints, None)
         errors = goal_errors(tree, joints, goals, node_of_goal)
         report.iterations = iteration
         if max(errors) <= tolerance:
@@ -190,6 +286,44 @@ def _iterate(
         joints.restore(best_joints)
     report.errors = best_errors
     return report, True
+
+
+def chain_forward(heads: list[Vec], tails: list[Vec], length: Sequence[float], target: Vec) -> None:
+    """The paper's forward reaching on one chain: the tip onto the target, then each joint onto the line
+    to where it was, at its bone's length from the joint after it (`fabrik.forward_reaching`, unrolled)."""
+    px, py, pz = target  # p_{i+1}, the joint just placed
+    for k in range(len(heads) - 1, -1, -1):
+        hx, hy, hz = heads[k]
+        dx, dy, dz = hx - px, hy - py, hz - pz
+        r = math.sqrt(dx * dx + dy * dy + dz * dz)
+        if r < EPSILON:  # the joint is where the next one went: keep the bone's direction
+            tx, ty, tz = tails[k]
+            head = (px - (tx - hx), py - (ty - hy), pz - (tz - hz))
+        else:
+            s = length[k] / r
+            head = (px + dx * s, py + dy * s, pz + dz * s)
+        tails[k] = (px, py, pz)
+        heads[k] = head
+        px, py, pz = head
+
+
+def chain_backward(heads: list[Vec], tails: list[Vec], length: Sequence[float], base: Vec) -> None:
+    """The paper's backward reaching on one chain: the root joint back onto its base, then each next joint
+    onto the line to where it was, at its bone's length (`fabrik.backward_reaching`, unrolled)."""
+    px, py, pz = base  # p_i, the joint just placed
+    for k in range(len(heads)):
+        hx, hy, hz = heads[k]
+        tx, ty, tz = tails[k]
+        dx, dy, dz = tx - px, ty - py, tz - pz
+        r = math.sqrt(dx * dx + dy * dy + dz * dz)
+        if r < EPSILON:  # the tail is where the head went: keep the bone's direction
+            tail = (px + (tx - hx), py + (ty - hy), pz + (tz - hz))
+        else:
+            s = length[k] / r
+            tail = (px + dx * s, py + dy * s, pz + dz * s)
+        heads[k] = (px, py, pz)
+        tails[k] = tail
+        px, py, pz = tail
 
 
 def _swung(frame: Quat, a: Vec, b: Vec) -> Quat:
