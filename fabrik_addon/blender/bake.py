@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
+from bpy.app.handlers import persistent
 
 from ..core import SOLVERS, SolveReport, batch, rotation
 from . import animdata, rig, solving
+from .editable import action_editable, editable
 from .frames import FrameBatch, goal_layout
-
 
 
 @dataclass
@@ -31,8 +32,11 @@ class BakeResult:
     removed_by_cleanup: int = 0
     action: str = ""
     seconds: float = 0.0
-    #: Frames on which some effector could not be solved or missed its target, with the reason.
+    #: Frames on which some effector could not be solved or missed its target, and bones left unkeyed on some
+    #: frames, with the reason.
     problems: list[str] = field(default_factory=list)
+    #: Per bone: the frames it got no key on because its pose there is not finite (a parent scaled to zero...).
+    skipped: dict[str, list[int]] = field(default_factory=dict)
 
 
 def bake_bones(obj, which: str) -> list[str]:
@@ -66,6 +70,9 @@ class Baker:
     """
 
     def __init__(self, scene, obj, frames: list[int], bones: list[str], warm_start: bool = True) -> None:
+        refused = refusal(obj)
+        if refused:
+            raise ValueError(refused)
         if not frames:
             raise ValueError("the frame range is empty")
         if not bones:
@@ -75,11 +82,16 @@ class Baker:
         self.warm_start = warm_start
         #: Frames read so far (continuous bakes: read and solved).
         self.index = 0
-        # The rig's structure cannot change during the bake: read its skeleton once.
+        # The rig's structure cannot change during the bake: its skeleton is read once, here, and each step
+        # runs frozen. Only a step: between steps (a modal bake waits for its timer there) nothing is frozen,
+        # so a bake that never ends (a file load drops it) leaves nothing behind.
         self._frozen = rig.frozen_structure(obj)
-        self._frozen.__enter__()
-        skeleton = rig.skeleton_of(obj)
-        self._columns = [skeleton.index(name) for name in bones]
+        with self._frozen:
+            skeleton = rig.skeleton_of(obj)
+            missing = [name for name in bones if name not in skeleton.names]
+            if missing:
+                raise ValueError(f"no bone {', '.join(map(repr, missing))} in '{obj.name}'")
+            self._columns = [skeleton.index(name) for name in bones]
         #: Per frame, the baked bones' solved local rotations (F, bones, 3, 3), where `solved` says so.
         self.locals = np.zeros((len(frames), len(bones), 3, 3))
         self.solved = np.zeros(len(frames), dtype=bool)
@@ -102,8 +114,11 @@ class Baker:
         self._frame_before = scene.frame_current
         self._live_before = obj.fabrik.live
         self._began = time.perf_counter()
+        #: Set when a file load drops the bake: the data it points to is gone, so it touches nothing more.
+        self.abandoned = False
         # The handler must not pose the rig while we read this frame's FK pose.
         obj.fabrik.live = False
+        _running.add(self)
 
     @property
     def done(self) -> bool:
@@ -124,6 +139,13 @@ class Baker:
 
     def step(self) -> None:
         """One unit of work: read (and, continuous, solve) the next frame, or solve the next batch of frames."""
+        if self.abandoned:
+            raise RuntimeError("the bake was dropped (another file was loaded)")
+        with self._frozen:
+            self._step()
+
+    def _step(self) -> None:
+        """`step` with the rig's structure frozen."""
         if self.index < len(self.frames):
             self._read()
             self.index += 1
@@ -141,7 +163,8 @@ class Baker:
             status, solution = solving.compute(self.obj, depsgraph, self._previous, keep_fk=False)
             self._record(i, status, solution)
             if solution is not None:
-                self._previous = {b: solution.local[b] for b in solution.bones}
+                # A rotation that is not finite (a parent scaled to zero) must not seed the next frames.
+                self._previous = {b: solution.local[b] for b in solution.bones if np.isfinite(solution.local[b]).all()}
             return
         if i == 0:
             self._batch = FrameBatch.start(self.obj, depsgraph, self.bones)
@@ -216,7 +239,7 @@ class Baker:
 
     def _note(self, i: int, problems: dict[int, str]) -> None:
         """Remember the effectors that could not be solved, or missed their targets, on frame i."""
-        bad = [f"{k}: {m}" for k, m in problems.items() if m != "disabled"]
+        bad = [f"{k}: {m}" for k, m in problems.items() if not m.startswith("disabled")]
         if bad:
             self._problems.append((i, f"frame {self.frames[i]}: " + "; ".join(bad)))
 
@@ -227,8 +250,9 @@ class Baker:
             self.as_was[i] = {name: rig.rotation_value(self.obj.pose.bones[name]) for name in self.bones}
             self.scale_as_was[i] = {j: tuple(self.obj.pose.bones[name].scale) for j, name in enumerate(self.bones)}
             return
-        self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
         self.locals[i] = solution.local[self._columns]
+        if np.isfinite(self.locals[i]).all():  # else its misses read "nan": the bones left unkeyed say why
+            self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
         self.solved[i] = True
         for j, b in enumerate(self._columns):
             if b in solution.scales:
@@ -236,57 +260,102 @@ class Baker:
                 self.scaled.add(j)
 
     def cancel(self) -> None:
-        """Leave everything as it was before the bake."""
-        self._frozen.__exit__(None, None, None)
+        """Leave everything as it was before the bake (a dropped bake: its file is gone, nothing to put back)."""
+        _running.discard(self)
+        if self.abandoned:
+            return
         self.obj.fabrik.live = self._live_before
         self.scene.frame_set(self._frame_before)
 
     def finish(self, new_action: bool, cleanup: float | None, keep_live: bool) -> BakeResult:
-        """Solve what is left, write all keys in bulk; switch live solving off unless asked to keep it."""
+        """Solve what is left, write all keys in bulk; switch live solving off unless asked to keep it.
+
+        Keys that would not be finite are not written: those frames keep the
+        keys they had, and the result says which bone and why. Whatever goes
+        wrong, live solving and the frame are put back.
+        """
+        live = self._live_before
         try:
+            action = None if new_action or self.obj.animation_data is None else self.obj.animation_data.action
+            refused = action_editable(action)
+            if refused:
+                raise ValueError(refused)
             while not self.done:
                 self.step()
+            result = self._write(new_action, cleanup)
+            live = self._live_before and keep_live
         finally:
-            self._frozen.__exit__(None, None, None)
-        values = self._channel_values()
-        action = animdata.ensure_action(self.obj, new_action, f"{self.obj.name}_FABRIK")
-        collection = animdata.fcurves(self.obj, create=True)
-        result = BakeResult(frames=len(self.frames), bones=len(self.bones), action=action.name, problems=self.problems)
-        frames = np.asarray(self.frames, dtype=np.float64)
-        for name, channel in zip(self.bones, values):
-            data_path, size = rig.rotation_channel(self.obj.pose.bones[name].rotation_mode)
-            path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{data_path}'
-            for index in range(size):
-                fcurve = animdata.ensure_fcurve(collection, path, index, name)
-                column = channel[:, index]
-                keep = _needed_keys(frames, column, cleanup) if cleanup is not None else np.ones(len(frames), bool)
-                result.removed_by_cleanup += int((~keep).sum())
-                write_keys(fcurve, frames[keep], column[keep], (frames[0], frames[-1]))
-                result.keys += int(keep.sum())
-        for j in sorted(self.scaled):
-            name = self.bones[j]
-            path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].scale'
-            for index in range(3):  # Blender's IK stretch scales a bone uniformly: all three channels
-                fcurve = animdata.ensure_fcurve(collection, path, index, name)
-                column = np.array([
-                    self.scales[i, j] if self.solved[i] else self.scale_as_was[i][j][index]
-                    for i in range(len(self.frames))
-                ])
-                keep = _needed_keys(frames, column, cleanup) if cleanup is not None else np.ones(len(frames), bool)
-                result.removed_by_cleanup += int((~keep).sum())
-                write_keys(fcurve, frames[keep], column[keep], (frames[0], frames[-1]))
-                result.keys += int(keep.sum())
-        self.obj.fabrik.live = self._live_before and keep_live
-        self.scene.frame_set(self._frame_before)
+            _running.discard(self)
+            if not self.abandoned:
+                self.obj.fabrik.live = live
+                self.scene.frame_set(self._frame_before)
         result.seconds = time.perf_counter() - self._began
         return result
 
+    def _write(self, new_action: bool, cleanup: float | None) -> BakeResult:
+        """Write every finite key in bulk (an action is made only when there is a key to write)."""
+        values = self._channel_values()
+        columns = [(name, *rig.rotation_channel(self.obj.pose.bones[name].rotation_mode), channel)
+                   for name, channel in zip(self.bones, values)]
+        for j in sorted(self.scaled):
+            # Blender's IK stretch scales a bone uniformly: all three channels.
+            scale = np.array([
+                (self.scales[i, j],) * 3 if self.solved[i] else self.scale_as_was[i][j] for i in range(len(self.frames))
+            ], dtype=np.float64)
+            columns.append((self.bones[j], "scale", 3, scale))
+        result = BakeResult(frames=len(self.frames), bones=len(self.bones))
+        frames = np.asarray(self.frames, dtype=np.float64)
+        bad_frames: dict[str, set[int]] = {}
+        for name, _, _, channel in columns:
+            finite = np.isfinite(channel).all(axis=1)
+            if not finite.all():
+                bad_frames.setdefault(name, set()).update(np.flatnonzero(~finite).tolist())
+        for name, rows in bad_frames.items():
+            result.skipped[name] = [self.frames[i] for i in sorted(rows)]
+        bad = {name: np.isin(np.arange(len(self.frames)), sorted(rows)) for name, rows in bad_frames.items()}
+        collection = None
+        if any(name not in bad or not bad[name].all() for name, *_ in columns):
+            action = animdata.ensure_action(self.obj, new_action, f"{self.obj.name}_FABRIK")
+            result.action = action.name
+            collection = animdata.fcurves(self.obj, create=True)
+        for name, data_path, size, channel in columns:
+            good = ~bad[name] if name in bad else np.ones(len(frames), dtype=bool)
+            if not good.any():
+                continue
+            path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{data_path}'
+            for index in range(size):
+                fcurve = animdata.ensure_fcurve(collection, path, index, name)
+                column = channel[good, index]
+                keep = _needed_keys(frames[good], column, cleanup) if cleanup is not None else np.ones(len(column), bool)
+                result.removed_by_cleanup += int((~keep).sum())
+                write_keys(fcurve, frames[good][keep], column[keep], (frames[0], frames[-1]), frames[~good])
+                result.keys += int(keep.sum())
+        # Bones left unkeyed first: there are few such lines, and they say what the per-frame lines cannot.
+        result.problems = [
+            f"'{name}': no finite pose at frames {_frame_ranges(frames)} ({self._why_not_finite(name, frames[0])}); "
+            "those frames keep the keys they had"
+            for name, frames in result.skipped.items()
+        ] + self.problems
+        return result
+
+    def _why_not_finite(self, name: str, frame: int) -> str:
+        """Why a bone has no finite pose on a frame: the rig, the bone or one of its parents scaled to zero."""
+        self.scene.frame_set(frame)
+        if not _invertible(self.obj.matrix_world):
+            return "the rig is scaled to zero"
+        pose_bone = self.obj.pose.bones[name]
+        for bone in reversed([pose_bone, *pose_bone.parent_recursive]):  # the topmost cause first
+            if not _invertible(bone.matrix):
+                return "it is scaled to zero" if bone == pose_bone else f"its parent '{bone.name}' is scaled to zero"
+        return "its rotation there is not finite"
+
     def _channel_values(self) -> list[np.ndarray]:
-        """Each baked bone's rotation channel for every frame (F, size): solved, or as it was."""
+        """Each baked bone's rotation channel for every frame (F, size): solved, or as it was (NaN where the
+        solved rotation is not finite). Conversions are in double precision, continuous from frame to frame."""
         pose_bones = [self.obj.pose.bones[name] for name in self.bones]
         values: list[np.ndarray | None] = [None] * len(self.bones)
         quaternion = [j for j, pb in enumerate(pose_bones) if pb.rotation_mode == 'QUATERNION']
-        if quaternion and self.solved.all():
+        if quaternion and self.solved.all() and np.isfinite(self.locals[:, quaternion]).all():
             # All frames solved: convert at once and keep the signs continuous (q and -q are the same turn).
             count = len(self.frames)
             q = rotation.quaternions_from_matrices(self.locals[:, quaternion].reshape(-1, 3, 3)).reshape(count, -1, 4)
@@ -299,18 +368,24 @@ class Baker:
             if values[j] is not None:
                 continue
             channel: list[tuple[float, ...]] = []
+            mode, size = pose_bone.rotation_mode, rig.rotation_channel(pose_bone.rotation_mode)[1]
+            previous = rig.rotation_value(pose_bone)
             for i in range(len(self.frames)):
-                if not self.solved[i]:
-                    channel.append(self.as_was[i][pose_bone.name])
-                    continue
-                previous = channel[-1] if channel else rig.rotation_value(pose_bone)
-                channel.append(rig.channel_value(pose_bone.rotation_mode, self.locals[i, j], previous))
-            values[j] = np.asarray(channel, dtype=np.float64)
+                value = self.as_was[i][pose_bone.name] if not self.solved[i] else rig.channel_value(
+                    mode, self.locals[i, j], previous
+                )
+                if len(value) != size:  # the mode changed since the frame was read: that value is no use
+                    value = (np.nan,) * size
+                if all(np.isfinite(value)):
+                    previous = value  # continuity skips the frames that will not be keyed
+                channel.append(value)
+            values[j] = np.asarray(channel, dtype=np.float64).reshape(len(self.frames), size)
         return values
 
 
-def write_keys(fcurve, frames: np.ndarray, values: np.ndarray, span: tuple[float, float]) -> None:
-    """Replace the F-curve's keys within span by (frames, values), in bulk; keys outside keep every byte."""
+def write_keys(fcurve, frames: np.ndarray, values: np.ndarray, span: tuple[float, float], spare=()) -> None:
+    """Replace the F-curve's keys within span by (frames, values), in bulk; keys outside, and keys on the
+    frames in `spare` (frames the bake has no value for), keep every byte."""
     points = fcurve.keyframe_points
     count = len(points)
     new = np.empty(2 * len(frames), dtype=np.float32)
@@ -325,6 +400,8 @@ def write_keys(fcurve, frames: np.ndarray, values: np.ndarray, span: tuple[float
     co = np.empty(2 * count, dtype=np.float32)
     points.foreach_get("co", co)
     inside = (co[0::2] >= span[0] - 1e-4) & (co[0::2] <= span[1] + 1e-4)
+    for frame in spare:
+        inside &= np.abs(co[0::2] - frame) > 1e-4
     # Blender recomputes automatic handles of neighbours when keys change; put the kept keys' handles back after.
     kept = {}
     for i in np.flatnonzero(~inside):
@@ -365,6 +442,43 @@ def _needed_keys(frames: np.ndarray, values: np.ndarray, tolerance: float) -> np
     return keep
 
 
+def _frame_ranges(frames: list[int]) -> str:
+    """Frames as runs: '3-10, 14'."""
+    runs: list[list[int]] = []
+    for frame in frames:
+        if runs and frame == runs[-1][-1] + 1:
+            runs[-1].append(frame)
+        else:
+            runs.append([frame])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
+
+
+def _invertible(matrix) -> bool:
+    """Whether a Blender matrix is finite with a 3x3 part that is not flat (no axis scaled to zero)."""
+    m = np.array(matrix, dtype=np.float64)[:3, :3]
+    return bool(np.isfinite(m).all() and abs(np.linalg.det(m)) > 1e-12)
+
+
+def refusal(obj) -> str | None:
+    """Why this rig cannot be baked now (Edit Mode, linked from a library), or None."""
+    if obj.mode == 'EDIT':
+        # Bone edits reach the armature only when Edit Mode ends; until then the bones we would read are stale.
+        return f"'{obj.name}' is in Edit Mode: switch to Pose or Object Mode to bake"
+    return editable(obj)
+
+
+#: Bakes begun and not yet finished or cancelled (a modal bake lives across many events).
+_running: set = set()
+
+
+@persistent
+def drop_running_bakes(_filepath=None) -> None:
+    """Before a file loads: bakes in progress refer to data about to go; they must not touch it again."""
+    for baker in list(_running):
+        baker.abandoned = True
+    _running.clear()
+
+
 def warm_start_of(obj, start: str) -> bool:
     """Whether a bake with this start ('RIG', 'FK' or 'PREVIOUS') starts each frame from the previous solution;
     'RIG' follows the rig's live solving, so the keys replay what scrubbing showed."""
@@ -385,9 +499,30 @@ def bake_object(
     `warm_start`: True starts each frame from the previous frame's solution
     (continuous), False from this frame's pose; None (the default) starts where
     the rig's live solving does.
+
+    Raises ValueError, before any work, for frames that are not whole numbers
+    in increasing order (a step below 1) or outside Blender's frame range, and
+    for a clean-up tolerance that is not a finite number of 0 or more.
     """
+    # Checked here, not deep in the bake: a bad value would otherwise be clamped, or (a NaN tolerance)
+    # silently drop every in-between key, after the whole bake had run.
+    real = isinstance(cleanup, (int, float, np.integer, np.floating))
+    if cleanup is not None and not (real and np.isfinite(cleanup) and cleanup >= 0.0):
+        raise ValueError(f"the clean-up tolerance must be a finite number of 0 or more, not {cleanup!r}")
+    if isinstance(bones, str) and bones not in ('CHAINS', 'SELECTED'):
+        raise ValueError(f"bones must be 'CHAINS', 'SELECTED' or a list of bone names, not {bones!r}")
+    if isinstance(frames, range) and frames.step < 1:
+        raise ValueError(f"the frame step must be 1 or more, not {frames.step}")
     scene = bpy.context.scene
     frames = list(frames) if frames is not None else list(range(scene.frame_start, scene.frame_end + 1, scene.frame_step))
+    if not all(isinstance(frame, (int, np.integer)) and not isinstance(frame, bool) for frame in frames):
+        raise ValueError("frames must be whole numbers")
+    if any(later <= earlier for earlier, later in zip(frames, frames[1:])):
+        raise ValueError("frames must increase, each frame once (a step of 1 or more)")
+    limits = bpy.types.Scene.bl_rna.properties["frame_current"]
+    if frames and not limits.hard_min <= frames[0] <= frames[-1] <= limits.hard_max:
+        # Blender would clamp such frames, so their keys would land on the wrong frame.
+        raise ValueError(f"frames must lie within Blender's {limits.hard_min}..{limits.hard_max}")
     names = bake_bones(obj, bones) if isinstance(bones, str) else list(bones)
     if warm_start is None:
         warm_start = warm_start_of(obj, 'RIG')

@@ -129,7 +129,8 @@ class FrameBatch:
         parent_frames = None
         if parent_pose is not None:
             m = parent_pose[:, :, :3, :3]
-            parent_frames = m / np.linalg.norm(m, axis=2, keepdims=True)
+            with np.errstate(invalid="ignore", divide="ignore"):  # a parent scaled to zero: NaN, the bake skips it
+                parent_frames = m / np.linalg.norm(m, axis=2, keepdims=True)
 
         # Frames that repeat a start pose (unanimated chains: all of them) share its forward kinematics.
         keys = [values.reshape(count, -1) for values in channels.values()]
@@ -220,14 +221,15 @@ class FrameBatch:
                 values = channels["axis"][:, b]
                 axis = values[:, 1:]
                 size = np.linalg.norm(axis, axis=1)
-                axis = np.where(size[:, None] > 1e-12, axis / np.maximum(size, 1e-12)[:, None], [0.0, 1.0, 0.0])
-                half = values[:, 0] / 2.0
+                axis = np.where(size[:, None] > 0.0, axis / np.where(size > 0.0, size, 1.0)[:, None], [0.0, 1.0, 0.0])
+                half = np.where(size > 0.0, values[:, 0] / 2.0, 0.0)  # Blender poses a zero axis as no turn
                 fk[:, k] = rotation.quaternion_to_matrix(np.column_stack((np.cos(half), axis * np.sin(half)[:, None])))
             else:
                 values = channels["euler"][:, b]
                 fk[:, k] = rotation.euler_matrices(values, mode)
             stashed = solving.stashed_fk(self.obj, self.skeleton.names[b])
-            if stashed is not None:
+            # A value held for another rotation mode (the bone's mode changed since the batch began) says nothing.
+            if stashed is not None and len(stashed[0]) == values.shape[1]:
                 written, matrix = stashed
                 same = np.all(np.abs(values - np.asarray(written)[None, :]) <= 1e-6, axis=1)
                 fk[same, k] = matrix

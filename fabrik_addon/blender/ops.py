@@ -9,7 +9,7 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 from bpy.types import Operator
 
-from . import bake, constraints, solving
+from . import bake, constraints, editable, solving
 
 
 def _armature(context):
@@ -156,10 +156,14 @@ class FABRIK_OT_restore_constraints(Operator):
     @classmethod
     def poll(cls, context):
         obj = _armature(context)
-        return obj is not None and any(e.source_constraint for e in obj.fabrik.effectors)
+        # The records outlive the effectors: Restore finds a constraint whose effector was removed.
+        settings = obj.fabrik if obj is not None else None
+        return settings is not None and (len(settings.converted) > 0 or any(e.source_constraint for e in settings.effectors))
 
     def execute(self, context):
-        restored = constraints.restore_ik_constraints(_armature(context))
+        restored, problems = constraints.restore_ik_constraints(_armature(context))
+        for problem in problems:
+            self.report({'WARNING'}, problem)
         self.report({'INFO'}, f"Restored {len(restored)} IK constraint(s)" + (f": {', '.join(restored)}" if restored else ""))
         return {'FINISHED'}
 
@@ -222,23 +226,38 @@ class FABRIK_OT_bake(Operator):
         scene, obj = context.scene, _armature(context)
         first = scene.frame_start if self.frame_start < 0 else self.frame_start
         last = scene.frame_end if self.frame_end < 0 else self.frame_end
+        self._baker = None
         try:
+            # Refused before any work (the Baker checks the rig itself): keys into a linked action are not saved.
+            action = None if self.new_action or obj.animation_data is None else obj.animation_data.action
+            refused = bake.refusal(obj) or editable.action_editable(action)
+            if refused:
+                raise ValueError(refused)
             frames = list(range(first, last + 1, self.step))
             self._baker = bake.Baker(scene, obj, frames, bake.bake_bones(obj, self.bones), bake.warm_start_of(obj, self.start))
-        except ValueError as exc:
+        except Exception as exc:  # never raise into Blender; the Baker leaves nothing set up when it raises
             self.report({'ERROR'}, f"Cannot bake: {exc}")
             return False
         return True
 
     def _finish(self, context):
-        result = self._baker.finish(self.new_action, self.cleanup_tolerance if self.use_cleanup else None, self.keep_live)
+        baker, self._baker = self._baker, None
+        try:
+            result = baker.finish(self.new_action, self.cleanup_tolerance if self.use_cleanup else None, self.keep_live)
+        except Exception as exc:  # finish puts live solving and the frame back itself
+            self.report({'ERROR'}, f"Bake stopped: {exc}")
+            return {'CANCELLED'}
         for problem in result.problems[:5]:
             self.report({'WARNING'}, problem)
+        if len(result.problems) > 5:
+            self.report({'WARNING'}, f"... and {len(result.problems) - 5} more problems")
         extra = f", {result.removed_by_cleanup} dropped by clean-up" if self.use_cleanup else ""
+        skipped = f", {len(result.skipped)} bone(s) left unkeyed on some frames" if result.skipped else ""
+        # Problems make the whole bake a warning: keys were written, but not all that were asked for.
         self.report(
-            {'INFO'},
-            f"Baked {result.frames} frames of {result.bones} bones into '{result.action}': "
-            f"{result.keys} keys{extra} in {result.seconds:.2f} s",
+            {'WARNING'} if result.problems else {'INFO'},
+            f"Baked {result.frames} frames of {result.bones} bones into '{result.action or '(no action)'}': "
+            f"{result.keys} keys{extra}{skipped} in {result.seconds:.2f} s",
         )
         return {'FINISHED'}
 
@@ -250,6 +269,7 @@ class FABRIK_OT_bake(Operator):
                 self._baker.step()
         except Exception as exc:
             self._baker.cancel()
+            self._baker = None
             self.report({'ERROR'}, f"Bake stopped: {exc}")
             return {'CANCELLED'}
         return self._finish(context)
@@ -268,6 +288,7 @@ class FABRIK_OT_bake(Operator):
         if event.type == 'ESC':
             self._stop(context)
             self._baker.cancel()
+            self._baker = None
             self.report({'INFO'}, "Bake cancelled; nothing was changed")
             return {'CANCELLED'}
         if event.type != 'TIMER':
@@ -279,6 +300,7 @@ class FABRIK_OT_bake(Operator):
         except Exception as exc:
             self._stop(context)
             self._baker.cancel()
+            self._baker = None
             self.report({'ERROR'}, f"Bake stopped: {exc}")
             return {'CANCELLED'}
         done, total = self._baker.progress
@@ -289,6 +311,17 @@ class FABRIK_OT_bake(Operator):
         self._stop(context)
         return self._finish(context)
 
+    def cancel(self, context) -> None:
+        """Blender ends the modal bake (a file load, the window closing): undo what it set up, write nothing."""
+        try:
+            self._stop(context)
+        except (AttributeError, ReferenceError):
+            pass  # no window or workspace left to tidy
+        if self._baker is not None:
+            # A bake dropped by a file load is marked abandoned by then and touches nothing of the old file.
+            self._baker.cancel()
+            self._baker = None
+
     def _stop(self, context) -> None:
         """Remove the timer and the progress display."""
         wm = context.window_manager
@@ -296,7 +329,20 @@ class FABRIK_OT_bake(Operator):
             wm.event_timer_remove(self._timer)
             self._timer = None
         wm.progress_end()
-        context.workspace.status_text_set(None)
+        if context.workspace is not None:
+            context.workspace.status_text_set(None)
+
+    @classmethod
+    def register(cls) -> None:
+        """Watch file loads: a modal bake in progress must let go of the file it was baking."""
+        if bake.drop_running_bakes not in bpy.app.handlers.load_pre:
+            bpy.app.handlers.load_pre.append(bake.drop_running_bakes)
+
+    @classmethod
+    def unregister(cls) -> None:
+        """Stop watching file loads."""
+        while bake.drop_running_bakes in bpy.app.handlers.load_pre:
+            bpy.app.handlers.load_pre.remove(bake.drop_running_bakes)
 
 
 classes = (

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import numpy as np
-from mathutils import Euler, Matrix, Quaternion
+from mathutils import Matrix
 
-from ..core import Pose, Skeleton
+from ..core import Pose, Skeleton, rotation
 from ..core.limits import JointLimit
 
 # Skeletons are rebuilt only when the armature's structure or rest pose changes.
@@ -202,14 +202,8 @@ def rotation_value(pose_bone) -> tuple[float, ...]:
 
 def channel_value(mode: str, local: np.ndarray, previous: tuple[float, ...]) -> tuple[float, ...]:
     """A local 3x3 rotation as a value of the mode's channel, continuous with `previous` (no sign or 2pi jumps)."""
-    q = Matrix(local.tolist()).to_quaternion()
-    if mode == "QUATERNION":
-        q.make_compatible(Quaternion(previous))
-        return tuple(q)
-    if mode == "AXIS_ANGLE":
-        axis, angle = q.to_axis_angle()
-        return (angle, *axis)
-    return tuple(q.to_euler(mode, Euler(previous, mode)))
+    # In double precision: mathutils' single-precision axis-angle drops turns under about 3e-4 rad.
+    return rotation.channel_from_matrix(mode, local.tolist(), previous)
 
 
 def write_rotations(obj, skeleton: Skeleton, local: np.ndarray, bones: list[int]) -> dict[int, tuple[float, ...]]:
