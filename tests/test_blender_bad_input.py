@@ -42,12 +42,21 @@ def test_deleted_target():
 
 
 def test_renamed_bone():
-    """The tip bone was renamed after the effector was set up."""
+    """The tip bone was renamed after the effector was set up: the effector follows it, as constraints do."""
     rig, _ = chain_rig(live=False)
     rig.data.bones["bone3"].name = "renamed"
+    settle(rig)
+    assert rig.fabrik.effectors[0].bone == "renamed"
+    assert solving.status["Rig"].effectors[0].startswith("reached")
+
+
+def test_bone_named_wrongly():
+    """An effector names a bone the armature never had: the status says so and the pose stays."""
+    rig, _ = chain_rig(live=False)
+    rig.fabrik.effectors[0].bone = "bone9"
     before = snapshot(rig)
     settle(rig)
-    assert solving.status["Rig"].effectors[0] == "no bone 'bone3' in 'Rig'"
+    assert solving.status["Rig"].effectors[0] == "no bone 'bone9' in 'Rig'"
     assert snapshot(rig) == before
 
 

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The bridge to Blender: properties, rig reading and pose writing, operators, panels, handlers."""
 
-from . import live, motion, ops, props, ui
+from . import integrity, live, motion, ops, props, ui
 
-_modules = (props, ops, motion, ui, live)
+_modules = (props, ops, motion, ui, live, integrity)
 
 
 def register() -> None:

@@ -1,23 +1,74 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Turn a rig's Blender IK constraints into FABRIK effectors, and back."""
+"""Turn a rig's Blender IK constraints into FABRIK effectors, and back.
+
+Each converted constraint is recorded on the armature object
+(`obj.fabrik.converted`), apart from its effector, so Restore finds it even
+when the constraint or its bone was renamed or the effector removed. A rig's
+own switches (Rigify's pole switch drives which of a limb's two IK
+constraints is muted) keep working: the drivers of a converted constraint's
+mute and influence are moved onto its effector while converted, and back.
+"""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import bpy
+
+from . import integrity
+
+#: Constraint properties whose drivers move onto the effector (as `switch_<name>`) while converted.
+SWITCHES = ("mute", "influence")
+
+
+def _drivers(obj):
+    """The object's driver F-curves, or None when it has no animation data."""
+    return obj.animation_data.drivers if obj.animation_data is not None else None
+
+
+def _switch_path(key: str, prop: str) -> str:
+    """The data path of an effector's switch property, by the effector's name (which, unlike its index, stays)."""
+    return f'fabrik.effectors["{bpy.utils.escape_identifier(key)}"].switch_{prop}'
+
+
+def _unique_key(settings, base: str) -> str:
+    """A name no effector or record has yet."""
+    used = set(settings.effectors.keys()) | set(settings.converted.keys())
+    key, n = base, 1
+    while key in used:
+        n += 1
+        key = f"{base} ({n})"
+    return key
+
 
 def convert_ik_constraints(obj) -> tuple[list[str], list[str]]:
-    """Add an effector for each active IK constraint of the armature and mute the constraint.
+    """Add an effector for each IK constraint of the armature and mute the constraint.
 
-    Returns (what was converted, what was skipped and why). Nothing else on the
-    rig changes; `restore_ik_constraints` undoes it.
+    Returns (what was converted, with what was done to it; what was skipped
+    and why). Constraints whose mute or influence is driven (a rig's switch)
+    are converted whatever their state, with their drivers moved onto the
+    effector, so the switch turns the effector on and off instead. Nothing
+    else on the rig changes; `restore_ik_constraints` undoes it.
     """
     converted, skipped = [], []
-    effectors = obj.fabrik.effectors
+    settings = obj.fabrik
+    effectors = settings.effectors
     done = {(e.source_bone, e.source_constraint) for e in effectors if e.source_constraint}
+    done |= {(r.bone, r.constraint) for r in settings.converted}
+    drivers = _drivers(obj)
     for pose_bone in obj.pose.bones:
-        for constraint in pose_bone.constraints:
-            if constraint.type != 'IK' or constraint.mute or (pose_bone.name, constraint.name) in done:
+        for index, constraint in enumerate(pose_bone.constraints):
+            if constraint.type != 'IK' or (pose_bone.name, constraint.name) in done:
                 continue
             label = f"'{constraint.name}' on '{pose_bone.name}'"
+            driven = {}
+            for prop in SWITCHES:
+                fcurve = drivers.find(constraint.path_from_id(prop)) if drivers is not None else None
+                if fcurve is not None and not fcurve.mute:
+                    driven[prop] = fcurve
+            if constraint.mute and "mute" not in driven:
+                skipped.append(f"{label} is muted (left as it is)")
+                continue
             if constraint.target is None:
                 skipped.append(f"{label} has no target (targetless IK is not converted)")
                 continue
@@ -28,6 +79,8 @@ def convert_ik_constraints(obj) -> tuple[list[str], list[str]]:
                 skipped.append(f"{label} does not use the tail of a bone without parent: nothing to move")
                 continue
             effector = effectors.add()
+            key = _unique_key(settings, f"{constraint.name} on {pose_bone.name}")
+            effector.name = key
             effector.bone = tip.name
             effector.target, effector.subtarget = constraint.target, constraint.subtarget
             effector.chain_length = constraint.chain_count
@@ -38,29 +91,135 @@ def convert_ik_constraints(obj) -> tuple[list[str], list[str]]:
             effector.pole_angle = constraint.pole_angle
             effector.use_stretch = constraint.use_stretch
             effector.source_bone, effector.source_constraint = pose_bone.name, constraint.name
+            integrity.remember_bones(obj, effector)
+            record = _record(settings, key, pose_bone, index, constraint)
+            notes = []
+            if driven:
+                # The switch's current state carries over; from now on its drivers set it on the effector.
+                effector.switch_mute, effector.switch_influence = constraint.mute, constraint.influence
+                effector.switched = True
+                for prop, fcurve in driven.items():
+                    fcurve.data_path = _switch_path(key, prop)
+                    moved = record.drivers.add()
+                    moved.name, moved.path = prop, fcurve.data_path
+                state = "off" if constraint.mute or constraint.influence <= 0.0 else "on"
+                switch = " and ".join(driven)
+                notes.append(f"its {switch} driver (the rig's switch) now switches the effector, {state} now")
+            elif constraint.influence < 1.0:
+                notes.append(f"its influence {constraint.influence:.2g} is not blended: the effector solves fully")
             constraint.mute = True
-            converted.append(label)
+            converted.append(label + (f" ({'; '.join(notes)})" if notes else ""))
     if converted:
-        obj.fabrik.live = True
-        obj.fabrik.active_effector = len(effectors) - 1
+        settings.live = True
+        settings.active_effector = len(effectors) - 1
     return converted, skipped
 
 
-def restore_ik_constraints(obj) -> list[str]:
-    """Unmute the IK constraints that effectors were converted from and remove those effectors."""
-    restored = []
-    effectors = obj.fabrik.effectors
+def _record(settings, key: str, pose_bone, index: int, constraint):
+    """Note a converted constraint on the armature object, with where its bone sits (to follow a rename)."""
+    record = settings.converted.add()
+    record.name = key
+    record.bone, record.constraint, record.index = pose_bone.name, constraint.name, index
+    record.target = constraint.target.name if constraint.target else ""
+    record.subtarget = constraint.subtarget
+    record.pole = constraint.pole_target.name if constraint.pole_target else ""
+    record.chain_count = constraint.chain_count
+    bone = pose_bone.bone
+    ref = record.bone_ref
+    ref.name, ref.bone, ref.index = "source_bone", bone.name, pose_bone.id_data.data.bones.find(bone.name)
+    ref.parent = bone.parent.name if bone.parent else ""
+    ref.head, ref.tail, ref.z_axis = bone.head_local, bone.tail_local, bone.z_axis
+    return record
+
+
+def _fits(constraint, record) -> bool:
+    """Whether an IK constraint is set up as the recorded one was (for finding it renamed or on a renamed bone)."""
+    target = constraint.target.name if constraint.target else ""
+    pole = constraint.pole_target.name if constraint.pole_target else ""
+    return target == record.target and pole == record.pole and constraint.chain_count == record.chain_count
+
+
+def _find_constraint(obj, record, claimed: set[int]):
+    """(pose bone, constraint) a record speaks of, renamed or on a renamed bone, or (None, None)."""
+    pose_bone = obj.pose.bones.get(record.bone)
+    searched = [pose_bone] if pose_bone is not None else list(obj.pose.bones)
+    for pb in searched:
+        constraint = pb.constraints.get(record.constraint)
+        if constraint is not None and constraint.type == 'IK' and constraint.as_pointer() not in claimed:
+            if pose_bone is not None or _fits(constraint, record):
+                return pb, constraint
+    # Renamed: an IK constraint set up as recorded and muted (by us), not claimed by another record.
+    candidates = [
+        (pb, c) for pb in searched for i, c in enumerate(pb.constraints)
+        if c.type == 'IK' and c.mute and c.as_pointer() not in claimed and _fits(c, record)
+    ]
+    if len(candidates) > 1:
+        candidates = [(pb, c) for pb, c in candidates if list(pb.constraints).index(c) == record.index] or candidates
+    return candidates[0] if len(candidates) == 1 else (None, None)
+
+
+def _records(settings) -> list:
+    """The records of converted constraints, and stand-ins for effectors converted before records were kept."""
+    records = list(settings.converted)
+    for effector in settings.effectors:
+        if effector.source_constraint and effector.name not in settings.converted:
+            records.append(SimpleNamespace(
+                name="", effector=effector, bone=effector.source_bone, constraint=effector.source_constraint, index=-1,
+                target=effector.target.name if effector.target else "",
+                pole=effector.pole_target.name if effector.pole_target else "",
+                chain_count=effector.chain_length, drivers=(),
+            ))
+    return records
+
+
+def restore_ik_constraints(obj) -> tuple[list[str], list[str]]:
+    """Switch the converted IK constraints back on (their drivers back onto them) and remove their effectors.
+
+    Returns (what was restored, what could not be and why). A constraint that
+    cannot be found leaves its effector in place, as an ordinary one, so the
+    chain is not left without IK.
+    """
+    restored, problems = [], []
+    settings = obj.fabrik
+    integrity.follow_renames(obj)  # records follow their bones' renames
+    drivers = _drivers(obj)
+    claimed: set[int] = set()
+    kept: set[int] = set()  # effectors whose constraint is gone: they stay, as ordinary effectors
+    for record in _records(settings):
+        label = f"'{record.constraint}' on '{record.bone}'"
+        effector = settings.effectors.get(record.name) if record.name else getattr(record, "effector", None)
+        pose_bone, constraint = _find_constraint(obj, record, claimed)
+        if constraint is None:
+            why = "its bone is gone" if record.bone not in obj.pose.bones else "the constraint is gone"
+            stays = " (the effector made from it stays)" if effector is not None else ""
+            problems.append(f"{label} could not be restored: {why}{stays}")
+            if effector is not None:
+                kept.add(effector.as_pointer())
+            continue
+        claimed.add(constraint.as_pointer())
+        mute = False
+        for moved in record.drivers:
+            fcurve = drivers.find(moved.path) if drivers is not None else None
+            if fcurve is None:
+                problems.append(f"{label}: its driver of '{moved.name}' is gone; the constraint stays undriven")
+                continue
+            fcurve.data_path = constraint.path_from_id(moved.name)
+            if moved.name == "mute" and effector is not None:
+                mute = effector.switch_mute  # as its switch says now (the driver keeps it so from the next update)
+        constraint.mute = mute
+        now = f"'{constraint.name}' on '{pose_bone.name}'"
+        restored.append(now if now == label else f"{now} (was {label})")
+    effectors = settings.effectors
     for index in reversed(range(len(effectors))):
         effector = effectors[index]
         if not effector.source_constraint:
-            continue
-        pose_bone = obj.pose.bones.get(effector.source_bone)
-        constraint = pose_bone.constraints.get(effector.source_constraint) if pose_bone else None
-        if constraint is not None:
-            constraint.mute = False
-            restored.append(f"'{constraint.name}' on '{pose_bone.name}'")
-        effectors.remove(index)
-    settings = obj.fabrik
+            continue  # made by hand
+        if effector.as_pointer() in kept:
+            effector.source_bone = effector.source_constraint = ""
+            effector.switched = False
+        else:
+            effectors.remove(index)
+    settings.converted.clear()
     settings.active_effector = max(0, min(settings.active_effector, len(effectors) - 1))
     if not len(effectors):
         settings.live = False  # (which gives the chains back the animator's pose)
@@ -70,4 +229,4 @@ def restore_ik_constraints(obj) -> list[str]:
 
         solving.give_back(obj)
         obj.update_tag()
-    return restored
+    return restored, problems

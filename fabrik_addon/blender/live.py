@@ -9,7 +9,7 @@ import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from . import rig, solving
+from . import integrity, rig, solving
 
 # Our own pose writes tag the rig for another depsgraph update; this guard and
 # the input signature below keep us from reacting to them.
@@ -45,8 +45,8 @@ def _channels_of(obj) -> bytes:
 
 
 def live_rigs(scene) -> list:
-    """Armature objects in the scene with live solving on."""
-    return [ob for ob in scene.objects if ob.type == 'ARMATURE' and ob.fabrik.live]
+    """Armature objects in the scene with live solving on (not while in Edit Mode: their bones are out of date)."""
+    return [ob for ob in scene.objects if ob.type == 'ARMATURE' and ob.fabrik.live and not ob.data.is_editmode]
 
 
 def _inputs_of(obj, depsgraph) -> tuple:
@@ -56,7 +56,7 @@ def _inputs_of(obj, depsgraph) -> tuple:
     # The skeleton is rebuilt (a new object) only when bones, rest pose, IK limits or stretch factors change.
     snapshot = [
         _matrix_of(obj, "", depsgraph), settings.solver, settings.iterations, settings.tolerance, settings.start,
-        id(rig.skeleton_of(obj)),
+        id(rig.skeleton_of(obj)), integrity.problems_of(obj, depsgraph),
     ]
     for effector in obj.fabrik.effectors:
         snapshot.append((
@@ -87,6 +87,7 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     try:
         for obj in live_rigs(scene):
             try:
+                integrity.tidy(obj, depsgraph)  # effectors follow renamed bones; deleted targets are let go
                 # The rig's structure is read and checked once here; the solve uses what was read.
                 with rig.frozen_structure(obj):
                     inputs = _inputs_of(obj, depsgraph)

@@ -59,6 +59,61 @@ def _live_changed(settings, _context) -> None:
     solving.status.pop(obj.name, None)  # the last solve's status no longer describes the pose on screen
 
 
+def _bone_changed(effector, context) -> None:
+    """A bone name set: note where that bone sits, so its renames are followed."""
+    from . import integrity  # (imported when first needed, as the modules above)
+
+    integrity.remember_bones(effector.id_data, effector)
+    _setting_changed(effector, context)
+
+
+def _target_changed(effector, context) -> None:
+    """A new target replaces one that was deleted: the note of the deleted one goes."""
+    if effector.target is not None and effector.lost_target:
+        effector.lost_target = ""
+    _bone_changed(effector, context)
+
+
+def _pole_changed(effector, context) -> None:
+    """A new pole target replaces one that was deleted: the note of the deleted one goes."""
+    if effector.pole_target is not None and effector.lost_pole:
+        effector.lost_pole = ""
+    _bone_changed(effector, context)
+
+
+class FabrikBoneRef(PropertyGroup):
+    """Where a bone an effector names sat when last seen (the item's name is the effector's field), so a rename
+    is followed: a renamed bone keeps its rest place, parent and position among the armature's bones."""
+
+    bone: StringProperty(name="Bone", description="The bone's name when this was taken")
+    head: FloatVectorProperty(name="Head", size=3, description="The bone's rest head in armature space")
+    tail: FloatVectorProperty(name="Tail", size=3, description="The bone's rest tail in armature space")
+    z_axis: FloatVectorProperty(name="Z Axis", size=3, description="The bone's rest Z axis (its roll)")
+    parent: StringProperty(name="Parent", description="The bone's parent's name")
+    index: IntProperty(name="Index", default=-1, description="The bone's position among the armature's bones")
+
+
+class FabrikMovedDriver(PropertyGroup):
+    """A driver of a converted constraint's property (the item's name), moved onto its effector while converted."""
+
+    path: StringProperty(name="Data Path", description="The driver's data path while it drives the effector")
+
+
+class FabrikConverted(PropertyGroup):
+    """One IK constraint that "Convert IK Constraints" muted (the item's name is its effector's): what Restore
+    needs to find it again, even renamed, with its bone renamed, or with its effector removed."""
+
+    bone: StringProperty(name="Bone", description="The pose bone that holds the constraint")
+    constraint: StringProperty(name="Constraint", description="The constraint's name")
+    index: IntProperty(name="Index", default=-1, description="The constraint's place in the bone's stack")
+    target: StringProperty(name="Target", description="The constraint's target object's name")
+    subtarget: StringProperty(name="Target Bone", description="The constraint's target bone")
+    pole: StringProperty(name="Pole", description="The constraint's pole target object's name")
+    chain_count: IntProperty(name="Chain Length", description="The constraint's chain length")
+    bone_ref: PointerProperty(type=FabrikBoneRef)
+    drivers: CollectionProperty(type=FabrikMovedDriver)
+
+
 class FabrikHeldBone(PropertyGroup):
     """One bone live solving has written: the values it wrote and the animator's values they replaced.
 
@@ -84,15 +139,15 @@ class FabrikEffector(PropertyGroup):
 
     enabled: BoolProperty(name="Enabled", default=True, description="Solve for this effector", update=_setting_changed)
     bone: StringProperty(
-        name="Tip Bone", description="Bone whose tail should reach the target", update=_setting_changed
+        name="Tip Bone", description="Bone whose tail should reach the target", update=_bone_changed
     )
     target: PointerProperty(
         name="Target", type=bpy.types.Object, description="Object the tip bone reaches for",
-        update=_setting_changed,
+        update=_target_changed,
     )
     subtarget: StringProperty(
         name="Target Bone", description="When the target is an armature, reach for this bone's head instead",
-        update=_setting_changed,
+        update=_bone_changed,
     )
     chain_length: IntProperty(
         name="Chain Length",
@@ -132,10 +187,10 @@ class FabrikEffector(PropertyGroup):
             "Object that decides which way the chain bends, as Blender's IK pole: the chain's first bone turns "
             "its X axis, turned towards Z by the pole angle, to face it"
         ),
-        update=_setting_changed,
+        update=_pole_changed,
     )
     pole_subtarget: StringProperty(
-        name="Pole Bone", description="When the pole target is an armature, use this bone", update=_setting_changed
+        name="Pole Bone", description="When the pole target is an armature, use this bone", update=_bone_changed
     )
     pole_angle: FloatProperty(
         name="Pole Angle",
@@ -164,6 +219,21 @@ class FabrikEffector(PropertyGroup):
     source_constraint: StringProperty(
         name="Source Constraint", description="Blender IK constraint this effector replaces (muted while it does)"
     )
+    # Kept up to date by `integrity.follow_renames`: where each named bone was, so renames are followed.
+    bone_refs: CollectionProperty(type=FabrikBoneRef)
+    # Names of a target and pole target that were deleted (the pointers are cleared so the file drops them).
+    lost_target: StringProperty(name="Deleted Target", description="Name of the target object that was deleted")
+    lost_pole: StringProperty(name="Deleted Pole Target", description="Name of the pole target that was deleted")
+    # A converted constraint's drivers (a rig's own switches, as Rigify's pole switch) drive these instead.
+    switch_mute: BoolProperty(
+        name="Switched Off", description="The rig's switch (a driver taken over from the converted constraint) has "
+        "turned this effector off",
+    )
+    switch_influence: FloatProperty(
+        name="Switch Influence", default=1.0, min=0.0, max=1.0,
+        description="The converted constraint's driven influence: 0 turns this effector off",
+    )
+    switched: BoolProperty(name="Switched", description="Drivers of a converted constraint drive this effector")
 
 
 class FabrikSettings(PropertyGroup):
@@ -216,9 +286,11 @@ class FabrikSettings(PropertyGroup):
     active_effector: IntProperty(name="Active Effector", default=0, min=0)
     #: What live solving wrote and what the animator had there before, per bone (see FabrikHeldBone).
     held: CollectionProperty(type=FabrikHeldBone)
+    #: The IK constraints "Convert IK Constraints" muted, for Restore (see FabrikConverted).
+    converted: CollectionProperty(type=FabrikConverted)
 
 
-classes = (FabrikHeldBone, FabrikEffector, FabrikSettings)
+classes = (FabrikBoneRef, FabrikMovedDriver, FabrikConverted, FabrikHeldBone, FabrikEffector, FabrikSettings)
 
 _register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)
 

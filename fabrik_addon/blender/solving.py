@@ -10,12 +10,12 @@ from typing import NamedTuple
 
 import bpy
 import numpy as np
-from mathutils import Euler, Matrix, Quaternion
+from mathutils import Matrix
 
-from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, batch, local_solve, quat, stretch
+from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, batch, local_solve, quat, rotation, stretch
 from ..core.fabrik import chain_reach, moving_tree
 from ..core.problem import goal_reached, turned_off, validate_goals, validate_settings
-from . import animdata, rig
+from . import animdata, integrity, rig
 
 
 @dataclass
@@ -81,6 +81,10 @@ def gather_goals(obj, depsgraph, skeleton) -> tuple[list[Goal], list[int], dict[
     for index, effector in enumerate(obj.fabrik.effectors):
         if not effector.enabled:
             problems[index] = "disabled"
+            continue
+        problem = integrity.effector_problem(obj, index, depsgraph)
+        if problem:
+            problems[index] = problem
             continue
         try:
             goals.append(_goal_of(obj, effector, depsgraph, skeleton, to_armature))
@@ -261,7 +265,7 @@ def prepare(
     result = RigStatus(effectors=dict(problems))
     if not goals:
         result.message = "no effector to solve" if not problems else "no effector can be solved"
-        result.ok = not any(p != "disabled" for p in problems.values())
+        result.ok = all(p.startswith("disabled") for p in problems.values())
         return result, None
     tree = moving_tree(skeleton, goals)
     if previous is None and settings.start == 'PREVIOUS':
@@ -395,8 +399,8 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
     """`solve_object` for the common case, with the fewest Blender calls; None (having touched nothing) for a rig
     it does not cover.
 
-    It covers FABRIK on a free connected tree (no limits, offsets, rotation goals,
-    poles or IK stretch) whose moving bones are in quaternion mode: the moving
+    It covers FABRIK on a free tree (no limits, rotation goals, poles or IK
+    stretch) whose moving bones are in quaternion mode: the moving
     bones' channels are read and written in bulk, `core.local_solve` solves on
     plain floats, and what `fabrik.held` keeps is updated in bulk. The result is
     the general path's.
@@ -445,7 +449,10 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
     solve_settings = solve_settings_of(settings, warm, rig_size(skeleton, tree))
     validate_goals(skeleton, goals)
     validate_settings(solve_settings)
-    solved, report = local_solve.solve(local, goals, rotations, translations, fixed, solve_settings)
+    solved = local_solve.solve(local, goals, rotations, translations, fixed, solve_settings)
+    if solved is None:
+        return None  # FABRIK alone did not converge on a tree with offsets: the general path refines
+    solved, report = solved
 
     result = RigStatus(effectors=dict(problems))
     problem = Problem(
@@ -719,10 +726,4 @@ def _animated(keyed: tuple, name: str, channel: str, value: tuple[float, ...]) -
 
 def channel_matrix(mode: str, value: tuple[float, ...]) -> np.ndarray:
     """A rotation channel value in the given mode as a 3x3 matrix."""
-    if mode == 'QUATERNION':
-        m = Quaternion(value).normalized().to_matrix()
-    elif mode == 'AXIS_ANGLE':
-        m = Quaternion(value[1:], value[0]).to_matrix()
-    else:
-        m = Euler(value, mode).to_matrix()
-    return np.array(m)
+    return np.array(rotation.channel_to_matrix(mode, value))  # double precision, as Blender reads the value
