@@ -1,36 +1,64 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Benchmarks: FABRIK live solving against Blender's own IK constraint on the same rigs, in the same run.
+"""Benchmarks: FABRIK live solving against Blender's own IK constraint on the same rigs, interleaved, over several runs.
 
-Run with `python3 tools/dev.py bench`. Machines here are shared and noisy, so
-every figure is a median over many frames and the comparison is a ratio
-against a baseline measured in this same process:
+Run with `python3 tools/dev.py bench` (options pass through), or directly:
+`.venv/bin/python benchmarks/run.py [--runs 3] [--frames 200] [--rigs "chain 10,hand"] [--no-memory]`.
 
-* "no IK": the rig with its animated target and no solver at all (what a frame costs anyway);
-* "Blender IK": Blender's IK constraint (legacy solver, default settings) on the same chains;
+Machines here are shared and noisy, so every figure is a median over many
+frames, measured against a baseline in the same process, and the table gives
+the range (lowest to highest per-run median) over several runs, never one
+lucky run. Each rig is built three times, each in its own scene of one file:
+
+* "no IK": the rig with its animated targets and no solver at all (what a frame costs anyway);
+* "Blender IK": Blender's IK constraint (legacy solver, default settings) on the same chains, limits and poles;
 * "FABRIK": this add-on's live solving (frame_change_post handler).
 
-The IK cost of a frame is its time minus the "no IK" time. The error is the
-distance from each tip to its target, measured on the evaluated scene,
-relative to the chain's reach.
+The three are interleaved: the frames are played in blocks of BLOCK frames,
+each block in every scene in turn (the order rotating from block to block),
+so a change in the machine's load hits all three alike. The IK cost of a
+frame is its time minus the "no IK" time. The error is the distance from
+each tip to its target, measured on the evaluated scene, relative to the
+chain's reach.
+
+After the table: memory over a long live playback (process RSS and Python's
+heap blocks, read without tracemalloc, which would itself allocate), whether
+the add-on's per-rig tables forget a deleted rig, and the paper's setting.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import sys
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "samples")]
+sys.path[:0] = [str(ROOT), str(ROOT / "samples"), str(ROOT / "benchmarks")]
 
 import bpy  # noqa: E402
 
 import fabrik_addon  # noqa: E402
+import live_memory  # noqa: E402
 import rigbuild  # noqa: E402
-from fabrik_addon.blender import solving  # noqa: E402
+from fabrik_addon.blender import props, solving  # noqa: E402
 
+#: The three scenes of a rig, in their first order.
+MODES = ("none", "blender", "fabrik")
+#: Frames per interleaving block (each scene plays a block, then the next scene plays the same block).
+BLOCK = 10
+#: FABRIK's iteration cap on every rig but the 1000-bone chain (which keeps the add-on's defaults).
+ITERATIONS = 100
+#: The 1000-bone chain has converged when every tip is this close to its target, relative to the reach.
+CONVERGED = 1e-4
+
+
+# Rig layouts (also used by benchmarks/bake.py: keep `RIGS` and `build`).
 
 def hand_layout():
     """Palm plus five four-bone fingers: bones, effector tips and chain lengths."""
@@ -48,7 +76,7 @@ def hand_layout():
 
 
 def chain_layout(count: int):
-    """A connected chain of unit-reach-per-bone bones along +Z."""
+    """A connected chain of bones along +Z, 4 units long whatever the count."""
     return rigbuild.chain_bones(count, 1.0 / count * 4.0), [(f"bone{count - 1}", 0)], 4.0
 
 
@@ -59,52 +87,348 @@ RIGS = {
 }
 
 
-def build(layout, solver: str, frames: range):
-    """A fresh scene with the rig, animated targets, and the chosen solver: 'none', 'blender' or 'fabrik'."""
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+def add_layout(layout, frames: range, name: str = "Rig", offset=(0.0, 0.0, 0.0)):
+    """The rig of a layout in the current scene with its animated targets and FABRIK effectors (live off)."""
     bones, effectors, reach = layout
-    rig = rigbuild.make_armature("Rig", bones)
-    pairs = []
+    moved = [(n, _add(h, offset), _add(t, offset), *rest) for n, h, t, *rest in bones]
+    rig = rigbuild.make_armature(name, moved)
     for k, (tip, chain) in enumerate(effectors):
         tail = rig.data.bones[tip].tail_local
-        target = rigbuild.make_target(f"T{k}", tuple(tail))
+        target = rigbuild.make_target(f"{name}_T{k}", tuple(tail))
         # Reachable motion: circles well inside the reach, around a point pulled in from the rest tip.
-        center = (tail[0] * 0.6, tail[1] * 0.6, tail[2] * 0.6)
-        rigbuild.key_circle(target, center, 0.25 * reach, frames, axis="XY" if tail[2] > tail[1] else "XZ")
-        pairs.append((tip, target))
-        if solver == "blender":
-            constraint = rig.pose.bones[tip].constraints.new("IK")
-            constraint.target, constraint.chain_count = target, chain
-        elif solver == "fabrik":
-            rigbuild.add_effector(rig, tip, target, chain_length=chain)
-    rig.fabrik.live = solver == "fabrik"
-    rig.fabrik.iterations = 100
+        center = tuple(offset[i] + (tail[i] - offset[i]) * 0.6 for i in range(3))
+        axis = "XY" if tail[2] - offset[2] > tail[1] - offset[1] else "XZ"
+        rigbuild.key_circle(target, center, 0.25 * reach, frames, axis=axis)
+        rigbuild.add_effector(rig, tip, target, chain_length=chain)
+    return rig
+
+
+def _add(a, b) -> tuple:
+    """Sum of two 3-vectors."""
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def build(layout, solver: str, frames: range):
+    """A fresh file with the rig, animated targets, and the chosen solver: 'none', 'blender' or 'fabrik'."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    rig = add_layout(layout, frames)
+    pairs = [(e.bone, e.target) for e in rig.fabrik.effectors]
+    set_mode(rig, solver)
+    if solver == "fabrik":
+        rig.fabrik.iterations = ITERATIONS
     return rig, pairs
 
 
-def measure(name: str, layout, solver: str, frames: range) -> dict:
-    """Median frame time, median solve time (FABRIK only) and worst relative error over the frames."""
-    rig, pairs = build(layout, solver, frames)
-    scene = bpy.context.scene
-    scene.frame_set(frames.start)  # warm caches
-    frame_times, solve_times, errors = [], [], []
-    for frame in frames:
+def set_mode(rig, mode: str) -> None:
+    """Make a rig with FABRIK effectors the mode's: live ('fabrik'), Blender IK instead ('blender'), bare ('none')."""
+    # Blender's constraints get the effectors' targets, chains and poles; limits are the pose bones' own, shared.
+    if mode == "fabrik":
+        rig.fabrik.live = True
+        return
+    rig.fabrik.live = False
+    if mode == "blender":
+        for effector in rig.fabrik.effectors:
+            constraint = rig.pose.bones[effector.bone].constraints.new("IK")
+            constraint.target, constraint.subtarget = effector.target, effector.subtarget
+            constraint.chain_count = effector.chain_length
+            if effector.pole_target is not None:
+                constraint.pole_target, constraint.pole_subtarget = effector.pole_target, effector.pole_subtarget
+                constraint.pole_angle = effector.pole_angle
+    rig.fabrik.effectors.clear()
+
+
+def live_layout(make: Callable) -> Callable:
+    """A builder of one live FABRIK rig of a layout in the current scene (for the memory checks)."""
+    def builder(frames: range):
+        rig = add_layout(make(), frames)
+        rig.fabrik.iterations = ITERATIONS
+        set_mode(rig, "fabrik")
+        return rig
+    return builder
+
+
+def chain_reach(rig, tip: str, chain_length: int) -> float:
+    """The chain's reach in world units: its bone lengths and the rest gaps between unconnected bones."""
+    bones = rig.data.bones
+    names, bone = [], bones[tip]
+    while bone is not None and (chain_length == 0 or len(names) < chain_length):
+        names.append(bone.name)
+        bone = bone.parent
+    to_world = rig.matrix_world.to_3x3()
+    reach = 0.0
+    for child, parent in zip(names, names[1:] + [None]):
+        reach += (to_world @ (bones[child].tail_local - bones[child].head_local)).length
+        if parent is not None:
+            reach += (to_world @ (bones[child].head_local - bones[parent].tail_local)).length
+    return reach
+
+
+# The rigs of the table: each builder adds rigs with FABRIK effectors to the current scene and returns them.
+
+def humanoid_rigs(frames: range) -> tuple[list, str]:
+    """Rigify's human metarig from samples/humanoid.py: legs, arms (with poles) and head, five effectors."""
+    import humanoid
+
+    return [humanoid.build(frames)], "samples/humanoid.py: Rigify human metarig, 5 effectors, 4 with poles, bone meshes"
+
+
+def tentacle_rigs(frames: range) -> tuple[list, str]:
+    """The 40-bone tentacle of samples/tentacle.py, every joint in a swing cone (Blender's IK limits)."""
+    import tentacle
+
+    return [tentacle.build(frames)], (
+        f"samples/tentacle.py: {tentacle.COUNT} bones, +-{tentacle.CONE:g} degree cones (IK limits X and Z), "
+        "bone meshes"
+    )
+
+
+def layout_rigs(make: Callable, note: str, copies: int = 1) -> Callable:
+    """A builder of `copies` rigs of a layout, side by side."""
+    def builder(frames: range) -> tuple[list, str]:
+        # 6 units apart, five to a row: no rig reaches into another's space.
+        offsets = [(6.0 * (k % 5), 6.0 * (k // 5), 0.0) for k in range(copies)]
+        return [add_layout(make(), frames, f"Rig{k}", offset) for k, offset in enumerate(offsets)], note
+    return builder
+
+
+@dataclass
+class RigSpec:
+    """One row of the table: how to build it, FABRIK's iteration cap, its target and how to check it."""
+
+    key: str
+    label: str
+    make: Callable[[range], tuple[list, str]]
+    #: FABRIK's iteration cap, None for the add-on's defaults (iterations and tolerance).
+    iterations: int | None = ITERATIONS
+    target: str = "–"
+    #: From the row's ranges, whether the target is met (None: no target).
+    check: Callable[[dict], bool] | None = None
+
+
+def _ratio_at_most(limit: float) -> Callable[[dict], bool]:
+    """Check: the worst run's FABRIK cost / Blender cost is at most `limit`."""
+    return lambda row: bool(row["ratio"]) and max(row["ratio"]) <= limit
+
+
+SPECS = [
+    RigSpec("chain 10", "chain 10", layout_rigs(lambda: chain_layout(10), "10 connected bones"),
+            target="≤ 1.5x Blender's cost", check=_ratio_at_most(1.5)),
+    RigSpec("chain 50", "chain 50", layout_rigs(lambda: chain_layout(50), "50 connected bones"),
+            target="≤ 1.5x Blender's cost", check=_ratio_at_most(1.5)),
+    RigSpec("chain 200", "chain 200", layout_rigs(lambda: chain_layout(200), "200 connected bones")),
+    RigSpec("chain 1000", "chain 1000", layout_rigs(lambda: chain_layout(1000), "1000 connected bones"),
+            iterations=None, target="converged, frame < 100 ms",
+            check=lambda row: row["converged"] and max(row["fabrik_frame"]) < 0.100),
+    RigSpec("hand", "hand (palm + 5 x 4)",
+            layout_rigs(hand_layout, "palm + 5 four-bone fingers, chains through the palm"),
+            target="≤ 0.33x Blender's cost", check=_ratio_at_most(1.0 / 3.0)),
+    RigSpec("tentacle", "tentacle 40, cones", tentacle_rigs, target="≤ 8x Blender's cost", check=_ratio_at_most(8.0)),
+    RigSpec("humanoid", "humanoid (Rigify, 5 eff., poles)", humanoid_rigs,
+            target="FABRIK cost < 1.5 ms", check=lambda row: max(row["fabrik"]) < 0.0015),
+    RigSpec("20 hands", "20 hands live at once", layout_rigs(hand_layout, "20 hand rigs in one scene", copies=20),
+            target="frame < 40 ms", check=lambda row: max(row["fabrik_frame"]) < 0.040),
+]
+
+
+# Measuring one rig: three scenes, played in interleaved blocks.
+
+@dataclass
+class Scene:
+    """One mode's scene: its rigs, the (rig, tip, target, subtarget, reach) tips to measure, what was measured."""
+
+    mode: str
+    scene: object
+    rigs: list
+    pairs: list
+    frame_times: list = field(default_factory=list)
+    solve_times: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+    #: Why FABRIK's solves stopped ("converged", "max_iterations", ...), counted over rigs and frames.
+    stopped: Counter = field(default_factory=Counter)
+
+
+def build_scenes(spec: RigSpec, frames: range) -> tuple[list[Scene], str]:
+    """A fresh file with one scene per mode, each holding the spec's rigs set up for its mode."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    window = bpy.context.window
+    scenes, note = [], ""
+    for mode in MODES:
+        scene = bpy.context.scene if not scenes else bpy.data.scenes.new(mode)
+        scene.name = mode
+        # The samples' builders (and bpy.ops) work on the context's scene: make it this one.
+        window.scene = scene
+        scene.frame_start, scene.frame_end = frames.start, frames.stop - 1
+        rigs, note = spec.make(frames)
+        pairs = []
+        for rig in rigs:
+            for effector in rig.fabrik.effectors:
+                reach = chain_reach(rig, effector.bone, effector.chain_length)
+                pairs.append((rig, effector.bone, effector.target, effector.subtarget, reach))
+            set_mode(rig, mode)
+            if mode == "fabrik" and spec.iterations is not None:
+                rig.fabrik.iterations = spec.iterations
+        scenes.append(Scene(mode, scene, rigs, pairs))
+    return scenes, note
+
+
+@contextlib.contextmanager
+def quiet():
+    """Send what Blender itself prints to stdout (it bypasses sys.stdout) to /dev/null for a while."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def play_block(entry: Scene, block: range, warm: int) -> None:
+    """Play a block of frames in one scene: an untimed frame first (the switch's own costs), then timed ones."""
+    bpy.context.window.scene = entry.scene
+    entry.scene.frame_set(warm)
+    for frame in block:
         began = time.perf_counter()
-        scene.frame_set(frame)
-        frame_times.append(time.perf_counter() - began)
-        if solver == "fabrik":
-            solve_times.append(solving.status[rig.name].seconds)
-        depsgraph = bpy.context.evaluated_depsgraph_get()
+        entry.scene.frame_set(frame)
+        entry.frame_times.append(time.perf_counter() - began)
+        if entry.mode == "fabrik":
+            statuses = [solving.status[rig.name] for rig in entry.rigs if rig.name in solving.status]
+            entry.solve_times.append(sum(status.seconds for status in statuses))
+            entry.stopped.update(
+                getattr(status.report, "stopped_by", None) or f"no solve ({status.message})" for status in statuses
+            )
+        if entry.mode != "none":
+            entry.errors.append(worst_error(entry))
+
+
+def worst_error(entry: Scene) -> float:
+    """The largest tip-to-target distance relative to its chain's reach, on the evaluated scene."""
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    worst = 0.0
+    for rig, tip, target, subtarget, reach in entry.pairs:
         evaluated = rig.evaluated_get(depsgraph)
-        for tip, target in pairs:
-            tip_at = evaluated.matrix_world @ evaluated.pose.bones[tip].tail
-            errors.append((tip_at - target.evaluated_get(depsgraph).matrix_world.translation).length / layout[2])
-    return {
-        "frame": statistics.median(frame_times),
-        "solve": statistics.median(solve_times) if solve_times else None,
-        "error": max(errors),
-        "median_error": statistics.median(errors),
+        tip_at = evaluated.matrix_world @ evaluated.pose.bones[tip].tail
+        goal = target.evaluated_get(depsgraph).matrix_world
+        if subtarget:
+            goal = goal @ target.evaluated_get(depsgraph).pose.bones[subtarget].matrix
+        worst = max(worst, (tip_at - goal.translation).length / reach)
+    return worst
+
+
+def measure_run(spec: RigSpec, frames: range) -> tuple[dict, str]:
+    """One run of a rig: medians per mode, the IK costs and the worst errors."""
+    with quiet():  # the samples' operators and Rigify print a line per target and rig
+        scenes, note = build_scenes(spec, frames)
+    for entry in scenes:  # warm caches (skeletons, IK trees) before anything is timed
+        bpy.context.window.scene = entry.scene
+        entry.scene.frame_set(frames.start)
+    blocks = [frames[i:i + BLOCK] for i in range(0, len(frames), BLOCK)]
+    for b, block in enumerate(blocks):
+        # The order rotates, so that no mode always plays right after another.
+        for k in range(len(scenes)):
+            entry = scenes[(b + k) % len(scenes)]
+            play_block(entry, block, block.start - 1 if block.start > frames.start else frames.stop - 1)
+    by_mode = {entry.mode: entry for entry in scenes}
+    frame = {mode: statistics.median(entry.frame_times) for mode, entry in by_mode.items()}
+    result = {
+        "none": frame["none"],
+        "blender": frame["blender"] - frame["none"],
+        "fabrik": frame["fabrik"] - frame["none"],
+        "fabrik_frame": frame["fabrik"],
+        "solve": statistics.median(by_mode["fabrik"].solve_times),
+        "blender_error": max(by_mode["blender"].errors),
+        "fabrik_error": max(by_mode["fabrik"].errors),
+        "fabrik_converged": sum(error <= CONVERGED for error in by_mode["fabrik"].errors),
+        "stopped": by_mode["fabrik"].stopped,
+        "pairs": len(by_mode["fabrik"].pairs),
+        "bones": sum(len(rig.data.bones) for rig in by_mode["fabrik"].rigs),
     }
+    bpy.context.window.scene = scenes[0].scene
+    return result, note
+
+
+def summarize(spec: RigSpec, runs: list[dict], frames: int) -> dict:
+    """Ranges over the runs: per-run values gathered per quantity, the ratio per run, convergence, the check."""
+    row = {key: [run[key] for run in runs] for key in ("none", "blender", "fabrik", "fabrik_frame", "solve")}
+    # FABRIK's cost over Blender's, per run (a run whose Blender cost vanished in the noise has no ratio).
+    row["ratio"] = [run["fabrik"] / run["blender"] for run in runs if run["blender"] > 0.0]
+    row["blender_error"] = max(run["blender_error"] for run in runs)
+    row["fabrik_error"] = max(run["fabrik_error"] for run in runs)
+    row["converged"] = row["fabrik_error"] <= CONVERGED
+    row["frames_converged"] = sum(run["fabrik_converged"] for run in runs)
+    row["stopped"] = sum((run["stopped"] for run in runs), Counter())
+    row["frames"], row["bones"] = frames, runs[0]["bones"]
+    row["met"] = None if spec.check is None else spec.check(row)
+    return row
+
+
+# Output.
+
+def ms_range(values: list[float]) -> str:
+    """min–max of seconds, in milliseconds."""
+    high = max(values) * 1e3
+    return span(min(values) * 1e3, high, 3 if high < 10 else 1)
+
+
+def span(low: float, high: float, digits: int) -> str:
+    """'low–high' to `digits` decimals, one number when both read the same."""
+    low_text, high_text = f"{low:.{digits}f}", f"{high:.{digits}f}"
+    return low_text if low_text == high_text else f"{low_text}–{high_text}"
+
+
+def ratio_range(values: list[float]) -> str:
+    """min–max of FABRIK cost / Blender cost, as 'N.NNx Blender's cost'."""
+    if not values:
+        return "– (Blender's cost below the noise)"
+    low, high = min(values), max(values)
+    # Two decimals where targets are judged (1/3, 1.5, 8), fewer where they would only be noise.
+    digits = 2 if high < 10 else 1 if high < 100 else 0
+    return f"{span(low, high, digits)}x Blender's cost"
+
+
+def print_table(specs: list[RigSpec], rows: dict[str, dict], runs: int) -> None:
+    """The markdown table, with the legend above it."""
+    header = (
+        "rig", "bones", "frames", "no IK ms/frame", "Blender IK cost ms/frame", "FABRIK cost ms/frame",
+        "FABRIK frame ms", "FABRIK solve ms", "FABRIK cost / Blender cost", "target", "met",
+        "Blender worst error", "FABRIK worst error",
+    )
+    print("| " + " | ".join(header) + " |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|")
+    for spec in specs:
+        row = rows.get(spec.key)
+        if row is None:
+            continue
+        met = "–" if row["met"] is None else ("PASS" if row["met"] else "MISS")
+        fabrik_error = f"{row['fabrik_error']:.1e}"
+        if spec.key == "chain 1000":
+            frames = f"{row['frames_converged']}/{row['frames'] * runs} frames"
+            fabrik_error += f" ({'converged' if row['converged'] else 'not converged'}: {frames} within {CONVERGED:g})"
+        cells = (
+            spec.label, str(row["bones"]), str(row["frames"]), ms_range(row["none"]), ms_range(row["blender"]),
+            ms_range(row["fabrik"]), ms_range(row["fabrik_frame"]), ms_range(row["solve"]), ratio_range(row["ratio"]),
+            spec.target, met, f"{row['blender_error']:.1e}", fabrik_error,
+        )
+        print("| " + " | ".join(cells) + " |")
+
+
+def pick(specs: list[RigSpec], wanted: str | None) -> list[RigSpec]:
+    """The specs named by comma-separated words: an exact key picks that rig alone, other words all holding them."""
+    if not wanted:
+        return specs
+    chosen = set()
+    for word in (w.strip().lower() for w in wanted.split(",") if w.strip()):
+        # Exact first: "chain 10" must not also pick "chain 1000", nor "hand" the 20 hands.
+        matched = [spec.key for spec in specs if spec.key == word] or [
+            spec.key for spec in specs if word in spec.key or word in spec.label.lower()
+        ]
+        if not matched:
+            raise SystemExit(f"--rigs: no rig matches '{word}' (rigs: {', '.join(spec.key for spec in specs)})")
+        chosen.update(matched)
+    return [spec for spec in specs if spec.key in chosen]
 
 
 def paper_setting(trials: int = 500) -> str:
@@ -133,51 +457,68 @@ def paper_setting(trials: int = 500) -> str:
 
 
 def main() -> int:
-    """Run every rig with every solver and print the table."""
+    """Run the chosen rigs in every mode, interleaved, several times; print the table, memory checks, paper setting."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--frames", type=int, default=200, help="frames per measurement")
+    parser.add_argument("--frames", type=int, default=200, help="frames per run and mode")
+    parser.add_argument("--runs", type=int, default=3, help="runs; the table gives the range of the per-run medians")
+    parser.add_argument("--rigs", help="comma-separated rig names or parts of names (default: all): "
+                        + ", ".join(spec.key for spec in SPECS))
+    parser.add_argument("--memory-frames", type=int, default=2000, help="frames of the long live playback")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory and deleted-rig checks")
+    parser.add_argument("--no-paper", action="store_true", help="skip the paper's setting (core only)")
     args = parser.parse_args()
-    frames = range(1, args.frames + 1)
+    specs = pick(SPECS, args.rigs)
     fabrik_addon.register()
-    rows = []
+    # Read from the registered properties, so that the legend follows the add-on's defaults.
+    defaults = {key: props.FabrikSettings.bl_rna.properties[key].default for key in ("iterations", "tolerance")}
+    rows, notes = {}, {}
+    began = time.perf_counter()
     try:
-        for name, make in RIGS.items():
-            layout = make()
-            results = {solver: measure(name, layout, solver, frames) for solver in ("none", "blender", "fabrik")}
-            base = results["none"]["frame"]
-            blender_cost = max(results["blender"]["frame"] - base, 1e-9)
-            fabrik_cost = max(results["fabrik"]["frame"] - base, 1e-9)
-            rows.append(
-                (
-                    name,
-                    f"{blender_cost * 1e3:.3f}",
-                    f"{fabrik_cost * 1e3:.3f}",
-                    f"{results['fabrik']['solve'] * 1e3:.3f}",
-                    f"{blender_cost / fabrik_cost:.2f}x",
-                    f"{results['blender']['error']:.1e}",
-                    f"{results['fabrik']['error']:.1e}",
-                )
-            )
-            print(f"[bench] {name}: done", flush=True)
+        runs: dict[str, list[dict]] = {spec.key: [] for spec in specs}
+        for r in range(args.runs):
+            for spec in specs:
+                started = time.perf_counter()
+                result, notes[spec.key] = measure_run(spec, range(1, args.frames + 1))
+                runs[spec.key].append(result)
+                print(f"[bench] run {r + 1}/{args.runs} {spec.key}: {time.perf_counter() - started:.1f} s", flush=True)
+        for spec in specs:
+            rows[spec.key] = summarize(spec, runs[spec.key], args.frames)
+        memory = None if args.no_memory else live_memory.report(
+            args.memory_frames,
+            {"hand (palm + 5 x 4)": live_layout(hand_layout), "chain 50": live_layout(lambda: chain_layout(50))},
+            live_layout(hand_layout),
+        )
     finally:
         fabrik_addon.unregister()
-    header = (
-        "rig",
-        "Blender IK ms/frame",
-        "FABRIK ms/frame",
-        "FABRIK solve ms",
-        "speed vs Blender",
-        "Blender worst error",
-        "FABRIK worst error",
+    seconds = time.perf_counter() - began
+    print(
+        f"\n{args.runs} runs, each playing every rig's frames in three scenes (no IK, Blender IK, FABRIK live) "
+        f"interleaved in blocks of {BLOCK} frames; {args.frames} frames per run and mode."
     )
-    print(f"\n{args.frames} frames each; medians; IK cost = frame time minus the same rig's frame time without IK;")
-    print("errors are tip-to-target distances relative to the chain's reach (worst frame).\n")
-    print("| " + " | ".join(header) + " |")
-    print("|" + "|".join("---" for _ in header) + "|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    print("Figures are min–max over the runs of each run's median. IK cost = frame time minus the same rig's frame "
+          "time without IK (where only the targets move, so Blender need not evaluate the rig again: that evaluation "
+          "counts in both IK costs alike). FABRIK frame = the whole frame with live solving (the scene's total).")
+    print("\"FABRIK cost / Blender cost\": FABRIK's IK cost divided by Blender's per run (below 1: FABRIK is cheaper). "
+          "\"met\" is judged on the range's worst end.")
+    print(f"FABRIK at {ITERATIONS} iterations and the default tolerance on every rig but the 1000-bone chain, which "
+          f"keeps the add-on's defaults ({defaults['iterations']} iterations, tolerance {defaults['tolerance']:g} of "
+          f"the rig's size); converged = every frame's tip within {CONVERGED:g} of the reach. Blender IK: legacy "
+          f"solver, constraint defaults (500 iterations), same chains, limits and poles.")
+    print("Errors: worst tip-to-target distance over all frames and runs, relative to the chain's reach, on the "
+          "evaluated scene. Where Blender's error is large its solver stopped short, so the ratio there compares "
+          "with a solve that did not reach.")
+    for spec in specs:
+        stopped = ", ".join(f"{reason} {count}" for reason, count in rows[spec.key]["stopped"].most_common())
+        print(f"  {spec.label}: {notes[spec.key]}; FABRIK's solves stopped by: {stopped}")
     print()
-    print(paper_setting())
+    print_table(specs, rows, args.runs)
+    if memory is not None:
+        print()
+        print(memory)
+    if not args.no_paper:
+        print()
+        print(paper_setting())
+    print(f"\n(benchmark took {seconds:.0f} s)")
     return 0
 
 
