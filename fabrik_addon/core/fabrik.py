@@ -587,6 +587,7 @@ def _solve_limited(
     rng = np.random.default_rng(len(tree.bones))
     attempt_start, used, attempt = start, 0, 0
     best: tuple[Pose, SolveReport] | None = None
+    start_rig: refine.AngleRig | None = None
     while True:
         left = replace(settings, max_iterations=budget - used)
         if attempt == 1:
@@ -607,7 +608,9 @@ def _solve_limited(
                     used, refined.errors, refined.converged, "converged" if refined.converged else refined.stopped_by,
                     rotation_errors=refined.rotation_errors,
                 )
-        pose = refine.with_idle_twists_from(skeleton, tree, problem, pose, start)
+        if start_rig is None:  # (one start rig for every attempt's idle twists)
+            start_rig = refine.AngleRig(skeleton, tree, start)
+        pose = refine.with_idle_twists_from(skeleton, tree, problem, pose, start, start_rig)
         if best is None or report.converged or problem.cost(report.errors, report.rotation_errors) < problem.cost(
             best[1].errors, best[1].rotation_errors
         ):
@@ -625,7 +628,7 @@ def _solve_limited(
         rig = refine.AngleRig(skeleton, tree, pose)
         aim = _settling_aim(tree, holds, to_rest=not settings.explore)
         used += refine.settle(rig, problem, settings.tolerance, budget - used, aim)
-        pose = refine.with_idle_twists_from(skeleton, tree, problem, rig.pose(skeleton, start), start)
+        pose = refine.with_idle_twists_from(skeleton, tree, problem, rig.pose(skeleton, start), start, start_rig)
     report.iterations, report.restarts = used, attempt
     if aims:
         tails = pose.tails

@@ -42,7 +42,7 @@ import numpy as np
 from . import quat
 from .problem import Goal
 from .quat import Quat
-from .vec import EPSILON, Vec, add, cross, dot, norm, scale, sub
+from .vec import EPSILON, Vec, add, cross, dist, dot, norm, scale, sub
 
 if TYPE_CHECKING:
     from .fabrik import Joints, MovingTree
@@ -58,18 +58,37 @@ def up_vector(frame: np.ndarray, pole_angle: float) -> np.ndarray:
     return frame[:, 0] * math.cos(pole_angle) + frame[:, 2] * math.sin(pole_angle)
 
 
-def _frame(direction: np.ndarray, up: np.ndarray) -> np.ndarray | None:
+def _up(frame: Quat, pole_angle: float) -> Vec:
+    """`up_vector` of a frame given as a quaternion."""
+    m = quat.to_matrix(frame)
+    c, s = math.cos(pole_angle), math.sin(pole_angle)
+    return (m[0][0] * c + m[0][2] * s, m[1][0] * c + m[1][2] * s, m[2][0] * c + m[2][2] * s)
+
+
+def _frame(direction: Vec, up: Vec) -> tuple[Vec, Vec, Vec] | None:
     """Columns: the unit direction, `up` made perpendicular to it, and their cross product; None if undefined."""
-    size = float(np.linalg.norm(direction))
+    size = norm(direction)
     if size < 1e-12:
         return None
-    direction = direction / size
-    across = up - direction * float(direction @ up)
-    width = float(np.linalg.norm(across))
-    if width < 1e-9 * max(1.0, float(np.linalg.norm(up))):
+    direction = scale(direction, 1.0 / size)
+    across = sub(up, scale(direction, dot(direction, up)))
+    width = norm(across)
+    if width < 1e-9 * max(1.0, norm(up)):
         return None  # up along the direction: no side to face
-    across = across / width
-    return np.column_stack((direction, across, np.cross(direction, across)))
+    across = scale(across, 1.0 / width)
+    return direction, across, cross(direction, across)
+
+
+def _turn(base: Vec, end: Vec, up: Vec, target: Vec, pole: Vec) -> tuple[Vec, Vec, Vec] | None:
+    """`blender_turn` in plain floats, with the up vector given: the rotation's rows, or None."""
+    have = _frame(sub(end, base), up)
+    want = _frame(sub(target, base), sub(pole, base))
+    if have is None or want is None:
+        return None
+    # want @ have^T, both with the frames' vectors as columns
+    return tuple(
+        tuple(sum(want[c][i] * have[c][j] for c in range(3)) for j in range(3)) for i in range(3)
+    )  # type: ignore[return-value]
 
 
 def blender_turn(
@@ -83,11 +102,33 @@ def blender_turn(
     up vector along the chain: Blender's own turn is degenerate there (it
     collapses the chain), so the caller keeps the chain as it is.
     """
-    have = _frame(np.asarray(end, float) - base, up_vector(frame, pole_angle))
-    want = _frame(np.asarray(target, float) - base, np.asarray(pole, float) - base)
-    if have is None or want is None:
+    points = [tuple(float(c) for c in v) for v in (base, end, up_vector(np.asarray(frame, float), pole_angle), target, pole)]
+    turn = _turn(*points)
+    return None if turn is None else np.array(turn)
+
+
+def _bend_normal(points: Sequence[Vec]) -> Vec | None:
+    """`bend_normal` in plain floats."""
+    first, last = points[0], points[-1]
+    if len(points) < 3:
         return None
-    return want @ have.T
+    line = sub(last, first)
+    size = norm(line)
+    if size < 1e-12:
+        return None
+    reach = sum(dist(a, b) for a, b in zip(points, points[1:]))
+    line = scale(line, 1.0 / size)
+    far, far_size = None, -1.0
+    for point in points[1:-1]:
+        offset = sub(point, first)
+        offset = sub(offset, scale(line, dot(offset, line)))
+        size = norm(offset)
+        if size > far_size:
+            far, far_size = offset, size
+    if far_size <= STRAIGHT * reach:
+        return None
+    normal = cross(line, far)
+    return scale(normal, 1.0 / norm(normal))
 
 
 def bend_normal(points: Sequence[Sequence[float]]) -> np.ndarray | None:
@@ -98,21 +139,8 @@ def bend_normal(points: Sequence[Sequence[float]]) -> np.ndarray | None:
     joint farthest from the line between them, which for a chain bent in
     one plane is that plane; its sign follows that joint's side.
     """
-    points = np.asarray(points, dtype=float)
-    first, last = points[0], points[-1]
-    line = last - first
-    reach = float(np.sum(np.linalg.norm(np.diff(points, axis=0), axis=1)))
-    size = float(np.linalg.norm(line))
-    if size < 1e-12 or len(points) < 3:
-        return None
-    line = line / size
-    offsets = points[1:-1] - first
-    offsets = offsets - np.outer(offsets @ line, line)
-    far = int(np.argmax(np.linalg.norm(offsets, axis=1)))
-    if float(np.linalg.norm(offsets[far])) <= STRAIGHT * reach:
-        return None
-    normal = np.cross(line, offsets[far])
-    return normal / np.linalg.norm(normal)
+    normal = _bend_normal([tuple(float(c) for c in point) for point in points])
+    return None if normal is None else np.array(normal)
 
 
 # How FABRIK keeps to Blender's rule: the chain turned once at the start, then held through the passes.
@@ -154,27 +182,27 @@ def holds(tree: "MovingTree", joints: "Joints", goals: Sequence[Goal]) -> list[P
             continue
         chain = tree.goal_chain[g]
         top = chain[-1]
-        base = np.array(joints.heads[top])
-        frame = np.array(quat.to_matrix(joints.frames[top]))
-        target, polepoint = np.array(goal.target, dtype=float), np.array(goal.pole, dtype=float)
-        turn = blender_turn(base, np.array(joints.tails[chain[0]]), frame, target, polepoint, goal.pole_angle)
-        if turn is None:
+        base = joints.heads[top]
+        target = tuple(float(c) for c in goal.target)
+        up = _up(joints.frames[top], goal.pole_angle)
+        rows = _turn(base, joints.tails[chain[0]], up, target, tuple(float(c) for c in goal.pole))
+        if rows is None:
             continue  # undefined (pole on the target line, target on the base): the chain keeps its own plane
-        up = up_vector(frame, goal.pole_angle)
+        turn = quat.from_matrix(rows)
         below = tree.subtree(top)
         alone = all(h == g for k in below for h in tree.goals_at[k])
         if alone:
-            turn_rigidly(joints, below, tuple(base.tolist()), quat.from_matrix(turn.tolist()))
-            up = turn @ up
-            if len(chain) > 1 and bend_normal(chain_points(joints, chain)) is None:
-                bend_towards(tree, joints, chain, tuple(up.tolist()), float(np.linalg.norm(target - base)))
-        now = bend_normal(chain_points(joints, chain))
+            turn_rigidly(joints, below, base, turn)
+            up = quat.rotate(turn, up)
+            if len(chain) > 1 and _bend_normal(chain_points(joints, chain)) is None:
+                bend_towards(tree, joints, chain, up, dist(target, base))
+        now = _bend_normal(chain_points(joints, chain))
         if now is None:
             # One bone: its up vector. A straight chain sharing its bones: the normal of a bend towards it.
-            now = up if len(chain) == 1 else np.cross(quat.y_axis(joints.frames[top]), up)
-        wanted = now if alone else turn @ now
-        local = quat.rotate(quat.conj(joints.frames[top]), tuple(np.asarray(now, dtype=float).tolist()))
-        holds.append(PoleHold(chain, tuple(float(c) for c in goal.target), local, tuple(np.asarray(wanted).tolist())))
+            now = up if len(chain) == 1 else cross(quat.y_axis(joints.frames[top]), up)
+        wanted = now if alone else quat.rotate(turn, now)
+        local = quat.rotate(quat.conj(joints.frames[top]), now)
+        holds.append(PoleHold(chain, target, local, wanted))
     return holds
 
 

@@ -488,16 +488,18 @@ def values_after_turn(rig: "AngleRig", coordinates: Sequence[Coordinate], node: 
     return out
 
 
-def with_idle_twists_from(skeleton: Skeleton, tree: "MovingTree", problem: Problem, pose: Pose, start: Pose) -> Pose:
+def with_idle_twists_from(
+    skeleton: Skeleton, tree: "MovingTree", problem: Problem, pose: Pose, start: Pose, before: AngleRig | None = None
+) -> Pose:
     """The pose with every twist that moves no goal (see `AngleRig.coordinates`) set back to its start value.
 
     FABRIK turns bones by shortest arcs, which drifts a tool's roll a little;
-    turning it back moves no tip.
+    turning it back moves no tip. `before` is the start pose's rig, when the caller has it.
     """
     idle = [k for k in problem.idle_twists if tree.limits[k] is not None]
     if not idle:
         return pose
-    rig, before = AngleRig(skeleton, tree, pose), AngleRig(skeleton, tree, start)
+    rig, before = AngleRig(skeleton, tree, pose), before or AngleRig(skeleton, tree, start)
     for k in idle:
         rig.angles[k][2] = before.angles[k][2]
         rig.local[k] = quat.from_swing_twist(*rig.angles[k])

@@ -178,8 +178,8 @@ class Skeleton:
         heads = pose.heads.copy()
         frames = pose.frames.copy()
         translations = translations or {}
-        turn: dict[int, np.ndarray] = {}
-        for i in self.order:
+        followers = rigid_followers(self, tuple(sorted(rotations)))
+        for i in followers.in_order:
             p = self.parents[i]
             if i in rotations:
                 # pose_i = pose_p @ (rest_p^T rest_i) @ basis_i; the head at the rest offset plus the translation.
@@ -194,15 +194,9 @@ class Skeleton:
                 else:
                     frames[i] = frames[p] @ (relative @ rotations[i])
                     heads[i] = heads[p] + frames[p] @ offset
-            elif p in turn:
-                heads[i] = heads[p] + turn[p] @ (pose.heads[i] - pose.heads[p])
-                frames[i] = turn[p] @ pose.frames[i]
-            else:
-                continue
-            for c in self.children[i]:
-                if c not in rotations:  # a child that follows rigidly needs this bone's turn
-                    turn[i] = frames[i] @ pose.frames[i].T
-                    break
+            else:  # a bone between two replaced ones, which the lower one hangs from
+                followers.follow(pose, heads, frames, [i])
+        followers.follow(pose, heads, frames)
         return Pose(heads, frames, pose.lengths)
 
     def local_rotations(self, pose: "Pose") -> np.ndarray:
@@ -260,16 +254,55 @@ def pose_with(skeleton: Skeleton, start: Pose, bones: Sequence[int], heads: np.n
     pose = start.copy()
     pose.heads[list(bones)] = heads
     pose.frames[list(bones)] = frames
-    moved = set(bones)
-    for b in skeleton.order:
-        p = skeleton.parents[b]
-        if b in moved or p not in moved:
-            continue
-        turn = pose.frames[p] @ start.frames[p].T
-        pose.heads[b] = pose.heads[p] + turn @ (start.heads[b] - start.heads[p])
-        pose.frames[b] = turn @ start.frames[b]
-        moved.add(b)
+    rigid_followers(skeleton, tuple(sorted(bones))).follow(start, pose.heads, pose.frames)
     return pose
+
+
+class RigidFollowers:
+    """The bones that follow some moved bones rigidly, each with the moved bone it follows (its nearest moved
+    ancestor): a follower turns about that bone's head as that bone turned."""
+
+    def __init__(self, skeleton: Skeleton, moved: tuple[int, ...]) -> None:
+        moving = set(moved)
+        nearest = [-1] * len(skeleton)
+        for b in skeleton.order:
+            p = skeleton.parents[b]
+            if p >= 0:
+                nearest[b] = p if p in moving else nearest[p]
+        self.bones = np.array([b for b in skeleton.order if b not in moving and nearest[b] >= 0], dtype=int)
+        self.anchors = np.array([nearest[b] for b in self.bones], dtype=int)
+        self._anchor_of = dict(zip(self.bones.tolist(), self.anchors.tolist()))
+        # Followers a moved bone hangs from must be placed before it: with the moved bones, in hierarchy order.
+        between: set[int] = set()
+        for b in moved:
+            p = skeleton.parents[b]
+            while p >= 0 and p not in moving and nearest[p] >= 0 and p not in between:
+                between.add(p)
+                p = skeleton.parents[p]
+        #: The moved bones and the followers between them, parents first.
+        self.in_order = tuple(b for b in skeleton.order if b in moving or b in between)
+
+    def follow(self, start: Pose, heads: np.ndarray, frames: np.ndarray, bones: list[int] | None = None) -> None:
+        """Place followers (all, or the given ones) from their anchors' new heads and frames, in place."""
+        if bones is None:
+            if not len(self.bones):
+                return
+            bones, anchors = self.bones, self.anchors
+        else:
+            anchors = np.array([self._anchor_of[b] for b in bones], dtype=int)
+        turns = frames[anchors] @ np.swapaxes(start.frames[anchors], 1, 2)
+        offsets = (start.heads[bones] - start.heads[anchors])[:, :, None]
+        heads[bones] = heads[anchors] + (turns @ offsets)[:, :, 0]
+        frames[bones] = turns @ start.frames[bones]
+
+
+def rigid_followers(skeleton: Skeleton, moved: tuple[int, ...]) -> RigidFollowers:
+    """`RigidFollowers` for these moved bones (sorted), cached on the skeleton."""
+    key = ("rigid_followers", moved)
+    cached = skeleton._cache.get(key)
+    if cached is None:
+        cached = skeleton._cache[key] = RigidFollowers(skeleton, moved)
+    return cached
 
 
 def skeleton_from_points(
