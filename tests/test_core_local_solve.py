@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fabrik_addon.core import Goal, SolveSettings, batch, fabrik, local_solve, quat, rotation, solve
+from fabrik_addon.core import Goal, SolveSettings, batch, fabrik, local_solve, quat, rotation, solve, stretch
 from fabrik_addon.core.fabrik import moving_tree
 from skeletons import hand, random_rotations, skeletons, straight_chain
 
@@ -99,8 +99,46 @@ def descent_converges(skeleton, goals, rotations, locations, solve_settings) -> 
     tree = moving_tree(skeleton, goals)
     around = skeleton.pose_from_local(rotations)
     start = skeleton.with_local_rotations(around, {b: rotations[b] for b in tree.bones}, locations)
-    _, report = fabrik._solve_from(skeleton, tree, goals, start, solve_settings, careful=True, window=fabrik.SLOW_WINDOW)
+    window = 0 if any(g.pole is not None for g in goals) else fabrik.SLOW_WINDOW  # (poles: FABRIK goes on)
+    _, report = fabrik._solve_from(skeleton, tree, goals, start, solve_settings, careful=True, window=window)
     return report.converged
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(skeletons(max_bones=7, offsets=True, roots=1), st.integers(0, 2**32 - 1), st.integers(1, 2), st.booleans())
+def test_free_trees_with_poles_solve_as_fabrik_does_or_hand_over(skeleton, seed, goal_count, translate):
+    """Chains turned by poles (Blender's rule, then held through the passes): where FABRIK's careful descent
+    converges, the same rotations and report; where it does not, no answer (the general path goes on)."""
+    rng = np.random.default_rng(seed)
+    n = len(skeleton)
+    rotations = random_rotations(rng, n, 0.8)
+    reach = skeleton.pose_from_local(random_rotations(rng, n, 0.8))
+    goals = [
+        Goal(int(b), tuple(reach.tails[b]), 1.0, int(rng.integers(0, 4)), pole=tuple(rng.normal(size=3) * 3.0),
+             pole_angle=float(rng.uniform(-np.pi, np.pi)))
+        for b in rng.integers(n, size=goal_count)
+    ]
+    tree = moving_tree(skeleton, goals)
+    assume(local_solve.applies(tree, goals) and not stretch.applies(skeleton, goals))
+    locations = {b: rng.normal(size=3) * 0.3 for b in tree.bones if translate and rng.random() < 0.5}
+    solve_settings = SolveSettings(max_iterations=int(rng.integers(1, 40)), tolerance=1e-4)
+    fast, fast_report, slow, report = solve_both(skeleton, goals, rotations, locations, solve_settings)
+    local = local_solve.local_tree(skeleton, tree)
+    direct = all(p < 0 or local.parent_bone[k] == tree.bones[p] for k, p in enumerate(tree.parent))
+    assert (fast is not None) == (direct and descent_converges(skeleton, goals, rotations, locations, solve_settings))
+    if fast is not None:
+        assert_same(fast, fast_report, slow, report)
+
+
+def test_an_arm_with_a_pole_solves_as_fabrik_does():
+    """A three-bone arm reaching with its elbow towards a pole: the plain-float solve gives fabrik.solve's pose."""
+    skeleton = straight_chain(3, 1.0)
+    rng = np.random.default_rng(3)
+    rotations = random_rotations(rng, 3, 0.3)
+    goal = Goal(2, (1.2, 0.4, 1.5), pole=(0.0, -3.0, 1.0), pole_angle=-np.pi / 2)
+    fast, fast_report, slow, report = solve_both(skeleton, [goal], rotations, {}, SolveSettings(tolerance=1e-5))
+    assert report.converged and fast is not None
+    assert_same(fast, fast_report, slow, report)
 
 
 def test_a_hand_pulled_through_its_palm_solves_as_fabrik_does():

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from . import quat
+from . import pole, quat
 from .fabrik import (
     SLOW_WINDOW, Joints, MovingTree, _bend_if_straight_at, _part_way, backward_reaching, branch_weights,
     forward_reaching, goal_errors, stretch_towards,
@@ -71,15 +71,12 @@ def local_tree(skeleton: Skeleton, tree: MovingTree) -> LocalTree:
 
 
 def applies(tree: MovingTree, goals: Sequence[Goal]) -> bool:
-    """True for a free tree (no limits) pulled by position goals only (the case this module solves).
+    """True for a free tree (no limits) pulled by position goals, with or without poles (the case this module
+    solves).
 
     IK stretch is the caller's to rule out (it depends on the skeleton's stretch factors).
     """
-    return (
-        bool(goals)
-        and all(limit is None for limit in tree.limits)
-        and all(g.rotation is None and g.pole is None for g in goals)
-    )
+    return bool(goals) and all(limit is None for limit in tree.limits) and all(g.rotation is None for g in goals)
 
 
 def start_joints(
@@ -137,13 +134,17 @@ def solve(
     and where a node hangs from its moving parent through bones that do not move.
     """
     tree = local.tree
-    if tree.needs_frames and any(p >= 0 and local.parent_bone[k] != tree.bones[p] for k, p in enumerate(tree.parent)):
+    poled = any(g.pole is not None for g in goals)
+    framed = tree.needs_frames or poled
+    if framed and any(p >= 0 and local.parent_bone[k] != tree.bones[p] for k, p in enumerate(tree.parent)):
         return None  # a node hangs from its moving parent through fixed bones: `start_joints` does not place it
     frames, heads, tails = start_joints(local, rotations, translations, fixed)
     joints = _joints(tree, heads, tails)
-    if tree.needs_frames:
+    if framed:
         _carry_frames(tree, joints, frames)
-        report = _iterate_framed(tree, joints, goals, settings)
+        # As `fabrik.solve`: a tree with offsets hands over to the refinement once FABRIK crawls; with poles
+        # FABRIK goes on (and where it stops short, tries again less carefully: the general path's).
+        report = _iterate_framed(tree, joints, goals, settings, pole.holds(tree, joints, goals) if poled else [])
         if not report.converged:
             return None
         return _tracked_rotations(local, joints.frames, fixed), report
@@ -162,10 +163,15 @@ def _carry_frames(tree: MovingTree, joints: Joints, frames: list[Quat]) -> None:
             joints.offset[k] = quat.rotate(quat.conj(frames[p]), sub(joints.heads[k], joints.tails[p]))
 
 
-def _iterate_framed(tree: MovingTree, joints: Joints, goals: Sequence[Goal], settings: SolveSettings) -> SolveReport:
-    """`fabrik._solve_from` (careful, with `fabrik.SLOW_WINDOW`) for a free tree with offsets and position goals:
-    each iteration that does not lower the error is undone and tried again reaching part of the way."""
+def _iterate_framed(
+    tree: MovingTree, joints: Joints, goals: Sequence[Goal], settings: SolveSettings, holds: list[pole.PoleHold]
+) -> SolveReport:
+    """`fabrik._solve_from` (careful) for a free tree carrying frames, with position goals and the poles' holds:
+    each iteration that does not lower the error is undone and tried again reaching part of the way. Without
+    poles it hands over after `fabrik.SLOW_WINDOW` iterations that do not halve the error, as `fabrik.solve`
+    does there."""
     count = len(goals)
+    window = 0 if any(g.pole is not None for g in goals) else SLOW_WINDOW
     targets = [tuple(float(c) for c in g.target) for g in goals]
     for chain, goal in zip(tree.goal_chain, goals):
         _bend_if_straight_at(tree, joints, chain, goal)
@@ -185,6 +191,8 @@ def _iterate_framed(tree: MovingTree, joints: Joints, goals: Sequence[Goal], set
         if step < 1.0:
             aims = [_part_way(joints.tails[node_of_goal[g]], t, step) for g, t in enumerate(targets)]
         forward_reaching(tree, joints, aims, weights, branch, [])
+        for hold in holds:
+            pole.turn_about_pole(tree, joints, hold)
         backward_reaching(tree, joints, None)
         errors = goal_errors(tree, joints, goals, node_of_goal)
         report.iterations = iteration
@@ -201,10 +209,11 @@ def _iterate_framed(tree: MovingTree, joints: Joints, goals: Sequence[Goal], set
                 break
             joints.restore(best_joints)
             step *= 0.5
-        history.append(min(history[-1], sum(errors[g] for g in pulling)))
-        if iteration >= SLOW_WINDOW and history[-1] > 0.5 * history[iteration - SLOW_WINDOW]:
-            report.stopped_by = "handover"
-            break
+        if window:
+            history.append(min(history[-1], sum(errors[g] for g in pulling)))
+            if iteration >= window and history[-1] > 0.5 * history[iteration - window]:
+                report.stopped_by = "handover"
+                break
     if best_joints is not None:
         joints.restore(best_joints)
     report.errors = best_errors

@@ -236,15 +236,16 @@ def zero_links(skeleton: "Skeleton", bones: Sequence[int], parents: Sequence[int
     for none); the bones between a bone and its moving parent do not move,
     so they are folded into Q, as they stand in the start pose.
     """
-    start_frames = [quat.from_matrix(m) for m in start.frames[list(bones)].tolist()]
     links = []
     for b, p in zip(bones, parents):
         direct = skeleton.parents[b]
         link = skeleton.rest_relative[b]
-        if direct >= 0:
+        # Hanging straight from its moving parent, a bone's link is its rest relative to that parent's: the
+        # parent's frame cancels. Otherwise the bones in between count as they stand in the start pose.
+        if direct >= 0 and (p < 0 or bones[p] != direct):
             link = quat.mul(quat.from_matrix(start.frames[direct].tolist()), link)
             if p >= 0:
-                link = quat.mul(quat.conj(start_frames[p]), link)
+                link = quat.mul(quat.conj(quat.from_matrix(start.frames[bones[p]].tolist())), link)
         links.append(quat.normalized(link))
     return links
 
