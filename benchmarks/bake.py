@@ -28,9 +28,23 @@ import run as rigs  # noqa: E402
 from fabrik_addon.blender import bake  # noqa: E402
 
 
+#: Stands for the tentacle of samples/tentacle.py (40 bones in swing cones: a rig with joint limits).
+TENTACLE = "tentacle"
+
+
+def build(layout, solver: str, frames: range):
+    """The rig of a layout (or the tentacle) set up for a solver, as `run.build` does."""
+    if layout is not TENTACLE:
+        return rigs.build(layout, solver, frames)[0]
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    (rig,), _ = rigs.tentacle_rigs(frames)
+    rigs.set_mode(rig, solver)
+    return rig
+
+
 def time_ours(layout, frames: range, continuous: bool) -> float:
     """Seconds for FABRIK's bake of the rig."""
-    rig, _ = rigs.build(layout, "fabrik", frames)
+    rig = build(layout, "fabrik", frames)
     began = time.perf_counter()
     bake.bake_object(rig, frames, warm_start=continuous)
     return time.perf_counter() - began
@@ -38,7 +52,7 @@ def time_ours(layout, frames: range, continuous: bool) -> float:
 
 def time_blender(layout, frames: range) -> float:
     """Seconds for Blender's visual-keying bake of the rig driven by its own IK constraint."""
-    rig, _ = rigs.build(layout, "blender", frames)
+    rig = build(layout, "blender", frames)
     bpy.context.view_layer.objects.active = rig
     bpy.ops.object.mode_set(mode="POSE")
     bpy.ops.pose.select_all(action="SELECT")
@@ -61,8 +75,11 @@ def main() -> int:
     fabrik_addon.register()
     rows = []
     try:
-        for name in ("chain 50", "hand (5 x 4 + palm)"):
-            layout = rigs.RIGS[name]()
+        for name, make in (
+            ("chain 50", rigs.RIGS["chain 50"]), ("hand (5 x 4 + palm)", rigs.RIGS["hand (5 x 4 + palm)"]),
+            ("tentacle 40, cones (limits)", lambda: TENTACLE),
+        ):
+            layout = make()
             blender = statistics.median(time_blender(layout, frames) for _ in range(args.repeats))
             continuous = statistics.median(time_ours(layout, frames, True) for _ in range(args.repeats))
             per_frame = statistics.median(time_ours(layout, frames, False) for _ in range(args.repeats))

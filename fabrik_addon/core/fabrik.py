@@ -14,6 +14,10 @@ positions. One iteration is two passes over the bones:
 2. Backward reaching, from the fixed root out to every tip: put the root back
    where it was, then walk down the tree the same way.
 
+One free chain pulled at its tip runs the two passes as the paper writes
+them (`chain_forward`, `chain_backward`); `forward_reaching` and
+`backward_reaching` are the same passes for trees, frames and limits.
+
 Joint limits act inside both passes, as in the constrained forms of FABRIK:
 in the backward pass each limited bone's direction is projected into the cone
 its parent allows; in the forward pass, where the child has already moved,
@@ -41,6 +45,7 @@ halved over a few iterations, the same refinement finishes them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Sequence
 
@@ -197,6 +202,45 @@ class Joints:
         """Turn node k's frame by the shortest rotation taking direction `before` to `after`."""
         frame = self.frames[k]
         self.frames[k] = quat.normalized(quat.mul(quat.arc(before, after, quat.x_axis(frame)), frame))
+
+
+def chain_forward(heads: list[Vec], tails: list[Vec], length: Sequence[float], target: Vec) -> None:
+    """The paper's forward reaching on one chain (its Algorithm 1): the tip onto the target, then each joint
+    onto the line to where it was, at its bone's length from the joint after it. `forward_reaching` is the
+    same pass for trees."""
+    px, py, pz = target  # p_{i+1}, the joint just placed
+    for k in range(len(heads) - 1, -1, -1):
+        hx, hy, hz = heads[k]
+        dx, dy, dz = hx - px, hy - py, hz - pz
+        r = math.sqrt(dx * dx + dy * dy + dz * dz)
+        if r < EPSILON:  # the joint is where the next one went: keep the bone's direction
+            tx, ty, tz = tails[k]
+            head = (px - (tx - hx), py - (ty - hy), pz - (tz - hz))
+        else:
+            s = length[k] / r
+            head = (px + dx * s, py + dy * s, pz + dz * s)
+        tails[k] = (px, py, pz)
+        heads[k] = head
+        px, py, pz = head
+
+
+def chain_backward(heads: list[Vec], tails: list[Vec], length: Sequence[float], base: Vec) -> None:
+    """The paper's backward reaching on one chain: the root joint back onto its base, then each next joint
+    onto the line to where it was, at its bone's length. `backward_reaching` is the same pass for trees."""
+    px, py, pz = base  # p_i, the joint just placed
+    for k in range(len(heads)):
+        hx, hy, hz = heads[k]
+        tx, ty, tz = tails[k]
+        dx, dy, dz = tx - px, ty - py, tz - pz
+        r = math.sqrt(dx * dx + dy * dy + dz * dz)
+        if r < EPSILON:  # the tail is where the head went: keep the bone's direction
+            tail = (px + (tx - hx), py + (ty - hy), pz + (tz - hz))
+        else:
+            s = length[k] / r
+            tail = (px + dx * s, py + dy * s, pz + dz * s)
+        heads[k] = (px, py, pz)
+        tails[k] = tail
+        px, py, pz = tail
 
 
 def forward_reaching(
@@ -706,15 +750,24 @@ def _solve_from(
     history = [sum(errors[g] for g in pulling)]
     report.stopped_by = "max_iterations"
     stiff = any(limit is not None and limit.is_stiff for limit in tree.limits)
+    # One free chain pulled at its tip is the paper's own case: its two passes as written.
+    chain = (
+        joints.frames is None and len(goals) == 1 and tree.is_single_chain
+        and node_of_goal[0] == len(tree.bones) - 1 and weights[0] > 0.0
+    )
     for iteration in range(1, settings.max_iterations + 1):
         before_pass = list(joints.frames) if stiff else None
         aims = targets
         if controlled and step < 1.0:
             aims = [_part_way(joints.tails[node_of_goal[g]], t, step) for g, t in enumerate(targets)]
-        forward_reaching(tree, joints, aims, weights, branch, turns)
-        for hold in poles:
-            pole.turn_about_pole(tree, joints, hold)
-        backward_reaching(tree, joints, before_pass)
+        if chain:
+            chain_forward(joints.heads, joints.tails, tree.length, aims[0])
+            chain_backward(joints.heads, joints.tails, tree.length, joints.base[0])
+        else:
+            forward_reaching(tree, joints, aims, weights, branch, turns)
+            for hold in poles:
+                pole.turn_about_pole(tree, joints, hold)
+            backward_reaching(tree, joints, before_pass)
         errors = goal_errors(tree, joints, goals, node_of_goal)
         angles = rotation_errors(joints, rotation_goals, len(goals))
         report.iterations = iteration

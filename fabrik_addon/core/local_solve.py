@@ -25,19 +25,18 @@ arrays.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
 from . import pole, quat
 from .fabrik import (
     SLOW_WINDOW, Joints, MovingTree, _bend_if_straight_at, _part_way, backward_reaching, branch_weights,
-    forward_reaching, goal_errors, stretch_towards,
+    chain_backward, chain_forward, forward_reaching, goal_errors, stretch_towards,
 )
 from .problem import Goal, Progress, SolveReport, SolveSettings
 from .quat import Quat
 from .skeleton import Skeleton
-from .vec import EPSILON, Vec, add, dist, perpendicular, scale, sub
+from .vec import Vec, add, dist, perpendicular, scale, sub
 
 __all__ = ["LocalTree", "local_tree", "solve"]
 
@@ -295,44 +294,6 @@ def _iterate(
         joints.restore(best_joints)
     report.errors = best_errors
     return report, True
-
-
-def chain_forward(heads: list[Vec], tails: list[Vec], length: Sequence[float], target: Vec) -> None:
-    """The paper's forward reaching on one chain: the tip onto the target, then each joint onto the line
-    to where it was, at its bone's length from the joint after it (`fabrik.forward_reaching`, unrolled)."""
-    px, py, pz = target  # p_{i+1}, the joint just placed
-    for k in range(len(heads) - 1, -1, -1):
-        hx, hy, hz = heads[k]
-        dx, dy, dz = hx - px, hy - py, hz - pz
-        r = math.sqrt(dx * dx + dy * dy + dz * dz)
-        if r < EPSILON:  # the joint is where the next one went: keep the bone's direction
-            tx, ty, tz = tails[k]
-            head = (px - (tx - hx), py - (ty - hy), pz - (tz - hz))
-        else:
-            s = length[k] / r
-            head = (px + dx * s, py + dy * s, pz + dz * s)
-        tails[k] = (px, py, pz)
-        heads[k] = head
-        px, py, pz = head
-
-
-def chain_backward(heads: list[Vec], tails: list[Vec], length: Sequence[float], base: Vec) -> None:
-    """The paper's backward reaching on one chain: the root joint back onto its base, then each next joint
-    onto the line to where it was, at its bone's length (`fabrik.backward_reaching`, unrolled)."""
-    px, py, pz = base  # p_i, the joint just placed
-    for k in range(len(heads)):
-        hx, hy, hz = heads[k]
-        tx, ty, tz = tails[k]
-        dx, dy, dz = tx - px, ty - py, tz - pz
-        r = math.sqrt(dx * dx + dy * dy + dz * dz)
-        if r < EPSILON:  # the tail is where the head went: keep the bone's direction
-            tail = (px + (tx - hx), py + (ty - hy), pz + (tz - hz))
-        else:
-            s = length[k] / r
-            tail = (px + dx * s, py + dy * s, pz + dz * s)
-        heads[k] = (px, py, pz)
-        tails[k] = tail
-        px, py, pz = tail
 
 
 def _swung(frame: Quat, a: Vec, b: Vec) -> Quat:
