@@ -622,16 +622,18 @@ def _solve_limited(
     goal) where they were.
     """
     budget = settings.max_iterations
-    aims = refine.Problem(tree, goals).out_of_reach(start, skeleton, settings.tolerance)
+    problem = refine.Problem(tree, goals)
+    aims = problem.out_of_reach(start, skeleton, settings.tolerance)
     if aims:
         # Beyond reach: get as close as the limits allow, aiming at the nearest point in reach.
         asked, goals = goals, [replace(g, target=aims[i]) if i in aims else g for i, g in enumerate(goals)]
-    problem = refine.Problem(tree, goals)
+        problem = refine.Problem(tree, goals)
     out_of_reach = bool(aims)
-    rng = np.random.default_rng(len(tree.bones))
+    rng = None  # (made when a random start is first needed)
     attempt_start, used, attempt = start, 0, 0
     best: tuple[Pose, SolveReport] | None = None
-    start_rig: refine.AngleRig | None = None
+    # The start pose in the limits' angles: every attempt's idle twists go back to it.
+    start_rig = refine.AngleRig(skeleton, tree, start)
     while True:
         left = replace(settings, max_iterations=budget - used)
         if attempt == 1:
@@ -642,19 +644,22 @@ def _solve_limited(
             # Stretching towards a target out of reach is FABRIK's own move: let it go on until it stalls there.
             pose, report = _solve_from(skeleton, tree, goals, attempt_start, left, careful=True, handover=not out_of_reach)
         used += report.iterations
+        refined_rig = None
         if not report.converged and used < budget:
             rig = refine.AngleRig(skeleton, tree, pose)
             refined = refine.solve(rig, problem, settings.tolerance, budget - used)
             used += refined.iterations
             if refined.cost <= problem.cost(report.errors, report.rotation_errors) or refined.converged:
-                pose = rig.pose(skeleton, start)
+                refined_rig = rig
                 report = SolveReport(
                     used, refined.errors, refined.converged, "converged" if refined.converged else refined.stopped_by,
                     rotation_errors=refined.rotation_errors,
                 )
-        if start_rig is None:  # (one start rig for every attempt's idle twists)
-            start_rig = refine.AngleRig(skeleton, tree, start)
-        pose = refine.with_idle_twists_from(skeleton, tree, problem, pose, start, start_rig)
+        if refined_rig is not None:
+            refine.set_idle_twists(refined_rig, problem, start_rig)
+            pose = refined_rig.pose(skeleton, start)
+        else:
+            pose = refine.with_idle_twists_from(skeleton, tree, problem, pose, start, start_rig)
         if best is None or report.converged or problem.cost(report.errors, report.rotation_errors) < problem.cost(
             best[1].errors, best[1].rotation_errors
         ):
@@ -662,6 +667,8 @@ def _solve_limited(
         if best[1].converged or out_of_reach or not settings.explore or used >= budget or attempt >= settings.restarts:
             break
         attempt += 1
+        if attempt > 1 and rng is None:
+            rng = np.random.default_rng(len(tree.bones))
         attempt_start = start if attempt == 1 else refine.random_start(skeleton, tree, goals, start, rng)
     pose, report = best
     holds = pole.holds(tree, Joints(skeleton, tree, start, framed=True), goals) if any(g.pole for g in goals) else []
@@ -672,7 +679,8 @@ def _solve_limited(
         rig = refine.AngleRig(skeleton, tree, pose)
         aim = _settling_aim(tree, holds, to_rest=not settings.explore)
         used += refine.settle(rig, problem, settings.tolerance, budget - used, aim)
-        pose = refine.with_idle_twists_from(skeleton, tree, problem, rig.pose(skeleton, start), start, start_rig)
+        refine.set_idle_twists(rig, problem, start_rig)
+        pose = rig.pose(skeleton, start)
     report.iterations, report.restarts = used, attempt
     if aims:
         tails = pose.tails

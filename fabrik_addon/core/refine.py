@@ -496,15 +496,21 @@ def with_idle_twists_from(
     FABRIK turns bones by shortest arcs, which drifts a tool's roll a little;
     turning it back moves no tip. `before` is the start pose's rig, when the caller has it.
     """
-    idle = [k for k in problem.idle_twists if tree.limits[k] is not None]
-    if not idle:
+    if not any(tree.limits[k] is not None for k in problem.idle_twists):
         return pose
-    rig, before = AngleRig(skeleton, tree, pose), before or AngleRig(skeleton, tree, start)
+    rig = AngleRig(skeleton, tree, pose)
+    set_idle_twists(rig, problem, before or AngleRig(skeleton, tree, start))
+    return rig.pose(skeleton, start)
+
+
+def set_idle_twists(rig: AngleRig, problem: Problem, before: AngleRig) -> None:
+    """`with_idle_twists_from` on a rig: its twists that move no goal take the values `before` has."""
+    idle = [k for k in problem.idle_twists if rig.limits[k] is not None]
     for k in idle:
         rig.angles[k][2] = before.angles[k][2]
         rig.local[k] = quat.from_swing_twist(*rig.angles[k])
-    rig.forward()
-    return rig.pose(skeleton, start)
+    if idle:
+        rig.forward()
 
 
 def random_start(skeleton: Skeleton, tree: "MovingTree", goals: Sequence[Goal], start: Pose, rng) -> Pose:
