@@ -101,15 +101,19 @@ def test_nan_target_location():
     assert snapshot(rig) == before
 
 
-def test_zero_scale_rig_stops_live_solving_with_a_message():
-    """With zero scale the rig has no space to solve in: live solving switches off and says why."""
+def test_zero_scale_rig_is_a_status_and_recovers():
+    """With zero scale the rig has no space to solve in: the status says why, nothing changes, live solving stays
+    on, and the rig solves again once its scale is back."""
     rig, target = chain_rig(live=False)
     rig.scale = (1.0, 0.0, 1.0)
     before = snapshot(rig)
     settle(rig)
-    assert not rig.fabrik.live
-    assert "zero scale" in solving.status["Rig"].message
+    assert rig.fabrik.live
+    assert "zero scale" in solving.status["Rig"].message and not solving.status["Rig"].ok
     assert snapshot(rig) == before
+    rig.scale = (1.0, 1.0, 1.0)
+    bpy.context.view_layer.update()
+    assert solving.status["Rig"].message.startswith("reached")
 
 
 def test_one_bad_effector_does_not_stop_the_others():

@@ -467,3 +467,91 @@ def test_solve_now_with_live_off_makes_the_solved_pose_the_animators():
     bpy.context.view_layer.update()
     rig.fabrik.live = False
     assert channels(rig) == solved
+
+
+def test_the_per_rig_tables_forget_a_deleted_rig():
+    """Deleting a live rig leaves nothing of it in the add-on's memory once the scene updates."""
+    from fabrik_addon.blender import live, rig as rig_cache
+
+    rig, target = chain_rig()
+    rigbuild.key_circle(target, (0.0, 0.0, 2.0), 1.0, range(1, 5), axis="XZ")
+    scene = bpy.context.scene
+    for frame in (1, 2):
+        scene.frame_set(frame)
+
+    def held() -> list[str]:
+        tables = {
+            "status": solving.status, "inputs": live._last_inputs, "solving": solving.remembered_rigs(),
+            "cache": rig_cache.cached_rigs(),
+        }
+        return [name for name, table in tables.items() if "Rig" in table]
+
+    assert held() == ["status", "inputs", "solving", "cache"]
+    bpy.data.objects.remove(rig)
+    scene.frame_set(3)
+    assert held() == []
+
+
+def _reaches(rig, tip: str, target) -> bool:
+    """The evaluated tip sits on the evaluated target."""
+    return (tip_world(rig, tip) - target_world(target)).length < TOLERANCE
+
+
+def test_the_cached_structure_follows_a_renamed_bone():
+    """A chain bone renamed while live: the next solve reads the new name and still reaches."""
+    from fabrik_addon.blender import rig as rig_cache
+
+    rig, target = chain_rig()
+    bpy.context.view_layer.update()
+    rig.data.bones["bone1"].name = "upper"
+    target.location = (1.0, 1.0, 2.0)
+    bpy.context.view_layer.update()
+    assert "upper" in rig_cache.skeleton_of(rig).names and "bone1" not in rig_cache.skeleton_of(rig).names
+    assert _reaches(rig, "bone3", target)
+    assert rig.pose.bones["upper"].rotation_quaternion[0] < 1.0 - 1e-6, "the renamed bone still takes part"
+
+
+def test_the_cached_structure_follows_a_limit_edit():
+    """Locking a chain bone's IK rotation while live: the next solve keeps it at rest."""
+    rig, target = chain_rig()
+    target.location = (1.0, 1.0, 2.0)
+    bpy.context.view_layer.update()
+    assert rig.pose.bones["bone1"].rotation_quaternion[0] < 1.0 - 1e-6
+    bone = rig.pose.bones["bone1"]
+    bone.lock_ik_x = bone.lock_ik_y = bone.lock_ik_z = True
+    bpy.context.view_layer.update()
+    assert tuple(rig.pose.bones["bone1"].rotation_quaternion) == pytest.approx((1.0, 0.0, 0.0, 0.0), abs=1e-6)
+    assert _reaches(rig, "bone3", target)
+
+
+def test_the_cached_structure_follows_an_effector_edit():
+    """Shortening the chain while live: the bones no longer in it go back to the animator's pose."""
+    rig, target = chain_rig()
+    target.location = (1.0, 1.0, 2.0)
+    bpy.context.view_layer.update()
+    assert rig.pose.bones["bone0"].rotation_quaternion[0] < 1.0 - 1e-6
+    rig.fabrik.effectors[0].chain_length = 2
+    bpy.context.view_layer.update()
+    assert tuple(rig.pose.bones["bone0"].rotation_quaternion) == pytest.approx((1.0, 0.0, 0.0, 0.0), abs=1e-6)
+    assert tuple(rig.pose.bones["bone1"].rotation_quaternion) == pytest.approx((1.0, 0.0, 0.0, 0.0), abs=1e-6)
+    assert rig.pose.bones["bone2"].rotation_quaternion[0] < 1.0 - 1e-6
+
+
+def test_the_cached_structure_follows_a_re_parent():
+    """The tip bone re-parented in Edit Mode while live: the solve uses the new hierarchy."""
+    from fabrik_addon.blender import rig as rig_cache
+
+    rig, target = chain_rig()
+    target.location = (1.0, 1.0, 2.0)
+    bpy.context.view_layer.update()
+    bpy.ops.object.mode_set(mode='EDIT')
+    bones = rig.data.edit_bones
+    bones["bone3"].use_connect = False
+    bones["bone3"].parent = bones["bone1"]
+    bpy.ops.object.mode_set(mode='OBJECT')
+    bpy.context.view_layer.update()
+    skeleton = rig_cache.skeleton_of(rig)
+    assert skeleton.names[skeleton.parents[skeleton.index("bone3")]] == "bone1"
+    target.location = (0.5, 1.0, 2.5)
+    bpy.context.view_layer.update()
+    assert _reaches(rig, "bone3", target)

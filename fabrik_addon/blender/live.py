@@ -24,6 +24,24 @@ _CHANNELS = (
 )
 
 
+#: How many objects the file had when the per-rig tables were last pruned.
+_objects_seen = -1
+
+
+def _forget_deleted_rigs() -> None:
+    """Drop what the tables keep per rig for rigs that are gone (checked when the file's object count changes)."""
+    global _objects_seen
+    objects = bpy.data.objects
+    if len(objects) == _objects_seen:
+        return
+    _objects_seen = len(objects)
+    for name in set(_last_inputs) | set(solving.status) | rig.cached_rigs() | solving.remembered_rigs():
+        if objects.get(name) is None:
+            _last_inputs.pop(name, None)
+            solving.forget(name)
+            rig.forget(name)
+
+
 def forget_inputs(obj_name: str) -> None:
     """Make the next update solve this rig even if nothing it reads has changed (live switched, settings)."""
     _last_inputs.pop(obj_name, None)
@@ -85,6 +103,7 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
         return
     _busy = True
     try:
+        _forget_deleted_rigs()
         for obj in live_rigs(scene):
             try:
                 integrity.tidy(obj, depsgraph)  # effectors follow renamed bones; deleted targets are let go
@@ -137,6 +156,8 @@ def on_depsgraph_update(scene, depsgraph) -> None:
 @persistent
 def on_load(_filepath) -> None:
     """References from the previous file are stale after a load."""
+    global _objects_seen
+    _objects_seen = -1
     _last_inputs.clear()
     solving.forget()
     rig.clear_cache()

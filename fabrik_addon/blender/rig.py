@@ -17,6 +17,19 @@ def clear_cache() -> None:
     """Forget every cached skeleton (add-on disable, file load)."""
     _skeleton_cache.clear()
     _pose_orders.clear()
+    _limit_problems.clear()
+
+
+def cached_rigs() -> set[str]:
+    """Names of the rigs something is cached for."""
+    return set(_skeleton_cache) | set(_pose_orders) | set(_limit_problems)
+
+
+def forget(obj_name: str) -> None:
+    """Forget what is cached for one rig (it was deleted)."""
+    _skeleton_cache.pop(obj_name, None)
+    _pose_orders.pop(obj_name, None)
+    _limit_problems.pop(obj_name, None)
 
 
 # Pose-bone IK settings (Blender's names) and the JointLimit fields they fill.
@@ -166,7 +179,9 @@ def current_pose(obj, skeleton: Skeleton) -> Pose:
     # foreach_get gives matrices column by column.
     m = np.swapaxes(flat.reshape(-1, 4, 4), 1, 2)[pose_bone_order(obj)].astype(np.float64)
     frames = m[:, :3, :3]
-    frames /= np.linalg.norm(frames, axis=1, keepdims=True)
+    # A bone scaled to zero has no frame: its axes stay zero (the solve refuses chains hanging from it).
+    norms = np.linalg.norm(frames, axis=1, keepdims=True)
+    np.divide(frames, norms, out=frames, where=norms > 0.0)
     return Pose(m[:, :3, 3].copy(), frames.copy(), skeleton.lengths)
 
 

@@ -12,10 +12,10 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
-from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, batch, local_solve, quat, rotation, stretch
+from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, local_solve, quat, rotation, stretch
 from ..core.fabrik import chain_reach, moving_tree
 from ..core.problem import goal_reached, turned_off, validate_goals, validate_settings
-from . import animdata, integrity, rig
+from . import animdata, editable, integrity, rig
 
 
 @dataclass
@@ -65,9 +65,16 @@ def forget(obj_name: str | None = None) -> None:
     if obj_name is None:
         status.clear()
         _last_solution.clear()
+        _held_in_memory.clear()
         return
     status.pop(obj_name, None)
     _last_solution.pop(obj_name, None)
+    _held_in_memory.pop(obj_name, None)
+
+
+def remembered_rigs() -> set[str]:
+    """Names of the rigs in-memory state is kept for."""
+    return set(status) | set(_last_solution) | set(_held_in_memory)
 
 
 class EffectorError(ValueError):
@@ -371,13 +378,27 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
     With `hold` the animator's rotations under the solution are kept (live
     solving: off gives them back); without, the solved pose becomes the
     animator's own (a one-off solve while live solving is off).
+
+    Input that cannot be solved (a linked rig, a transform or channel that is
+    not a number, a bone above a chain scaled to zero) is a status, not an
+    error: nothing is written, and the next solve after it is fixed works.
     """
-    gathered = gather(obj, depsgraph)  # once: both paths below start from it
-    result = _solve_free_tree(obj, depsgraph, hold, gathered)
+    refused = editable.editable(obj) or _unusable_rig(obj, depsgraph)
+    if refused:
+        result = status[obj.name] = RigStatus(message=refused, ok=False)
+        return result
+    gathered, refusals = _usable_goals(obj, gather(obj, depsgraph))  # once: both paths below start from it
+    result = _solve_free_tree(obj, depsgraph, hold, gathered, not refusals)
     if result is not None:
         status[obj.name] = result
         return result
-    result, solution = compute(obj, depsgraph, gathered=gathered)
+    with np.errstate(invalid="ignore", divide="ignore"):  # what is not finite is checked below, and never written
+        result, solution = compute(obj, depsgraph, gathered=gathered)
+    if solution is not None and (unfinished := _not_finite(solution)):
+        result = RigStatus(effectors=dict(gathered.problems), message=unfinished, ok=False)
+        solution = None
+    if solution is None and refusals and not gathered.goals:
+        result.message = "; ".join(dict.fromkeys(refusals))  # nothing solved: say why, once per cause
     if solution is not None:
         skeleton = solution.skeleton
         held = rig.write_rotations(obj, skeleton, solution.local, solution.bones)
@@ -385,22 +406,25 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
             _hold_rotations(obj, {skeleton.names[b]: (held[b], solution.fk_values[b]) for b in solution.bones})
         else:
             _let_go(obj, [skeleton.names[b] for b in solution.bones])
+        if not refusals:  # (a chain left out for bad input keeps its pose: nothing it should not change does)
+            _release_others(obj, {skeleton.names[b] for b in solution.bones})
         _last_solution[obj.name] = {b: solution.local[b] for b in solution.bones}
         write_stretch(obj, skeleton, solution.scales)
     status[obj.name] = result
     return result
 
 
-#: Blender's rotation_mode enum value of 'QUATERNION' (what foreach_get reads).
+#: Blender's rotation_mode enum values of 'QUATERNION' and 'AXIS_ANGLE' (what foreach_get reads).
 _QUATERNION_MODE = 0
+_AXIS_ANGLE_MODE = -1
 
 
-def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatus | None:
+def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bool = True) -> RigStatus | None:
     """`solve_object` for the common case, with the fewest Blender calls; None (having touched nothing) for a rig
     it does not cover.
 
-    It covers FABRIK on a free tree (no limits, rotation goals, poles or IK
-    stretch) whose moving bones are in quaternion mode: the moving
+    It covers FABRIK on a free tree (no limits, rotation goals or IK stretch;
+    poles are fine) whose moving bones are in quaternion mode: the moving
     bones' channels are read and written in bulk, `core.local_solve` solves on
     plain floats, and what `fabrik.held` keeps is updated in bulk. The result is
     the general path's.
@@ -412,7 +436,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
     if not goals:
         return None
     tree = moving_tree(skeleton, goals)
-    if not (local_solve.applies(tree, goals) and batch.supports(skeleton, goals)):
+    if not local_solve.applies(tree, goals) or stretch.applies(skeleton, goals):
         return None
     pose_bones = obj.pose.bones
     n = len(pose_bones)
@@ -425,7 +449,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
     pose_bones.foreach_get("rotation_quaternion", channels)
     current = [tuple(v) for v in channels.reshape(n, 4)[at].tolist()]
     names = [skeleton.names[b] for b in tree.bones]
-    held = obj.fabrik.held
+    held = _held(obj)
     entries = _held_arrays(held)
     fk_values = _fk_quaternions(obj, names, current, entries)
     rotations = []
@@ -453,7 +477,8 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
     if solved is None:
         return None  # FABRIK alone did not converge on a tree with offsets: the general path refines
     solved, report = solved
-
+    if not math.isfinite(sum(map(sum, solved))):
+        return None  # never written nor remembered: the general path says which bone
     result = RigStatus(effectors=dict(problems))
     problem = Problem(
         result, skeleton, goals, used, list(tree.bones), {}, None, solve_settings, settings.solver,
@@ -480,6 +505,8 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
     if changed:
         pose_bones.foreach_set("rotation_quaternion", channels)
         obj.update_tag(refresh={'DATA'})  # foreach_set tags nothing; a pose change re-evaluates the rig's data
+    if release and entries is not None and len(entries[0]) > len(names):
+        _release_others(obj, set(names))
     if hold:
         _hold_quaternions(held, names, written, fk_values, entries)
     else:
@@ -489,6 +516,118 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
         write_stretch(obj, skeleton, {})  # bones stretched before get their own scale back
     result.seconds = time.perf_counter() - began
     return result
+
+
+def _unusable_rig(obj, depsgraph) -> str | None:
+    """Why no effector of the rig can be solved before anything is read (its transform is not a number), or None."""
+    world = (obj.evaluated_get(depsgraph) if depsgraph else obj).matrix_world
+    if not all(_finite(row) for row in world):
+        return f"'{obj.name}' has a transform that is not a number: nothing to solve"
+    if abs(world.to_3x3().determinant()) < 1e-12:
+        return f"'{obj.name}' has zero scale on some axis, so its space is undefined: nothing to solve"
+    return None
+
+
+def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
+    """The gathered goals without those whose chain has a channel that is not a number, or hangs from a bone
+    without a usable frame (scaled to zero, not a number); each one left out says why in its effector's line.
+    Also the reasons, in effector order."""
+    skeleton, goals, used, problems, began = gathered
+    if not goals:
+        return gathered, []
+    pose_bones = obj.pose.bones
+    # Two bulk reads decide for the common case: every channel (the rotation in the bone's mode) is finite
+    # exactly when every bone's matrix_basis is, and its location (which connected bones' matrix_basis leaves
+    # out, but a solve reads).
+    n = len(pose_bones)
+    basis, location = np.empty(n * 16, dtype=np.float32), np.empty(n * 3, dtype=np.float32)
+    pose_bones.foreach_get("matrix_basis", basis)
+    pose_bones.foreach_get("location", location)
+    bad = {} if np.isfinite(basis).all() and np.isfinite(location).all() else _channels_not_finite(obj, skeleton)
+    parents, usable = skeleton.parents, {}
+    kept, refusals = [], []
+    for goal, index in zip(goals, used):
+        top, moving = goal.bone, [goal.bone]
+        while parents[top] >= 0 and len(moving) != goal.chain_length:
+            top = parents[top]
+            moving.append(top)
+        parent = parents[top] if goal.chain_length else -1
+        reason = None
+        if parent >= 0:
+            if parent not in usable:
+                usable[parent] = _usable_frame(pose_bones[skeleton.names[parent]].matrix)
+            if not usable[parent]:
+                reason = _why_no_frame(obj, skeleton, parent, bad)
+        if reason is None and bad:
+            first = next((b for b in reversed(moving) if b in bad), None)  # the topmost
+            if first is not None:
+                reason = f"bone '{skeleton.names[first]}' has a {bad[first]} that is not a number"
+        if reason is None:
+            kept.append((goal, index))
+        else:
+            problems = {**problems, index: reason}
+            refusals.append(reason)
+    if not refusals:
+        return gathered, []
+    return Gathered(skeleton, [g for g, _ in kept], [i for _, i in kept], problems, began), refusals
+
+
+def _channels_not_finite(obj, skeleton) -> dict[int, str]:
+    """Per bone (skeleton index) with a channel that is not a number: which ('rotation', 'location', 'scale');
+    read in bulk, the rotation in the bone's own mode."""
+    pose_bones = obj.pose.bones
+    n = len(pose_bones)
+
+    def finite(name: str, size: int) -> np.ndarray:
+        values = np.empty(n * size, dtype=np.float32)
+        pose_bones.foreach_get(name, values)
+        return np.isfinite(values.reshape(n, size)).all(axis=1)
+
+    modes = np.empty(n, dtype=np.int32)
+    pose_bones.foreach_get("rotation_mode", modes)
+    rotation_ok = np.where(
+        modes == _QUATERNION_MODE, finite("rotation_quaternion", 4),
+        np.where(modes == _AXIS_ANGLE_MODE, finite("rotation_axis_angle", 4), finite("rotation_euler", 3)),
+    )
+    checks = (("rotation", rotation_ok), ("location", finite("location", 3)), ("scale", finite("scale", 3)))
+    if all(ok.all() for _, ok in checks):
+        return {}
+    order = rig.pose_bone_order(obj)
+    bad = {}
+    for what, ok in reversed(checks):  # a bone with several shows its rotation's
+        bad.update({int(b): what for b in np.flatnonzero(~ok[order])})
+    return bad
+
+
+def _usable_frame(matrix) -> bool:
+    """Whether a pose matrix gives a frame: finite, no axis scaled to (nearly) zero (NaN fails the comparison)."""
+    return abs(matrix.to_3x3().determinant()) > 1e-12 and all(_finite(row) for row in matrix)
+
+
+def _why_no_frame(obj, skeleton, bone: int, bad: dict[int, str]) -> str:
+    """Why the chain hanging from this bone cannot be solved, naming its topmost cause."""
+    pose_bones = obj.pose.bones
+    for b in reversed(skeleton.path_to_root(bone)):
+        matrix = pose_bones[skeleton.names[b]].matrix
+        if b in bad:
+            return f"bone '{skeleton.names[b]}' above the chain has a {bad[b]} that is not a number: nothing to solve"
+        if not _usable_frame(matrix):
+            if all(_finite(row) for row in matrix):
+                return f"bone '{skeleton.names[b]}' above the chain is scaled to zero: nothing to solve"
+            return f"bone '{skeleton.names[b]}' above the chain has a pose that is not a number: nothing to solve"
+    return f"bone '{skeleton.names[bone]}' above the chain has no usable pose: nothing to solve"
+
+
+def _not_finite(solution: Solution) -> str | None:
+    """Why a solution must not be written (a rotation that is not a number, the animator's or the solve's), or None."""
+    names = solution.skeleton.names
+    for b in solution.bones:
+        if not _finite(solution.fk_values.get(b, ())):
+            return f"bone '{names[b]}' is keyed to a rotation that is not a number on this frame: nothing written"
+    for b in solution.bones:
+        if not np.isfinite(solution.local[b]).all():
+            return f"the solve gave bone '{names[b]}' a rotation that is not a number: nothing written"
+    return None
 
 
 def _pose_indices(obj, skeleton, tree) -> np.ndarray:
@@ -509,6 +648,81 @@ def _fixed_frame(matrix) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return quat.from_matrix(frame), (matrix[0][3], matrix[1][3], matrix[2][3])
 
 
+class _HeldEntry:
+    """One bone's held values, as `FabrikHeldBone` keeps them (vectors rounded to single precision, as there)."""
+
+    _VECTORS = {"written": 4, "fk": 4, "written_scale": 3, "fk_scale": 3}
+
+    def __init__(self) -> None:
+        self.name, self.rotated, self.mode, self.scaled = "", False, "", False
+        self.written = self.fk = (0.0,) * 4
+        self.written_scale, self.fk_scale = (0.0,) * 3, (1.0,) * 3
+
+    def __setattr__(self, name, value) -> None:
+        if name in self._VECTORS:
+            value = tuple(np.asarray(value, dtype=np.float32).tolist())
+        object.__setattr__(self, name, value)
+
+
+class _HeldInMemory:
+    """What live solving holds for a library override, in memory: Blender refuses to add items to an override's
+    collections (`held.add()`: "not supported for this collection"), and keeps no property we could add to the
+    override in its file. It offers the parts of the `fabrik.held` collection this module uses."""
+
+    def __init__(self) -> None:
+        self._entries: list[_HeldEntry] = []
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self):
+        return iter(list(self._entries))
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            entry = self.get(key)
+            if entry is None:
+                raise KeyError(key)
+            return entry
+        return self._entries[key]
+
+    def get(self, name: str):
+        return next((entry for entry in self._entries if entry.name == name), None)
+
+    def keys(self) -> list[str]:
+        return [entry.name for entry in self._entries]
+
+    def add(self) -> _HeldEntry:
+        self._entries.append(_HeldEntry())
+        return self._entries[-1]
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def foreach_get(self, name: str, out: np.ndarray) -> None:
+        out[:] = np.array([getattr(entry, name) for entry in self._entries], dtype=out.dtype).ravel()
+
+    def foreach_set(self, name: str, values) -> None:
+        rows = np.asarray(values).reshape(len(self._entries), -1)
+        for entry, row in zip(self._entries, rows):
+            setattr(entry, name, row if row.size > 1 else row[0].item())
+
+
+#: Per library override (by name): what live solving holds for it (see _HeldInMemory).
+_held_in_memory: dict[str, _HeldInMemory] = {}
+
+
+def _held(obj):
+    """Where live solving keeps obj's held values: its `fabrik.held` collection, in the file; for a library
+    override, in memory (for this session: live solving off still gives the animator's pose back)."""
+    if getattr(obj, "override_library", None) is None:
+        return obj.fabrik.held
+    held = _held_in_memory.get(obj.name)
+    if held is None:
+        held = _held_in_memory[obj.name] = _HeldInMemory()
+    return held
+
+
 def _held_arrays(held):
     """The held entries in bulk: (index by name, rotated, written (m, 4), fk (m, 4), scaled, set()), or None when
     there are none."""
@@ -524,8 +738,12 @@ def _held_arrays(held):
     scaled = np.empty(m, dtype=bool)
     held.foreach_get("scaled", scaled)
     index = {name: i for i, name in enumerate(held.keys())}
+    written, fk = written.reshape(m, 4), fk.reshape(m, 4)
+    # An entry that is not finite (from a file saved before they were refused) holds nothing: the channel is the
+    # animator's, so a rig whose NaN was cleared solves again.
+    rotated &= np.isfinite(written).all(axis=1) & np.isfinite(fk).all(axis=1)
     # The last item collects the entries found rotated and in quaternion mode (so they are not read twice).
-    return index, rotated, written.reshape(m, 4), fk.reshape(m, 4), scaled, set()
+    return index, rotated, written, fk, scaled, set()
 
 
 def _fk_quaternions(obj, names, current, entries) -> list[tuple[float, ...]]:
@@ -533,7 +751,7 @@ def _fk_quaternions(obj, names, current, entries) -> list[tuple[float, ...]]:
     if entries is None:
         return list(current)
     index, rotated, written, fk, _, quaternion = entries
-    held = obj.fabrik.held
+    held = _held(obj)
     values = []
     keyed = None
     for name, value in zip(names, current):
@@ -577,8 +795,14 @@ def _hold_quaternions(held, names, written, fk_values, entries) -> None:
 
 
 def _same(a, b, tolerance: float = 1e-6) -> bool:
-    """Whether two channel values agree (both single precision in Blender, so ours come back exactly)."""
-    return not any(abs(x - y) > tolerance for x, y in zip(a, b))
+    """Whether two channel values agree (both single precision in Blender, so ours come back exactly); a value
+    that is not a number agrees with nothing."""
+    return all(abs(x - y) <= tolerance for x, y in zip(a, b))
+
+
+def _finite(value) -> bool:
+    """Whether every component of a value is a finite number."""
+    return all(math.isfinite(x) for x in value)
 
 
 def _pad(value, size: int) -> tuple[float, ...]:
@@ -591,7 +815,7 @@ def _hold_rotations(obj, values: dict[str, tuple[tuple[float, ...], tuple[float,
 
     Only changed entries are set: unchanged ones cost no property writes.
     """
-    held = obj.fabrik.held
+    held = _held(obj)
     for name, (written, fk) in values.items():
         entry = held.get(name)
         if entry is None:
@@ -599,6 +823,8 @@ def _hold_rotations(obj, values: dict[str, tuple[tuple[float, ...], tuple[float,
             entry.name = name
         mode = obj.pose.bones[name].rotation_mode
         written, fk = _pad(written, 4), _pad(fk, 4)
+        if not (_finite(written) and _finite(fk)):
+            continue  # never held: a value that is not a number would be matched and given back again
         if entry.rotated and entry.mode == mode and _same(entry.written, written, 0.0) and _same(entry.fk, fk, 0.0):
             continue
         entry.rotated, entry.mode, entry.written, entry.fk = True, mode, written, fk
@@ -606,7 +832,7 @@ def _hold_rotations(obj, values: dict[str, tuple[tuple[float, ...], tuple[float,
 
 def _let_go(obj, names: list[str]) -> None:
     """Forget the held rotations of these bones: what they hold now is the animator's."""
-    held = obj.fabrik.held
+    held = _held(obj)
     for name in names:
         entry = held.get(name)
         if entry is not None and entry.rotated:
@@ -620,14 +846,14 @@ def write_stretch(obj, skeleton, scales: dict[int, float]) -> None:
     Bones whose scale stays 1 and that we did not stretch are never touched.
     """
     wanted = {skeleton.names[b]: value for b, value in scales.items()}
-    for entry in obj.fabrik.held:
+    for entry in _held(obj):
         if not entry.scaled or abs(wanted.get(entry.name, 1.0) - 1.0) > 1e-9:
             continue  # not stretched by us, or still stretched: written below
         pose_bone = obj.pose.bones.get(entry.name)
         if pose_bone is not None and _same(pose_bone.scale, entry.written_scale):
             pose_bone.scale = entry.fk_scale
         entry.scaled = False
-    held = obj.fabrik.held
+    held = _held(obj)
     stretched = {}
     for name, value in wanted.items():
         if abs(value - 1.0) <= 1e-9:
@@ -648,10 +874,29 @@ def write_stretch(obj, skeleton, scales: dict[int, float]) -> None:
             entry.written_scale = tuple(obj.pose.bones[skeleton.names[b]].scale)
 
 
+def _release_others(obj, moving: set[str]) -> None:
+    """Give the bones that left every chain (a chain made shorter, an effector removed or switched off) the
+    animator's rotation back, where they still hold what live solving wrote, and stop holding them."""
+    held = _held(obj)
+    others = [entry.name for entry in held if entry.rotated and entry.name not in moving]
+    if not others:
+        return
+    pose_bones = obj.pose.bones
+    values = fk_channel_values(obj, [name for name in others if name in pose_bones])  # (a bone gone: nothing to give)
+    for name in others:
+        if name in values:
+            pose_bone = pose_bones[name]
+            channel, size = rig.rotation_channel(pose_bone.rotation_mode)
+            value = values[name][:size]
+            if _finite(value) and not _same(getattr(pose_bone, channel), value, 0.0):
+                setattr(pose_bone, channel, value)
+        held[name].rotated = False
+
+
 def give_back(obj) -> None:
     """Put back the animator's values in every channel live solving wrote and that still holds what it wrote
     (the others have been set since, by animation or by hand, and keep that); then forget what was held."""
-    held = obj.fabrik.held
+    held = _held(obj)
     values = fk_channel_values(obj, [entry.name for entry in held if entry.rotated])
     for entry in held:
         pose_bone = obj.pose.bones.get(entry.name)
@@ -659,7 +904,8 @@ def give_back(obj) -> None:
             continue
         if entry.name in values:
             channel, size = rig.rotation_channel(pose_bone.rotation_mode)
-            if not _same(getattr(pose_bone, channel), values[entry.name][:size], 0.0):
+            value = values[entry.name][:size]
+            if _finite(value) and not _same(getattr(pose_bone, channel), value, 0.0):
                 setattr(pose_bone, channel, values[entry.name][:size])
         if entry.scaled and _same(pose_bone.scale, entry.written_scale):
             pose_bone.scale = entry.fk_scale
@@ -669,9 +915,11 @@ def give_back(obj) -> None:
 
 def stashed_fk(obj, bone_name: str) -> tuple[tuple[float, ...], np.ndarray] | None:
     """(the rotation value live solving last wrote, the FK rotation it replaced) for a bone, if any."""
-    entry = obj.fabrik.held.get(bone_name)
+    entry = _held(obj).get(bone_name)
     pose_bone = obj.pose.bones.get(bone_name)
     if entry is None or not entry.rotated or pose_bone is None or entry.mode != pose_bone.rotation_mode:
+        return None
+    if not (_finite(entry.written) and _finite(entry.fk)):
         return None
     size = rig.rotation_channel(entry.mode)[1]
     return tuple(entry.written)[:size], channel_matrix(entry.mode, tuple(entry.fk)[:size])
@@ -685,7 +933,7 @@ def fk_channel_values(obj, names: list[str]) -> dict[str, tuple[float, ...]]:
     what the animation gives this frame (it is re-evaluated on every frame, so
     the held value must not override it).
     """
-    held = obj.fabrik.held
+    held = _held(obj)
     values = {}
     keyed = None
     for name in names:
@@ -693,7 +941,7 @@ def fk_channel_values(obj, names: list[str]) -> dict[str, tuple[float, ...]]:
         channel, size = rig.rotation_channel(pose_bone.rotation_mode)
         value = tuple(getattr(pose_bone, channel))
         entry = held.get(name)
-        if entry is not None and entry.rotated and entry.mode == pose_bone.rotation_mode:
+        if entry is not None and entry.rotated and entry.mode == pose_bone.rotation_mode and _finite(entry.fk):
             if _same(value, tuple(entry.written)[:size]):
                 value = tuple(entry.fk)[:size]
                 if keyed is None:
