@@ -280,9 +280,9 @@ def prepare(
         if previous is not None:
             previous = {b: _as_matrix(m) for b, m in previous.items()}
     warm = previous is not None
-    fk_values = fk_channel_values(obj, [skeleton.names[b] for b in tree.bones if keep_fk or not warm or b not in previous])
-    fk_values = {skeleton.index(name): value for name, value in fk_values.items()}
-    fk = {b: channel_matrix(obj.pose.bones[skeleton.names[b]].rotation_mode, value) for b, value in fk_values.items()}
+    channels = fk_channels(obj, [skeleton.names[b] for b in tree.bones if keep_fk or not warm or b not in previous])
+    fk_values = {skeleton.index(name): value for name, (_, value) in channels.items()}
+    fk = {skeleton.index(name): channel_matrix(mode, value) for name, (mode, value) in channels.items()}
     rotations = dict(fk)
     if warm:
         moving = set(tree.bones)
@@ -933,23 +933,44 @@ def fk_channel_values(obj, names: list[str]) -> dict[str, tuple[float, ...]]:
     what the animation gives this frame (it is re-evaluated on every frame, so
     the held value must not override it).
     """
+    return {name: value for name, (_, value) in fk_channels(obj, names).items()}
+
+
+#: Blender's rotation_mode enum values (what foreach_get reads) and their names.
+_ROTATION_MODES = {0: 'QUATERNION', -1: 'AXIS_ANGLE', 1: 'XYZ', 2: 'XZY', 3: 'YXZ', 4: 'YZX', 5: 'ZXY', 6: 'ZYX'}
+
+
+def fk_channels(obj, names: list[str]) -> dict[str, tuple[str, tuple[float, ...]]]:
+    """`fk_channel_values` with each bone's rotation mode: (mode, value) per named bone, read in bulk."""
+    pose_bones = obj.pose.bones
+    n = len(pose_bones)
+    modes = np.empty(n, dtype=np.int32)
+    pose_bones.foreach_get("rotation_mode", modes)
+    arrays = {}
+    for channel, size in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4)):
+        values = np.empty(n * size, dtype=np.float32)
+        pose_bones.foreach_get(channel, values)
+        arrays[channel] = values.reshape(n, size)
     held = _held(obj)
-    values = {}
+    entries = _held_arrays(held)
+    out = {}
     keyed = None
     for name in names:
-        pose_bone = obj.pose.bones[name]
-        channel, size = rig.rotation_channel(pose_bone.rotation_mode)
-        value = tuple(getattr(pose_bone, channel))
-        entry = held.get(name)
-        if entry is not None and entry.rotated and entry.mode == pose_bone.rotation_mode and _finite(entry.fk):
-            if _same(value, tuple(entry.written)[:size]):
-                value = tuple(entry.fk)[:size]
-                if keyed is None:
-                    keyed = _keyed_channels(obj)
-                if keyed:
-                    value = _animated(keyed, name, channel, value)
-        values[name] = value
-    return values
+        i = pose_bones.find(name)
+        if i < 0:
+            raise KeyError(f"no bone '{name}' in '{obj.name}'")
+        mode = _ROTATION_MODES[int(modes[i])]
+        channel, size = rig.rotation_channel(mode)
+        value = tuple(arrays[channel][i].tolist())
+        j = entries[0].get(name) if entries is not None else None
+        if j is not None and entries[1][j] and _same(value, entries[2][j][:size].tolist()) and held[j].mode == mode:
+            value = tuple(entries[3][j][:size].tolist())
+            if keyed is None:
+                keyed = _keyed_channels(obj)
+            if keyed:
+                value = _animated(keyed, name, channel, value)
+        out[name] = mode, value
+    return out
 
 
 def _keyed_channels(obj) -> tuple | None:
