@@ -56,9 +56,7 @@ def _channels_of(obj) -> bytes:
         values = np.empty(n * size, dtype=np.float32)
         pose_bones.foreach_get(name, values)
         parts.append(values.tobytes())
-    modes = np.empty(n, dtype=np.int32)
-    pose_bones.foreach_get("rotation_mode", modes)
-    parts.append(modes.tobytes())
+    parts.append(rig.rotation_modes(pose_bones).tobytes())
     return b"".join(parts)
 
 

@@ -201,6 +201,26 @@ def world_to_armature(obj) -> Matrix:
     return world.inverted()
 
 
+#: Blender's rotation_mode enum values, as `rotation_modes` gives them.
+MODE_VALUES = {'QUATERNION': 0, 'AXIS_ANGLE': -1, 'XYZ': 1, 'XZY': 2, 'YXZ': 3, 'YZX': 4, 'ZXY': 5, 'ZYX': 6}
+MODE_NAMES = {value: name for name, value in MODE_VALUES.items()}
+#: A fill no rotation mode has, even where a Blender reads the enum as a short into half of each slot (3.4).
+_NO_MODE = 0x01010101
+
+
+def rotation_modes(pose_bones) -> np.ndarray:
+    """Each pose bone's rotation mode as its enum value (`MODE_VALUES`), read in bulk where Blender can."""
+    modes = np.full(len(pose_bones), _NO_MODE, dtype=np.int32)
+    try:
+        pose_bones.foreach_get("rotation_mode", modes)
+    except (TypeError, RuntimeError):
+        pass
+    if np.isin(modes, list(MODE_NAMES)).all():
+        return modes
+    # Blender 3.4 reads the enum's raw storage (a short): one property read per bone instead.
+    return np.array([MODE_VALUES[pose_bone.rotation_mode] for pose_bone in pose_bones], dtype=np.int32)
+
+
 #: Rotation mode -> (the pose-bone property holding the rotation, its size); every Euler order uses rotation_euler.
 ROTATION_CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
 

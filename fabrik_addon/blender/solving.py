@@ -414,9 +414,9 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
     return result
 
 
-#: Blender's rotation_mode enum values of 'QUATERNION' and 'AXIS_ANGLE' (what foreach_get reads).
-_QUATERNION_MODE = 0
-_AXIS_ANGLE_MODE = -1
+#: Blender's rotation_mode enum values of 'QUATERNION' and 'AXIS_ANGLE' (`rig.rotation_modes`).
+_QUATERNION_MODE = rig.MODE_VALUES['QUATERNION']
+_AXIS_ANGLE_MODE = rig.MODE_VALUES['AXIS_ANGLE']
 
 
 def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bool = True) -> RigStatus | None:
@@ -441,8 +441,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bo
     pose_bones = obj.pose.bones
     n = len(pose_bones)
     at = _pose_indices(obj, skeleton, tree)
-    modes = np.empty(n, dtype=np.int32)
-    pose_bones.foreach_get("rotation_mode", modes)
+    modes = rig.rotation_modes(pose_bones)
     if (modes[at] != _QUATERNION_MODE).any():
         return None
     channels = np.empty(n * 4, dtype=np.float32)
@@ -583,8 +582,7 @@ def _channels_not_finite(obj, skeleton) -> dict[int, str]:
         pose_bones.foreach_get(name, values)
         return np.isfinite(values.reshape(n, size)).all(axis=1)
 
-    modes = np.empty(n, dtype=np.int32)
-    pose_bones.foreach_get("rotation_mode", modes)
+    modes = rig.rotation_modes(pose_bones)
     rotation_ok = np.where(
         modes == _QUATERNION_MODE, finite("rotation_quaternion", 4),
         np.where(modes == _AXIS_ANGLE_MODE, finite("rotation_axis_angle", 4), finite("rotation_euler", 3)),
@@ -936,16 +934,11 @@ def fk_channel_values(obj, names: list[str]) -> dict[str, tuple[float, ...]]:
     return {name: value for name, (_, value) in fk_channels(obj, names).items()}
 
 
-#: Blender's rotation_mode enum values (what foreach_get reads) and their names.
-_ROTATION_MODES = {0: 'QUATERNION', -1: 'AXIS_ANGLE', 1: 'XYZ', 2: 'XZY', 3: 'YXZ', 4: 'YZX', 5: 'ZXY', 6: 'ZYX'}
-
-
 def fk_channels(obj, names: list[str]) -> dict[str, tuple[str, tuple[float, ...]]]:
     """`fk_channel_values` with each bone's rotation mode: (mode, value) per named bone, read in bulk."""
     pose_bones = obj.pose.bones
     n = len(pose_bones)
-    modes = np.empty(n, dtype=np.int32)
-    pose_bones.foreach_get("rotation_mode", modes)
+    modes = rig.rotation_modes(pose_bones)
     arrays = {}
     for channel, size in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4)):
         values = np.empty(n * size, dtype=np.float32)
@@ -959,7 +952,7 @@ def fk_channels(obj, names: list[str]) -> dict[str, tuple[str, tuple[float, ...]
         i = pose_bones.find(name)
         if i < 0:
             raise KeyError(f"no bone '{name}' in '{obj.name}'")
-        mode = _ROTATION_MODES[int(modes[i])]
+        mode = rig.MODE_NAMES[int(modes[i])]
         channel, size = rig.rotation_channel(mode)
         value = tuple(arrays[channel][i].tolist())
         j = entries[0].get(name) if entries is not None else None
