@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Live solving's bulk path for free connected trees does exactly what the general path does in Blender."""
+"""Live solving's bulk path for free trees does exactly what the general path does in Blender, in every rotation
+mode."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from fabrik_addon.blender import solving
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
 
-def play(general: bool, start: str, keyed: bool, monkeypatch) -> tuple[list[np.ndarray], list[str], int]:
+def play(general: bool, start: str, keyed: bool, monkeypatch, mixed: bool = False) -> tuple[list[np.ndarray], list[str], int]:
     """Live solving over some frames, then switched off: the channels and held values after each step,
     the status messages, and how many solves took the bulk path."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -40,6 +41,12 @@ def play(general: bool, start: str, keyed: bool, monkeypatch) -> tuple[list[np.n
     rigbuild.add_effector(rig, "arm2", other, chain_length=3, weight=2.0)
     rig.pose.bones["bone4"].rotation_quaternion = (0.9, 0.1, 0.2, 0.0)
     rig.pose.bones["arm0"].location = (0.0, 0.1, 0.0)
+    if mixed:  # Euler orders and axis-angle among the moving bones, each holding a turn of its own
+        for name, mode in (("bone2", 'XYZ'), ("bone6", 'AXIS_ANGLE'), ("arm1", 'ZXY'), ("bone4", 'YZX')):
+            rig.pose.bones[name].rotation_mode = mode
+        rig.pose.bones["bone2"].rotation_euler = (0.2, -0.1, 0.3)
+        rig.pose.bones["bone6"].rotation_axis_angle = (0.4, 0.0, 0.6, 0.8)
+        rig.pose.bones["arm1"].rotation_euler = (-0.3, 0.2, 0.1)
     if keyed:
         rig.pose.bones["bone5"].rotation_quaternion = (0.95, 0.0, 0.3, 0.1)
         rig.pose.bones["bone5"].keyframe_insert("rotation_quaternion", frame=1)
@@ -72,16 +79,23 @@ def play(general: bool, start: str, keyed: bool, monkeypatch) -> tuple[list[np.n
 
 
 def channels(rig) -> np.ndarray:
-    values = np.empty(len(rig.pose.bones) * 4, dtype=np.float32)
-    rig.pose.bones.foreach_get("rotation_quaternion", values)
-    return values
+    """Every rotation channel of every bone, in one array."""
+    parts = []
+    for channel, size in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4)):
+        values = np.empty(len(rig.pose.bones) * size, dtype=np.float32)
+        rig.pose.bones.foreach_get(channel, values)
+        parts.append(values)
+    return np.concatenate(parts)
 
 
-@pytest.mark.parametrize("start, keyed", [("FK", False), ("FK", True), ("PREVIOUS", False)])
-def test_the_bulk_path_writes_and_holds_what_the_general_path_does(start, keyed, monkeypatch):
+@pytest.mark.parametrize(
+    "start, keyed, mixed",
+    [("FK", False, False), ("FK", True, False), ("PREVIOUS", False, False), ("FK", True, True), ("PREVIOUS", False, True)],
+)
+def test_the_bulk_path_writes_and_holds_what_the_general_path_does(start, keyed, mixed, monkeypatch):
     """Channels, held animator values, status and the pose given back all agree (to single precision)."""
-    bulk, bulk_messages, bulk_count = play(False, start, keyed, monkeypatch)
-    general, general_messages, _ = play(True, start, keyed, monkeypatch)
+    bulk, bulk_messages, bulk_count = play(False, start, keyed, monkeypatch, mixed)
+    general, general_messages, _ = play(True, start, keyed, monkeypatch, mixed)
     assert bulk_count >= 7, "the free tree did not take the bulk path"
     assert bulk_messages == general_messages
     for a, b in zip(bulk, general):

@@ -179,9 +179,10 @@ def current_pose(obj, skeleton: Skeleton) -> Pose:
     # foreach_get gives matrices column by column.
     m = np.swapaxes(flat.reshape(-1, 4, 4), 1, 2)[pose_bone_order(obj)].astype(np.float64)
     frames = m[:, :3, :3]
-    # A bone scaled to zero has no frame: its axes stay zero (the solve refuses chains hanging from it).
-    norms = np.linalg.norm(frames, axis=1, keepdims=True)
-    np.divide(frames, norms, out=frames, where=norms > 0.0)
+    # A bone scaled to zero has no frame: its axes become NaN, quietly, and whatever is built on them is refused
+    # where it would be written (live solving names the bone; a bake leaves those frames unkeyed).
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frames /= np.linalg.norm(frames, axis=1, keepdims=True)
     return Pose(m[:, :3, 3].copy(), frames.copy(), skeleton.lengths)
 
 

@@ -424,10 +424,10 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bo
     it does not cover.
 
     It covers FABRIK on a free tree (no limits, rotation goals or IK stretch;
-    poles are fine) whose moving bones are in quaternion mode: the moving
-    bones' channels are read and written in bulk, `core.local_solve` solves on
-    plain floats, and what `fabrik.held` keeps is updated in bulk. The result is
-    the general path's.
+    poles are fine), in any rotation mode: the moving bones' channels are read
+    and written in bulk (one foreach_set per channel kind that changed),
+    `core.local_solve` solves on plain floats, and what `fabrik.held` keeps is
+    updated in bulk. The result is the general path's.
     """
     settings = obj.fabrik
     if settings.solver != "FABRIK":
@@ -441,22 +441,18 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bo
     pose_bones = obj.pose.bones
     n = len(pose_bones)
     at = _pose_indices(obj, skeleton, tree)
-    modes = rig.rotation_modes(pose_bones)
-    if (modes[at] != _QUATERNION_MODE).any():
-        return None
-    channels = np.empty(n * 4, dtype=np.float32)
-    pose_bones.foreach_get("rotation_quaternion", channels)
-    current = [tuple(v) for v in channels.reshape(n, 4)[at].tolist()]
+    modes = [rig.MODE_NAMES[m] for m in rig.rotation_modes(pose_bones)[at].tolist()]
+    arrays = {}
+    for channel, size in {rig.rotation_channel(mode) for mode in modes}:
+        values = np.empty(n * size, dtype=np.float32)
+        pose_bones.foreach_get(channel, values)
+        arrays[channel] = values.reshape(n, size)
+    current = [tuple(arrays[rig.rotation_channel(mode)[0]][i].tolist()) for mode, i in zip(modes, at.tolist())]
     names = [skeleton.names[b] for b in tree.bones]
     held = _held(obj)
     entries = _held_arrays(held)
-    fk_values = _fk_quaternions(obj, names, current, entries)
-    rotations = []
-    for value in fk_values:
-        length = math.sqrt(value[0] * value[0] + value[1] * value[1] + value[2] * value[2] + value[3] * value[3])
-        if not length > 1e-12:
-            return None  # a zero quaternion: the general path decides what it means
-        rotations.append((value[0] / length, value[1] / length, value[2] / length, value[3] / length))
+    fk_values = _fk_in_bulk(obj, names, modes, current, entries)
+    rotations = [rotation.channel_to_quaternion(mode, value) for mode, value in zip(modes, fk_values)]
     warm = settings.start == 'PREVIOUS' and obj.name in _last_solution
     if warm:
         previous = _last_solution[obj.name]
@@ -487,27 +483,29 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bo
     # Write: each value made continuous with what the channel holds (as mathutils' make_compatible does), and
     # left alone where it differs only by rounding, so an unchanged pose does not tag the rig for an update.
     written = []
-    flat = channels.reshape(n, 4)
-    changed = False
-    for k, (q, now) in enumerate(zip(solved, current)):
-        size = math.sqrt(now[0] * now[0] + now[1] * now[1] + now[2] * now[2] + now[3] * now[3])
-        if size > 1e-4:
-            q = (q[0] * size, q[1] * size, q[2] * size, q[3] * size)
-        if q[0] * now[0] + q[1] * now[1] + q[2] * now[2] + q[3] * now[3] < 0.0:
-            q = (-q[0], -q[1], -q[2], -q[3])
-        if max(abs(q[0] - now[0]), abs(q[1] - now[1]), abs(q[2] - now[2]), abs(q[3] - now[3])) > 1e-7:
-            flat[at[k]] = q
-            written.append(q)
-            changed = True
+    changed = set()
+    for k, (q, now, mode) in enumerate(zip(solved, current, modes)):
+        if mode == 'QUATERNION':
+            value = rotation.compatible_quaternion(q, now)
+        elif mode == 'AXIS_ANGLE':
+            value = rotation.axis_angle_from_quaternion(q, now)
+        else:
+            value = rotation.euler_from_matrix(quat.to_matrix(q), mode, now)
+        if max(abs(a - b) for a, b in zip(value, now)) > 1e-7:
+            channel = rig.rotation_channel(mode)[0]
+            arrays[channel][at[k]] = value
+            changed.add(channel)
+            written.append(value)
         else:
             written.append(now)
+    for channel in changed:
+        pose_bones.foreach_set(channel, arrays[channel].ravel())
     if changed:
-        pose_bones.foreach_set("rotation_quaternion", channels)
         obj.update_tag(refresh={'DATA'})  # foreach_set tags nothing; a pose change re-evaluates the rig's data
     if release and entries is not None and len(entries[0]) > len(names):
         _release_others(obj, set(names))
     if hold:
-        _hold_quaternions(held, names, written, fk_values, entries)
+        _hold_in_bulk(held, names, modes, written, fk_values, entries)
     else:
         _let_go(obj, names)
     _last_solution[obj.name] = dict(zip(tree.bones, solved))
@@ -740,33 +738,34 @@ def _held_arrays(held):
     # An entry that is not finite (from a file saved before they were refused) holds nothing: the channel is the
     # animator's, so a rig whose NaN was cleared solves again.
     rotated &= np.isfinite(written).all(axis=1) & np.isfinite(fk).all(axis=1)
-    # The last item collects the entries found rotated and in quaternion mode (so they are not read twice).
+    # The last item collects the entries found rotated in the bone's mode (so they are not read twice).
     return index, rotated, written, fk, scaled, set()
 
 
-def _fk_quaternions(obj, names, current, entries) -> list[tuple[float, ...]]:
-    """`fk_channel_values` for bones in quaternion mode, from channels and held entries read in bulk."""
+def _fk_in_bulk(obj, names, modes, current, entries) -> list[tuple[float, ...]]:
+    """`fk_channel_values` from channels and held entries read in bulk (`modes`: each bone's rotation mode)."""
     if entries is None:
         return list(current)
-    index, rotated, written, fk, _, quaternion = entries
+    index, rotated, written, fk, _, matched = entries
     held = _held(obj)
     values = []
     keyed = None
-    for name, value in zip(names, current):
+    for name, mode, value in zip(names, modes, current):
         i = index.get(name)
-        if i is not None and rotated[i] and _same(value, written[i].tolist()) and held[i].mode == 'QUATERNION':
-            quaternion.add(i)
-            value = tuple(fk[i].tolist())
+        size = len(value)
+        if i is not None and rotated[i] and _same(value, written[i][:size].tolist()) and held[i].mode == mode:
+            matched.add(i)
+            value = tuple(fk[i][:size].tolist())
             if keyed is None:
                 keyed = _keyed_channels(obj)
             if keyed:
-                value = _animated(keyed, name, "rotation_quaternion", value)
+                value = _animated(keyed, name, rig.rotation_channel(mode)[0], value)
         values.append(value)
     return values
 
 
-def _hold_quaternions(held, names, written, fk_values, entries) -> None:
-    """`_hold_rotations` for bones in quaternion mode, with the values set in bulk."""
+def _hold_in_bulk(held, names, modes, written, fk_values, entries) -> None:
+    """`_hold_rotations` with the values set in bulk (entries `_fk_in_bulk` matched need no other write)."""
     index = entries[0] if entries is not None else {}
     if any(name not in index for name in names):
         for name in names:
@@ -774,18 +773,18 @@ def _hold_quaternions(held, names, written, fk_values, entries) -> None:
                 held.add().name = name
         entries = _held_arrays(held)
         index = entries[0]
-    _, rotated, old_written, old_fk, _, quaternion = entries
+    _, rotated, old_written, old_fk, _, matched = entries
     new_written, new_fk = old_written.copy(), old_fk.copy()
-    for name, value, fk in zip(names, written, fk_values):
+    for name, mode, value, fk in zip(names, modes, written, fk_values):
         i = index[name]
-        if i not in quaternion:
+        if i not in matched:
             entry = held[i]
             if not entry.rotated:
                 entry.rotated = True
-            if entry.mode != 'QUATERNION':
-                entry.mode = 'QUATERNION'
-        new_written[i] = value
-        new_fk[i] = fk
+            if entry.mode != mode:
+                entry.mode = mode
+        new_written[i] = _pad(value, 4)
+        new_fk[i] = _pad(fk, 4)
     if not np.array_equal(new_written, old_written):
         held.foreach_set("written", new_written.ravel())
     if not np.array_equal(new_fk, old_fk):
