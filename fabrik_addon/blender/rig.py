@@ -216,7 +216,7 @@ def rotation_modes(pose_bones) -> np.ndarray:
         pose_bones.foreach_get("rotation_mode", modes)
     except (TypeError, RuntimeError):
         pass
-    if np.isin(modes, list(MODE_NAMES)).all():
+    if not len(modes) or (modes.min() >= -1 and modes.max() <= 6):  # (the enum's values: -1 to 6)
         return modes
     # Blender 3.4 reads the enum's raw storage (a short): one property read per bone instead.
     return np.array([MODE_VALUES[pose_bone.rotation_mode] for pose_bone in pose_bones], dtype=np.int32)

@@ -361,6 +361,20 @@ def compute(
     gathered: Gathered | None = None,
 ) -> tuple[RigStatus, Solution | None]:
     """Solve one armature's effectors without touching its pose (see `prepare` for where it starts)."""
+    gathered = gathered or gather(obj, depsgraph)
+    lean_previous = previous
+    if lean_previous is None and obj.fabrik.start == 'PREVIOUS':
+        lean_previous = _last_solution.get(obj.name)
+    lean = _compute_free_tree(obj, gathered, lean_previous)
+    if lean is not None:
+        return lean
+    return _compute_general(obj, depsgraph, previous, keep_fk, gathered)
+
+
+def _compute_general(
+    obj, depsgraph, previous: dict[int, np.ndarray] | None, keep_fk: bool, gathered: Gathered
+) -> tuple[RigStatus, Solution | None]:
+    """`compute` through `prepare` and the core solvers, for every rig."""
     result, problem = prepare(obj, depsgraph, previous, keep_fk, gathered)
     if problem is None:
         return result, None
@@ -393,7 +407,7 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
         status[obj.name] = result
         return result
     with np.errstate(invalid="ignore", divide="ignore"):  # what is not finite is checked below, and never written
-        result, solution = compute(obj, depsgraph, gathered=gathered)
+        result, solution = _compute_general(obj, depsgraph, None, True, gathered)
     if solution is not None and (unfinished := _not_finite(solution)):
         result = RigStatus(effectors=dict(gathered.problems), message=unfinished, ok=False)
         solution = None
@@ -419,20 +433,36 @@ _QUATERNION_MODE = rig.MODE_VALUES['QUATERNION']
 _AXIS_ANGLE_MODE = rig.MODE_VALUES['AXIS_ANGLE']
 
 
-def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bool = True) -> RigStatus | None:
-    """`solve_object` for the common case, with the fewest Blender calls; None (having touched nothing) for a rig
-    it does not cover.
+@dataclass
+class _FreeTree:
+    """What the lean path read for one solve of a free tree: the moving bones' channels, their FK values and
+    the solve's input, plain floats (see `_read_free_tree`)."""
 
-    It covers FABRIK on a free tree (no limits, rotation goals or IK stretch;
-    poles are fine), in any rotation mode: the moving bones' channels are read
-    and written in bulk (one foreach_set per channel kind that changed),
-    `core.local_solve` solves on plain floats, and what `fabrik.held` keeps is
-    updated in bulk. The result is the general path's.
-    """
+    tree: object
+    local: object
+    #: Per moving node: its pose-bone index, name and rotation mode.
+    at: np.ndarray
+    names: list[str]
+    modes: list[str]
+    #: The rotation channels read (channel -> (n, size) array of every pose bone) and each node's value in it.
+    arrays: dict[str, np.ndarray]
+    current: list[tuple[float, ...]]
+    held: object
+    entries: tuple | None
+    fk_values: list[tuple[float, ...]]
+    rotations: list[tuple[float, ...]]
+    translations: list
+    fixed: list
+    settings: SolveSettings
+
+
+def _read_free_tree(obj, gathered: Gathered, previous: dict | None) -> _FreeTree | None:
+    """Read a lean solve of a free tree (no limits, rotation goals or IK stretch; poles are fine) in bulk, or
+    None for a rig the lean path does not cover. The moving bones start at `previous` where it has them."""
     settings = obj.fabrik
     if settings.solver != "FABRIK":
         return None
-    skeleton, goals, used, problems, began = gathered
+    skeleton, goals = gathered.skeleton, gathered.goals
     if not goals:
         return None
     tree = moving_tree(skeleton, goals)
@@ -453,38 +483,67 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bo
     entries = _held_arrays(held)
     fk_values = _fk_in_bulk(obj, names, modes, current, entries)
     rotations = [rotation.channel_to_quaternion(mode, value) for mode, value in zip(modes, fk_values)]
-    warm = settings.start == 'PREVIOUS' and obj.name in _last_solution
-    if warm:
-        previous = _last_solution[obj.name]
+    if previous is not None:
         rotations = [_as_quaternion(previous[b]) if b in previous else r for b, r in zip(tree.bones, rotations)]
     locations = np.empty(n * 3, dtype=np.float32)
     pose_bones.foreach_get("location", locations)
     translations = [tuple(t) if any(t) else None for t in locations.reshape(n, 3)[at].tolist()]
     local = local_solve.local_tree(skeleton, tree)
-    fixed = [
-        _fixed_frame(pose_bones[skeleton.names[b]].matrix) if p < 0 and b >= 0 else None
-        for p, b in zip(tree.parent, local.parent_bone)
-    ]
-    solve_settings = solve_settings_of(settings, warm, rig_size(skeleton, tree))
+    hung_from = [pose_bones[skeleton.names[b]].matrix if p < 0 and b >= 0 else None
+                 for p, b in zip(tree.parent, local.parent_bone)]
+    if not all(m is None or _usable_frame(m) for m in hung_from):
+        return None  # a bone above a chain scaled to zero or not a number: the general path says which
+    fixed = [None if m is None else _fixed_frame(m) for m in hung_from]
+    solve_settings = solve_settings_of(settings, previous is not None, rig_size(skeleton, tree))
     validate_goals(skeleton, goals)
     validate_settings(solve_settings)
-    solved = local_solve.solve(local, goals, rotations, translations, fixed, solve_settings)
+    return _FreeTree(
+        tree, local, at, names, modes, arrays, current, held, entries, fk_values, rotations, translations, fixed,
+        solve_settings,
+    )
+
+
+def _solve_read(obj, gathered: Gathered, read: _FreeTree) -> tuple[RigStatus, list] | None:
+    """Solve what `_read_free_tree` read: the status and each moving node's new local rotation (unit
+    quaternions), or None where the general path must go on (it refines, or says which bone is not finite)."""
+    solved = local_solve.solve(read.local, gathered.goals, read.rotations, read.translations, read.fixed, read.settings)
     if solved is None:
         return None  # FABRIK alone did not converge on a tree with offsets: the general path refines
     solved, report = solved
     if not math.isfinite(sum(map(sum, solved))):
         return None  # never written nor remembered: the general path says which bone
-    result = RigStatus(effectors=dict(problems))
+    result = RigStatus(effectors=dict(gathered.problems))
     problem = Problem(
-        result, skeleton, goals, used, list(tree.bones), {}, None, solve_settings, settings.solver,
-        rig.limit_problems(obj), began,
+        result, gathered.skeleton, gathered.goals, gathered.used, list(read.tree.bones), {}, None, read.settings,
+        obj.fabrik.solver, rig.limit_problems(obj), gathered.began,
     )
     conclude_status(problem, report)
+    return result, solved
+
+
+def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bool = True) -> RigStatus | None:
+    """`solve_object` for the common case, with the fewest Blender calls; None (having touched nothing) for a rig
+    it does not cover.
+
+    It covers FABRIK on a free tree (no limits, rotation goals or IK stretch;
+    poles are fine), in any rotation mode: the moving bones' channels are read
+    and written in bulk (one foreach_set per channel kind that changed),
+    `core.local_solve` solves on plain floats, and what `fabrik.held` keeps is
+    updated in bulk. The result is the general path's.
+    """
+    warm = obj.fabrik.start == 'PREVIOUS' and obj.name in _last_solution
+    read = _read_free_tree(obj, gathered, _last_solution[obj.name] if warm else None)
+    if read is None:
+        return None
+    outcome = _solve_read(obj, gathered, read)
+    if outcome is None:
+        return None
+    result, solved = outcome
     # Write: each value made continuous with what the channel holds (as mathutils' make_compatible does), and
     # left alone where it differs only by rounding, so an unchanged pose does not tag the rig for an update.
     written = []
     changed = set()
-    for k, (q, now, mode) in enumerate(zip(solved, current, modes)):
+    for k, (q, now, mode) in enumerate(zip(solved, read.current, read.modes)):
         if mode == 'QUATERNION':
             value = rotation.compatible_quaternion(q, now)
         elif mode == 'AXIS_ANGLE':
@@ -493,26 +552,46 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bo
             value = rotation.euler_from_matrix(quat.to_matrix(q), mode, now)
         if max(abs(a - b) for a, b in zip(value, now)) > 1e-7:
             channel = rig.rotation_channel(mode)[0]
-            arrays[channel][at[k]] = value
+            read.arrays[channel][read.at[k]] = value
             changed.add(channel)
             written.append(value)
         else:
             written.append(now)
+    pose_bones = obj.pose.bones
     for channel in changed:
-        pose_bones.foreach_set(channel, arrays[channel].ravel())
+        pose_bones.foreach_set(channel, read.arrays[channel].ravel())
     if changed:
         obj.update_tag(refresh={'DATA'})  # foreach_set tags nothing; a pose change re-evaluates the rig's data
+    names, entries = read.names, read.entries
     if release and entries is not None and len(entries[0]) > len(names):
         _release_others(obj, set(names))
     if hold:
-        _hold_in_bulk(held, names, modes, written, fk_values, entries)
+        _hold_in_bulk(read.held, names, read.modes, written, read.fk_values, entries)
     else:
         _let_go(obj, names)
-    _last_solution[obj.name] = dict(zip(tree.bones, solved))
+    _last_solution[obj.name] = dict(zip(read.tree.bones, solved))
     if entries is not None and entries[4].any():
-        write_stretch(obj, skeleton, {})  # bones stretched before get their own scale back
-    result.seconds = time.perf_counter() - began
+        write_stretch(obj, gathered.skeleton, {})  # bones stretched before get their own scale back
+    result.seconds = time.perf_counter() - gathered.began
     return result
+
+
+def _compute_free_tree(obj, gathered: Gathered, previous: dict | None) -> tuple[RigStatus, Solution] | None:
+    """`compute` on the lean path (a bake's solve of one frame), or None for a rig it does not cover: the moving
+    bones from the plain-float solve, every other bone as Blender posed it."""
+    read = _read_free_tree(obj, gathered, previous)
+    if read is None:
+        return None
+    outcome = _solve_read(obj, gathered, read)
+    if outcome is None:
+        return None
+    result, solved = outcome
+    skeleton = gathered.skeleton
+    local = skeleton.local_rotations(rig.current_pose(obj, skeleton))
+    bones = list(read.tree.bones)
+    local[bones] = rotation.quaternion_to_matrix(np.array(solved))
+    fk_values = dict(zip(bones, read.fk_values))
+    return result, Solution(skeleton, bones, local, {}, {}, fk_values)
 
 
 def _unusable_rig(obj, depsgraph) -> str | None:
