@@ -164,7 +164,9 @@ class Baker:
             self._record(i, status, solution)
             if solution is not None:
                 # A rotation that is not finite (a parent scaled to zero) must not seed the next frames.
-                self._previous = {b: solution.local[b] for b in solution.bones if np.isfinite(solution.local[b]).all()}
+                # (a continuous bake goes on from the solve itself, not from its blend with FK under an influence)
+                solved = solution.unblended or {b: solution.local[b] for b in solution.bones}
+                self._previous = {b: m for b, m in solved.items() if np.isfinite(m).all()}
             return
         if i == 0:
             self._batch = FrameBatch.start(self.obj, depsgraph, self.bones)

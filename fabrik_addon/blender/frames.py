@@ -38,6 +38,8 @@ class FrameBatch:
             return None
         if any(p >= 0 and skeleton.parents[b] != tree.bones[p] for b, p in zip(tree.bones, tree.parent)):
             return None  # a fixed bone between two moving ones: its pose would need following too
+        if solving.influences(obj, depsgraph, tree, used) is not None:
+            return None  # blended with FK: frame by frame (`solving.conclude` blends)
         return cls(obj, skeleton, goals, used, problems, tree)
 
     def __init__(self, obj, skeleton, goals, used, problems, tree) -> None:
@@ -71,7 +73,7 @@ class FrameBatch:
         prefixes = tuple(f'pose.bones["{bpy.utils.escape_identifier(skeleton.names[b])}"]' for b in self.moving)
         self.static_channels = paths is not None and not any(path.startswith(prefixes) for path in paths)
         #: The rig's solve settings as the batch solves them (animation may change them frame by frame).
-        self.settings = _solve_settings(obj)
+        self.settings: tuple | None = None  # (taken at the first frame read)
         self.solve_settings = solving.solve_settings_of(obj.fabrik, warm=False, size=solving.rig_size(skeleton, tree))
         self.targets: list[list[tuple]] = []
         self.channels: dict[str, list[np.ndarray]] = {"quat": [], "euler": [], "axis": [], "loc": []}
@@ -81,7 +83,10 @@ class FrameBatch:
     def read(self, depsgraph) -> bool:
         """Read the current frame; False when its goals or settings differ from the batch's (the caller
         solves it alone)."""
-        if _solve_settings(self.obj) != self.settings:
+        settings = _solve_settings(self.obj, depsgraph)
+        if self.settings is None:
+            self.settings = settings
+        elif settings != self.settings:
             return False
         if self.lean:
             points = self._targets_now(depsgraph)
@@ -249,10 +254,12 @@ def _distinct_rows(rows: np.ndarray) -> tuple[list[int], np.ndarray]:
     return first, inverse
 
 
-def _solve_settings(obj) -> tuple:
-    """The rig settings a batch shares: solver, iteration cap and tolerance."""
-    settings = obj.fabrik
-    return settings.solver, settings.iterations, settings.tolerance
+def _solve_settings(obj, depsgraph) -> tuple:
+    """The rig settings a batch shares: solver, iteration cap, tolerance and influences (evaluated, as
+    animation sets them; a frame whose influence is below 1 is blended, so solved alone)."""
+    settings = (obj.evaluated_get(depsgraph) if depsgraph is not None else obj).fabrik
+    influences = (settings.influence,) + tuple(e.influence for e in settings.effectors)
+    return settings.solver, settings.iterations, settings.tolerance, influences
 
 
 def goal_layout(goals) -> tuple:

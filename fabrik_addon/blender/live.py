@@ -72,13 +72,14 @@ def _inputs_of(obj, depsgraph) -> tuple:
     # The skeleton is rebuilt (a new object) only when bones, rest pose, IK limits or stretch factors change.
     snapshot = [
         _matrix_of(obj, "", depsgraph), settings.solver, settings.iterations, settings.tolerance, settings.start,
+        settings.influence,
         id(rig.skeleton_of(obj)), integrity.problems_of(obj, depsgraph),
     ]
     for effector in obj.fabrik.effectors:
         snapshot.append((
             _matrix_of(effector.target, effector.subtarget, depsgraph),
             _matrix_of(effector.pole_target, effector.pole_subtarget, depsgraph),
-            effector.enabled, effector.bone, effector.chain_length, effector.weight,
+            effector.enabled, effector.bone, effector.chain_length, effector.weight, effector.influence,
             effector.use_rotation, effector.rotation_weight, effector.pole_angle, effector.use_stretch,
         ))
     return tuple(snapshot)

@@ -165,6 +165,18 @@ class FabrikEffector(PropertyGroup):
         description="Where chains share bones, how hard this effector pulls compared with the others",
         update=_setting_changed,
     )
+    influence: FloatProperty(
+        name="Influence",
+        default=1.0,
+        min=0.0,
+        max=1.0,
+        subtype='FACTOR',
+        description=(
+            "How much of the solve this effector's chain takes, as a constraint's influence: 0 leaves it in the "
+            "animator's pose, 1 takes the solved pose (keyable: blend IK and FK over time)"
+        ),
+        update=_setting_changed,
+    )
     use_rotation: BoolProperty(
         name="Rotation",
         default=False,
@@ -247,6 +259,18 @@ class FabrikSettings(PropertyGroup):
         update=_setting_changed,
     )
 
+    influence: FloatProperty(
+        name="Influence",
+        default=1.0,
+        min=0.0,
+        max=1.0,
+        subtype='FACTOR',
+        description=(
+            "How much of the solve the whole rig takes, on top of each effector's own influence: 0 leaves every "
+            "chain in the animator's pose (keyable: blend IK and FK over time)"
+        ),
+        update=_setting_changed,
+    )
     live: BoolProperty(
         name="Live Solving",
         default=False,

@@ -186,6 +186,9 @@ class Solution:
     scales: dict[int, float] = field(default_factory=dict)
     #: Per bone of `fk`: its FK rotation as a channel value in its rotation mode (what live off gives back).
     fk_values: dict[int, tuple[float, ...]] = field(default_factory=dict)
+    #: Where an influence below 1 blended the solve with FK: the moving bones' solved rotations before it (what
+    #: the next "Previous Solution" start continues from).
+    unblended: dict[int, np.ndarray] | None = None
 
 
 # Per rig: the local rotations of the moving bones from its last solve, for "Previous Solution" starts
@@ -233,6 +236,31 @@ class Problem:
     inherits_scale: dict[int, bool] = field(default_factory=dict)
     #: Per bone of `fk`: its FK rotation as a channel value in its rotation mode.
     fk_values: dict[int, tuple[float, ...]] = field(default_factory=dict)
+    #: Per moving bone (in `bones` order), how much of the solve it takes (`influences`); None: all of it.
+    influence: list[float] | None = None
+
+
+def influences(obj, depsgraph, tree, used: list[int]) -> list[float] | None:
+    """Per moving node, how much of the solve it takes: the rig's influence times the largest influence of the
+    effectors whose chains hold it (evaluated: animation and drivers count); None when every node takes all."""
+    settings = (obj.evaluated_get(depsgraph) if depsgraph is not None else obj).fabrik
+    effectors = settings.effectors
+    weights = [effectors[i].influence if i < len(effectors) else 1.0 for i in used]
+    if settings.influence >= 1.0 and all(w >= 1.0 for w in weights):
+        return None
+    node = [0.0] * len(tree.bones)
+    for g, chain in enumerate(tree.goal_chain):
+        for k in chain:
+            node[k] = max(node[k], weights[g])
+    return [settings.influence * w for w in node]
+
+
+def blended(fk: np.ndarray, solved: np.ndarray, weight: float) -> np.ndarray:
+    """A local rotation `weight` of the way from the animator's (FK) to the solved one, along the shorter arc."""
+    if weight >= 1.0:
+        return solved
+    q = quat.slerp(quat.from_matrix(fk.tolist()), quat.from_matrix(solved.tolist()), max(0.0, weight))
+    return np.array(quat.to_matrix(q))
 
 
 class Gathered(NamedTuple):
@@ -280,6 +308,8 @@ def prepare(
         if previous is not None:
             previous = {b: _as_matrix(m) for b, m in previous.items()}
     warm = previous is not None
+    influence = influences(obj, depsgraph, tree, used)
+    keep_fk = keep_fk or influence is not None  # (the blend needs every moving bone's FK rotation)
     channels = fk_channels(obj, [skeleton.names[b] for b in tree.bones if keep_fk or not warm or b not in previous])
     fk_values = {skeleton.index(name): value for name, (_, value) in channels.items()}
     fk = {skeleton.index(name): channel_matrix(mode, value) for name, (mode, value) in channels.items()}
@@ -294,7 +324,7 @@ def prepare(
     problem = Problem(
         result, skeleton, goals, used, list(tree.bones), fk, start, solve_settings_of(settings, warm, rig_size(skeleton, tree)),
         settings.solver, rig.limit_problems(obj), began,
-        rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)), fk_values,
+        rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)), fk_values, influence,
     )
     return result, problem
 
@@ -304,7 +334,21 @@ def conclude(problem: Problem, pose, report: SolveReport) -> tuple[RigStatus, So
     result = conclude_status(problem, report)
     skeleton = problem.skeleton
     scales = scale_channels(skeleton, stretch.scales(skeleton, pose), problem.inherits_scale)
-    return result, Solution(skeleton, problem.bones, skeleton.local_rotations(pose), problem.fk, scales, problem.fk_values)
+    local = skeleton.local_rotations(pose)
+    unblended = None
+    if problem.influence is not None:
+        unblended = {b: local[b].copy() for b in problem.bones}
+        weight_of = dict(zip(problem.bones, problem.influence))
+        for b in problem.bones:
+            local[b] = blended(problem.fk[b], local[b], weight_of[b])
+        scales = {b: 1.0 + (value - 1.0) * weight_of.get(b, 1.0) for b, value in scales.items()}
+        _say_influence(result, problem.influence)
+    return result, Solution(skeleton, problem.bones, local, problem.fk, scales, problem.fk_values, unblended)
+
+
+def _say_influence(result: RigStatus, influence: list[float]) -> None:
+    """Add to the rig's status that the pose on screen is blended with FK (so a tip off its target is no miss)."""
+    result.message += f" (influence {min(influence):.0%}" + (f" to {max(influence):.0%})" if max(influence) > min(influence) else ")")
 
 
 def conclude_status(problem: Problem, report: SolveReport) -> RigStatus:
@@ -365,7 +409,7 @@ def compute(
     lean_previous = previous
     if lean_previous is None and obj.fabrik.start == 'PREVIOUS':
         lean_previous = _last_solution.get(obj.name)
-    lean = _compute_free_tree(obj, gathered, lean_previous)
+    lean = _compute_free_tree(obj, depsgraph, gathered, lean_previous)
     if lean is not None:
         return lean
     return _compute_general(obj, depsgraph, previous, keep_fk, gathered)
@@ -422,7 +466,7 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
             _let_go(obj, [skeleton.names[b] for b in solution.bones])
         if not refusals:  # (a chain left out for bad input keeps its pose: nothing it should not change does)
             _release_others(obj, {skeleton.names[b] for b in solution.bones})
-        _last_solution[obj.name] = {b: solution.local[b] for b in solution.bones}
+        _last_solution[obj.name] = solution.unblended or {b: solution.local[b] for b in solution.bones}
         write_stretch(obj, skeleton, solution.scales)
     status[obj.name] = result
     return result
@@ -450,13 +494,16 @@ class _FreeTree:
     held: object
     entries: tuple | None
     fk_values: list[tuple[float, ...]]
+    #: The FK rotations as unit quaternions, and the start (FK, or the previous solution where warm).
+    fk_rotations: list[tuple[float, ...]]
     rotations: list[tuple[float, ...]]
     translations: list
     fixed: list
     settings: SolveSettings
+    influence: list[float] | None
 
 
-def _read_free_tree(obj, gathered: Gathered, previous: dict | None) -> _FreeTree | None:
+def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -> _FreeTree | None:
     """Read a lean solve of a free tree (no limits, rotation goals or IK stretch; poles are fine) in bulk, or
     None for a rig the lean path does not cover. The moving bones start at `previous` where it has them."""
     settings = obj.fabrik
@@ -482,7 +529,8 @@ def _read_free_tree(obj, gathered: Gathered, previous: dict | None) -> _FreeTree
     held = _held(obj)
     entries = _held_arrays(held)
     fk_values = _fk_in_bulk(obj, names, modes, current, entries)
-    rotations = [rotation.channel_to_quaternion(mode, value) for mode, value in zip(modes, fk_values)]
+    fk_rotations = [rotation.channel_to_quaternion(mode, value) for mode, value in zip(modes, fk_values)]
+    rotations = fk_rotations
     if previous is not None:
         rotations = [_as_quaternion(previous[b]) if b in previous else r for b, r in zip(tree.bones, rotations)]
     locations = np.empty(n * 3, dtype=np.float32)
@@ -498,8 +546,8 @@ def _read_free_tree(obj, gathered: Gathered, previous: dict | None) -> _FreeTree
     validate_goals(skeleton, goals)
     validate_settings(solve_settings)
     return _FreeTree(
-        tree, local, at, names, modes, arrays, current, held, entries, fk_values, rotations, translations, fixed,
-        solve_settings,
+        tree, local, at, names, modes, arrays, current, held, entries, fk_values, fk_rotations, rotations,
+        translations, fixed, solve_settings, influences(obj, depsgraph, tree, gathered.used),
     )
 
 
@@ -518,7 +566,18 @@ def _solve_read(obj, gathered: Gathered, read: _FreeTree) -> tuple[RigStatus, li
         obj.fabrik.solver, rig.limit_problems(obj), gathered.began,
     )
     conclude_status(problem, report)
+    if read.influence is not None:
+        _say_influence(result, read.influence)
     return result, solved
+
+
+def _shown(read: _FreeTree, solved: list) -> list:
+    """The rotations to pose the moving bones with: the solve, blended with FK where an influence is below 1."""
+    if read.influence is None:
+        return solved
+    return [
+        q if w >= 1.0 else quat.slerp(fk, q, max(0.0, w)) for q, fk, w in zip(solved, read.fk_rotations, read.influence)
+    ]
 
 
 def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bool = True) -> RigStatus | None:
@@ -532,7 +591,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bo
     updated in bulk. The result is the general path's.
     """
     warm = obj.fabrik.start == 'PREVIOUS' and obj.name in _last_solution
-    read = _read_free_tree(obj, gathered, _last_solution[obj.name] if warm else None)
+    read = _read_free_tree(obj, depsgraph, gathered, _last_solution[obj.name] if warm else None)
     if read is None:
         return None
     outcome = _solve_read(obj, gathered, read)
@@ -543,7 +602,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bo
     # left alone where it differs only by rounding, so an unchanged pose does not tag the rig for an update.
     written = []
     changed = set()
-    for k, (q, now, mode) in enumerate(zip(solved, read.current, read.modes)):
+    for k, (q, now, mode) in enumerate(zip(_shown(read, solved), read.current, read.modes)):
         if mode == 'QUATERNION':
             value = rotation.compatible_quaternion(q, now)
         elif mode == 'AXIS_ANGLE':
@@ -576,10 +635,10 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bo
     return result
 
 
-def _compute_free_tree(obj, gathered: Gathered, previous: dict | None) -> tuple[RigStatus, Solution] | None:
+def _compute_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -> tuple[RigStatus, Solution] | None:
     """`compute` on the lean path (a bake's solve of one frame), or None for a rig it does not cover: the moving
     bones from the plain-float solve, every other bone as Blender posed it."""
-    read = _read_free_tree(obj, gathered, previous)
+    read = _read_free_tree(obj, depsgraph, gathered, previous)
     if read is None:
         return None
     outcome = _solve_read(obj, gathered, read)
@@ -589,9 +648,12 @@ def _compute_free_tree(obj, gathered: Gathered, previous: dict | None) -> tuple[
     skeleton = gathered.skeleton
     local = skeleton.local_rotations(rig.current_pose(obj, skeleton))
     bones = list(read.tree.bones)
-    local[bones] = rotation.quaternion_to_matrix(np.array(solved))
+    local[bones] = rotation.quaternion_to_matrix(np.array(_shown(read, solved)))
     fk_values = dict(zip(bones, read.fk_values))
-    return result, Solution(skeleton, bones, local, {}, {}, fk_values)
+    unblended = None
+    if read.influence is not None:
+        unblended = dict(zip(bones, rotation.quaternion_to_matrix(np.array(solved))))
+    return result, Solution(skeleton, bones, local, {}, {}, fk_values, unblended)
 
 
 def _unusable_rig(obj, depsgraph) -> str | None:
