@@ -534,7 +534,12 @@ def test_the_cached_structure_follows_an_effector_edit():
     bpy.context.view_layer.update()
     assert tuple(rig.pose.bones["bone0"].rotation_quaternion) == pytest.approx((1.0, 0.0, 0.0, 0.0), abs=1e-6)
     assert tuple(rig.pose.bones["bone1"].rotation_quaternion) == pytest.approx((1.0, 0.0, 0.0, 0.0), abs=1e-6)
+    assert "solving again" in solving.status["Rig"].message, "the shorter chain hangs from bones just given back"
+    assert not any(solving.status["Rig"].reached.values())
+    bpy.context.scene.frame_set(bpy.context.scene.frame_current)
     assert rig.pose.bones["bone2"].rotation_quaternion[0] < 1.0 - 1e-6
+    assert solving.status["Rig"].message.startswith(("reached", "target out of reach"))
+    assert solving.status["Rig"].reached.get(0) is not True or _reaches(rig, "bone3", target)
 
 
 def test_the_cached_structure_follows_a_re_parent():

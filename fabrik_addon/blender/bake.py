@@ -17,7 +17,7 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from ..core import SOLVERS, SolveReport, batch, rotation
-from . import animdata, rig, solving
+from . import animdata, integrity, rig, solving
 from .editable import action_editable, editable
 from .frames import FrameBatch, goal_layout
 
@@ -40,7 +40,10 @@ class BakeResult:
 
 
 def bake_bones(obj, which: str) -> list[str]:
-    """Bones to bake: the effectors' chains ('CHAINS') or the selected pose bones ('SELECTED')."""
+    """Bones to bake: the effectors' chains ('CHAINS') or the selected pose bones ('SELECTED'). The effectors
+    first follow bones renamed since (as live solving makes them do before every solve)."""
+    if editable(obj) is None:
+        integrity.tidy(obj)
     if which == 'SELECTED':
         return [pb.name for pb in obj.pose.bones if animdata.is_selected(pb)]
     skeleton = rig.skeleton_of(obj)

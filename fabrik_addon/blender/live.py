@@ -125,6 +125,10 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
 def _solve(obj, depsgraph, inputs: tuple) -> None:
     """Solve one rig and remember its inputs with the channels as the solve left them."""
     solving.solve_object(obj, depsgraph)
+    if obj.name in solving.again:  # put off to the next update: nothing on screen counts as solved yet
+        solving.again.discard(obj.name)
+        _last_inputs.pop(obj.name, None)
+        return
     _last_inputs[obj.name] = (inputs, _channels_of(obj))
 
 

@@ -124,6 +124,9 @@ class FabrikHeldBone(PropertyGroup):
     """
 
     rotated: BoolProperty(name="Rotated", description="Live solving wrote this bone's rotation")
+    # Which bone it is, beyond its name: a renamed bone keeps its place among the bones and its rest head.
+    index: IntProperty(name="Bone Index", default=-1, description="The bone's place among the armature's bones")
+    head: FloatVectorProperty(name="Rest Head", size=3, description="The bone's rest head in armature space")
     mode: StringProperty(name="Rotation Mode", description="The bone's rotation mode when its rotation was written")
     written: FloatVectorProperty(name="Written", size=4, description="The rotation channel value live solving wrote")
     fk: FloatVectorProperty(name="Animator's Rotation", size=4, description="The rotation channel value it replaced")

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import bpy
 import numpy as np
-from mathutils import Matrix
+from mathutils import Matrix, Vector
 
 from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, local_solve, quat, rotation, stretch
 from ..core.fabrik import chain_reach, moving_tree
@@ -64,12 +64,19 @@ def forget(obj_name: str | None = None) -> None:
     """Drop remembered in-memory state for one rig, or for all (what the file holds stays)."""
     if obj_name is None:
         status.clear()
+        again.clear()
         _last_solution.clear()
         _held_in_memory.clear()
         return
     status.pop(obj_name, None)
+    again.discard(obj_name)
     _last_solution.pop(obj_name, None)
     _held_in_memory.pop(obj_name, None)
+
+
+#: Rigs whose last solve was put off to the next update (`solve_object`): live solving must not take the pose
+#: on screen as solved.
+again: set[str] = set()
 
 
 def remembered_rigs() -> set[str]:
@@ -445,11 +452,16 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
     if refused:
         result = status[obj.name] = RigStatus(message=refused, ok=False)
         return result
+    follow_held_renames(obj)
     gathered, refusals = _usable_goals(obj, gather(obj, depsgraph))  # once: both paths below start from it
-    result = _solve_free_tree(obj, depsgraph, hold, gathered, not refusals)
+    released = False
+    if hold and not refusals:  # (a chain left out for bad input keeps its pose: nothing it should not change does)
+        tree = moving_tree(gathered.skeleton, gathered.goals) if gathered.goals else None
+        released = _release_others(obj, {gathered.skeleton.names[b] for b in tree.bones} if tree else set())
+    result = _solve_free_tree(obj, depsgraph, hold, gathered)
     if result is not None:
-        status[obj.name] = result
-        return result
+        status[obj.name] = _put_off(obj, result) if released else result
+        return status[obj.name]
     with np.errstate(invalid="ignore", divide="ignore"):  # what is not finite is checked below, and never written
         result, solution = _compute_general(obj, depsgraph, None, True, gathered)
     if solution is not None and (unfinished := _not_finite(solution)):
@@ -457,6 +469,8 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
         solution = None
     if solution is None and refusals and not gathered.goals:
         result.message = "; ".join(dict.fromkeys(refusals))  # nothing solved: say why, once per cause
+        if hold:
+            write_stretch(obj, gathered.skeleton, {})  # (what IK stretch wrote before goes back all the same)
     if solution is not None:
         skeleton = solution.skeleton
         held = rig.write_rotations(obj, skeleton, solution.local, solution.bones)
@@ -464,12 +478,22 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
             _hold_rotations(obj, {skeleton.names[b]: (held[b], solution.fk_values[b]) for b in solution.bones})
         else:
             _let_go(obj, [skeleton.names[b] for b in solution.bones])
-        if not refusals:  # (a chain left out for bad input keeps its pose: nothing it should not change does)
-            _release_others(obj, {skeleton.names[b] for b in solution.bones})
         _last_solution[obj.name] = solution.unblended or {b: solution.local[b] for b in solution.bones}
         write_stretch(obj, skeleton, solution.scales)
-    status[obj.name] = result
-    return result
+    status[obj.name] = _put_off(obj, result) if released else result
+    return status[obj.name]
+
+
+def _put_off(obj, result: RigStatus) -> RigStatus:
+    """The status of a solve made while bones that left every chain got the animator's rotation back: chains
+    may hang from them that Blender has not posed anew yet, so nothing counts as reached, and live solving
+    solves again at the next update (`again`)."""
+    again.add(obj.name)
+    obj.update_tag()
+    return RigStatus(
+        effectors={k: m for k, m in result.effectors.items() if not result.reached.get(k)},
+        message="the effectors changed: solving again at the next update", ok=result.ok,
+    )
 
 
 #: Blender's rotation_mode enum values of 'QUATERNION' and 'AXIS_ANGLE' (`rig.rotation_modes`).
@@ -580,7 +604,7 @@ def _shown(read: _FreeTree, solved: list) -> list:
     ]
 
 
-def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bool = True) -> RigStatus | None:
+def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatus | None:
     """`solve_object` for the common case, with the fewest Blender calls; None (having touched nothing) for a rig
     it does not cover.
 
@@ -622,10 +646,8 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, release: bo
     if changed:
         obj.update_tag(refresh={'DATA'})  # foreach_set tags nothing; a pose change re-evaluates the rig's data
     names, entries = read.names, read.entries
-    if release and entries is not None and len(entries[0]) > len(names):
-        _release_others(obj, set(names))
     if hold:
-        _hold_in_bulk(read.held, names, read.modes, written, read.fk_values, entries)
+        _hold_in_bulk(obj, read.held, names, read.modes, written, read.fk_values, entries)
     else:
         _let_go(obj, names)
     _last_solution[obj.name] = dict(zip(read.tree.bones, solved))
@@ -682,6 +704,7 @@ def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
     pose_bones.foreach_get("matrix_basis", basis)
     pose_bones.foreach_get("location", location)
     bad = {} if np.isfinite(basis).all() and np.isfinite(location).all() else _channels_not_finite(obj, skeleton)
+    scaled = _scaled_bones(obj, skeleton, basis.reshape(n, 4, 4)) if not bad else {}
     parents, usable = skeleton.parents, {}
     kept, refusals = [], []
     for goal, index in zip(goals, used):
@@ -700,6 +723,13 @@ def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
             first = next((b for b in reversed(moving) if b in bad), None)  # the topmost
             if first is not None:
                 reason = f"bone '{skeleton.names[first]}' has a {bad[first]} that is not a number"
+        if reason is None and scaled and not goal.stretch:  # (with IK Stretch on, the chain's scales are its own)
+            first = next((b for b in reversed(skeleton.path_to_root(goal.bone)) if b in scaled), None)
+            if first is not None:
+                reason = (
+                    f"bone '{skeleton.names[first]}' is scaled ({scaled[first]}): FABRIK solves bones at their rest "
+                    "size; set its scale to 1 (IK Stretch grows chains)"
+                )
         if reason is None:
             kept.append((goal, index))
         else:
@@ -708,6 +738,28 @@ def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
     if not refusals:
         return gathered, []
     return Gathered(skeleton, [g for g, _ in kept], [i for _, i in kept], problems, began), refusals
+
+
+def _scaled_bones(obj, skeleton, basis: np.ndarray) -> dict[int, str]:
+    """Per bone (skeleton index) whose scale channel is not 1, other than what IK stretch wrote: the scale, as
+    words. `basis` is every pose bone's matrix_basis as foreach_get reads it (column by column)."""
+    sizes = np.linalg.norm(basis[:, :3, :3], axis=2)  # each column's length: the channel's scale on that axis
+    off = np.abs(sizes - 1.0).max(axis=1) > 1e-5
+    if not off.any():
+        return {}
+    held = _held(obj)
+    pose_bones = obj.pose.bones
+    out = {}
+    for b, pose_index in enumerate(rig.pose_bone_order(obj).tolist()):
+        if not off[pose_index]:
+            continue
+        name = skeleton.names[b]
+        entry = held.get(name)
+        scale = tuple(pose_bones[pose_index].scale)
+        if entry is not None and entry.scaled and _same(scale, entry.written_scale):
+            continue  # IK stretch's own
+        out[b] = ", ".join(f"{v:.3g}" for v in scale)
+    return out
 
 
 def _channels_not_finite(obj, skeleton) -> dict[int, str]:
@@ -791,7 +843,8 @@ class _HeldEntry:
     _VECTORS = {"written": 4, "fk": 4, "written_scale": 3, "fk_scale": 3}
 
     def __init__(self) -> None:
-        self.name, self.rotated, self.mode, self.scaled = "", False, "", False
+        self.name, self.rotated, self.mode, self.scaled, self.index = "", False, "", False, -1
+        self.head = (0.0,) * 3
         self.written = self.fk = (0.0,) * 4
         self.written_scale, self.fk_scale = (0.0,) * 3, (1.0,) * 3
 
@@ -860,6 +913,32 @@ def _held(obj):
     return held
 
 
+def _new_entry(obj, held, name: str):
+    """A held entry for a bone, noting which bone it is (so it follows a rename: `follow_held_renames`)."""
+    entry = held.add()
+    entry.name = name
+    bones = obj.data.bones
+    index = bones.find(name)
+    if index >= 0:
+        entry.index, entry.head = index, bones[index].head_local
+    return entry
+
+
+def follow_held_renames(obj) -> None:
+    """Held entries of bones renamed since follow them (the same place among the bones, the same rest head)."""
+    held = _held(obj)
+    bones = obj.data.bones
+    names = held.keys()
+    if not names or set(names) <= set(bones.keys()):
+        return
+    for entry in held:
+        if entry.name in bones or not 0 <= entry.index < len(bones):
+            continue
+        bone = bones[entry.index]
+        if bone.name not in names and (bone.head_local - Vector(entry.head)).length < 1e-5 * (1.0 + bone.length):
+            entry.name = bone.name
+
+
 def _held_arrays(held):
     """The held entries in bulk: (index by name, rotated, written (m, 4), fk (m, 4), scaled, set()), or None when
     there are none."""
@@ -905,13 +984,13 @@ def _fk_in_bulk(obj, names, modes, current, entries) -> list[tuple[float, ...]]:
     return values
 
 
-def _hold_in_bulk(held, names, modes, written, fk_values, entries) -> None:
+def _hold_in_bulk(obj, held, names, modes, written, fk_values, entries) -> None:
     """`_hold_rotations` with the values set in bulk (entries `_fk_in_bulk` matched need no other write)."""
     index = entries[0] if entries is not None else {}
     if any(name not in index for name in names):
         for name in names:
             if name not in index:
-                held.add().name = name
+                _new_entry(obj, held, name)
         entries = _held_arrays(held)
         index = entries[0]
     _, rotated, old_written, old_fk, _, matched = entries
@@ -957,8 +1036,7 @@ def _hold_rotations(obj, values: dict[str, tuple[tuple[float, ...], tuple[float,
     for name, (written, fk) in values.items():
         entry = held.get(name)
         if entry is None:
-            entry = held.add()
-            entry.name = name
+            entry = _new_entry(obj, held, name)
         mode = obj.pose.bones[name].rotation_mode
         written, fk = _pad(written, 4), _pad(fk, 4)
         if not (_finite(written) and _finite(fk)):
@@ -999,8 +1077,7 @@ def write_stretch(obj, skeleton, scales: dict[int, float]) -> None:
         stretched[skeleton.index(name)] = value
         entry = held.get(name)
         if entry is None:
-            entry = held.add()
-            entry.name = name
+            entry = _new_entry(obj, held, name)
         scale = tuple(obj.pose.bones[name].scale)
         if not (entry.scaled and _same(scale, entry.written_scale)):
             entry.fk_scale = scale  # the bone does not hold our last stretch: its scale is the animator's
@@ -1012,13 +1089,15 @@ def write_stretch(obj, skeleton, scales: dict[int, float]) -> None:
             entry.written_scale = tuple(obj.pose.bones[skeleton.names[b]].scale)
 
 
-def _release_others(obj, moving: set[str]) -> None:
+def _release_others(obj, moving: set[str]) -> bool:
     """Give the bones that left every chain (a chain made shorter, an effector removed or switched off) the
-    animator's rotation back, where they still hold what live solving wrote, and stop holding them."""
+    animator's rotation back, where they still hold what live solving wrote, and stop holding them; whether a
+    channel changed."""
     held = _held(obj)
     others = [entry.name for entry in held if entry.rotated and entry.name not in moving]
     if not others:
-        return
+        return False
+    changed = False
     pose_bones = obj.pose.bones
     values = fk_channel_values(obj, [name for name in others if name in pose_bones])  # (a bone gone: nothing to give)
     for name in others:
@@ -1028,12 +1107,15 @@ def _release_others(obj, moving: set[str]) -> None:
             value = values[name][:size]
             if _finite(value) and not _same(getattr(pose_bone, channel), value, 0.0):
                 setattr(pose_bone, channel, value)
+                changed = True
         held[name].rotated = False
+    return changed
 
 
 def give_back(obj) -> None:
     """Put back the animator's values in every channel live solving wrote and that still holds what it wrote
     (the others have been set since, by animation or by hand, and keep that); then forget what was held."""
+    follow_held_renames(obj)
     held = _held(obj)
     values = fk_channel_values(obj, [entry.name for entry in held if entry.rotated])
     for entry in held:

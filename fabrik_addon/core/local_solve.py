@@ -56,7 +56,7 @@ class LocalTree:
 
 def local_tree(skeleton: Skeleton, tree: MovingTree) -> LocalTree:
     """The forward-kinematics data of a moving tree's nodes (cached on the skeleton)."""
-    key = ("local_tree", tree.bones)
+    key = ("local_tree", id(tree))  # (not its bones: two goal layouts can move the same bones; trees are cached too)
     cached = skeleton._cache.get(key)
     if cached is None:
         cached = LocalTree(

@@ -125,7 +125,7 @@ def _bend_normal(points: Sequence[Vec]) -> Vec | None:
         size = norm(offset)
         if size > far_size:
             far, far_size = offset, size
-    if far_size <= STRAIGHT * reach:
+    if far is None or far_size <= STRAIGHT * reach:  # (None: points that are not numbers)
         return None
     normal = cross(line, far)
     return scale(normal, 1.0 / norm(normal))
