@@ -30,6 +30,37 @@ def test_a_scaled_chain_bone_is_a_status_not_a_false_reached():
     assert (tip_world(rig, "bone3") - target_world(target)).length < 1e-3
 
 
+def test_a_nan_outside_the_chain_does_not_hide_a_scaled_chain_bone():
+    """A NaN rotation on a bone past the tip, then a chain bone scaled to zero: the scale is still the status
+    (the NaN made the scale check skip the whole rig, and a collapsed chain was reported reached)."""
+    rig, _ = chain_rig(count=5, target_at=(1.0, 0.0, 3.0))
+    rig.fabrik.effectors[0].bone, rig.fabrik.effectors[0].chain_length = "bone3", 3
+    rig.pose.bones["bone4"].rotation_quaternion = (math.nan, 0.0, 0.0, 0.0)
+    bpy.context.view_layer.update()
+    assert solving.status["Rig"].reached.get(0)
+    rig.pose.bones["bone1"].scale = (0.0, 0.0, 0.0)
+    bpy.context.view_layer.update()
+    assert "bone 'bone1' is scaled" in solving.status["Rig"].effectors[0]
+    assert not any(solving.status["Rig"].reached.values())
+
+
+def test_a_chain_bone_scaled_to_zero_is_a_status_with_ik_stretch_on():
+    """IK Stretch on (as Convert takes it from Blender's constraint) lets stretchable bones own their scale, but a
+    bone scaled to zero, or one that may not stretch, still puts the chain elsewhere (it was reported reached)."""
+    rig, _ = chain_rig()
+    rig.fabrik.effectors[0].use_stretch = True
+    bpy.context.view_layer.update()
+    assert solving.status["Rig"].reached.get(0)
+    rig.pose.bones["bone1"].scale = (1.0, 0.5, 1.0)  # ik_stretch 0: its scale is the animator's
+    bpy.context.view_layer.update()
+    assert "bone 'bone1' is scaled (1, 0.5, 1)" in solving.status["Rig"].effectors[0]
+    rig.pose.bones["bone1"].ik_stretch = 0.5
+    rig.pose.bones["bone1"].scale = (0.0, 0.0, 0.0)
+    bpy.context.view_layer.update()
+    assert "bone 'bone1' is scaled (0, 0, 0)" in solving.status["Rig"].effectors[0]
+    assert not any(solving.status["Rig"].reached.values())
+
+
 def test_a_nan_above_a_pole_chain_bakes_without_raising():
     """A NaN location above an arm with a pole: the bake leaves those frames unkeyed and says why (it raised
     TypeError in the pole rule)."""

@@ -704,7 +704,8 @@ def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
     pose_bones.foreach_get("matrix_basis", basis)
     pose_bones.foreach_get("location", location)
     bad = {} if np.isfinite(basis).all() and np.isfinite(location).all() else _channels_not_finite(obj, skeleton)
-    scaled = _scaled_bones(obj, skeleton, basis.reshape(n, 4, 4)) if not bad else {}
+    # A NaN elsewhere in the rig (which compares as not scaled) must not hide a scaled bone in this chain.
+    scaled = _scaled_bones(obj, skeleton, basis.reshape(n, 4, 4))
     parents, usable = skeleton.parents, {}
     kept, refusals = [], []
     for goal, index in zip(goals, used):
@@ -723,12 +724,18 @@ def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
             first = next((b for b in reversed(moving) if b in bad), None)  # the topmost
             if first is not None:
                 reason = f"bone '{skeleton.names[first]}' has a {bad[first]} that is not a number"
-        if reason is None and scaled and not goal.stretch:  # (with IK Stretch on, the chain's scales are its own)
-            first = next((b for b in reversed(skeleton.path_to_root(goal.bone)) if b in scaled), None)
+        if reason is None and scaled:
+            # With IK Stretch on, a bone that may stretch owns its scale (what the stretch wrote is not listed
+            # anyway); a bone that may not, or any bone scaled to zero, still puts the chain somewhere else.
+            first = next((
+                b for b in reversed(skeleton.path_to_root(goal.bone))
+                if b in scaled and (not goal.stretch or skeleton.stretch[b] <= 0.0 or min(map(abs, scaled[b])) < 1e-6)
+            ), None)
             if first is not None:
+                words = ", ".join(f"{v:.3g}" for v in scaled[first])
                 reason = (
-                    f"bone '{skeleton.names[first]}' is scaled ({scaled[first]}): FABRIK solves bones at their rest "
-                    "size; set its scale to 1 (IK Stretch grows chains)"
+                    f"bone '{skeleton.names[first]}' is scaled ({words}): FABRIK solves bones at their rest size; "
+                    "set its scale to 1 (IK Stretch grows chains)"
                 )
         if reason is None:
             kept.append((goal, index))
@@ -740,9 +747,8 @@ def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
     return Gathered(skeleton, [g for g, _ in kept], [i for _, i in kept], problems, began), refusals
 
 
-def _scaled_bones(obj, skeleton, basis: np.ndarray) -> dict[int, str]:
-    """Per bone (skeleton index) whose scale channel is not 1, other than what IK stretch wrote: the scale, as
-    words. `basis` is every pose bone's matrix_basis as foreach_get reads it (column by column)."""
+def _scaled_bones(obj, skeleton, basis: np.ndarray) -> dict[int, tuple[float, ...]]:
+    """Per bone (skeleton index) whose scale channel is not 1, other than what IK stretch wrote: the scale. `basis` is every pose bone's matrix_basis as foreach_get reads it (column by column)."""
     sizes = np.linalg.norm(basis[:, :3, :3], axis=2)  # each column's length: the channel's scale on that axis
     off = np.abs(sizes - 1.0).max(axis=1) > 1e-5
     if not off.any():
@@ -758,7 +764,7 @@ def _scaled_bones(obj, skeleton, basis: np.ndarray) -> dict[int, str]:
         scale = tuple(pose_bones[pose_index].scale)
         if entry is not None and entry.scaled and _same(scale, entry.written_scale):
             continue  # IK stretch's own
-        out[b] = ", ".join(f"{v:.3g}" for v in scale)
+        out[b] = scale
     return out
 
 
