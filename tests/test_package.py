@@ -82,7 +82,7 @@ def test_extension_content(zips: tuple[Path, Path]) -> None:
         names = [n for n in archive.namelist() if not n.endswith("/")]
         shipped_manifest = archive.read("blender_manifest.toml")
     top = {name.split("/")[0] for name in names}
-    assert top == {"blender_manifest.toml", "__init__.py", "fabrik_addon", *build.root_documents()}, sorted(top)
+    assert top == {"blender_manifest.toml", "__init__.py", build.WRONG_PACKAGE_NOTICE, "fabrik_addon", *build.root_documents()}, sorted(top)
     for required in ("fabrik_addon/__init__.py", "fabrik_addon/core/fabrik.py", "fabrik_addon/core/skeleton.py",
                      "fabrik_addon/blender/__init__.py", "fabrik_addon/blender/ops.py"):
         assert required in names, f"{required} is missing from the extension zip"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,8 @@ DIST = ROOT / "dist"
 
 # What a shipped zip must never contain (anywhere below the top level, too).
 _FORBIDDEN_PARTS = {"tests", "tools", "samples", "benchmarks", "dist", ".venv", "__pycache__", ".git"}
+# Ships in the extension zip only: what Blender 3.4-4.1 lists when that zip is installed as a legacy add-on.
+WRONG_PACKAGE_NOTICE = "fabrik_ik_wrong_package.py"
 # Top-level documents that may ship beside the code (name prefixes, upper case).
 _ROOT_DOCUMENTS = ("README", "LICENSE", "COPYING")
 # Fixed timestamp for the legacy zip so identical sources give identical bytes.
@@ -104,7 +107,21 @@ def root_documents() -> list[str]:
 
 def expected_extension_entries() -> set[str]:
     """Every file the extension zip must hold, and nothing else."""
-    return {"blender_manifest.toml", "__init__.py", *root_documents(), *(p.as_posix() for p in source_files())}
+    return {
+        "blender_manifest.toml", "__init__.py", WRONG_PACKAGE_NOTICE, *root_documents(),
+        *(p.as_posix() for p in source_files()),
+    }
+
+
+def check_wrong_package_notice() -> None:
+    """BuildError unless the notice names this version's legacy zip (it is read by Blender as a literal)."""
+    text = (ROOT / WRONG_PACKAGE_NOTICE).read_text(encoding="utf-8")
+    legacy_name = f"{package_id()}-{version()}-legacy.zip"
+    version_tuple = "(" + ", ".join(version().split(".")) + ")"
+    # Every zip name in it is this version's (name, description, warning, message).
+    names = set(re.findall(r"[\w.-]+-legacy\.zip", text))
+    if names != {legacy_name} or f'"version": {version_tuple}' not in text:
+        raise BuildError(f"{WRONG_PACKAGE_NOTICE} must name {legacy_name} and carry version {version_tuple}")
 
 
 def expected_legacy_entries() -> set[str]:
@@ -143,6 +160,7 @@ def build_extension(out_dir: Path = DIST) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     run_cli("validate", str(ROOT))
+    check_wrong_package_notice()
     final = out_dir / f"{package_id()}-{version()}.zip"
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as scratch:
         built = Path(scratch) / final.name

@@ -31,6 +31,11 @@ class FABRIK_OT_solve(Operator):
 
     def execute(self, context):
         obj = _armature(context)
+        refused = editable.editable(obj)
+        if refused:  # a linked rig: Blender would let us pose it, but nothing of it is saved
+            solving.status[obj.name] = solving.RigStatus(message=refused, ok=False)
+            self.report({'ERROR'}, f"Cannot solve: {refused}")
+            return {'CANCELLED'}
         try:
             # Live solving off: the solved pose is the animator's now (nothing to give back later).
             result = solving.solve_object(obj, context.evaluated_depsgraph_get(), hold=obj.fabrik.live)
@@ -168,6 +173,23 @@ class FABRIK_OT_restore_constraints(Operator):
         return {'FINISHED'}
 
 
+#: Blender's frame limits (MINAFRAME, MAXFRAME): negative frames bake too.
+_FRAME_MIN, _FRAME_MAX = -1048574, 1048574
+
+
+def fill_frame_range(properties, scene) -> None:
+    """Give the bake range the caller left unset the scene's (its preview range when that is on, as playback)."""
+    preview = scene.use_preview_range
+    scene_values = {
+        "frame_start": scene.frame_preview_start if preview else scene.frame_start,
+        "frame_end": scene.frame_preview_end if preview else scene.frame_end,
+        "step": max(1, scene.frame_step),
+    }
+    for name, value in scene_values.items():
+        if not properties.is_property_set(name):
+            setattr(properties, name, value)
+
+
 class FABRIK_OT_bake(Operator):
     """Bake the FABRIK solution into rotation keyframes on the rig's action (Esc cancels and changes nothing)"""
 
@@ -175,9 +197,19 @@ class FABRIK_OT_bake(Operator):
     bl_label = "Bake Keyframes"
     bl_options = {'REGISTER', 'UNDO'}
 
-    frame_start: IntProperty(name="Start", description="First frame to bake (default: the scene's)", default=-1)
-    frame_end: IntProperty(name="End", description="Last frame to bake (default: the scene's)", default=-1)
-    step: IntProperty(name="Step", description="Bake every n-th frame", default=1, min=1)
+    # SKIP_SAVE: each bake starts from the scene's range, not from the last bake's (see fill_frame_range).
+    frame_start: IntProperty(
+        name="Start Frame", description="First frame to bake", default=1, min=_FRAME_MIN, max=_FRAME_MAX,
+        options={'SKIP_SAVE'},
+    )
+    frame_end: IntProperty(
+        name="End Frame", description="Last frame to bake", default=250, min=_FRAME_MIN, max=_FRAME_MAX,
+        options={'SKIP_SAVE'},
+    )
+    step: IntProperty(
+        name="Frame Step", description="Bake every n-th frame", default=1, min=1, max=_FRAME_MAX,
+        options={'SKIP_SAVE'},
+    )
     bones: EnumProperty(
         name="Bones",
         items=(
@@ -191,11 +223,11 @@ class FABRIK_OT_bake(Operator):
         name="Clean Up", description="Drop keys that the neighbouring keys already reproduce", default=False
     )
     cleanup_tolerance: FloatProperty(
-        name="Tolerance", description="How far (in channel units) a dropped key may be from the curve", default=1e-4,
-        min=0.0, precision=6,
+        name="Clean-Up Tolerance", description="How far (in channel units) a dropped key may be from the curve",
+        default=1e-4, min=0.0, precision=6,
     )
     start: EnumProperty(
-        name="Start",
+        name="Solve From",
         description="Where each frame's solve starts",
         items=(
             ('RIG', "As Live Solving", "Start each frame where the rig's live solving starts (its Start From setting), "
@@ -212,6 +244,8 @@ class FABRIK_OT_bake(Operator):
         description="Leave live solving on after baking (off: playback shows exactly the baked keys)",
         default=False,
     )
+    # Set by invoke when it opens the dialog: the dialog's OK calls execute, which then runs the modal bake.
+    use_modal: BoolProperty(name="Modal", default=False, options={'HIDDEN', 'SKIP_SAVE'})
 
     _baker = None
     _timer = None
@@ -221,11 +255,30 @@ class FABRIK_OT_bake(Operator):
         obj = _armature(context)
         return obj is not None and len(obj.fabrik.effectors) > 0
 
+    def draw(self, _context) -> None:
+        """The dialog and the redo panel, in Blender's split-label layout."""
+        layout = self.layout
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        column = layout.column(align=True)
+        column.prop(self, "frame_start")
+        column.prop(self, "frame_end", text="End")
+        column.prop(self, "step")
+        layout.prop(self, "bones")
+        layout.prop(self, "start")
+        column = layout.column(heading="Bake Into")
+        column.prop(self, "new_action")
+        column = layout.column(heading="Keys")
+        column.prop(self, "use_cleanup")
+        sub = column.column()
+        sub.active = self.use_cleanup
+        sub.prop(self, "cleanup_tolerance", text="Tolerance")
+        layout.prop(self, "keep_live")
+
     def _start(self, context) -> bool:
         """Set up the baker; False (with a report) when there is nothing to bake."""
         scene, obj = context.scene, _armature(context)
-        first = scene.frame_start if self.frame_start < 0 else self.frame_start
-        last = scene.frame_end if self.frame_end < 0 else self.frame_end
+        fill_frame_range(self.properties, scene)
         self._baker = None
         try:
             # Refused before any work (the Baker checks the rig itself): keys into a linked action are not saved.
@@ -233,7 +286,9 @@ class FABRIK_OT_bake(Operator):
             refused = bake.refusal(obj) or editable.action_editable(action)
             if refused:
                 raise ValueError(refused)
-            frames = list(range(first, last + 1, self.step))
+            if self.frame_end < self.frame_start:
+                raise ValueError(f"the End Frame ({self.frame_end}) comes before the Start Frame ({self.frame_start})")
+            frames = list(range(self.frame_start, self.frame_end + 1, self.step))
             self._baker = bake.Baker(scene, obj, frames, bake.bake_bones(obj, self.bones), bake.warm_start_of(obj, self.start))
         except Exception as exc:  # never raise into Blender; the Baker leaves nothing set up when it raises
             self.report({'ERROR'}, f"Cannot bake: {exc}")
@@ -262,19 +317,45 @@ class FABRIK_OT_bake(Operator):
         return {'FINISHED'}
 
     def execute(self, context):
+        # OK in the dialog: run modal (progress in the status bar, Esc cancels). Python calls and the redo
+        # panel's re-runs end here with use_modal off and bake at once: a redo re-run must finish inside this
+        # call (Blender owns that operator and handles no events meanwhile), so it shows progress but Esc cannot
+        # reach it.
+        if self.use_modal and context.window is not None and not self.is_repeat():
+            self.use_modal = False  # what the redo panel re-runs later bakes at once
+            return self._begin_modal(context)
+        self.use_modal = False
         if not self._start(context):
             return {'CANCELLED'}
+        wm = context.window_manager
+        wm.progress_begin(0, self._baker.progress[1])
         try:
             while not self._baker.done:
                 self._baker.step()
+                wm.progress_update(self._baker.progress[0])
         except Exception as exc:
             self._baker.cancel()
             self._baker = None
             self.report({'ERROR'}, f"Bake stopped: {exc}")
             return {'CANCELLED'}
+        finally:
+            wm.progress_end()
         return self._finish(context)
 
     def invoke(self, context, event):
+        # A caller that names the range (a script, a test) has chosen it: no dialog. A click on the button names
+        # none (SKIP_SAVE: nothing is remembered from the last bake), so the button always asks.
+        chosen = any(self.properties.is_property_set(name) for name in ("frame_start", "frame_end"))
+        fill_frame_range(self.properties, context.scene)
+        if context.window is None:
+            return self.execute(context)  # no window to show a dialog or progress in
+        if chosen:
+            return self._begin_modal(context)
+        self.use_modal = True
+        return context.window_manager.invoke_props_dialog(self)
+
+    def _begin_modal(self, context):
+        """Set up the baker and run it from timer events, a slice at a time."""
         if not self._start(context):
             return {'CANCELLED'}
         wm = context.window_manager
