@@ -1,143 +1,422 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The FABRIK tab in the 3D viewport sidebar."""
+"""The FABRIK tab in the 3D viewport sidebar and the FABRIK sub-panel of Bone properties > Inverse Kinematics.
+
+Laid out as Blender's own property panels are: labels left of their values (`use_property_split`), keyframe
+dots beside what can be animated (`use_property_decorate`), and sub-panels (`bl_parent_id`) instead of one
+long panel. Status lines are wrapped to the region's width, so the whole message can be read.
+"""
 
 from __future__ import annotations
 
 import bpy
 from bpy.types import Panel, UIList
 
-from . import rig, solving
+from . import compare, presets, rig, setup_ops, solving
+
+#: Average width of a character of Blender's interface font at scale 1, in pixels (a little wide, so a
+#: wrapped line is not cut after all), and what a panel's margins, an icon and a sub-panel's indent take.
+CHAR_PIXELS = 6.5
+MARGIN_PIXELS = 50
+#: Characters per line when the region's width is not known (as when a panel is drawn outside a UI).
+DEFAULT_CHARS = 40
+MIN_CHARS = 12
+
+#: The limits sub-panel's help (wrapped to the editor's width).
+LIMITS_HELP = (
+    "X and Z swing the bone: together an elliptical cone round its rest direction. "
+    "Lock one of them for a hinge. Y twists it about itself. "
+    "Stiffness makes it turn less; the rest of the chain makes up for it."
+)
+
+#: Per effector status kind: (icon, alert). Reached: a check mark; a miss (solved, but farther than the
+#: tolerance): a warning in red; bad input or a refusal (nothing solved): a cancel sign in red.
+STATUS_ICONS = {
+    'REACHED': ('CHECKMARK', False),
+    'MISSED': ('ERROR', True),
+    'ERROR': ('CANCEL', True),
+    'DISABLED': ('HIDE_ON', False),
+    'NONE': ('INFO', False),
+}
+
+
+def wrap(text: str, chars: int) -> list[str]:
+    """`text` as lines of at most `chars` characters, broken at spaces; a word longer than a line starts a
+    line of its own and is cut where it must be. At least one line, so an empty text still takes its row."""
+    chars = max(1, int(chars))
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) <= chars:
+            line += " " + word
+            continue
+        if line:
+            lines.append(line)
+        while len(word) > chars:
+            lines.append(word[:chars])
+            word = word[chars:]
+        line = word
+    if line or not lines:
+        lines.append(line)
+    return lines
+
+
+def chars_for(context, reserve: int = MARGIN_PIXELS) -> int:
+    """How many characters fit on a label line in the region being drawn: its width in pixels, less
+    `reserve` pixels (margins, an icon) scaled as the interface is, over the font's average character width."""
+    region = getattr(context, "region", None)
+    width = getattr(region, "width", 0) or 0
+    if width <= 1:
+        return DEFAULT_CHARS
+    preferences = getattr(context, "preferences", None)
+    scale = 1.0
+    if preferences is not None:  # (system.ui_scale includes the display's DPI; view.ui_scale the user's setting)
+        scale = getattr(preferences.system, "ui_scale", 0.0) or preferences.view.ui_scale or 1.0
+    return max(MIN_CHARS, int((width - reserve * scale) / (CHAR_PIXELS * scale)))
+
+
+def draw_wrapped(layout, text: str, chars: int, icon: str = 'NONE', alert: bool = False):
+    """A message as label lines that fit: the icon on the first, the rest indented under it; red for `alert`."""
+    column = layout.column(align=True)
+    column.alert = alert
+    for number, line in enumerate(wrap(text, chars)):
+        column.label(text=line, icon=icon if number == 0 else ('BLANK1' if icon != 'NONE' else 'NONE'))
+    return column
+
+
+def effector_state(obj, index: int) -> tuple[str, str]:
+    """(kind, message) of one effector from its rig's last solve: kind is a key of STATUS_ICONS."""
+    effectors = obj.fabrik.effectors
+    if 0 <= index < len(effectors) and not effectors[index].enabled:
+        return 'DISABLED', "disabled"
+    rig_status = solving.status.get(obj.name)
+    if rig_status is None:
+        return 'NONE', "not solved yet"
+    message = rig_status.effectors.get(index, "")
+    if index in rig_status.reached:
+        return ('REACHED' if rig_status.reached[index] else 'MISSED'), message
+    if message or not rig_status.ok:
+        return 'ERROR', message or rig_status.message
+    return 'NONE', "not solved yet"
+
+
+def rig_state(rig_status) -> str:
+    """The kind (a key of STATUS_ICONS) of a rig's last solve as a whole."""
+    if not rig_status.ok:
+        return 'ERROR'
+    return 'MISSED' if rig_status.missed else 'REACHED'
+
+
+def invalid_fields(obj, effector) -> set[str]:
+    """The effector's fields that name something that is not there, so the panel draws them in red."""
+    bad = set()
+    if not effector.bone or effector.bone not in obj.data.bones:
+        bad.add("bone")
+    if effector.target is None:
+        bad.add("target")
+    elif effector.subtarget and (effector.target.type != 'ARMATURE' or effector.subtarget not in effector.target.data.bones):
+        bad.add("subtarget")
+    pole = effector.pole_target
+    if pole is None and effector.lost_pole:
+        bad.add("pole_target")
+    elif pole is not None and effector.pole_subtarget and (
+        pole.type != 'ARMATURE' or effector.pole_subtarget not in pole.data.bones
+    ):
+        bad.add("pole_subtarget")
+    return bad
+
+
+def _split(layout):
+    """Labels left of their values and keyframe dots beside animatable values, as Blender's property panels."""
+    layout.use_property_split = True
+    layout.use_property_decorate = True
+    return layout
 
 
 class FABRIK_UL_effectors(UIList):
-    """Effectors of an armature: tip bone, target and the last solve's status."""
+    """Effectors of an armature: the name (double-click renames it) and an icon for the last solve's status."""
 
     def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+        obj = data.id_data
+        kind, _message = effector_state(obj, index)
+        status_icon, alert = STATUS_ICONS[kind]
+        bad = bool(invalid_fields(obj, item))
+        if getattr(self, "layout_type", 'DEFAULT') == 'GRID':
+            layout.label(text="", icon=status_icon)
+            return
         row = layout.row(align=True)
         row.prop(item, "enabled", text="")
-        split = row.split(factor=0.55, align=True)
-        target = item.target.name if item.target else "(no target)"
-        split.label(text=f"{item.bone or '(no bone)'} → {target}", icon='BONE_DATA')
-        rig_status = solving.status.get(data.id_data.name)
-        if rig_status is not None and index in rig_status.effectors:
-            reached = rig_status.reached.get(index)
-            status_row = split.row(align=True)
-            status_row.alert = reached is False  # solved, but short of its target: red, like Blender's warnings
-            icon = 'CHECKMARK' if reached else ('ERROR' if reached is False else 'CANCEL')
-            status_row.label(text=rig_status.effectors[index], icon=icon)
+        name = row.row(align=True)
+        name.alert = bad  # a missing bone or target: the row's name in red, as Blender marks invalid fields
+        if item.name:
+            name.prop(item, "name", text="", emboss=False, icon='BONE_DATA')
+        else:
+            name.label(text=item.bone or "(no bone)", icon='BONE_DATA')
+        mark = row.row(align=True)
+        mark.alert = alert
+        mark.label(text="", icon=status_icon)
 
 
-class VIEW3D_PT_fabrik(Panel):
-    """Effectors and solver settings of the active armature"""
+class FabrikSidebarPanel:
+    """What the FABRIK tab's panels share: where they sit and the rig they show (the active armature, or the
+    rig of the active target or pole, so the tab stays while a target is dragged)."""
 
     bl_space_type = 'VIEW_3D'
     bl_region_type = 'UI'
     bl_category = "FABRIK"
-    bl_label = "FABRIK"
 
     @classmethod
     def poll(cls, context):
-        return context.object is not None and context.object.type == 'ARMATURE'
+        return setup_ops.rig_for_panel(context) is not None
+
+
+class VIEW3D_PT_fabrik(FabrikSidebarPanel, Panel):
+    """Effectors and live solving of the active armature"""
+
+    bl_label = "FABRIK"
 
     def draw(self, context):
         layout = self.layout
-        obj = context.object
+        obj = setup_ops.rig_for_panel(context)
         settings = obj.fabrik
-        layout.prop(settings, "live")
+        if obj != context.object:
+            layout.label(text=f"Rig: {obj.name}", icon='ARMATURE_DATA')
         row = layout.row()
         row.template_list("FABRIK_UL_effectors", "", settings, "effectors", settings, "active_effector", rows=3)
         column = row.column(align=True)
         column.operator("fabrik.effector_add", icon='ADD', text="")
+        column.operator("fabrik.effector_add_with_target", icon='EMPTY_AXIS', text="")
         column.operator("fabrik.effector_remove", icon='REMOVE', text="")
         column.separator()
         column.operator("fabrik.effector_move", icon='TRIA_UP', text="").direction = 'UP'
         column.operator("fabrik.effector_move", icon='TRIA_DOWN', text="").direction = 'DOWN'
-        if 0 <= settings.active_effector < len(settings.effectors):
-            effector = settings.effectors[settings.active_effector]
-            box = layout.box()
-            box.prop_search(effector, "bone", obj.data, "bones")
-            box.prop(effector, "target")
-            if effector.target is not None and effector.target.type == 'ARMATURE':
-                box.prop_search(effector, "subtarget", effector.target.data, "bones")
-            box.prop(effector, "chain_length")
-            box.prop(effector, "weight")
-            box.prop(effector, "use_stretch")
-            row = box.row(align=True)
-            row.prop(effector, "use_rotation")
-            sub = row.row(align=True)
-            sub.active = effector.use_rotation
-            sub.prop(effector, "rotation_weight", text="Weight")
-            row = box.row(align=True)
-            row.enabled = effector.target is not None
-            row.label(text="Animate Target:")
-            for preset, label in (('CIRCLE', "Circle"), ('FIGURE_EIGHT', "Figure-Eight")):
-                op = row.operator("fabrik.target_motion", text=label)
-                op.preset, op.effector_target = preset, True
-            box.prop(effector, "pole_target")
-            if effector.pole_target is not None:
-                if effector.pole_target.type == 'ARMATURE':
-                    box.prop_search(effector, "pole_subtarget", effector.pole_target.data, "bones")
-                box.prop(effector, "pole_angle")
-            if effector.source_constraint:
-                box.label(text=f"From IK constraint '{effector.source_constraint}' on '{effector.source_bone}'", icon='CONSTRAINT_BONE')
+        _split(layout)
+        column = layout.column()
+        column.prop(settings, "live")
+        column.prop(settings, "influence", slider=True)
+        row = layout.row(align=True)
+        row.operator("fabrik.solve", icon='CON_KINEMATIC')
+        row.operator("fabrik.bake", icon='KEYINGSET')
+        row = layout.row(align=True)
+        row.operator("fabrik.convert_constraints", text="Convert IK", icon='CONSTRAINT_BONE')
+        row.operator("fabrik.restore_constraints", text="Restore", icon='LOOP_BACK')
+
+
+class VIEW3D_PT_fabrik_status(FabrikSidebarPanel, Panel):
+    """The last solve: the rig as a whole, then each effector, in full"""
+
+    bl_label = "Status"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        obj = setup_ops.rig_for_panel(context)
+        chars = chars_for(context)
+        rig_status = solving.status.get(obj.name)
+        if rig_status is None or not rig_status.message:
+            layout.label(text="Not solved yet" if not obj.fabrik.live else "Solving at the next update", icon='INFO')
+        else:
+            kind = rig_state(rig_status)
+            icon, alert = STATUS_ICONS[kind]
+            draw_wrapped(layout, rig_status.message, chars, icon, alert)
+        column = layout.column()
+        for index, effector in enumerate(obj.fabrik.effectors):
+            kind, message = effector_state(obj, index)
+            if kind == 'NONE' and rig_status is None:
+                continue
+            icon, alert = STATUS_ICONS[kind]
+            name = effector.name or effector.bone or f"#{index + 1}"
+            draw_wrapped(column, f"{name}: {message}", chars, icon, alert)
+
+
+class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
+    """The active effector's bone, target, chain and goals"""
+
+    bl_label = "Active Effector"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+
+    @classmethod
+    def poll(cls, context):
+        obj = setup_ops.rig_for_panel(context)
+        return obj is not None and 0 <= obj.fabrik.active_effector < len(obj.fabrik.effectors)
+
+    def draw_header(self, context):
+        obj = setup_ops.rig_for_panel(context)
+        self.layout.prop(obj.fabrik.effectors[obj.fabrik.active_effector], "enabled", text="")
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        obj = setup_ops.rig_for_panel(context)
+        effector = obj.fabrik.effectors[obj.fabrik.active_effector]
+        bad = invalid_fields(obj, effector)
+        chars = chars_for(context)
+        layout.active = effector.enabled
+        layout.prop(effector, "name")
+
+        column = layout.column()
+        row = column.row()
+        row.alert = "bone" in bad
+        row.prop_search(effector, "bone", obj.data, "bones")
+        row = column.row()
+        row.alert = "target" in bad
+        row.prop(effector, "target")
+        if effector.target is None and effector.lost_target:
+            draw_wrapped(column, f"Target '{effector.lost_target}' was deleted", chars, 'ERROR', True)
+        if effector.target is not None and effector.target.type == 'ARMATURE':
+            row = column.row()
+            row.alert = "subtarget" in bad
+            row.prop_search(effector, "subtarget", effector.target.data, "bones", text="Bone")
+        elif "subtarget" in bad:
+            row = column.row()
+            row.alert = True
+            row.prop(effector, "subtarget", text="Bone")
+
+        column = layout.column()
+        column.prop(effector, "chain_length")
+        column.prop(effector, "weight")
+        column.prop(effector, "use_stretch")
+        row = column.row(align=True, heading="Rotation")
+        row.prop(effector, "use_rotation", text="")
+        sub = row.row(align=True)
+        sub.active = effector.use_rotation
+        sub.prop(effector, "rotation_weight", text="", slider=True)
+
+        column = layout.column()
+        row = column.row(align=True)
+        row.alert = "pole_target" in bad
+        row.prop(effector, "pole_target")
+        row.operator("fabrik.pole_add", icon='ADD', text="")
+        if effector.pole_target is None and effector.lost_pole:
+            draw_wrapped(column, f"Pole target '{effector.lost_pole}' was deleted", chars, 'ERROR', True)
+        if effector.pole_target is not None:
+            if effector.pole_target.type == 'ARMATURE':
+                row = column.row()
+                row.alert = "pole_subtarget" in bad
+                row.prop_search(effector, "pole_subtarget", effector.pole_target.data, "bones", text="Bone")
+            row = column.row(align=True)
+            row.prop(effector, "pole_angle")
+            row.operator("fabrik.pole_angle_auto", icon='AUTO', text="")
+
+        layout.separator()
+        layout.prop(effector, "influence", slider=True)
+        if effector.source_constraint:
+            draw_wrapped(layout, f"From IK constraint '{effector.source_constraint}' on '{effector.source_bone}'",
+                         chars, 'CONSTRAINT_BONE')
+
+
+class VIEW3D_PT_fabrik_solver(FabrikSidebarPanel, Panel):
+    """How the rig is solved: the method, its stopping rules and where each solve starts"""
+
+    bl_label = "Solver"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+
+    def draw(self, context):
+        layout = self.layout
+        settings = setup_ops.rig_for_panel(context).fabrik
+        presets.draw_preset_header(layout, presets.FABRIK_MT_rig_settings_presets, "fabrik.rig_settings_preset_add")
+        _split(layout)
         layout.prop(settings, "solver")
         column = layout.column(align=True)
         column.prop(settings, "iterations")
         column.prop(settings, "tolerance")
         layout.prop(settings, "start")
-        row = layout.row(align=True)
-        row.operator("fabrik.solve", icon='CON_KINEMATIC')
-        row.operator("fabrik.bake", icon='KEYINGSET')
-        row = layout.row(align=True)
-        row.operator("fabrik.convert_constraints", icon='CONSTRAINT_BONE')
-        row.operator("fabrik.restore_constraints", text="Restore", icon='LOOP_BACK')
-        rig_status = solving.status.get(obj.name)
-        if rig_status is not None and rig_status.message:
-            row = layout.row()
-            row.alert = not rig_status.ok or rig_status.missed
-            icon = 'CANCEL' if not rig_status.ok else ('ERROR' if rig_status.missed else 'CHECKMARK')
-            row.label(text=rig_status.message, icon=icon)
+
+
+class VIEW3D_PT_fabrik_testing(FabrikSidebarPanel, Panel):
+    """Ways to try the rig: key the active effector's target on a path, and compare the solvers"""
+
+    bl_label = "Testing"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        obj = setup_ops.rig_for_panel(context)
+        settings = obj.fabrik
+        effector = None
+        if 0 <= settings.active_effector < len(settings.effectors):
+            effector = settings.effectors[settings.active_effector]
+        column = layout.column(heading="Animate Target")
+        column.enabled = effector is not None and effector.target is not None
+        row = column.row(align=True)
+        for preset, label in (('CIRCLE', "Circle"), ('FIGURE_EIGHT', "Figure-Eight")):
+            op = row.operator("fabrik.target_motion", text=label)
+            op.preset, op.effector_target = preset, True
+        layout.separator()
+        chars = chars_for(context, reserve=MARGIN_PIXELS + 10)  # (the legend sits in a box)
+        compare.draw(layout, obj, wrap=lambda text: wrap(text, chars))
 
 
 class BONE_PT_fabrik_limits(Panel):
-    """The bone's IK limits and stretch as FABRIK uses them (the same settings Blender's IK constraint reads)"""
+    """The bone's IK limits and stretch as FABRIK uses them: Blender's own settings (the panel above greys them
+    out for bones outside an IK constraint's chain; FABRIK chains read them all the same)"""
 
     bl_space_type = 'PROPERTIES'
     bl_region_type = 'WINDOW'
     bl_context = "bone"
-    bl_label = "FABRIK Limits"
-    bl_options = {'DEFAULT_CLOSED'}
+    bl_label = "FABRIK"
+    bl_parent_id = "BONE_PT_inverse_kinematics"  # Blender's own panel, with this id in 3.4 through 5.0
 
     @classmethod
     def poll(cls, context):
-        obj = context.object
-        return obj is not None and obj.type == 'ARMATURE' and context.active_pose_bone is not None
+        return cls.pose_bone(context) is not None
+
+    @staticmethod
+    def pose_bone(context):
+        """The pose bone the Bone properties show (their bone, else the active pose bone)."""
+        obj = getattr(context, "object", None)
+        if obj is None or obj.type != 'ARMATURE' or obj.pose is None:
+            return None
+        bone = getattr(context, "bone", None)
+        if bone is not None and bone.name in obj.pose.bones:
+            return obj.pose.bones[bone.name]
+        return getattr(context, "active_pose_bone", None)
 
     def draw(self, context):
         layout = self.layout
-        pose_bone = context.active_pose_bone
+        pose_bone = BONE_PT_fabrik_limits.pose_bone(context)
+        obj = context.object
+        chars = chars_for(context)
+        users = [e.name or e.bone for e in obj.fabrik.effectors
+                 if pose_bone.name in setup_ops.chain_bones(obj, e.bone, e.chain_length)]
+        if users:
+            draw_wrapped(layout, f"In the chain of {', '.join(users)}", chars, 'CON_KINEMATIC')
+        draw_wrapped(layout, LIMITS_HELP, chars, 'INFO')
+        presets.draw_preset_header(layout, presets.FABRIK_MT_bone_limits_presets, "fabrik.bone_limits_preset_add")
+        _split(layout)
+        layout.prop(pose_bone, "ik_stretch", text="IK Stretch", slider=True)
         column = layout.column(align=True)
-        column.label(text="X and Z tip the bone over: together an elliptical cone around its rest direction.")
-        column.label(text="Lock one of them for a hinge. Y is the twist about the bone itself.")
-        column.label(text="Stiffness makes the bone turn less; the rest of the chain makes up for it.")
-        for axis in "xyz":
-            box = layout.box()
-            row = box.row(align=True)
-            row.label(text=f"{axis.upper()} {'twist' if axis == 'y' else 'swing'}")
-            row.prop(pose_bone, f"lock_ik_{axis}", text="Lock")
-            row.prop(pose_bone, f"use_ik_limit_{axis}", text="Limit")
-            sub = box.row(align=True)
-            sub.active = getattr(pose_bone, f"use_ik_limit_{axis}") and not getattr(pose_bone, f"lock_ik_{axis}")
+        column.prop(pose_bone, "lock_ik_x", text="Lock Swing X")
+        column.prop(pose_bone, "lock_ik_y", text="Twist Y")
+        column.prop(pose_bone, "lock_ik_z", text="Swing Z")
+        column = layout.column(align=True)
+        for axis, label in (("x", "Stiffness X"), ("y", "Y"), ("z", "Z")):
+            sub = column.column(align=True)
+            sub.active = not getattr(pose_bone, f"lock_ik_{axis}")
+            sub.prop(pose_bone, f"ik_stiffness_{axis}", text=label, slider=True)
+        column = layout.column(align=True)
+        for axis, label in (("x", "Limit Swing X"), ("y", "Limit Twist Y"), ("z", "Limit Swing Z")):
+            locked = getattr(pose_bone, f"lock_ik_{axis}")
+            sub = column.column()
+            sub.active = not locked
+            sub.prop(pose_bone, f"use_ik_limit_{axis}", text=label)
+            sub = column.column(align=True)
+            sub.active = not locked and getattr(pose_bone, f"use_ik_limit_{axis}")
             sub.prop(pose_bone, f"ik_min_{axis}", text="Min")
             sub.prop(pose_bone, f"ik_max_{axis}", text="Max")
-            box.prop(pose_bone, f"ik_stiffness_{axis}", text="Stiffness", slider=True)
-        layout.prop(pose_bone, "ik_stretch", text="IK Stretch", slider=True)
-        obj = context.object
+            column.separator()
         problems = [p for p in rig.limit_problems(obj) if p.startswith(f"bone '{pose_bone.name}'")]
         for problem in problems:
-            layout.label(text=problem, icon='ERROR')
+            draw_wrapped(layout, problem, chars, 'ERROR', True)
 
 
-classes = (FABRIK_UL_effectors, VIEW3D_PT_fabrik, BONE_PT_fabrik_limits)
+classes = (
+    FABRIK_UL_effectors,
+    VIEW3D_PT_fabrik,
+    VIEW3D_PT_fabrik_status,
+    VIEW3D_PT_fabrik_effector,
+    VIEW3D_PT_fabrik_solver,
+    VIEW3D_PT_fabrik_testing,
+    BONE_PT_fabrik_limits,
+)
 
 register, unregister = bpy.utils.register_classes_factory(classes)
