@@ -169,13 +169,7 @@ def test_effector_with_a_new_target_needs_an_armature_with_an_active_bone():
 # ---------------------------------------------------------------- poles
 
 
-STRAIGHT_BENDS = (
-    "solver: with any pole, a straight chain whose target is at (or within 0.01 of) its full reach is bent and "
-    "then misses by about 7e-3 at the iteration cap; without a pole it reaches in 0 iterations"
-)
-
-
-@pytest.mark.parametrize("bent", [True, pytest.param(False, marks=pytest.mark.xfail(strict=True, reason=STRAIGHT_BENDS))])
+@pytest.mark.parametrize("bent", [True, False])
 @pytest.mark.parametrize("roll", [None, (1.0, 1.0, 0.0)])
 def test_adding_a_pole_keeps_every_bone_where_it_was(bent, roll):
     """fabrik.pole_add puts an empty beside the bend and sets the angle that makes Blender's turn none at all."""

@@ -725,11 +725,10 @@ def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
             if first is not None:
                 reason = f"bone '{skeleton.names[first]}' has a {bad[first]} that is not a number"
         if reason is None and scaled:
-            # With IK Stretch on, a bone that may stretch owns its scale (what the stretch wrote is not listed
-            # anyway); a bone that may not, or any bone scaled to zero, still puts the chain somewhere else.
+            # With IK Stretch on the solve reads the chain's scales as they are, but none can undo a zero.
             first = next((
                 b for b in reversed(skeleton.path_to_root(goal.bone))
-                if b in scaled and (not goal.stretch or skeleton.stretch[b] <= 0.0 or min(map(abs, scaled[b])) < 1e-6)
+                if b in scaled and (not goal.stretch or min(map(abs, scaled[b])) < 1e-6)
             ), None)
             if first is not None:
                 words = ", ".join(f"{v:.3g}" for v in scaled[first])

@@ -146,7 +146,8 @@ def _iterate(tree, goals, targets, start_heads, start_frames, settings):
     base = heads.copy()
     targets = np.asarray(targets, dtype=float)
     for chain, g in zip(tree.goal_chain, range(len(goals))):
-        _bend_if_straight_at(heads, tails, list(chain), tree.subtree(chain[-2]) if len(chain) > 1 else [], targets[:, g])
+        branch = tree.subtree(chain[-2]) if len(chain) > 1 else []
+        _bend_if_straight_at(heads, tails, list(chain), branch, targets[:, g], settings.tolerance)
     errors = np.linalg.norm(tails[:, node_of_goal] - targets, axis=2)
     done = errors.max(axis=1) <= settings.tolerance
     iterations = np.zeros(count, dtype=int)
@@ -218,12 +219,14 @@ def _turned_frames(start_frames: np.ndarray, heads: np.ndarray, tails: np.ndarra
     return frames.reshape(count, m, 3, 3)
 
 
-def _bend_if_straight_at(heads: np.ndarray, tails: np.ndarray, chain: list[int], branch: list[int], target: np.ndarray) -> None:
+def _bend_if_straight_at(
+    heads: np.ndarray, tails: np.ndarray, chain: list[int], branch: list[int], target: np.ndarray, tolerance: float
+) -> None:
     """Bend a chain (turning the whole `branch` below its first bone) in the frames where it is straight
-    and its target lies on its line, as `fabrik` does."""
+    and its target lies on its line off its tip, as `fabrik` does."""
     if len(chain) < 2:
         return
-    straight = batch_framed.straight_at(heads, tails, chain, target)
+    straight = batch_framed.straight_at(heads, tails, chain, target, tolerance)
     if not straight.any():
         return
     top = chain[-1]

@@ -109,7 +109,7 @@ def _descend(
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
     asks = pulls(tree, weights, branch_weights(tree, weights))
     for g, chain in enumerate(tree.goal_chain):
-        _bend_if_straight_at(tree, joints, chain, targets[:, g])
+        _bend_if_straight_at(tree, joints, chain, targets[:, g], settings.tolerance)
     errors = np.linalg.norm(joints.tails[:, node_of_goal] - targets, axis=2)
     iterations = np.zeros(count, dtype=int)
     converged = np.zeros(count, dtype=bool)
@@ -257,9 +257,12 @@ def _backward_reaching(tree: MovingTree, joints: Joints) -> None:
         _turn(joints, k, old_bone * (1.0 / length), (tail - head) * (1.0 / length))
 
 
-def straight_at(heads: np.ndarray, tails: np.ndarray, chain: Sequence[int], target: np.ndarray) -> np.ndarray:
+def straight_at(
+    heads: np.ndarray, tails: np.ndarray, chain: Sequence[int], target: np.ndarray, tolerance: float
+) -> np.ndarray:
     """Per frame, whether a chain (tip first; heads and tails (F, m, 3)) lies straight with its target on its
-    line: FABRIK's degenerate case, where no pass can bend it (1e-5 of its length counts as on the line)."""
+    line and further than `tolerance` from its tip: FABRIK's degenerate case, where no pass can bend it (1e-5 of
+    its length counts as on the line)."""
     top = chain[-1]
     base = heads[:, top]
     axis = tails[:, chain[0]] - base
@@ -270,18 +273,21 @@ def straight_at(heads: np.ndarray, tails: np.ndarray, chain: Sequence[int], targ
         d = point - base
         off = d - axis * np.einsum("ij,ij->i", d, axis)[:, None]
         straight &= np.sqrt(np.einsum("ij,ij->i", off, off)) <= 1e-5 * length
-    return straight
+    miss = tails[:, chain[0]] - target
+    return straight & (np.sqrt(np.einsum("ij,ij->i", miss, miss)) > tolerance)
 
 
-def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...], target: np.ndarray) -> None:
-    """Where a chain is straight with its target on its own line, bend it about its first bone's X axis.
+def _bend_if_straight_at(
+    tree: MovingTree, joints: Joints, chain: tuple[int, ...], target: np.ndarray, tolerance: float
+) -> None:
+    """Where a chain is straight with its target on its own line (off its tip), bend it about its first bone's X axis.
 
     As `fabrik._bend_if_straight_at`: the whole branch below the chain's first
     bone turns 0.2 rad about the joint it hangs from (the next bone's head).
     """
     if len(chain) < 2:
         return
-    rows = np.flatnonzero(straight_at(joints.heads, joints.tails, chain, target))
+    rows = np.flatnonzero(straight_at(joints.heads, joints.tails, chain, target, tolerance))
     if not len(rows):
         return
     top = chain[-1]

@@ -313,8 +313,8 @@ def _turn_towards(tree: MovingTree, joints: Joints, k: int, rotation: Quat, weig
     joints.heads[k] = sub(joints.tails[k], scale(quat.y_axis(wanted), tree.length[k]))
 
 
-def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...], goal: Goal) -> None:
-    """Bend a straight chain a little when its target lies on its own line.
+def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...], goal: Goal, tolerance: float) -> None:
+    """Bend a straight chain a little when its target lies on its own line (and not on its tip already).
 
     FABRIK moves joints along lines; with every joint and the target on one
     line no pass can bend the chain (the paper's degenerate case), so it is
@@ -328,6 +328,8 @@ def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...
     length = norm(axis)
     if length < EPSILON:
         return
+    if dist(joints.tails[chain[0]], goal.target) <= tolerance:
+        return  # reached as it is: bent, it would only have to crawl back straight
     axis = scale(axis, 1.0 / length)
     points = [joints.tails[k] for k in chain] + [goal.target]
     for point in points:
@@ -671,7 +673,10 @@ def _solve_limited(
             rng = np.random.default_rng(len(tree.bones))
         attempt_start = start if attempt == 1 else refine.random_start(skeleton, tree, goals, start, rng)
     pose, report = best
-    holds = pole.holds(tree, Joints(skeleton, tree, start, framed=True), goals) if any(g.pole for g in goals) else []
+    holds = (
+        pole.holds(tree, Joints(skeleton, tree, start, framed=True), goals, settings.tolerance)
+        if any(g.pole for g in goals) else []
+    )
     if report.converged and (holds or not settings.explore) and used < budget:
         # The joints the goals leave free settle: into the plane the poles ask for (the refinement and the
         # restarts know nothing of poles), and in continuity mode (warm starts) towards rest, so paths that
@@ -713,9 +718,9 @@ def _solve_from(
     turns = [None if g.rotation is None else (quat.normalized(g.rotation), g.rotation_weight) for g in goals]
     if all(t is None for t in turns):
         turns = []
-    poles = pole.holds(tree, joints, goals)
+    poles = pole.holds(tree, joints, goals, settings.tolerance)
     for chain, goal in zip(tree.goal_chain, goals):
-        _bend_if_straight_at(tree, joints, chain, goal)
+        _bend_if_straight_at(tree, joints, chain, goal, settings.tolerance)
     weights = [float(g.weight) for g in goals]
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
     branch = branch_weights(tree, weights)

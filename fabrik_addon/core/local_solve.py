@@ -143,7 +143,7 @@ def solve(
         _carry_frames(tree, joints, frames)
         # As `fabrik.solve`: a tree with offsets hands over to the refinement once FABRIK crawls; with poles
         # FABRIK goes on (and where it stops short, tries again less carefully: the general path's).
-        report = _iterate_framed(tree, joints, goals, settings, pole.holds(tree, joints, goals) if poled else [])
+        report = _iterate_framed(tree, joints, goals, settings, pole.holds(tree, joints, goals, settings.tolerance) if poled else [])
         if not report.converged:
             return None
         return _tracked_rotations(local, joints.frames, fixed), report
@@ -173,7 +173,7 @@ def _iterate_framed(
     window = 0 if any(g.pole is not None for g in goals) else SLOW_WINDOW
     targets = [tuple(float(c) for c in g.target) for g in goals]
     for chain, goal in zip(tree.goal_chain, goals):
-        _bend_if_straight_at(tree, joints, chain, goal)
+        _bend_if_straight_at(tree, joints, chain, goal, settings.tolerance)
     weights = [float(g.weight) for g in goals]
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
     branch = branch_weights(tree, weights)
@@ -251,7 +251,7 @@ def _iterate(
     count = len(goals)
     targets = [tuple(float(c) for c in g.target) for g in goals]
     for chain, goal in zip(tree.goal_chain, goals):
-        _bend_if_straight_at(tree, joints, chain, goal)
+        _bend_if_straight_at(tree, joints, chain, goal, settings.tolerance)
     weights = [float(g.weight) for g in goals]
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
     branch = branch_weights(tree, weights)

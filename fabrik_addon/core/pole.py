@@ -158,7 +158,7 @@ class PoleHold:
     wanted: Vec
 
 
-def holds(tree: "MovingTree", joints: "Joints", goals: Sequence[Goal]) -> list[PoleHold]:
+def holds(tree: "MovingTree", joints: "Joints", goals: Sequence[Goal], tolerance: float = 0.0) -> list[PoleHold]:
     """Apply Blender's pole rule to the start pose (see `pole`) and return what holds it during the solve.
 
     Each chain with a pole is turned as one body about its base, as Blender
@@ -173,8 +173,10 @@ def holds(tree: "MovingTree", joints: "Joints", goals: Sequence[Goal]) -> list[P
     (the bend normal, which bending in that plane leaves be) that should face
     a given way; each iteration turns the chain about its base-target line
     back to it (`turn_about_pole`), which never moves a tip that is on its
-    target. Blender drops the pole when the chain's tree carries two or more
-    position goals; here every goal's pole counts.
+    target. A straight chain whose tip is already on its target (within
+    `tolerance`) is left straight: bent, it would only crawl back. Blender
+    drops the pole when the chain's tree carries two or more position goals;
+    here every goal's pole counts.
     """
     holds = []
     for g, goal in enumerate(goals):
@@ -194,7 +196,8 @@ def holds(tree: "MovingTree", joints: "Joints", goals: Sequence[Goal]) -> list[P
         if alone:
             turn_rigidly(joints, below, base, turn)
             up = quat.rotate(turn, up)
-            if len(chain) > 1 and _bend_normal(chain_points(joints, chain)) is None:
+            straight = len(chain) > 1 and _bend_normal(chain_points(joints, chain)) is None
+            if straight and dist(joints.tails[chain[0]], target) > tolerance:
                 bend_towards(tree, joints, chain, up, dist(target, base))
         now = _bend_normal(chain_points(joints, chain))
         if now is None:
