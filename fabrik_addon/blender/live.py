@@ -128,8 +128,32 @@ def _solve(obj, depsgraph, inputs: tuple) -> None:
     if obj.name in solving.again:  # put off to the next update: nothing on screen counts as solved yet
         solving.again.discard(obj.name)
         _last_inputs.pop(obj.name, None)
+        # In the GUI nothing else may come for a while (a tag inside this handler fires no handler again): ask
+        # for that update from a timer rather than wait for one.
+        _put_off.add(obj.name)
+        if not bpy.app.timers.is_registered(tag_put_off):
+            bpy.app.timers.register(tag_put_off, first_interval=0.0)
         return
     _last_inputs[obj.name] = (inputs, _channels_of(obj))
+
+
+#: Live rigs whose solve was put off to the next update (`solving.again`), for `tag_put_off`.
+_put_off: set[str] = set()
+
+
+def tag_put_off() -> None:
+    """Tag the rigs whose solve was put off for an update, so the depsgraph handler solves them (a one-shot
+    timer callback)."""
+    names = list(_put_off)
+    _put_off.clear()
+    for name in names:
+        try:
+            obj = bpy.data.objects.get(name)
+            if obj is not None and obj.type == 'ARMATURE' and obj.fabrik.live:
+                obj.update_tag()
+        except Exception:  # the add-on was disabled or the file replaced meanwhile: nothing left to solve
+            pass
+    return None
 
 
 def solve_now(obj, depsgraph) -> None:
@@ -181,8 +205,11 @@ def register() -> None:
 
 
 def unregister() -> None:
-    """Remove the handlers and forget all state."""
+    """Remove the handlers and the timer, and forget all state."""
     for handler_list, function in _handlers:
         while function in handler_list:
             handler_list.remove(function)
+    if bpy.app.timers.is_registered(tag_put_off):
+        bpy.app.timers.unregister(tag_put_off)
+    _put_off.clear()
     on_load(None)

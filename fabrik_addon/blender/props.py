@@ -81,6 +81,32 @@ def _pole_changed(effector, context) -> None:
     _bone_changed(effector, context)
 
 
+def _active_effector_changed(settings, _context) -> None:
+    """An effector picked in the list: its tip bone becomes the armature's active bone, and selected (the other
+    bones' selection stays). Nothing changes when the active bone already leads to this effector (picking the
+    effector by clicking its bone, or its target bone, comes here too), or when the tip bone would lead the
+    selection handler (`setup_ops.on_selection_change`) to another effector: so the two never bounce."""
+    from . import setup_ops  # (imported when first needed, as the modules above)
+
+    obj = settings.id_data
+    index = settings.active_effector
+    if obj is None or obj.type != 'ARMATURE' or obj.mode == 'EDIT' or not 0 <= index < len(settings.effectors):
+        return
+    bones = obj.data.bones
+    bone = bones.get(settings.effectors[index].bone)
+    active = bones.active
+    if bone is None or (active is not None and setup_ops.effector_for_bone(obj, active.name) == index):
+        return
+    if setup_ops.effector_for_bone(obj, bone.name) != index:
+        return  # (another effector shares the tip bone: selecting it would pick that one)
+    pose_bone = obj.pose.bones[bone.name]
+    if hasattr(pose_bone, "select"):  # (Blender 5.0 keeps a pose bone's selection on it, before on the bone)
+        pose_bone.select = True
+    else:
+        bone.select = True
+    bones.active = bone
+
+
 class FabrikBoneRef(PropertyGroup):
     """Where a bone an effector names sat when last seen (the item's name is the effector's field), so a rename
     is followed: a renamed bone keeps its rest place, parent and position among the armature's bones."""
@@ -310,7 +336,11 @@ class FabrikSettings(PropertyGroup):
         update=_setting_changed,
     )
     effectors: CollectionProperty(type=FabrikEffector)
-    active_effector: IntProperty(name="Active Effector", default=0, min=0)
+    active_effector: IntProperty(
+        name="Active Effector", default=0, min=0,
+        description="The effector the panel shows; picking one in the list makes its tip bone the active bone",
+        update=_active_effector_changed,
+    )
     #: What live solving wrote and what the animator had there before, per bone (see FabrikHeldBone).
     held: CollectionProperty(type=FabrikHeldBone)
     #: The IK constraints "Convert IK Constraints" muted, for Restore (see FabrikConverted).

@@ -15,7 +15,7 @@ from . import compare, presets, rig, setup_ops, solving
 
 #: Average width of a character of Blender's interface font at scale 1, in pixels (a little wide, so a
 #: wrapped line is not cut after all), and what a panel's margins, an icon and a sub-panel's indent take.
-CHAR_PIXELS = 6.5
+CHAR_PIXELS = 6.0
 MARGIN_PIXELS = 50
 #: Characters per line when the region's width is not known (as when a panel is drawn outside a UI).
 DEFAULT_CHARS = 40
@@ -103,6 +103,8 @@ def rig_state(rig_status) -> str:
     """The kind (a key of STATUS_ICONS) of a rig's last solve as a whole."""
     if not rig_status.ok:
         return 'ERROR'
+    if not rig_status.reached:
+        return 'NONE'  # nothing solved (a solve put off to the next update, say): no success to show
     return 'MISSED' if rig_status.missed else 'REACHED'
 
 
@@ -111,9 +113,13 @@ def invalid_fields(obj, effector) -> set[str]:
     bad = set()
     if not effector.bone or effector.bone not in obj.data.bones:
         bad.add("bone")
+    elif effector.chain_length > len(setup_ops.chain_bones(obj, effector.bone, 0)):
+        bad.add("chain_length")  # longer than the bones up to the root
     if effector.target is None:
         bad.add("target")
-    elif effector.subtarget and (effector.target.type != 'ARMATURE' or effector.subtarget not in effector.target.data.bones):
+    elif effector.subtarget and (
+        effector.target.type != 'ARMATURE' or effector.subtarget not in effector.target.data.bones
+    ):
         bad.add("subtarget")
     pole = effector.pole_target
     if pole is None and effector.lost_pole:
@@ -148,9 +154,9 @@ class FABRIK_UL_effectors(UIList):
         name = row.row(align=True)
         name.alert = bad  # a missing bone or target: the row's name in red, as Blender marks invalid fields
         if item.name:
-            name.prop(item, "name", text="", emboss=False, icon='BONE_DATA')
+            name.prop(item, "name", text="", emboss=False)
         else:
-            name.label(text=item.bone or "(no bone)", icon='BONE_DATA')
+            name.label(text=item.bone or "(no bone)")
         mark = row.row(align=True)
         mark.alert = alert
         mark.label(text="", icon=status_icon)
@@ -190,12 +196,12 @@ class VIEW3D_PT_fabrik(FabrikSidebarPanel, Panel):
         column.operator("fabrik.effector_move", icon='TRIA_UP', text="").direction = 'UP'
         column.operator("fabrik.effector_move", icon='TRIA_DOWN', text="").direction = 'DOWN'
         _split(layout)
-        column = layout.column()
-        column.prop(settings, "live")
+        column = layout.column(heading="Live")  # ("Live Solving" whole would be cut at the default width)
+        column.prop(settings, "live", text="Solving")
         column.prop(settings, "influence", slider=True)
         row = layout.row(align=True)
         row.operator("fabrik.solve", icon='CON_KINEMATIC')
-        row.operator("fabrik.bake", icon='KEYINGSET')
+        row.operator("fabrik.bake", text="Bake", icon='KEYINGSET')
         row = layout.row(align=True)
         row.operator("fabrik.convert_constraints", text="Convert IK", icon='CONSTRAINT_BONE')
         row.operator("fabrik.restore_constraints", text="Restore", icon='LOOP_BACK')
@@ -271,8 +277,10 @@ class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
             row.prop(effector, "subtarget", text="Bone")
 
         column = layout.column()
-        column.prop(effector, "chain_length")
-        column.prop(effector, "weight")
+        row = column.row()
+        row.alert = "chain_length" in bad
+        row.prop(effector, "chain_length", text="Chain")
+        column.prop(effector, "weight", text="Weight")
         column.prop(effector, "use_stretch")
         row = column.row(align=True, heading="Rotation")
         row.prop(effector, "use_rotation", text="")
@@ -283,7 +291,7 @@ class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
         column = layout.column()
         row = column.row(align=True)
         row.alert = "pole_target" in bad
-        row.prop(effector, "pole_target")
+        row.prop(effector, "pole_target", text="Pole")
         row.operator("fabrik.pole_add", icon='ADD', text="")
         if effector.pole_target is None and effector.lost_pole:
             draw_wrapped(column, f"Pole target '{effector.lost_pole}' was deleted", chars, 'ERROR', True)
@@ -353,7 +361,7 @@ class BONE_PT_fabrik_limits(Panel):
     bl_space_type = 'PROPERTIES'
     bl_region_type = 'WINDOW'
     bl_context = "bone"
-    bl_label = "FABRIK"
+    bl_label = "FABRIK Limits"
     bl_parent_id = "BONE_PT_inverse_kinematics"  # Blender's own panel, with this id in 3.4 through 5.0
 
     @classmethod

@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The FABRIK sidebar tab in the real GUI of Debian's Blender 3.4 under Xvfb, at the default sidebar width:
+the sub-panels register and draw (Testing stays closed), Bone > Inverse Kinematics takes our sub-panel, the
+Status lines are wrapped so they fit the sidebar, and alert red shows in the sidebar for a missed and a
+refused target and not for a reached one.
+
+The captures are kept in test-artifacts/panels_<state>.png; the missed state's, cropped to the sidebar and
+the rig, in test-artifacts/panels_blender34.png and docs/images/panels_blender34.png.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from debian_blender import fallback_numpy_site
+from test_gui_blender import SCREEN, SETUP, SETUP_TIMEOUT, _run, gui_tools  # noqa: F401 (gui_tools: a fixture)
+
+pytestmark = pytest.mark.gui
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVER = Path(__file__).resolve().parent / "gui_panels_driver.py"
+ARTIFACTS = ROOT / "test-artifacts"
+DOCS_IMAGE = ROOT / "docs" / "images" / "panels_blender34.png"
+GUI_TIMEOUT = 90
+SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_solver",
+             "VIEW3D_PT_fabrik_testing")
+
+
+@pytest.fixture(scope="module")
+def panels_run(gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory) -> dict:  # noqa: F811
+    """Install the legacy zip in a temporary profile (background), then run the panels driver in the GUI."""
+    blender, xvfb_run = gui_tools
+    tmp = tmp_path_factory.mktemp("gui34_panels")
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env["BLENDER_USER_SCRIPTS"] = str(tmp / "scripts")
+    env["BLENDER_USER_CONFIG"] = str(tmp / "config")
+    env["BLENDER_USER_DATAFILES"] = str(tmp / "datafiles")
+    (tmp / "tmp").mkdir()
+    env["TMPDIR"] = str(tmp / "tmp")
+    fallback = fallback_numpy_site(tmp)
+    if fallback is not None:
+        env["FABRIK_FALLBACK_SITE"] = str(fallback)
+        env["FABRIK_FALLBACK_PYTHON"] = "%d.%d" % sys.version_info[:2]
+    setup = tmp / "setup.py"
+    setup.write_text(SETUP)
+    run = _run([blender, "-b", "--factory-startup", "--python", str(setup), "--", str(legacy_zip)],
+               env, SETUP_TIMEOUT)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no JSON from the setup run (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
+    prepared = json.loads(lines[-1])
+    if "error" in prepared and "No module named 'numpy'" in prepared["error"]:
+        pytest.skip(f"Blender 3.4 (Python {prepared['python']}) has no numpy; install Debian's python3-numpy")
+    assert "error" not in prepared, f"setup failed:\n{prepared['error']}\n{run.stderr}"
+
+    driver = tmp / "driver.py"
+    shutil.copyfile(DRIVER, driver)
+    shots = tmp / "shots"
+    shots.mkdir()
+    result_path = tmp / "result.json"
+    command = ["timeout", "-k", "10", str(GUI_TIMEOUT), xvfb_run, "-a", "-s", f"-screen 0 {SCREEN}",
+               blender, "-noaudio", "--enable-event-simulate", "--python-exit-code", "1",
+               "--python", str(driver), "--", str(result_path), str(shots), str(ROOT / "samples")]
+    began = time.monotonic()
+    run = _run(command, env, GUI_TIMEOUT + 30)
+    log = f"exit {run.returncode}\n--- stdout\n{run.stdout[-6000:]}\n--- stderr\n{run.stderr[-6000:]}"
+    assert run.returncode != 124, f"`timeout` stopped the GUI run after {GUI_TIMEOUT} s:\n{log}"
+    assert result_path.is_file(), f"the driver wrote no result:\n{log}"
+    result = json.loads(result_path.read_text())
+    result["wall_seconds"] = round(time.monotonic() - began, 1)
+    ARTIFACTS.mkdir(exist_ok=True)
+    for shot in sorted(shots.glob("*.png")):
+        shutil.copyfile(shot, ARTIFACTS / shot.name)
+    assert "error" not in result, f"driver failed at stage '{result['stage']}':\n{result['error']}\n{log}"
+    crop = shots / "panels_blender34.png"
+    if crop.is_file():
+        DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(crop, DOCS_IMAGE)
+    result["log"] = log
+    return result
+
+
+def test_the_panels_register_as_sub_panels_in_the_running_ui(panels_run: dict) -> None:
+    r = panels_run
+    assert r["background"] is False and r["blender"].startswith("3.4"), (r["background"], r["blender"])
+    assert all(r["registered"].values()), r["registered"]
+    assert r["parents"] == {**{name: "VIEW3D_PT_fabrik" for name in SUBPANELS},
+                            "BONE_PT_fabrik_limits": "BONE_PT_inverse_kinematics"}, r["parents"]
+    assert r["testing_options"] == ["DEFAULT_CLOSED"]
+    # Blender 3.4's own Bone > Inverse Kinematics panel shows for the active pose bone, and so does ours.
+    assert r["bone_polls"] == {"parent": True, "limits": True, "mode": 'POSE', "bone": "bone3"}, r.get("bone_polls")
+
+
+def test_the_open_sub_panels_draw_and_testing_stays_closed(panels_run: dict) -> None:
+    for name, state in panels_run["states"].items():
+        drawn = state["drawn"]
+        for panel in ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_solver"):
+            assert drawn.get(panel), f"{name}: {panel} did not draw in the sidebar: {drawn}"
+        assert not drawn.get("VIEW3D_PT_fabrik_testing"), f"{name}: the closed Testing sub-panel drew its body"
+
+
+def test_status_lines_are_wrapped_to_fit_the_default_sidebar(panels_run: dict) -> None:
+    """Measured with the interface font in the running UI: every wrapped status line is narrower than the
+    sidebar, and the long messages of a miss and a refusal take several lines (nothing is cut)."""
+    for name, state in panels_run["states"].items():
+        drawn = state["status_draw"]
+        assert drawn and drawn["region_width"] > 100, (name, drawn)
+        room = drawn["region_width"] - 30 * drawn["scale"]  # (the panel's margins and the icon take the rest)
+        assert drawn["widest_line_px"] < room, f"{name}: a status line is {drawn['widest_line_px']} px wide: {drawn}"
+        assert " ".join(drawn["lines"]).split() == " ".join(drawn["texts"]).split(), "a word was lost"
+        if name != "reached":
+            assert len(drawn["lines"]) > len(drawn["texts"]), f"{name}: nothing needed wrapping? {drawn}"
+
+
+def test_alert_red_shows_in_the_sidebar_for_a_miss_and_a_refusal_and_not_when_reached(panels_run: dict) -> None:
+    states = panels_run["states"]
+    assert [states[name]["status"] for name in ("reached", "missed", "refused")] == ["REACHED", "MISSED", "ERROR"]
+    for state in states.values():
+        assert state["screenshot"] == ["FINISHED"]
+        assert (ARTIFACTS / Path(state["shot"]).name).is_file()
+    reached = states["reached"]["red_in_sidebar"]
+    assert reached < 20, f"red in the sidebar although the target is reached: {reached} pixels"
+    for name in ("missed", "refused"):
+        red, runs = states[name]["red_in_sidebar"], states[name]["red_line_runs"]
+        assert red > 150 and red > 10 * max(reached, 1), f"{name}: only {red} red pixels in the sidebar"
+        assert runs >= 3, f"{name}: red on only {runs} separate rows (the rig line and the effector's, wrapped)"
+    assert DOCS_IMAGE.is_file() and (ARTIFACTS / "panels_blender34.png").is_file()
+
+
+def test_the_gui_run_is_quick(panels_run: dict) -> None:
+    assert panels_run["wall_seconds"] < 60, panels_run["wall_seconds"]
