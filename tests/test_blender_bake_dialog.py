@@ -111,3 +111,24 @@ def test_an_end_before_the_start_is_refused_with_both_labels() -> None:
     with pytest.raises(RuntimeError, match="End Frame .* before the Start Frame"):
         bpy.ops.fabrik.bake(frame_start=10, frame_end=5)
     assert baked_frames(rig) == []
+
+
+def test_the_button_works_while_the_rigs_target_is_the_active_object() -> None:
+    """The panel stays while the animator drags a target (the target is the active object); so does its Bake
+    Keyframes button, and it bakes that target's rig, not the active object."""
+    rig, target = chain_rig(live=False)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 2, 4
+    view_layer = bpy.context.view_layer
+    for obj in view_layer.objects:
+        obj.select_set(obj == target)
+    view_layer.objects.active = target
+    assert bpy.ops.fabrik.bake.poll()
+    assert bpy.ops.fabrik.bake() == {"FINISHED"}
+    assert baked_frames(rig) == [2, 3, 4]
+    assert target.animation_data is None or target.animation_data.action is None
+    # An object that is neither a rig nor one of its targets still gets no button.
+    other = bpy.data.objects.new("Other", None)
+    scene.collection.objects.link(other)
+    view_layer.objects.active = other
+    assert not bpy.ops.fabrik.bake.poll()

@@ -195,6 +195,32 @@ def test_adding_a_pole_keeps_every_bone_where_it_was(bent, roll):
     assert (tip_world(rig, "bone3") - effector.target.matrix_world.translation).length < REACHED
 
 
+def test_a_pole_added_after_the_target_moved_keeps_the_chain_only_from_the_previous_solution():
+    """Found in Blender 3.4's GUI: live solving from This Frame's Pose starts each solve from the animator's pose;
+    once the target has moved away from the tip, Blender's pole turns that start pose and it solves to another
+    pose, whatever the angle. The operator says so (a warning); from the previous solution nothing moves."""
+    for start in ('FK', 'PREVIOUS'):
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        rig = posed_rig()
+        rig.fabrik.start = start
+        in_pose_mode(rig, "bone3")
+        bpy.ops.fabrik.effector_add_with_target()
+        bpy.context.view_layer.update()
+        effector = rig.fabrik.effectors[0]
+        joints, _x, _z, reach = setup_ops._pole_frame(rig, bpy.context, effector)
+        assert not setup_ops._solve_starts_elsewhere(rig, bpy.context, effector, joints, reach)
+        effector.target.location += Vector((0.8, 0.5, -0.9))
+        bpy.context.view_layer.update()
+        joints, _x, _z, reach = setup_ops._pole_frame(rig, bpy.context, effector)
+        assert setup_ops._solve_starts_elsewhere(rig, bpy.context, effector, joints, reach) == (start == 'FK')
+        if start == 'PREVIOUS':
+            before = rotations(rig)
+            assert bpy.ops.fabrik.pole_add() == {'FINISHED'}
+            bpy.context.view_layer.update()
+            assert np.abs(rotations(rig) - before).max() < STILL
+            assert (tip_world(rig, "bone3") - effector.target.matrix_world.translation).length < REACHED
+
+
 def test_auto_pole_angle_for_a_pole_placed_by_hand_gives_the_pose_back():
     """A pole set by hand turns the chain; Auto Pole Angle finds the angle for which it turns it not at all."""
     rig = posed_rig()
@@ -251,7 +277,7 @@ def test_the_selection_handler_follows_bones_and_targets_but_leaves_a_list_click
 
 def test_the_panel_stays_while_a_target_or_pole_is_the_active_object():
     """With the target active (as while dragging it) the tab shows its rig; an unrelated object shows none."""
-    from fabrik_addon.blender.ui import FABRIK_UL_effectors, VIEW3D_PT_fabrik
+    from fabrik_addon.blender.ui import FABRIK_UL_effectors, VIEW3D_PT_fabrik, VIEW3D_PT_fabrik_effector
 
     rig, target = chain_rig()
     pole = rigbuild.make_target("Pole", (0.0, -2.0, 1.0))
@@ -263,7 +289,8 @@ def test_the_panel_stays_while_a_target_or_pole_is_the_active_object():
         context = types.SimpleNamespace(object=active, scene=bpy.context.scene)
         assert setup_ops.rig_for_panel(context) == rig and VIEW3D_PT_fabrik.poll(context)
         log = []
-        VIEW3D_PT_fabrik.draw(types.SimpleNamespace(layout=RecordingLayout(log)), context)
+        for panel in (VIEW3D_PT_fabrik, VIEW3D_PT_fabrik_effector):  # the active effector has a sub-panel
+            panel.draw(types.SimpleNamespace(layout=RecordingLayout(log)), context)
         assert ("label", (), {"text": "Rig: Rig", "icon": 'ARMATURE_DATA'}) in log
         props = {args[1] for name, args, _ in log if name == "prop"}
         assert {"live", "name", "chain_length", "pole_angle"} <= props
@@ -274,6 +301,26 @@ def test_the_panel_stays_while_a_target_or_pole_is_the_active_object():
     row_log = []
     FABRIK_UL_effectors.draw_item(None, None, RecordingLayout(row_log), rig.fabrik, rig.fabrik.effectors[0], 0, None, "", 0)
     assert ("prop", (rig.fabrik.effectors[0], "name"), {"text": "", "emboss": False}) in row_log
+
+
+def test_the_panels_buttons_work_on_its_rig_while_a_target_is_active():
+    """The tab shows the rig while its target is active, so its buttons act on that rig, not on nothing (they
+    were greyed out); adding an effector still needs the armature itself (its active bone)."""
+    rig, target = chain_rig(target_at=(1.0, 0.0, 3.0), live=False)
+    stranger = rigbuild.make_target("Stranger", (3.0, 0.0, 0.0))
+    bpy.context.view_layer.objects.active = target
+    bpy.context.view_layer.update()
+    assert (tip_world(rig, "bone3") - target.matrix_world.translation).length > 0.5
+    assert bpy.ops.fabrik.solve() == {'FINISHED'}
+    bpy.context.view_layer.update()
+    assert (tip_world(rig, "bone3") - target.matrix_world.translation).length < 1e-3
+    assert solving.status["Rig"].reached.get(0)
+    assert bpy.ops.fabrik.effector_remove.poll() and not bpy.ops.fabrik.effector_move.poll()  # (one effector)
+    assert bpy.ops.fabrik.convert_constraints.poll()
+    assert not bpy.ops.fabrik.restore_constraints.poll()  # (nothing converted: nothing to restore)
+    assert not bpy.ops.fabrik.effector_add.poll()
+    bpy.context.view_layer.objects.active = stranger
+    assert not bpy.ops.fabrik.solve.poll() and not bpy.ops.fabrik.effector_remove.poll()
 
 
 def test_the_pose_ik_menu_offers_the_operator_and_unregister_removes_it():

@@ -300,6 +300,22 @@ def pole_angle_for(obj, context, effector, pole_armature) -> float | None:
     return None if angle is None else max(-math.pi, min(math.pi, angle))
 
 
+def _solve_starts_elsewhere(obj, context, effector, start_joints, reach: float) -> bool:
+    """Whether the rig's live solve starts the effector's chain from a pose other than the one shown (Start From
+    This Frame's Pose, after the target moved away from the tip): there the new pole's turn moves the chain."""
+    if not (obj.fabrik.live and obj.fabrik.start == 'FK'):
+        return False
+    names = chain_bones(obj, effector.bone, effector.chain_length)
+    shown = _evaluated_pose(obj, context)
+    tip = shown[names[-1]].matrix @ Vector((0.0, obj.data.bones[names[-1]].length, 0.0))
+    heads = [shown[name].matrix.translation for name in names]
+    start_heads = [Vector(joint) for joint in start_joints]
+    tolerance = 1e-4 * max(reach, 1e-9)
+    if (tip - start_joints[-1]).length > tolerance:
+        return True
+    return any(min((head - joint).length for joint in start_heads) > tolerance for head in heads)
+
+
 class FABRIK_OT_pole_add(Operator):
     """Add a new empty as the effector's pole target, in front of the chain's bend, with the pole angle that
     leaves the chain where it is"""
@@ -337,7 +353,14 @@ class FABRIK_OT_pole_add(Operator):
         effector.pole_angle = angle
         effector.pole_target = pole
         obj.update_tag()
-        self.report({'INFO'}, f"Added pole '{pole.name}' with pole angle {math.degrees(angle):.1f}°")
+        if _solve_starts_elsewhere(obj, context, effector, joints, reach):
+            # Blender's pole turns the pose each solve starts from; from a pose other than the one shown no angle
+            # gives the shown chain back (the turned start solves to another pose), so say so rather than surprise.
+            self.report({'WARNING'}, f"Added pole '{pole.name}' (pole angle {math.degrees(angle):.1f}°); the chain "
+                        "moves: live solving starts from this frame's pose, where the tip is away from the target. "
+                        "Add poles before moving targets, or set Start From to Previous Solution")
+        else:
+            self.report({'INFO'}, f"Added pole '{pole.name}' with pole angle {math.degrees(angle):.1f}°")
         return {'FINISHED'}
 
 
