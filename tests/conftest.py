@@ -3,6 +3,7 @@
 
 import importlib.util
 import os
+import shutil
 from pathlib import Path
 
 from hypothesis import settings
@@ -60,3 +61,15 @@ def legacy_zip(tmp_path_factory) -> Path:
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
     return build.build_legacy(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="session")
+def gui_tools() -> tuple[str, str]:
+    """Debian's blender and xvfb-run, or a skip naming what is missing."""
+    blender, xvfb_run = shutil.which("blender"), shutil.which("xvfb-run")
+    missing = [name for name, path in (("blender", blender), ("xvfb-run", xvfb_run)) if path is None]
+    if shutil.which("xauth") is None:
+        missing.append("xauth")  # xvfb-run needs it
+    if missing:
+        pytest.skip(f"GUI test needs {', '.join(missing)} on PATH (apt-get install -y blender xvfb xauth)")
+    return blender, xvfb_run

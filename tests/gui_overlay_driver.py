@@ -11,12 +11,10 @@ Steps run in `bpy.app.timers` callbacks, so the UI evaluates and redraws between
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
 import time
-import traceback
 
 import bpy
 
@@ -39,34 +37,17 @@ MARGIN = 40
 COLOR_MATCH = 0.1
 CHANGED = 0.03
 
-result: dict = {"stage": "start", "blender": bpy.app.version_string, "background": bpy.app.background,
-                "states": {}}
-started = time.monotonic()
-finished = False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # gui_driver_kit.py is copied beside it
+import gui_driver_kit as kit  # noqa: E402
+
+session = kit.Session(RESULT_PATH, WATCHDOG, POLL, WAIT_TICKS, states={})
+result, finish = session.result, session.finish
+addon, view3d = kit.addon, kit.view3d
 
 
-def finish() -> None:
-    global finished
-    if finished:
-        return
-    finished = True
-    result["seconds"] = round(time.monotonic() - started, 2)
-    with open(RESULT_PATH, "w", encoding="utf-8") as handle:
-        json.dump(result, handle, indent=1)
-    bpy.ops.wm.quit_blender()
-
-
-def view3d() -> tuple:
-    """(window, screen, area, WINDOW region) of the first 3D viewport."""
-    window = bpy.context.window_manager.windows[0]
-    area = next(a for a in window.screen.areas if a.type == 'VIEW_3D')
-    region = next(r for r in area.regions if r.type == 'WINDOW')
-    return window, window.screen, area, region
-
-
-def addon():
-    """The add-on's `fabrik_addon` package inside the installed legacy add-on."""
-    return sys.modules[MODULE + ".fabrik_addon"]
+def load_rgb(path: str):
+    """A screenshot's RGB, rows from the bottom (as window coordinates)."""
+    return kit.load_rgba(path)[:, :, :3]
 
 
 def build_scene() -> None:
@@ -97,7 +78,7 @@ def build_scene() -> None:
                            "show_readout")}
     settings.show_trace = False  # the trace of the moves between states would only clutter the comparison
     settings.show_reach = True
-    _window, _screen, area, _region = view3d()
+    _window, _screen, area, _region, _ui = view3d()
     space = area.spaces.active
     space.show_region_ui = False
     space.overlay.show_floor = False
@@ -125,7 +106,7 @@ def project(point) -> list[float] | None:
     """Window pixel coordinates of a world point in the 3D viewport."""
     from bpy_extras.view3d_utils import location_3d_to_region_2d
 
-    _window, _screen, area, region = view3d()
+    _window, _screen, area, region, _ui = view3d()
     p = location_3d_to_region_2d(region, area.spaces.active.region_3d, point)
     return None if p is None else [region.x + p.x, region.y + p.y]
 
@@ -142,21 +123,9 @@ def points() -> dict:
 
 
 def screenshot(path: str) -> list:
-    window, screen, area, _region = view3d()
+    window, screen, area, _region, _ui = view3d()
     with bpy.context.temp_override(window=window, screen=screen, area=area):
         return sorted(bpy.ops.screen.screenshot(filepath=path))
-
-
-def load_rgb(path: str):
-    import numpy
-
-    image = bpy.data.images.load(path)
-    width, height = image.size
-    pixels = numpy.empty(width * height * image.channels, dtype=numpy.float32)
-    image.pixels.foreach_get(pixels)
-    channels = image.channels
-    bpy.data.images.remove(image)
-    return pixels.reshape(height, width, channels)[:, :, :3]  # rows from the bottom, as window coordinates
 
 
 def compare(off_path: str, on_path: str, where: dict) -> dict:
@@ -165,7 +134,7 @@ def compare(off_path: str, on_path: str, where: dict) -> dict:
 
     off, on = load_rgb(off_path), load_rgb(on_path)
     height, width = on.shape[:2]
-    _window, _screen, _area, region = view3d()
+    _window, _screen, _area, region, _ui = view3d()
     xs = [p[0] for p in (where["tip"], where["target"], where["base"]) if p]
     ys = [p[1] for p in (where["tip"], where["target"], where["base"]) if p]
     x0 = int(max(region.x, min(xs) - MARGIN))
@@ -195,36 +164,6 @@ def compare(off_path: str, on_path: str, where: dict) -> dict:
         "unchanged_off_matches": {name: int((numpy.abs(off - numpy.array(c[:3], dtype=numpy.float32)).max(axis=2)
                                              < COLOR_MATCH)[y0:y1, x0:x1].sum()) for name, c in colors.items()},
     }
-
-
-class Runner:
-    """One step per timer tick; a step returns the delay before the next, or None to be called again."""
-
-    def __init__(self, steps) -> None:
-        self.steps, self.index, self.waits = steps, 0, 0
-
-    def tick(self):
-        if finished:
-            return None
-        try:
-            if time.monotonic() - started > WATCHDOG:
-                result["error"] = f"watchdog: still at stage '{result['stage']}'"
-                finish()
-                return None
-            delay = self.steps[self.index]()
-            if delay is None:
-                self.waits += 1
-                if self.waits > WAIT_TICKS:
-                    result["error"] = f"gave up waiting at stage '{result['stage']}'"
-                    finish()
-                    return None
-                return POLL
-            self.index, self.waits = self.index + 1, 0
-            return delay if self.index < len(self.steps) else None
-        except Exception:
-            result["error"] = traceback.format_exc()
-            finish()
-            return None
 
 
 def step_setup():
@@ -292,5 +231,4 @@ steps = [step_setup]
 for state in STATES:
     steps += make_state_steps(*state)
 steps.append(step_finish)
-runner = Runner(steps)
-bpy.app.timers.register(runner.tick, first_interval=0.5)
+session.run(steps)

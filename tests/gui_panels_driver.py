@@ -13,11 +13,8 @@ UI evaluates and redraws between them. Not a pytest module.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
-import traceback
 
 import bpy
 
@@ -38,34 +35,17 @@ POLL = 0.1
 WAIT_TICKS = 50
 WATCHDOG = 50.0
 
-result: dict = {"stage": "start", "blender": bpy.app.version_string, "background": bpy.app.background,
-                "states": {}, "drawn": {}}
-started = time.monotonic()
-finished = False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # gui_driver_kit.py is copied beside it
+import gui_driver_kit as kit  # noqa: E402
+
+session = kit.Session(RESULT_PATH, WATCHDOG, POLL, WAIT_TICKS, states={}, drawn={})
+result, finish = session.result, session.finish
+addon, view3d = kit.addon, kit.view3d
 
 
-def finish() -> None:
-    global finished
-    if finished:
-        return
-    finished = True
-    result["seconds"] = round(time.monotonic() - started, 2)
-    with open(RESULT_PATH, "w", encoding="utf-8") as handle:
-        json.dump(result, handle, indent=1)
-    bpy.ops.wm.quit_blender()
-
-
-def addon():
-    """The add-on's `fabrik_addon` package inside the installed legacy add-on."""
-    return sys.modules[MODULE + ".fabrik_addon"]
-
-
-def view3d() -> tuple:
-    """(window, screen, area, WINDOW region, UI region) of the first 3D viewport."""
-    window = bpy.context.window_manager.windows[0]
-    area = next(a for a in window.screen.areas if a.type == 'VIEW_3D')
-    regions = {region.type: region for region in area.regions}
-    return window, window.screen, area, regions['WINDOW'], regions['UI']
+def load_rgb(path: str):
+    """A screenshot's pixels, rows from the bottom (as window coordinates)."""
+    return kit.load_rgba(path)
 
 
 def make_hook(name: str):
@@ -201,19 +181,7 @@ def step_fabrik_tab():
     return None
 
 
-def load_rgb(path: str):
-    import numpy
-
-    image = bpy.data.images.load(path)
-    width, height = image.size
-    pixels = numpy.empty(width * height * image.channels, dtype=numpy.float32)
-    image.pixels.foreach_get(pixels)
-    channels = image.channels
-    bpy.data.images.remove(image)
-    return pixels.reshape(height, width, channels)  # rows from the bottom, as window coordinates
-
-
-def red_pixels(rgb) -> "numpy.ndarray":
+def red_pixels(rgb):
     r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
     return (r > 0.55) & (r - g > 0.2) & (r - b > 0.2)
 
@@ -302,39 +270,8 @@ def step_finish():
     return None
 
 
-class Runner:
-    """One step per timer tick; a step returns the delay before the next, or None to be called again."""
-
-    def __init__(self, steps) -> None:
-        self.steps, self.index, self.waits = steps, 0, 0
-
-    def tick(self):
-        if finished:
-            return None
-        try:
-            if time.monotonic() - started > WATCHDOG:
-                result["error"] = f"watchdog: still at stage '{result['stage']}'"
-                finish()
-                return None
-            delay = self.steps[self.index]()
-            if delay is None:
-                self.waits += 1
-                if self.waits > WAIT_TICKS:
-                    result["error"] = f"gave up waiting at stage '{result['stage']}'"
-                    finish()
-                    return None
-                return POLL
-            self.index, self.waits = self.index + 1, 0
-            return delay if self.index < len(self.steps) else None
-        except Exception:
-            result["error"] = traceback.format_exc()
-            finish()
-            return None
-
-
 steps = [step_setup, step_bone_polls, step_fabrik_tab]
 for state in STATES:
     steps += make_state_steps(*state)
 steps.append(step_finish)
-runner = Runner(steps)
-bpy.app.timers.register(runner.tick, first_interval=0.5)
+session.run(steps)

@@ -25,12 +25,10 @@ events, evaluates and redraws between them. Not a pytest module.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
 import time
-import traceback
 
 import bpy
 
@@ -53,34 +51,17 @@ WAIT_TICKS = 60
 WATCHDOG = 75.0
 SCAN_STEP = 6  # pixels between the places the button scan looks at
 
-result: dict = {"stage": "start", "blender": bpy.app.version_string, "background": bpy.app.background}
-started = time.monotonic()
-finished = False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # gui_driver_kit.py is copied beside it
+import gui_driver_kit as kit  # noqa: E402
+
+session = kit.Session(RESULT_PATH, WATCHDOG, POLL, WAIT_TICKS)
+result, finish = session.result, session.finish
+addon, view3d = kit.addon, kit.view3d
 
 
-def finish() -> None:
-    """Write the result once and quit Blender."""
-    global finished
-    if finished:
-        return
-    finished = True
-    result["seconds"] = round(time.monotonic() - started, 2)
-    with open(RESULT_PATH, "w", encoding="utf-8") as handle:
-        json.dump(result, handle, indent=1)
-    bpy.ops.wm.quit_blender()
-
-
-def addon():
-    """The add-on's `fabrik_addon` package inside the installed legacy add-on."""
-    return sys.modules[MODULE + ".fabrik_addon"]
-
-
-def view3d() -> tuple:
-    """The first window's 3D viewport: (window, screen, area, WINDOW region, UI region)."""
-    window = bpy.context.window_manager.windows[0]
-    area = next(a for a in window.screen.areas if a.type == 'VIEW_3D')
-    regions = {region.type: region for region in area.regions}
-    return window, window.screen, area, regions['WINDOW'], regions['UI']
+def load_rgb(path: str):
+    """A screenshot's RGB, rows from the bottom (as window coordinates)."""
+    return kit.load_rgba(path)[:, :, :3]
 
 
 def viewport_centre() -> tuple[int, int]:
@@ -118,18 +99,6 @@ def screenshot(name: str) -> str:
     if done != ['FINISHED']:
         raise RuntimeError(f"screen.screenshot gave {done}")
     return path
-
-
-def load_rgb(path: str):
-    import numpy
-
-    image = bpy.data.images.load(path)
-    width, height = image.size
-    pixels = numpy.empty(width * height * image.channels, dtype=numpy.float32)
-    image.pixels.foreach_get(pixels)
-    channels = image.channels
-    bpy.data.images.remove(image)
-    return pixels.reshape(height, width, channels)[:, :, :3]  # rows from the bottom, as window coordinates
 
 
 def rig():
@@ -181,36 +150,6 @@ def keyed_frames() -> dict:
         return {}
     return {f"{f.data_path}[{f.array_index}]": sorted({round(k.co.x) for k in f.keyframe_points})
             for f in action.fcurves}
-
-
-class Script:
-    """Steps run one per timer tick; a step returns the delay before the next one, or None to stay on it."""
-
-    def __init__(self, steps) -> None:
-        self.steps, self.index, self.waits = steps, 0, 0
-
-    def tick(self):
-        if finished:
-            return None
-        try:
-            if time.monotonic() - started > WATCHDOG:
-                result["error"] = f"watchdog: still at stage '{result['stage']}' after {WATCHDOG} s"
-                finish()
-                return None
-            delay = self.steps[self.index]()
-            if delay is None:
-                self.waits += 1
-                if self.waits > WAIT_TICKS:
-                    result["error"] = f"gave up waiting at stage '{result['stage']}'"
-                    finish()
-                    return None
-                return POLL
-            self.index, self.waits = self.index + 1, 0
-            return delay if self.index < len(self.steps) else None
-        except Exception:
-            result["error"] = traceback.format_exc()
-            finish()
-            return None
 
 
 # --- The scene ----------------------------------------------------------------------------------------------------
@@ -320,7 +259,7 @@ def make_find_button(key: str, command: str, from_right: int):
             scan.update(x=ui.x + ui.width - from_right, y=ui.y + ui.height - 20, seen=set())
             result.setdefault("sidebar_at_scan", {})[key] = [ui.x, ui.y, ui.width, ui.height]
         window.event_simulate('MOUSEMOVE', 'NOTHING', x=scan["x"], y=scan["y"])
-        step_runner.waits = 0  # a scan takes many ticks by design
+        session.waits = 0  # a scan takes many ticks by design
         return None
 
     return find
@@ -408,7 +347,7 @@ def step_move_check():
     result["stage"] = "move the target: check"
     target = rig().fabrik.effectors[0].target
     error = distance(tip_world(), target.matrix_world.translation)
-    if error > 1e-4 and step_runner.waits < 20:
+    if error > 1e-4 and session.waits < 20:
         return None
     result["move"] = {"error": error, "tip_moved": distance(tip_world(), setup["tip_before_move"]),
                       "status": rig_status(), "mode": rig().mode}
@@ -431,7 +370,7 @@ def step_pole_check():
     if effector.pole_target is None:
         return None
     status = rig_status()
-    if status.get("id") == setup["status_before_pole"] and step_runner.waits < 10:
+    if status.get("id") == setup["status_before_pole"] and session.waits < 10:
         return None  # live solving has not run since the pole came
     result["pole"] = {
         "pole": effector.pole_target.name, "pole_angle": math.degrees(effector.pole_angle),
@@ -623,7 +562,7 @@ def step_redo_change():
     window = view3d()[0]
     window.event_simulate('MOUSEMOVE', 'NOTHING', x=x, y=redo["y"])
     window.event_simulate('WHEELDOWNMOUSE', 'PRESS', x=x, y=redo["y"], ctrl=True)
-    step_runner.waits = 0
+    session.waits = 0
     return None
 
 
@@ -643,5 +582,4 @@ steps = [
     step_bake_before, step_bake_open, step_bake_dialog, step_bake_wait, step_redo_expand, step_redo_change,
     step_finish,
 ]
-step_runner = Script(steps)
-bpy.app.timers.register(step_runner.tick, first_interval=0.5)
+session.run(steps)

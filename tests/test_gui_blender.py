@@ -3,162 +3,28 @@
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import signal
-import struct
-import subprocess
-import sys
-import zlib
 from pathlib import Path
 
 import pytest
 
-from debian_blender import fallback_numpy_site
+from gui_session import png_info, prepare_profile, run_driver
 
 pytestmark = pytest.mark.gui
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).resolve().parent / "gui_blender_driver.py"
 ARTIFACT = ROOT / "test-artifacts" / "gui_blender34.png"
-SCREEN = "1280x800x24"
 GUI_TIMEOUT = 180  # seconds for `timeout` around xvfb-run; the run normally takes about 10 s
-SETUP_TIMEOUT = 120
 TOLERANCE = 1e-3
-
-# Runs in `blender -b --factory-startup` with the temporary profile: installs and enables the zip
-# and saves preferences, so the GUI run starts with the add-on on, without the splash screen and
-# without a "save changes?" prompt at quit.
-SETUP = r'''
-import json
-import os
-import sys
-import traceback
-
-result = {"python": "%d.%d" % sys.version_info[:2]}
-try:
-    import bpy
-
-    zip_path = sys.argv[sys.argv.index("--") + 1]
-    try:
-        import numpy
-    except ImportError:
-        # Debian's blender does not depend on python3-numpy. The user scripts' modules folder is on
-        # sys.path in every later session, so the test venv's numpy (same Python minor only) goes there.
-        fallback = os.environ.get("FABRIK_FALLBACK_SITE")
-        if not fallback or os.environ.get("FABRIK_FALLBACK_PYTHON") != result["python"]:
-            raise
-        modules = bpy.utils.user_resource('SCRIPTS', path="modules", create=True)
-        for name in os.listdir(fallback):
-            os.symlink(os.path.join(fallback, name), os.path.join(modules, name))
-        sys.path.insert(0, modules)
-        import numpy
-    result["install"] = sorted(bpy.ops.preferences.addon_install(filepath=zip_path))
-    result["enable"] = sorted(bpy.ops.preferences.addon_enable(module="fabrik_ik"))
-    prefs = bpy.context.preferences
-    prefs.view.show_splash = False
-    prefs.view.use_save_prompt = False
-    prefs.view.smooth_view = 0  # view_all lands at once instead of animating
-    prefs.use_preferences_save = True
-    result["save"] = sorted(bpy.ops.wm.save_userpref())
-except Exception:
-    result["error"] = traceback.format_exc()
-print(json.dumps(result), flush=True)
-'''
-
-
-def _png_info(path: Path) -> tuple[int, int, int]:
-    """(width, height, inflated size) of a PNG; raises if the signature, chunks or compressed data are broken."""
-    data = path.read_bytes()
-    if data[:8] != b"\x89PNG\r\n\x1a\n":
-        raise ValueError("not a PNG signature")
-    pos, header, idat = 8, None, []
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
-        if zlib.crc32(kind + body) != crc:
-            raise ValueError(f"bad CRC in chunk {kind!r}")
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat.append(body)
-        elif kind == b"IEND":
-            break
-        pos += 12 + length
-    if header is None or not idat:
-        raise ValueError("no IHDR or IDAT chunk")
-    return header[0], header[1], len(zlib.decompress(b"".join(idat)))
-
-
-def _run(command: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
-    """Run a command in its own process group; on timeout kill that group (Xvfb included) and fail."""
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                          start_new_session=True) as process:
-        try:
-            out, err = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            out, err = process.communicate()
-            pytest.fail(f"{command[0]} did not finish within {timeout} s:\n{out[-4000:]}\n{err[-4000:]}")
-    return subprocess.CompletedProcess(command, process.returncode, out, err)
-
-
-@pytest.fixture(scope="module")
-def gui_tools() -> tuple[str, str]:
-    """Debian's blender and xvfb-run, or a skip naming what is missing."""
-    blender, xvfb_run = shutil.which("blender"), shutil.which("xvfb-run")
-    missing = [name for name, path in (("blender", blender), ("xvfb-run", xvfb_run)) if path is None]
-    if shutil.which("xauth") is None:
-        missing.append("xauth")  # xvfb-run needs it
-    if missing:
-        pytest.skip(f"GUI test needs {', '.join(missing)} on PATH (apt-get install -y blender xvfb xauth)")
-    return blender, xvfb_run
 
 
 @pytest.fixture(scope="module")
 def gui_run(gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory) -> dict:
     """Prepare a temporary profile in background mode, then run the driver in the GUI once."""
-    blender, xvfb_run = gui_tools
-    tmp = tmp_path_factory.mktemp("gui34")
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    env["BLENDER_USER_SCRIPTS"] = str(tmp / "scripts")
-    env["BLENDER_USER_CONFIG"] = str(tmp / "config")
-    env["BLENDER_USER_DATAFILES"] = str(tmp / "datafiles")
-    # Blender writes quit.blend and autosaves to the temp folder; keep them out of the shared /tmp.
-    (tmp / "tmp").mkdir()
-    env["TMPDIR"] = str(tmp / "tmp")
-    fallback = fallback_numpy_site(tmp)
-    if fallback is not None:
-        env["FABRIK_FALLBACK_SITE"] = str(fallback)
-        env["FABRIK_FALLBACK_PYTHON"] = "%d.%d" % sys.version_info[:2]
-
-    setup = tmp / "setup.py"
-    setup.write_text(SETUP)
-    run = _run([blender, "-b", "--factory-startup", "--python", str(setup), "--", str(legacy_zip)],
-               env, SETUP_TIMEOUT)
-    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no JSON from the setup run (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
-    prepared = json.loads(lines[-1])
-    if "error" in prepared and "No module named 'numpy'" in prepared["error"]:
-        pytest.skip(f"Blender 3.4 (Python {prepared['python']}) has no numpy and cannot borrow this venv's; "
-                    "install Debian's python3-numpy")
-    assert "error" not in prepared, f"setup failed:\n{prepared['error']}\n{run.stderr}"
-    assert prepared["install"] == prepared["enable"] == prepared["save"] == ["FINISHED"], prepared
-
-    driver = tmp / "driver.py"
-    shutil.copyfile(DRIVER, driver)
-    result_path, shot = tmp / "result.json", tmp / "screenshot.png"
-    command = ["timeout", "-k", "10", str(GUI_TIMEOUT), xvfb_run, "-a", "-s", f"-screen 0 {SCREEN}",
-               blender, "-noaudio", "--enable-event-simulate", "--python-exit-code", "1",
-               "--python", str(driver), "--", str(result_path), str(shot), str(ROOT / "samples")]
-    run = _run(command, env, GUI_TIMEOUT + 30)
-    log = f"exit {run.returncode}\n--- stdout\n{run.stdout[-6000:]}\n--- stderr\n{run.stderr[-6000:]}"
-    assert run.returncode != 124, f"`timeout` stopped the GUI run after {GUI_TIMEOUT} s:\n{log}"
-    assert result_path.is_file(), f"the driver wrote no result:\n{log}"
-    result = json.loads(result_path.read_text())
+    tmp, env = prepare_profile("gui34", gui_tools[0], legacy_zip, tmp_path_factory)
+    shot = tmp / "screenshot.png"
+    result, log = run_driver(DRIVER, tmp, env, gui_tools, shot, GUI_TIMEOUT)
     assert "error" not in result, f"driver failed at stage '{result['stage']}':\n{result['error']}\n{log}"
     if shot.is_file():
         ARTIFACT.parent.mkdir(exist_ok=True)
@@ -196,7 +62,7 @@ def test_dragging_the_target_in_the_gui_moves_the_tip(gui_run: dict) -> None:
     assert r["screenshot"] == ["FINISHED"], f"screen.screenshot returned {r['screenshot']}"
     assert shot.is_file(), "no screenshot file"
     assert shot.stat().st_size > 10_000, f"the screenshot is only {shot.stat().st_size} bytes"
-    width, height, inflated = _png_info(shot)
+    width, height, inflated = png_info(shot)
     assert [width, height] == r["window_size"] == r["image_size"], \
         f"PNG {width}x{height}, window {r['window_size']}, loaded image {r['image_size']}"
     assert inflated > width * height * 3, f"the PNG inflates to only {inflated} bytes"

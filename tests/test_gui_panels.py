@@ -10,23 +10,17 @@ the rig, in test-artifacts/panels_blender34.png and docs/images/panels_blender34
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from debian_blender import fallback_numpy_site
-from test_gui_blender import SCREEN, SETUP, SETUP_TIMEOUT, _run, gui_tools  # noqa: F401 (gui_tools: a fixture)
+from gui_session import ARTIFACTS, keep_screenshots, prepare_profile, run_driver
 
 pytestmark = pytest.mark.gui
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).resolve().parent / "gui_panels_driver.py"
-ARTIFACTS = ROOT / "test-artifacts"
 DOCS_IMAGE = ROOT / "docs" / "images" / "panels_blender34.png"
 GUI_TIMEOUT = 90
 SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_solver",
@@ -34,50 +28,13 @@ SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_
 
 
 @pytest.fixture(scope="module")
-def panels_run(gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory) -> dict:  # noqa: F811
+def panels_run(gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory) -> dict:
     """Install the legacy zip in a temporary profile (background), then run the panels driver in the GUI."""
-    blender, xvfb_run = gui_tools
-    tmp = tmp_path_factory.mktemp("gui34_panels")
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    env["BLENDER_USER_SCRIPTS"] = str(tmp / "scripts")
-    env["BLENDER_USER_CONFIG"] = str(tmp / "config")
-    env["BLENDER_USER_DATAFILES"] = str(tmp / "datafiles")
-    (tmp / "tmp").mkdir()
-    env["TMPDIR"] = str(tmp / "tmp")
-    fallback = fallback_numpy_site(tmp)
-    if fallback is not None:
-        env["FABRIK_FALLBACK_SITE"] = str(fallback)
-        env["FABRIK_FALLBACK_PYTHON"] = "%d.%d" % sys.version_info[:2]
-    setup = tmp / "setup.py"
-    setup.write_text(SETUP)
-    run = _run([blender, "-b", "--factory-startup", "--python", str(setup), "--", str(legacy_zip)],
-               env, SETUP_TIMEOUT)
-    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no JSON from the setup run (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
-    prepared = json.loads(lines[-1])
-    if "error" in prepared and "No module named 'numpy'" in prepared["error"]:
-        pytest.skip(f"Blender 3.4 (Python {prepared['python']}) has no numpy; install Debian's python3-numpy")
-    assert "error" not in prepared, f"setup failed:\n{prepared['error']}\n{run.stderr}"
-
-    driver = tmp / "driver.py"
-    shutil.copyfile(DRIVER, driver)
+    tmp, env = prepare_profile("gui34_panels", gui_tools[0], legacy_zip, tmp_path_factory)
     shots = tmp / "shots"
     shots.mkdir()
-    result_path = tmp / "result.json"
-    command = ["timeout", "-k", "10", str(GUI_TIMEOUT), xvfb_run, "-a", "-s", f"-screen 0 {SCREEN}",
-               blender, "-noaudio", "--enable-event-simulate", "--python-exit-code", "1",
-               "--python", str(driver), "--", str(result_path), str(shots), str(ROOT / "samples")]
-    began = time.monotonic()
-    run = _run(command, env, GUI_TIMEOUT + 30)
-    log = f"exit {run.returncode}\n--- stdout\n{run.stdout[-6000:]}\n--- stderr\n{run.stderr[-6000:]}"
-    assert run.returncode != 124, f"`timeout` stopped the GUI run after {GUI_TIMEOUT} s:\n{log}"
-    assert result_path.is_file(), f"the driver wrote no result:\n{log}"
-    result = json.loads(result_path.read_text())
-    result["wall_seconds"] = round(time.monotonic() - began, 1)
-    ARTIFACTS.mkdir(exist_ok=True)
-    for shot in sorted(shots.glob("*.png")):
-        shutil.copyfile(shot, ARTIFACTS / shot.name)
+    result, log = run_driver(DRIVER, tmp, env, gui_tools, shots, GUI_TIMEOUT)
+    keep_screenshots(shots)
     assert "error" not in result, f"driver failed at stage '{result['stage']}':\n{result['error']}\n{log}"
     crop = shots / "panels_blender34.png"
     if crop.is_file():

@@ -9,23 +9,16 @@ bake_redo_panel.png (the redo panel after it re-ran the bake).
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from debian_blender import fallback_numpy_site
-from test_gui_blender import SETUP, SETUP_TIMEOUT, _png_info, _run, gui_tools  # noqa: F401 (gui_tools: a fixture)
+from gui_session import ARTIFACTS, keep_screenshots, png_info, prepare_profile, run_driver
 
 pytestmark = pytest.mark.gui
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).resolve().parent / "gui_setup_driver.py"
-ARTIFACTS = ROOT / "test-artifacts"
 #: Taller than the other GUI tests' screen, so the whole FABRIK sidebar (down to Bake Keyframes) fits.
 SCREEN = "1280x960x24"
 GUI_TIMEOUT = 85  # seconds for `timeout` around xvfb-run; the run takes about 30 s, its own watchdog 75 s
@@ -35,51 +28,13 @@ SHOTS = ["setup_search.png", "setup_blender34.png", "bake_before_dialog.png", "b
 
 
 @pytest.fixture(scope="module")
-def setup_run(gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory) -> dict:  # noqa: F811
+def setup_run(gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory) -> dict:
     """Install the legacy zip in a temporary profile (background), then run the driver in the GUI once."""
-    blender, xvfb_run = gui_tools
-    tmp = tmp_path_factory.mktemp("gui34_setup")
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    env["BLENDER_USER_SCRIPTS"] = str(tmp / "scripts")
-    env["BLENDER_USER_CONFIG"] = str(tmp / "config")
-    env["BLENDER_USER_DATAFILES"] = str(tmp / "datafiles")
-    (tmp / "tmp").mkdir()
-    env["TMPDIR"] = str(tmp / "tmp")
-    fallback = fallback_numpy_site(tmp)
-    if fallback is not None:
-        env["FABRIK_FALLBACK_SITE"] = str(fallback)
-        env["FABRIK_FALLBACK_PYTHON"] = "%d.%d" % sys.version_info[:2]
-    setup = tmp / "setup.py"
-    setup.write_text(SETUP)
-    run = _run([blender, "-b", "--factory-startup", "--python", str(setup), "--", str(legacy_zip)],
-               env, SETUP_TIMEOUT)
-    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no JSON from the setup run (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
-    prepared = json.loads(lines[-1])
-    if "error" in prepared and "No module named 'numpy'" in prepared["error"]:
-        pytest.skip(f"Blender 3.4 (Python {prepared['python']}) has no numpy and cannot borrow this venv's; "
-                    "install Debian's python3-numpy")
-    assert "error" not in prepared, f"setup failed:\n{prepared['error']}\n{run.stderr}"
-
-    driver = tmp / "driver.py"
-    shutil.copyfile(DRIVER, driver)
+    tmp, env = prepare_profile("gui34_setup", gui_tools[0], legacy_zip, tmp_path_factory)
     shots = tmp / "shots"
     shots.mkdir()
-    result_path = tmp / "result.json"
-    command = ["timeout", "-k", "10", str(GUI_TIMEOUT), xvfb_run, "-a", "-s", f"-screen 0 {SCREEN}",
-               blender, "-noaudio", "--enable-event-simulate", "--python-exit-code", "1",
-               "--python", str(driver), "--", str(result_path), str(shots), str(ROOT / "samples")]
-    began = time.monotonic()
-    run = _run(command, env, GUI_TIMEOUT + 20)
-    log = f"exit {run.returncode}\n--- stdout\n{run.stdout[-6000:]}\n--- stderr\n{run.stderr[-6000:]}"
-    assert run.returncode != 124, f"`timeout` stopped the GUI run after {GUI_TIMEOUT} s:\n{log}"
-    assert result_path.is_file(), f"the driver wrote no result:\n{log}"
-    result = json.loads(result_path.read_text())
-    result["wall_seconds"] = round(time.monotonic() - began, 1)
-    ARTIFACTS.mkdir(exist_ok=True)
-    for shot in sorted(shots.glob("*.png")):
-        shutil.copyfile(shot, ARTIFACTS / shot.name)
+    result, log = run_driver(DRIVER, tmp, env, gui_tools, shots, GUI_TIMEOUT, screen=SCREEN)
+    keep_screenshots(shots)
     assert "error" not in result, f"driver failed at stage '{result['stage']}':\n{result['error']}\n{log}"
     result["log"] = log
     return result
@@ -107,7 +62,7 @@ def test_one_click_setup_from_the_f3_menu_search(setup_run: dict) -> None:
     assert status["ok"] and not status["missed"] and status["effector0"] == "REACHED", status
     assert (s["mode"], s["active_object"], s["active_bone"], s["live"]) == ("POSE", "Rig", "bone3", True), s
     for name in ("setup_search.png", "setup_blender34.png"):
-        width, height, _ = _png_info(ARTIFACTS / name)
+        width, height, _ = png_info(ARTIFACTS / name)
         assert (width, height) == (1280, 960), (name, width, height)
 
 
