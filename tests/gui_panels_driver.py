@@ -217,10 +217,10 @@ def make_state_steps(name, location, chain_length, expected):
         if status is None or addon().blender.overlay.effector_status(status, 0) != expected:
             return None
         if status.message.startswith("the effectors changed"):
-            # A solve put off to "the next update" (bones left the chain); nothing else moves here, so this
-            # is that update. (Noted: without one the panel keeps saying so.)
-            result.setdefault("put_off_seen", []).append(name)
-            bpy.data.objects["Rig"].update_tag()
+            # A solve put off to "the next update" (bones left the chain): nothing else moves here, so the
+            # add-on's own timer must ask for that update, or this wait runs out.
+            if name not in result.setdefault("put_off_seen", []):
+                result["put_off_seen"].append(name)
             return None
         result["drawn"].clear()
         result.pop("status_draw", None)

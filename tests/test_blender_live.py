@@ -567,7 +567,8 @@ def test_a_solve_put_off_after_bones_leave_every_chain_asks_for_its_own_update(s
     """Bones that leave every chain (here: a chain length longer than the rig, refused) get the animator's pose
     back and the solve is put off to the next update; a timer asks for that update (a tag from inside the
     handler fires no handler, and the status stayed at "solving again" until something else changed).
-    Background Blender runs no timers, so the test calls the callback itself."""
+    Background Blender runs no timers (and one left at exit crashes 4.2), so none is registered there and the
+    test calls the callback itself."""
     from fabrik_addon.blender import live
 
     rig, target = chain_rig(target_at=(1.0, 0.0, 3.0))
@@ -576,8 +577,7 @@ def test_a_solve_put_off_after_bones_leave_every_chain_asks_for_its_own_update(s
     rig.fabrik.effectors[0].chain_length = 9
     bpy.context.view_layer.update()
     assert "solving again at the next update" in solving.status["Rig"].message
-    assert bpy.app.timers.is_registered(live.tag_put_off)
-    bpy.app.timers.unregister(live.tag_put_off)  # (never run here: it would run in a later test's file)
+    assert "Rig" in live._put_off and not bpy.app.timers.is_registered(live.tag_put_off)
     solves.clear()
     live.tag_put_off()
     bpy.context.view_layer.update()

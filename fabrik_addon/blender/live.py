@@ -130,8 +130,10 @@ def _solve(obj, depsgraph, inputs: tuple) -> None:
         _last_inputs.pop(obj.name, None)
         # In the GUI nothing else may come for a while (a tag inside this handler fires no handler again): ask
         # for that update from a timer rather than wait for one.
+        # Not in background mode: no event loop runs the timer there (the caller's next update solves), and a
+        # timer left registered at exit crashes Blender 4.2.
         _put_off.add(obj.name)
-        if not bpy.app.timers.is_registered(tag_put_off):
+        if not bpy.app.background and not bpy.app.timers.is_registered(tag_put_off):
             bpy.app.timers.register(tag_put_off, first_interval=0.0)
         return
     _last_inputs[obj.name] = (inputs, _channels_of(obj))
