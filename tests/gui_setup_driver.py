@@ -566,6 +566,39 @@ def step_redo_change():
     return None
 
 
+# --- The sidebar's Add Effector with New Target button, clicked ------------------------------------------------
+
+def step_button_setup_click() -> float:
+    """bone1 made the active bone (the click is what is tested), then a real click on the sidebar's button."""
+    result["stage"] = "setup button: click"
+    obj = rig()
+    obj.data.bones.active = obj.data.bones["bone1"]
+    setup["objects_before_click"] = sorted(bpy.data.objects.keys())
+    setup["effectors_before_click"] = len(obj.fabrik.effectors)
+    setup["before_click"] = pose_matrices()
+    click(*buttons["setup"])
+    return POLL
+
+
+def step_button_setup_check():
+    result["stage"] = "setup button: check"
+    obj = rig()
+    if len(obj.fabrik.effectors) == setup["effectors_before_click"]:
+        return None
+    effector = obj.fabrik.effectors[-1]
+    evaluated = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    tip = evaluated.matrix_world @ evaluated.pose.bones["bone1"].tail
+    result["button_setup"] = {
+        "effector": [effector.name, effector.bone, effector.target.name if effector.target else None],
+        "new_objects": sorted(set(bpy.data.objects.keys()) - set(setup["objects_before_click"])),
+        "target_to_tip": distance(effector.target.matrix_world.translation, tip) if effector.target else None,
+        "pose_change": largest_change(setup["before_click"], pose_matrices()),
+        "mode": obj.mode, "last_operator": last_operator(),
+    }
+    result["button_setup_shot"] = screenshot("setup_button_blender34.png")
+    return 0.3
+
+
 def step_finish() -> float:
     result["stage"] = "done"
     finish()
@@ -580,6 +613,8 @@ steps = [
     make_find_button("bake", "bpy.ops.fabrik.bake(", 75),
     step_long_range, step_cancel_open, step_cancel_confirm, step_cancel_escape, step_cancel_check,
     step_bake_before, step_bake_open, step_bake_dialog, step_bake_wait, step_redo_expand, step_redo_change,
+    make_find_button("setup", "bpy.ops.fabrik.effector_add_with_target(", 48),
+    step_button_setup_click, step_button_setup_check,
     step_finish,
 ]
 session.run(steps)

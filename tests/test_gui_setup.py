@@ -117,3 +117,14 @@ def test_the_redo_panel_re_runs_the_bake_at_once(setup_run: dict) -> None:
     assert r["before"] == [RANGE[0], RANGE[1], 1] and r["after"] == [RANGE[0] - 1, RANGE[1], 1], r
     assert r["keyed"] == [RANGE[0] - 1, RANGE[1], RANGE[1] - RANGE[0] + 2], r["keyed"]
     assert r["last_operator"] == "FABRIK_OT_bake" and not r["use_modal"] and not r["live"], r
+
+
+def test_the_sidebar_button_adds_an_effector_with_a_new_target_from_a_real_click(setup_run: dict) -> None:
+    # The sidebar's button beside the effector list, found by hovering and clicked with simulated mouse events,
+    # with bone1 the active bone: an effector named after it, a new empty at its tip, nothing moved.
+    r = setup_run["button_setup"]
+    assert r["last_operator"] == "FABRIK_OT_effector_add_with_target", r
+    assert r["effector"] == ["bone1", "bone1", "IK-bone1"], r
+    assert r["new_objects"] == ["IK-bone1"], r
+    assert r["target_to_tip"] < 1e-5 and r["pose_change"] < 1e-5, r
+    assert r["mode"] == "POSE"
