@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from . import limits, quat
+from . import limits, quat, quats
 from .limits import JointLimit
 from .problem import Goal, goal_reached
 from .quat import Quat
@@ -163,19 +163,27 @@ class AngleRig:
 
     def axes(self, coordinates: Sequence[Coordinate]) -> np.ndarray:
         """The world axis each coordinate turns its node about, per unit of the coordinate (c, 3)."""
-        out = np.empty((len(coordinates), 3))
+        # Each axis is fixed in a frame (a twist turns about the bone's own Y, the others about axes of the zero
+        # frame): gathered per coordinate, then all turned into the world at once.
+        n = len(coordinates)
+        turns, local = np.empty((n, 4)), np.zeros((n, 3))
+        swings, swing_angles, about_x = [], [], []
         for i, c in enumerate(coordinates):
-            k = c.node
-            zero_frame = self.zero_frames[k]
-            if c.kind.startswith("free"):
-                unit = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))[int(c.kind[4])]
-                out[i] = quat.rotate(zero_frame, unit)
-            elif c.kind == "y":
-                out[i] = quat.y_axis(self.frames[k])
+            k, kind = c.node, c.kind
+            if kind == "y":
+                turns[i], local[i, 1] = self.frames[k], 1.0
+                continue
+            turns[i] = self.zero_frames[k]
+            if kind.startswith("free"):
+                local[i, int(kind[4])] = 1.0
             else:
-                sx, sz, _ = self.angles[k]
-                out[i] = quat.rotate(zero_frame, _swing_derivative(sx, sz, c.kind))
-        return out
+                swings.append(i)
+                swing_angles.append(self.angles[k][:2])
+                about_x.append(kind == "x")
+        if swings:
+            angles = np.array(swing_angles)
+            local[swings] = _swing_derivatives(angles[:, 0], angles[:, 1], np.array(about_x))
+        return quats.rotate(turns, local)
 
     def get(self, coordinates: Sequence[Coordinate]) -> np.ndarray:
         """The coordinates' current values (free joints count from where they are: 0)."""
@@ -255,31 +263,30 @@ class AngleRig:
         return lo, hi
 
 
-def _swing_derivative(sx: float, sz: float, kind: str) -> Vec:
-    """The angular velocity (in the zero frame) of exp(sx X + sz Z) per unit change of sx or sz.
+def _swing_derivatives(sx: np.ndarray, sz: np.ndarray, about_x: np.ndarray) -> np.ndarray:
+    """The angular velocities (in the zero frame) of exp(sx X + sz Z) per unit change of sx (where `about_x`)
+    or sz, one row per swing.
 
     d exp(v) = [J(v) dv] exp(v) with the left Jacobian
     J(v) = I + (1 - cos a) / a^2 [v]x + (a - sin a) / a^3 [v]x^2,  a = |v|.
     """
-    e = (1.0, 0.0, 0.0) if kind == "x" else (0.0, 0.0, 1.0)
-    v = (sx, 0.0, sz)
     a2 = sx * sx + sz * sz
-    if a2 < 1e-12:
-        return e
-    a = math.sqrt(a2)
-    b = (1.0 - math.cos(a)) / a2
-    c = (a - math.sin(a)) / (a2 * a)
-    ve = _cross(v, e)
-    vve = _cross(v, ve)
-    return (e[0] + b * ve[0] + c * vve[0], e[1] + b * ve[1] + c * vve[1], e[2] + b * ve[2] + c * vve[2])
+    turned = a2 >= 1e-12  # (no swing: the derivative is the axis itself)
+    safe = np.where(turned, a2, 1.0)
+    a = np.sqrt(safe)
+    b = np.where(turned, (1.0 - np.cos(a)) / safe, 0.0)
+    c = np.where(turned, (a - np.sin(a)) / (safe * a), 0.0)
+    # With v = (sx, 0, sz) and e = X or Z: v x e = (0, t, 0), t = sz or -sx; v x (v x e) = (-sz t, 0, sx t).
+    t = np.where(about_x, sz, -sx)
+    out = np.empty((len(sx), 3))
+    out[:, 0] = np.where(about_x, 1.0, 0.0) - c * sz * t
+    out[:, 1] = b * t
+    out[:, 2] = np.where(about_x, 0.0, 1.0) + c * sx * t
+    return out
 
 
 def _sub(a: Vec, b: Vec) -> Vec:
     return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
-
-
-def _cross(a: Vec, b: Vec) -> Vec:
-    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
 @dataclass
