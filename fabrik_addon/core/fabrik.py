@@ -634,8 +634,8 @@ def _solve_limited(
     rng = None  # (made when a random start is first needed)
     attempt_start, used, attempt = start, 0, 0
     best: tuple[Pose, SolveReport] | None = None
-    # The start pose in the limits' angles: every attempt's idle twists go back to it.
-    start_rig = refine.AngleRig(skeleton, tree, start)
+    # Every attempt's idle twists go back to the start pose's.
+    twists = refine.start_twists(skeleton, tree, problem, start)
     while True:
         left = replace(settings, max_iterations=budget - used)
         if attempt == 1:
@@ -658,10 +658,10 @@ def _solve_limited(
                     rotation_errors=refined.rotation_errors,
                 )
         if refined_rig is not None:
-            refine.set_idle_twists(refined_rig, problem, start_rig)
+            refine.set_idle_twists(refined_rig, problem, twists)
             pose = refined_rig.pose(skeleton, start)
         else:
-            pose = refine.with_idle_twists_from(skeleton, tree, problem, pose, start, start_rig)
+            pose = refine.with_idle_twists_from(skeleton, tree, problem, pose, start, twists)
         if best is None or report.converged or problem.cost(report.errors, report.rotation_errors) < problem.cost(
             best[1].errors, best[1].rotation_errors
         ):
@@ -684,7 +684,7 @@ def _solve_limited(
         rig = refine.AngleRig(skeleton, tree, pose)
         aim = _settling_aim(tree, holds, to_rest=not settings.explore)
         used += refine.settle(rig, problem, settings.tolerance, budget - used, aim)
-        refine.set_idle_twists(rig, problem, start_rig)
+        refine.set_idle_twists(rig, problem, twists)
         pose = rig.pose(skeleton, start)
     report.iterations, report.restarts = used, attempt
     if aims:

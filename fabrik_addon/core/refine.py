@@ -496,25 +496,44 @@ def values_after_turn(rig: "AngleRig", coordinates: Sequence[Coordinate], node: 
 
 
 def with_idle_twists_from(
-    skeleton: Skeleton, tree: "MovingTree", problem: Problem, pose: Pose, start: Pose, before: AngleRig | None = None
+    skeleton: Skeleton, tree: "MovingTree", problem: Problem, pose: Pose, start: Pose,
+    twists: dict[int, float] | None = None,
 ) -> Pose:
     """The pose with every twist that moves no goal (see `AngleRig.coordinates`) set back to its start value.
 
     FABRIK turns bones by shortest arcs, which drifts a tool's roll a little;
-    turning it back moves no tip. `before` is the start pose's rig, when the caller has it.
+    turning it back moves no tip. `twists` are the start values (`start_twists`), when the caller has them.
     """
     if not any(tree.limits[k] is not None for k in problem.idle_twists):
         return pose
     rig = AngleRig(skeleton, tree, pose)
-    set_idle_twists(rig, problem, before or AngleRig(skeleton, tree, start))
+    set_idle_twists(rig, problem, twists if twists is not None else start_twists(skeleton, tree, problem, start))
     return rig.pose(skeleton, start)
 
 
-def set_idle_twists(rig: AngleRig, problem: Problem, before: AngleRig) -> None:
-    """`with_idle_twists_from` on a rig: its twists that move no goal take the values `before` has."""
+def start_twists(skeleton: Skeleton, tree: "MovingTree", problem: Problem, start: Pose) -> dict[int, float]:
+    """Per limited node whose twist moves no goal, its twist in the start pose as `AngleRig` reads it (clamped
+    into the limit), without posing the whole tree."""
+    nodes = [k for k in sorted(problem.idle_twists) if tree.limits[k] is not None]
+    if not nodes:
+        return {}
+    bones = list(tree.bones)
+    zero = zero_links(skeleton, bones, tree.parent, start)
+    out = {}
+    for k in nodes:
+        p = tree.parent[k]
+        own = quat.from_matrix(start.frames[bones[k]].tolist())
+        zero_frame = zero[k] if p < 0 else quat.mul(quat.from_matrix(start.frames[bones[p]].tolist()), zero[k])
+        _sx, _sz, twist = quat.swing_twist(quat.normalized(quat.mul(quat.conj(zero_frame), own)))
+        out[k] = limits.clamp_twist(tree.limits[k], twist)
+    return out
+
+
+def set_idle_twists(rig: AngleRig, problem: Problem, twists: dict[int, float]) -> None:
+    """`with_idle_twists_from` on a rig: its twists that move no goal take the values of `twists`."""
     idle = [k for k in problem.idle_twists if rig.limits[k] is not None]
     for k in idle:
-        rig.angles[k][2] = before.angles[k][2]
+        rig.angles[k][2] = twists[k]
         rig.local[k] = quat.from_swing_twist(*rig.angles[k])
     if idle:
         rig.forward()
