@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabrik_addon.core import Goal, SolveSettings, batch, batch_framed, fabrik, skeleton_from_points, solve
+from fabrik_addon.core import Goal, SolveSettings, batch, batch_offsets, fabrik, skeleton_from_points, solve
 from fabrik_addon.core.limits import JointLimit
 from skeletons import hand, random_rotations, skeletons, straight_chain
 
@@ -85,7 +85,7 @@ def test_batched_trees_with_offsets_agree_with_the_per_frame_solver():
     bones = list(tree.bones)
     heads = np.stack([p.heads[bones] for p in starts])
     frames = np.stack([p.frames[bones] for p in starts])
-    *_, converged = batch_framed.solve(tree, goals, targets, heads, frames, run)
+    *_, converged = batch_offsets.solve(tree, goals, targets, heads, frames, run)
     assert not converged.any()
     _, _, errors = batch.solve_frames(skeleton, goals, targets, starts, run)
     reached = errors.max(axis=1) <= run.tolerance

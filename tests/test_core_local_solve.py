@@ -32,8 +32,8 @@ def solve_both(skeleton, goals, rotations, locations, solve_settings):
     )
     if solved is None:  # a tree with offsets that FABRIK alone does not solve: the general path's
         return None, None, slow, report
-    quats, fast_report = solved
-    fast = np.array([quat.to_matrix(q) for q in quats])
+    solved_rotations, fast_report = solved
+    fast = np.array([quat.to_matrix(q) for q in solved_rotations])
     return fast, fast_report, slow, report
 
 

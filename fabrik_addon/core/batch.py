@@ -6,7 +6,7 @@ frames do not depend on each other, so each FABRIK step can move one joint
 in all frames at once. This covers trees with position goals and no limits:
 free trees of connected bones here (positions are all the passes need, as in
 the per-frame solver), and trees with unconnected bones (rigid head offsets,
-so frames are carried) in `batch_framed`. Frames stop one by one, by the same
+so frames are carried) in `batch_offsets`. Frames stop one by one, by the same
 rules as `fabrik.solve`, so the results agree with it; on trees with offsets
 the frames FABRIK leaves short of their targets, which `fabrik.solve`
 finishes with its refinement, are handed to it one by one.
@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import batch_framed, fabrik, refine, rotation, stretch
+from . import batch_offsets, fabrik, refine, rotation, stretch
 from .fabrik import branch_weights, moving_tree, pulls
 from .problem import Goal, SolveSettings, validate_settings
 from .skeleton import Pose, Skeleton
@@ -93,7 +93,7 @@ def solve_moving(
 def _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings, start_pose):
     """Solved heads and frames of the moving bones, iterations and errors, by whichever form the tree needs.
 
-    Trees with offsets: where FABRIK's phase (`batch_framed`) ends short of
+    Trees with offsets: where FABRIK's phase (`batch_offsets`) ends short of
     the targets, `fabrik.solve` goes on with its refinement, so those frames
     are solved again one by one from their start poses (`start_pose(f)`).
     """
@@ -101,7 +101,7 @@ def _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings, 
     if not supports(skeleton, goals):
         raise ValueError("batched solving needs position goals only and no joint limits on the moving bones")
     if tree.needs_frames:
-        heads, frames, iterations, errors, converged = batch_framed.solve(
+        heads, frames, iterations, errors, converged = batch_offsets.solve(
             tree, goals, targets, start_heads, start_frames, settings
         )
         bones = list(tree.bones)
@@ -226,7 +226,7 @@ def _bend_if_straight_at(
     and its target lies on its line off its tip, as `fabrik` does."""
     if len(chain) < 2:
         return
-    straight = batch_framed.straight_at(heads, tails, chain, target, tolerance)
+    straight = batch_offsets.straight_at(heads, tails, chain, target, tolerance)
     if not straight.any():
         return
     top = chain[-1]

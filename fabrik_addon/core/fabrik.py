@@ -494,7 +494,7 @@ def solve(
 
 
 #: A free tree with offsets hands FABRIK's pose to the refinement once its best error has not halved over this
-#: many iterations (`batch_framed` stops its frames by the same rule).
+#: many iterations (`batch_offsets` stops its frames by the same rule).
 SLOW_WINDOW = 5
 
 
@@ -509,7 +509,7 @@ def _solve_offsets(
     halved over `SLOW_WINDOW` iterations, and the refinement (free joints
     turn about three axes) finishes from there; where that stalls, it tries
     again from the start pose itself. One iteration cap covers all of it.
-    Frames the descent converges are exactly what `batch_framed` gives.
+    Frames the descent converges are exactly what `batch_offsets` gives.
     """
     budget = settings.max_iterations
     pose, report = _solve_from(skeleton, tree, goals, start, settings, careful=True, window=SLOW_WINDOW)

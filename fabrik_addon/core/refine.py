@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from . import limits, quat, quats
+from . import limits, quat, quat_arrays
 from .limits import JointLimit
 from .problem import Goal, goal_reached
 from .quat import Quat
@@ -183,7 +183,7 @@ class AngleRig:
         if swings:
             angles = np.array(swing_angles)
             local[swings] = _swing_derivatives(angles[:, 0], angles[:, 1], np.array(about_x))
-        return quats.rotate(turns, local)
+        return quat_arrays.rotate(turns, local)
 
     def get(self, coordinates: Sequence[Coordinate]) -> np.ndarray:
         """The coordinates' current values (free joints count from where they are: 0)."""
