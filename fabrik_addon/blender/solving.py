@@ -544,11 +544,7 @@ def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -
     at = _pose_indices(obj, skeleton, tree)
     modes = [rig.MODE_NAMES[m] for m in rig.rotation_modes(pose_bones)[at].tolist()]
     arrays = {}
-    for channel, size in {rig.rotation_channel(mode) for mode in modes}:
-        values = np.empty(n * size, dtype=np.float32)
-        pose_bones.foreach_get(channel, values)
-        arrays[channel] = values.reshape(n, size)
-    current = [tuple(arrays[rig.rotation_channel(mode)[0]][i].tolist()) for mode, i in zip(modes, at.tolist())]
+    current = _rotation_values(pose_bones, at.tolist(), modes, arrays)
     names = [skeleton.names[b] for b in tree.bones]
     held = _held(obj)
     entries = _held_arrays(held)
@@ -627,12 +623,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
     written = []
     changed = set()
     for k, (q, now, mode) in enumerate(zip(_shown(read, solved), read.current, read.modes)):
-        if mode == 'QUATERNION':
-            value = rotation.compatible_quaternion(q, now)
-        elif mode == 'AXIS_ANGLE':
-            value = rotation.axis_angle_from_quaternion(q, now)
-        else:
-            value = rotation.euler_from_matrix(quat.to_matrix(q), mode, now)
+        value = rotation.channel_from_quaternion(mode, q, now)
         if max(abs(a - b) for a, b in zip(value, now)) > 1e-7:
             channel = rig.rotation_channel(mode)[0]
             read.arrays[channel][read.at[k]] = value
@@ -1102,18 +1093,23 @@ def _release_others(obj, moving: set[str]) -> bool:
     others = [entry.name for entry in held if entry.rotated and entry.name not in moving]
     if not others:
         return False
-    changed = False
-    pose_bones = obj.pose.bones
-    values = fk_channel_values(obj, [name for name in others if name in pose_bones])  # (a bone gone: nothing to give)
+    changed = _give_back_rotations(obj, others)
     for name in others:
-        if name in values:
-            pose_bone = pose_bones[name]
-            channel, size = rig.rotation_channel(pose_bone.rotation_mode)
-            value = values[name][:size]
-            if _finite(value) and not _same(getattr(pose_bone, channel), value, 0.0):
-                setattr(pose_bone, channel, value)
-                changed = True
         held[name].rotated = False
+    return changed
+
+
+def _give_back_rotations(obj, names: list[str]) -> bool:
+    """Put the animator's rotation back into each named bone's channel where it still holds what live solving
+    wrote (`fk_channel_values`); whether a channel changed. Bones gone since have nothing to give back."""
+    pose_bones = obj.pose.bones
+    changed = False
+    for name, (mode, value) in fk_channels(obj, [name for name in names if name in pose_bones]).items():
+        pose_bone = pose_bones[name]
+        channel = rig.rotation_channel(mode)[0]
+        if _finite(value) and not _same(getattr(pose_bone, channel), value, 0.0):
+            setattr(pose_bone, channel, value)
+            changed = True
     return changed
 
 
@@ -1122,17 +1118,10 @@ def give_back(obj) -> None:
     (the others have been set since, by animation or by hand, and keep that); then forget what was held."""
     follow_held_renames(obj)
     held = _held(obj)
-    values = fk_channel_values(obj, [entry.name for entry in held if entry.rotated])
+    _give_back_rotations(obj, [entry.name for entry in held if entry.rotated])
     for entry in held:
         pose_bone = obj.pose.bones.get(entry.name)
-        if pose_bone is None:
-            continue
-        if entry.name in values:
-            channel, size = rig.rotation_channel(pose_bone.rotation_mode)
-            value = values[entry.name][:size]
-            if _finite(value) and not _same(getattr(pose_bone, channel), value, 0.0):
-                setattr(pose_bone, channel, values[entry.name][:size])
-        if entry.scaled and _same(pose_bone.scale, entry.written_scale):
+        if pose_bone is not None and entry.scaled and _same(pose_bone.scale, entry.written_scale):
             pose_bone.scale = entry.fk_scale
     held.clear()
     _last_solution.pop(obj.name, None)
@@ -1164,33 +1153,25 @@ def fk_channel_values(obj, names: list[str]) -> dict[str, tuple[float, ...]]:
 def fk_channels(obj, names: list[str]) -> dict[str, tuple[str, tuple[float, ...]]]:
     """`fk_channel_values` with each bone's rotation mode: (mode, value) per named bone, read in bulk."""
     pose_bones = obj.pose.bones
+    at = [pose_bones.find(name) for name in names]
+    if any(i < 0 for i in at):
+        raise KeyError(f"no bone '{names[at.index(-1)]}' in '{obj.name}'")
+    modes = [rig.MODE_NAMES[m] for m in rig.rotation_modes(pose_bones)[at].tolist()]
+    current = _rotation_values(pose_bones, at, modes)
+    values = _fk_in_bulk(obj, names, modes, current, _held_arrays(_held(obj)))
+    return {name: (mode, value) for name, mode, value in zip(names, modes, values)}
+
+
+def _rotation_values(pose_bones, at: list[int], modes: list[str], arrays: dict | None = None) -> list[tuple[float, ...]]:
+    """The rotation channel values of the pose bones at these indices, each in its mode, read in bulk (only the
+    channel kinds the modes use); `arrays`, when given, gets each channel read, (n, size) for every pose bone."""
+    arrays = {} if arrays is None else arrays
     n = len(pose_bones)
-    modes = rig.rotation_modes(pose_bones)
-    arrays = {}
-    for channel, size in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4)):
+    for channel, size in {rig.rotation_channel(mode) for mode in modes}:
         values = np.empty(n * size, dtype=np.float32)
         pose_bones.foreach_get(channel, values)
         arrays[channel] = values.reshape(n, size)
-    held = _held(obj)
-    entries = _held_arrays(held)
-    out = {}
-    keyed = None
-    for name in names:
-        i = pose_bones.find(name)
-        if i < 0:
-            raise KeyError(f"no bone '{name}' in '{obj.name}'")
-        mode = rig.MODE_NAMES[int(modes[i])]
-        channel, size = rig.rotation_channel(mode)
-        value = tuple(arrays[channel][i].tolist())
-        j = entries[0].get(name) if entries is not None else None
-        if j is not None and entries[1][j] and _same(value, entries[2][j][:size].tolist()) and held[j].mode == mode:
-            value = tuple(entries[3][j][:size].tolist())
-            if keyed is None:
-                keyed = _keyed_channels(obj)
-            if keyed:
-                value = _animated(keyed, name, channel, value)
-        out[name] = mode, value
-    return out
+    return [tuple(arrays[rig.rotation_channel(mode)[0]][i].tolist()) for mode, i in zip(modes, at)]
 
 
 def _keyed_channels(obj) -> tuple | None:

@@ -179,11 +179,18 @@ def channel_from_matrix(mode: str, m, previous: Sequence[float]) -> tuple[float,
     """
     if not all(math.isfinite(c) for row in m for c in row):
         return (math.nan,) * (3 if mode not in ('QUATERNION', 'AXIS_ANGLE') else 4)
-    if mode == 'QUATERNION':
-        return compatible_quaternion(quat.from_matrix(m), previous)
-    if mode == 'AXIS_ANGLE':
-        return axis_angle_from_quaternion(quat.from_matrix(m), previous)
+    if mode in ('QUATERNION', 'AXIS_ANGLE'):
+        return channel_from_quaternion(mode, quat.from_matrix(m), previous)
     return euler_from_matrix(m, mode, previous)
+
+
+def channel_from_quaternion(mode: str, q: quat.Quat, previous: Sequence[float]) -> tuple[float, ...]:
+    """A unit quaternion as a value of the mode's channel, continuous with `previous` (as `channel_from_matrix`)."""
+    if mode == 'QUATERNION':
+        return compatible_quaternion(q, previous)
+    if mode == 'AXIS_ANGLE':
+        return axis_angle_from_quaternion(q, previous)
+    return euler_from_matrix(quat.to_matrix(q), mode, previous)
 
 
 def compatible_quaternion(q: quat.Quat, previous: Sequence[float]) -> tuple[float, ...]:
