@@ -319,8 +319,12 @@ def test_the_panels_buttons_work_on_its_rig_while_a_target_is_active():
     assert bpy.ops.fabrik.convert_constraints.poll()
     assert not bpy.ops.fabrik.restore_constraints.poll()  # (nothing converted: nothing to restore)
     assert not bpy.ops.fabrik.effector_add.poll()
+    assert bpy.ops.fabrik.compare_solvers.poll()  # (the Testing sub-panel's buttons too)
+    assert bpy.ops.fabrik.target_motion(preset='CIRCLE', effector_target=True) == {'FINISHED'}
+    assert target.animation_data is not None and target.animation_data.action is not None
     bpy.context.view_layer.objects.active = stranger
     assert not bpy.ops.fabrik.solve.poll() and not bpy.ops.fabrik.effector_remove.poll()
+    assert not bpy.ops.fabrik.compare_solvers.poll()
 
 
 def test_the_pose_ik_menu_offers_the_operator_and_unregister_removes_it():

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import bpy
+from bpy.app.handlers import persistent
 import numpy as np
 from bpy.props import IntProperty
 from bpy.types import Operator
 
-from ..core.convergence import COMPARED, error_curves, plot_rgba, reached_at
+from ..core.convergence import COLOUR_NAMES, COMPARED, error_curves, plot_rgba, reached_at
 from ..core.solvers import DESCRIPTIONS
 from . import solving
+from .setup_ops import rig_for_panel
 
 #: The image datablock the plot goes into (created on first use, reused after).
 IMAGE_NAME = "FABRIK Solver Comparison"
@@ -18,10 +20,6 @@ WIDTH, HEIGHT = 480, 270
 
 #: Per armature object name, one line per solver from its last comparison (the plot's legend, for the panel).
 summaries: dict[str, list[str]] = {}
-
-
-#: The plot's colours in words, for the legend (there is no font in the plot itself).
-COLOUR_NAMES = {"FABRIK": "orange", "CCD": "blue", "JACOBIAN_TRANSPOSE": "green", "DLS": "magenta"}
 
 
 def summary_line(name: str, curve: list[float], tolerance: float) -> str:
@@ -80,11 +78,10 @@ class FABRIK_OT_compare_solvers(Operator):
 
     @classmethod
     def poll(cls, context):
-        obj = context.object
-        return obj is not None and obj.type == 'ARMATURE'
+        return rig_for_panel(context) is not None
 
     def execute(self, context):
-        obj = context.object
+        obj = rig_for_panel(context)  # (the Testing panel's rig, also while one of its targets is active)
         try:
             result, problem = solving.prepare(obj, context.evaluated_depsgraph_get())
         except ValueError as exc:
@@ -122,6 +119,25 @@ def draw(layout, obj, wrap=None) -> None:
             column.label(text=line)
 
 
-classes = (FABRIK_OT_compare_solvers,)
+@persistent
+def forget_summaries(_filepath) -> None:
+    """A loaded file's rigs are not the ones compared (a rig of the same name would show another's legend)."""
+    summaries.clear()
 
-register, unregister = bpy.utils.register_classes_factory(classes)
+
+classes = (FABRIK_OT_compare_solvers,)
+_register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)
+
+
+def register() -> None:
+    """The operator, and forgetting the legends when a file is loaded."""
+    _register_classes()
+    bpy.app.handlers.load_post.append(forget_summaries)
+
+
+def unregister() -> None:
+    """Remove the operator and the handler, and forget the legends."""
+    while forget_summaries in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.remove(forget_summaries)
+    summaries.clear()
+    _unregister_classes()

@@ -12,6 +12,7 @@ from bpy.types import Operator
 from mathutils import Vector
 
 from . import animdata, bake
+from .setup_ops import rig_for_panel
 
 PRESETS = (
     ('CIRCLE', "Circle", "A circle of the given radius around the object's current location"),
@@ -135,9 +136,9 @@ class FABRIK_OT_target_motion(Operator):
 
 
 def _effector_target(context) -> list:
-    """The target of the active armature's active effector, if it has one."""
-    obj = context.object
-    if obj is None or obj.type != 'ARMATURE' or not hasattr(obj, "fabrik"):
+    """The target of the active effector of the rig the panel shows, if it has one."""
+    obj = rig_for_panel(context)
+    if obj is None:
         return []
     settings = obj.fabrik
     if not 0 <= settings.active_effector < len(settings.effectors):

@@ -19,13 +19,6 @@ def _armature(context):
     return obj if obj is not None and obj.type == 'ARMATURE' else None
 
 
-def _panel_rig(context):
-    """The rig the FABRIK panel shows: the active armature, or the rig of the active target or pole (the
-    animator has just dragged it), so the panel's buttons work on what it shows."""
-    obj = rig_for_panel(context)
-    return obj if obj is not None and obj.type == 'ARMATURE' else None
-
-
 class FABRIK_OT_solve(Operator):
     """Solve the rig's effectors (the active armature, or the rig of the active target) once at the current frame
     and pose the rig"""
@@ -36,10 +29,10 @@ class FABRIK_OT_solve(Operator):
 
     @classmethod
     def poll(cls, context):
-        return _panel_rig(context) is not None
+        return rig_for_panel(context) is not None
 
     def execute(self, context):
-        obj = _panel_rig(context)
+        obj = rig_for_panel(context)
         refused = editable.editable(obj)
         if refused:  # a linked rig: Blender would let us pose it, but nothing of it is saved
             solving.status[obj.name] = solving.RigStatus(message=refused, ok=False)
@@ -93,11 +86,11 @@ class FABRIK_OT_effector_remove(Operator):
 
     @classmethod
     def poll(cls, context):
-        obj = _panel_rig(context)
+        obj = rig_for_panel(context)
         return obj is not None and len(obj.fabrik.effectors) > 0
 
     def execute(self, context):
-        obj = _panel_rig(context)
+        obj = rig_for_panel(context)
         settings = obj.fabrik
         index = settings.active_effector if self.index < 0 else self.index
         if not 0 <= index < len(settings.effectors):
@@ -122,11 +115,11 @@ class FABRIK_OT_effector_move(Operator):
 
     @classmethod
     def poll(cls, context):
-        obj = _panel_rig(context)
+        obj = rig_for_panel(context)
         return obj is not None and len(obj.fabrik.effectors) > 1
 
     def execute(self, context):
-        settings = _panel_rig(context).fabrik
+        settings = rig_for_panel(context).fabrik
         index = settings.active_effector
         other = index - 1 if self.direction == 'UP' else index + 1
         if not (0 <= index < len(settings.effectors) and 0 <= other < len(settings.effectors)):
@@ -146,10 +139,10 @@ class FABRIK_OT_convert_constraints(Operator):
 
     @classmethod
     def poll(cls, context):
-        return _panel_rig(context) is not None
+        return rig_for_panel(context) is not None
 
     def execute(self, context):
-        obj = _panel_rig(context)
+        obj = rig_for_panel(context)
         converted, skipped = constraints.convert_ik_constraints(obj)
         for reason in skipped:
             self.report({'WARNING'}, f"Skipped {reason}")
@@ -169,13 +162,13 @@ class FABRIK_OT_restore_constraints(Operator):
 
     @classmethod
     def poll(cls, context):
-        obj = _panel_rig(context)
+        obj = rig_for_panel(context)
         # The records outlive the effectors: Restore finds a constraint whose effector was removed.
         settings = obj.fabrik if obj is not None else None
         return settings is not None and (len(settings.converted) > 0 or any(e.source_constraint for e in settings.effectors))
 
     def execute(self, context):
-        restored, problems = constraints.restore_ik_constraints(_panel_rig(context))
+        restored, problems = constraints.restore_ik_constraints(rig_for_panel(context))
         for problem in problems:
             self.report({'WARNING'}, problem)
         self.report({'INFO'}, f"Restored {len(restored)} IK constraint(s)" + (f": {', '.join(restored)}" if restored else ""))
@@ -261,7 +254,7 @@ class FABRIK_OT_bake(Operator):
 
     @classmethod
     def poll(cls, context):
-        obj = _panel_rig(context)
+        obj = rig_for_panel(context)
         return obj is not None and len(obj.fabrik.effectors) > 0
 
     def draw(self, _context) -> None:
@@ -286,7 +279,7 @@ class FABRIK_OT_bake(Operator):
 
     def _start(self, context) -> bool:
         """Set up the baker; False (with a report) when there is nothing to bake."""
-        scene, obj = context.scene, _panel_rig(context)
+        scene, obj = context.scene, rig_for_panel(context)
         fill_frame_range(self.properties, scene)
         self._baker = None
         try:

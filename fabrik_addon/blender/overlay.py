@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import bpy
+from bpy.app.handlers import persistent
 from bpy.props import BoolProperty, IntProperty, PointerProperty
 from bpy.types import Panel, PropertyGroup
 from mathutils import Matrix, Quaternion, Vector
@@ -117,13 +118,7 @@ class EffectorView:
 
 def effector_status(rig_status, index: int) -> str:
     """'REACHED', 'MISSED', 'ERROR' or 'NONE' (not solved yet) for one effector from the rig's last status."""
-    if rig_status is None:
-        return 'NONE'
-    if index in rig_status.reached:
-        return 'REACHED' if rig_status.reached[index] else 'MISSED'
-    if index in rig_status.effectors or not rig_status.ok:
-        return 'ERROR'
-    return 'NONE'
+    return 'NONE' if rig_status is None else rig_status.kind(index)
 
 
 def chain_of(pose_bone, chain_length: int) -> list:
@@ -180,12 +175,7 @@ def readout_text(view: EffectorView, rig_status) -> str:
     if view.status == 'ERROR':
         return f"{view.bone}: {rig_status.effectors.get(view.index) or rig_status.message}"
     report = rig_status.report
-    miss = None
-    if report is not None:
-        # The report's errors follow the solved effectors in index order (the order `reached` was filled in).
-        solved = sorted(rig_status.reached)
-        if view.index in solved and solved.index(view.index) < len(report.errors):
-            miss = report.errors[solved.index(view.index)]
+    miss = rig_status.misses.get(view.index)
     parts = [view.bone]
     if miss is not None:
         parts.append(f"miss {miss:.2g}")
@@ -263,7 +253,7 @@ def rest_frame(evaluated, pose_bone) -> Matrix:
     return frame
 
 
-def limit_segments(obj, evaluated, bones: list[str], skeleton) -> list[Segment]:
+def limit_segments(evaluated, bones: list[str], skeleton) -> list[Segment]:
     """Swing cones (arcs for hinges) and twist ranges of the limited bones among `bones`, in world space."""
     segments = []
     for name in bones:
@@ -350,7 +340,7 @@ def build(
             skeleton = None  # a rig the solver refuses has no limits to show; the panel says why
         if skeleton is not None:
             bones = list(dict.fromkeys(name for view in views for name in view.chain))
-            drawing.segments += limit_segments(obj, evaluated, bones, skeleton)
+            drawing.segments += limit_segments(evaluated, bones, skeleton)
     return drawing
 
 
@@ -432,13 +422,18 @@ class VIEW3D_PT_fabrik_overlay(Panel):
         row.prop(settings, "show_trace")
         sub = row.row(align=True)
         sub.active = settings.show_trace
-        sub.prop(settings, "trace_length", text="Frames")
+        sub.prop(settings, "trace_length", text="Points")
 
 
 # ---------------------------------------------------------------- drawing (only with a UI)
 
 #: The draw handlers while registered with a UI: (POST_VIEW, POST_PIXEL).
 _handles: list = []
+#: Counts the scene's updates and frame changes (GUI only): what the overlay draws can change only with one.
+_updates = 0
+#: Per rig name: (what its drawing was built from, the drawing), so redraws that change nothing (orbiting the
+#: view, a second viewport) reuse it instead of reading the rig and building the lines again.
+_built: dict[str, tuple[tuple, "Drawing"]] = {}
 #: Labels built by the last POST_VIEW pass, per region, for the POST_PIXEL pass that follows it.
 _labels: dict[int, list[Label]] = {}
 _logged: set[str] = set()
@@ -488,11 +483,19 @@ def _draw_view(context) -> None:
     facing = context.region_data.view_rotation.to_matrix()
     groups: dict[tuple, list] = {}
     labels = []
+    switches = tuple(getattr(settings, name) for name in _SWITCHES)
     for obj in _rigs(context):
         rig_status = solving.status.get(obj.name)
-        views = read_effectors(obj, depsgraph, rig_status)
-        traces = record_trace(obj, views, settings.trace_length) if settings.show_trace else None
-        drawing = build(obj, depsgraph, rig_status, settings, facing, traces, views)
+        # The reach circle faces the view: with it shown, each view draws its own.
+        made_from = (_updates, id(rig_status), switches, tuple(map(tuple, facing)) if settings.show_reach else None)
+        kept = _built.get(obj.name)
+        if kept is not None and kept[0] == made_from:
+            drawing = kept[1]
+        else:
+            views = read_effectors(obj, depsgraph, rig_status)
+            traces = record_trace(obj, views, settings.trace_length) if settings.show_trace else None
+            drawing = build(obj, depsgraph, rig_status, settings, facing, traces, views)
+            _built[obj.name] = made_from, drawing
         for segment in drawing.segments:
             groups.setdefault((segment.color, WIDTHS[segment.kind]), []).extend((segment.a, segment.b))
         labels += drawing.labels
@@ -557,10 +560,35 @@ def register() -> None:
     """The switches and their panel; the draw handlers only when Blender has a UI (never in background)."""
     _register_classes()
     bpy.types.Scene.fabrik_overlay = PointerProperty(type=FabrikOverlaySettings)
+    bpy.app.handlers.load_post.append(forget_traces)
     if bpy.app.background:
         return
+    for name in _UPDATE_HANDLERS:
+        getattr(bpy.app.handlers, name).append(count_update)
     _handles.append(bpy.types.SpaceView3D.draw_handler_add(draw_view, (), 'WINDOW', 'POST_VIEW'))
     _handles.append(bpy.types.SpaceView3D.draw_handler_add(draw_text, (), 'WINDOW', 'POST_PIXEL'))
+
+
+@persistent
+def forget_traces(_filepath) -> None:
+    """A loaded file's rigs are new: a trace kept under a rig's name would be another rig's path."""
+    _traces.clear()
+    _built.clear()
+
+
+@persistent
+def count_update(_scene, _depsgraph=None) -> None:
+    """Something in the scene changed (or the frame did): the drawings built before are out of date."""
+    global _updates
+    _updates += 1
+
+
+#: The switches a drawing depends on (FabrikOverlaySettings).
+_SWITCHES = (
+    "show_targets", "show_poles", "show_reach", "show_limits", "show_trace", "show_readout", "trace_length",
+)
+#: Where `count_update` listens.
+_UPDATE_HANDLERS = ("depsgraph_update_post", "frame_change_post")
 
 
 def unregister() -> None:
@@ -569,6 +597,13 @@ def unregister() -> None:
         bpy.types.SpaceView3D.draw_handler_remove(handle, 'WINDOW')
     _handles.clear()
     _labels.clear()
+    _built.clear()
+    for name in _UPDATE_HANDLERS:
+        handlers = getattr(bpy.app.handlers, name)
+        while count_update in handlers:
+            handlers.remove(count_update)
+    while forget_traces in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.remove(forget_traces)
     _traces.clear()
     _logged.clear()
     del bpy.types.Scene.fabrik_overlay

@@ -16,6 +16,8 @@ import bpy
 from bl_operators.presets import AddPresetBase
 from bpy.types import Menu, Operator
 
+from . import rig
+
 #: Preset folders below `presets/`, as `bpy.utils.preset_paths` takes them.
 RIG_SUBDIR = "fabrik/rig_settings"
 LIMITS_SUBDIR = "fabrik/bone_limits"
@@ -25,9 +27,7 @@ SHIPPED_ROOT = Path(__file__).resolve().parent.parent / "presets"
 #: The rig settings a rig preset holds (FabrikSettings properties): the stopping rules and where solves start.
 RIG_SETTINGS = ("solver", "iterations", "tolerance", "start")
 #: Blender's own per-bone IK settings a limit preset holds (the same ones Blender's IK constraint reads).
-LIMIT_SETTINGS = tuple(
-    f"{kind}_{axis}" for kind in ("lock_ik", "use_ik_limit", "ik_min", "ik_max", "ik_stiffness") for axis in "xyz"
-)
+LIMIT_SETTINGS = tuple(name for name, _ in rig.LIMIT_SETTINGS)
 _ANGLES = frozenset(name for name in LIMIT_SETTINGS if name.startswith(("ik_min", "ik_max")))
 
 

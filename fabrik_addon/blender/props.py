@@ -86,7 +86,7 @@ def _active_effector_changed(settings, _context) -> None:
     bones' selection stays). Nothing changes when the active bone already leads to this effector (picking the
     effector by clicking its bone, or its target bone, comes here too), or when the tip bone would lead the
     selection handler (`setup_ops.on_selection_change`) to another effector: so the two never bounce."""
-    from . import setup_ops  # (imported when first needed, as the modules above)
+    from . import animdata, setup_ops  # (imported when first needed, as the modules above)
 
     obj = settings.id_data
     index = settings.active_effector
@@ -99,11 +99,7 @@ def _active_effector_changed(settings, _context) -> None:
         return
     if setup_ops.effector_for_bone(obj, bone.name) != index:
         return  # (another effector shares the tip bone: selecting it would pick that one)
-    pose_bone = obj.pose.bones[bone.name]
-    if hasattr(pose_bone, "select"):  # (Blender 5.0 keeps a pose bone's selection on it, before on the bone)
-        pose_bone.select = True
-    else:
-        bone.select = True
+    animdata.set_selected(obj.pose.bones[bone.name], True)
     bones.active = bone
 
 

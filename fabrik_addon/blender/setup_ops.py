@@ -13,7 +13,7 @@ from bpy.types import Operator
 from mathutils import Matrix, Vector
 
 from ..core.pole_angle import auto_pole_angle, pole_point
-from . import rig
+from . import animdata, rig
 
 
 def rig_for_panel(context):
@@ -225,17 +225,9 @@ class FABRIK_OT_effector_add_with_target(Operator):
             bpy.ops.object.mode_set(mode=mode if mode != 'EDIT' else 'POSE')
         if obj.mode == 'POSE':  # the new control is the one to drag: select it alone
             for pose_bone in obj.pose.bones:
-                _select(pose_bone, pose_bone.name == name)
+                animdata.set_selected(pose_bone, pose_bone.name == name)
         obj.data.bones.active = obj.data.bones[name]
         return name
-
-
-def _select(pose_bone, state: bool) -> None:
-    """Select or deselect a bone in Pose Mode (Blender 5.0 keeps this on the pose bone, before on the bone)."""
-    if hasattr(pose_bone, "select"):
-        pose_bone.select = state
-    else:
-        pose_bone.bone.select = state
 
 
 def _start_matrices(obj, context, names: list[str]) -> dict:
@@ -290,11 +282,9 @@ def _pole_frame(obj, context, effector):
     return joints, first.col[0].to_3d(), first.col[2].to_3d(), reach
 
 
-def pole_angle_for(obj, context, effector, pole_armature) -> float | None:
-    """The pole angle that leaves the effector's chain as shown with its pole at that armature-space point."""
-    frame = _pole_frame(obj, context, effector)
-    if frame is None:
-        return None
+def pole_angle_for(frame, pole_armature) -> float | None:
+    """The pole angle that leaves a chain (its `_pole_frame`) as it starts with its pole at that armature-space
+    point."""
     joints, x_axis, z_axis, _reach = frame
     angle = auto_pole_angle(joints[0], joints[-1], x_axis, z_axis, pole_armature)
     return None if angle is None else max(-math.pi, min(math.pi, angle))
@@ -340,9 +330,10 @@ class FABRIK_OT_pole_add(Operator):
         if effector is None or effector.bone not in obj.data.bones:
             self.report({'ERROR'}, "The effector needs a tip bone of the rig first")
             return {'CANCELLED'}
-        joints, x_axis, z_axis, reach = _pole_frame(obj, context, effector)
+        frame = _pole_frame(obj, context, effector)
+        joints, x_axis, z_axis, reach = frame
         where = pole_point(joints, x_axis, z_axis, self.distance * reach)
-        angle = None if where is None else pole_angle_for(obj, context, effector, where)
+        angle = None if where is None else pole_angle_for(frame, where)
         if angle is None:
             self.report({'ERROR'}, "The chain has no length: no side for a pole")
             return {'CANCELLED'}
@@ -383,12 +374,17 @@ class FABRIK_OT_pole_angle_auto(Operator):
         if effector is None or effector.pole_target is None or effector.bone not in obj.data.bones:
             self.report({'ERROR'}, "The effector needs a tip bone and a pole target first")
             return {'CANCELLED'}
-        pole = effector.pole_target.evaluated_get(context.evaluated_depsgraph_get())
-        world = pole.matrix_world
-        if effector.pole_subtarget and pole.type == 'ARMATURE' and effector.pole_subtarget in pole.pose.bones:
-            world = world @ pole.pose.bones[effector.pole_subtarget].matrix
+        from . import solving  # (imported when first needed, as props does)
+
+        depsgraph = context.evaluated_depsgraph_get()
+        try:
+            world = solving.world_matrix(effector.pole_target, effector.pole_subtarget, depsgraph)
+        except solving.EffectorError as exc:
+            self.report({'ERROR'}, f"Cannot place the pole: {exc}")
+            return {'CANCELLED'}
         where = obj.matrix_world.inverted_safe() @ world.translation
-        angle = pole_angle_for(obj, context, effector, where)
+        frame = _pole_frame(obj, context, effector)
+        angle = None if frame is None else pole_angle_for(frame, where)
         if angle is None:
             self.report({'ERROR'}, "The pole lies on the chain's line: it faces no side")
             return {'CANCELLED'}

@@ -34,6 +34,8 @@ class RigStatus:
     #: Per effector index that was solved: whether it reached its target (others could not be solved).
     reached: dict[int, bool] = field(default_factory=dict)
     report: SolveReport | None = None
+    #: Per effector index that was solved: how far its tip ended from its target.
+    misses: dict[int, float] = field(default_factory=dict)
     #: Wall time of the last solve including reading and writing the pose, in seconds.
     seconds: float = 0.0
 
@@ -41,6 +43,15 @@ class RigStatus:
     def missed(self) -> bool:
         """True when the solve ran but stopped short of some target: a warning, not success."""
         return self.ok and not all(self.reached.values())
+
+    def kind(self, index: int) -> str:
+        """One effector's state: 'REACHED', 'MISSED', 'ERROR' (it could not be solved, or the rig could not) or
+        'NONE' (not solved yet)."""
+        if index in self.reached:
+            return 'REACHED' if self.reached[index] else 'MISSED'
+        if index in self.effectors or not self.ok:
+            return 'ERROR'
+        return 'NONE'
 
 
 #: Why a solve stopped short, in the user's words.
@@ -370,6 +381,7 @@ def conclude_status(problem: Problem, report: SolveReport) -> RigStatus:
         span = _chain_size(problem, k)
         turned = turned_off(goal, angle, span, tolerance)
         result.reached[index] = goal_reached(goal, miss, angle, span, tolerance)
+        result.misses[index] = miss
         if result.reached[index]:
             result.effectors[index] = f"reached (miss {miss:.2g})"
         elif turned and miss <= tolerance:

@@ -89,14 +89,11 @@ def effector_state(obj, index: int) -> tuple[str, str]:
     if 0 <= index < len(effectors) and not effectors[index].enabled:
         return 'DISABLED', "disabled"
     rig_status = solving.status.get(obj.name)
-    if rig_status is None:
-        return 'NONE', "not solved yet"
+    kind = 'NONE' if rig_status is None else rig_status.kind(index)
+    if kind == 'NONE':
+        return kind, "not solved yet"
     message = rig_status.effectors.get(index, "")
-    if index in rig_status.reached:
-        return ('REACHED' if rig_status.reached[index] else 'MISSED'), message
-    if message or not rig_status.ok:
-        return 'ERROR', message or rig_status.message
-    return 'NONE', "not solved yet"
+    return kind, (message or rig_status.message) if kind == 'ERROR' else message
 
 
 def rig_state(rig_status) -> str:

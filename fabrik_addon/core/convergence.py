@@ -13,7 +13,7 @@ from .problem import Goal, SolveSettings
 from .skeleton import Pose, Skeleton
 from .solvers import SOLVERS
 
-__all__ = ["COLOURS", "COMPARED", "error_curves", "plot_rgba", "reached_at"]
+__all__ = ["COLOURS", "COLOUR_NAMES", "COMPARED", "error_curves", "plot_rgba", "reached_at"]
 
 #: The solvers compared by default, in legend order.
 COMPARED: tuple[str, ...] = ("FABRIK", "CCD", "JACOBIAN_TRANSPOSE", "DLS")
@@ -25,6 +25,10 @@ COLOURS: dict[str, tuple[float, float, float]] = {
     "JACOBIAN_TRANSPOSE": (0.35, 0.85, 0.35),
     "DLS": (0.90, 0.30, 0.75),
     "TWO_BONE": (0.95, 0.90, 0.30),
+}
+#: The same colours in words, for a legend beside the plot (the plot has no font); other solvers: "grey".
+COLOUR_NAMES: dict[str, str] = {
+    "FABRIK": "orange", "CCD": "blue", "JACOBIAN_TRANSPOSE": "green", "DLS": "magenta", "TWO_BONE": "yellow",
 }
 
 _BACKGROUND = (0.12, 0.12, 0.12)

@@ -17,10 +17,9 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["auto_pole_angle", "pole_point"]
+from .pole import STRAIGHT  # (a joint this close to the base-tip line, relative to the reach, is on it)
 
-#: A joint closer than this fraction of the chain's reach to its base-tip line counts as on it.
-STRAIGHT = 1e-5
+__all__ = ["auto_pole_angle", "pole_point"]
 
 
 def _across(vector: np.ndarray, axis: np.ndarray) -> np.ndarray:
