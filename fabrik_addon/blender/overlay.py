@@ -121,15 +121,6 @@ def effector_status(rig_status, index: int) -> str:
     return 'NONE' if rig_status is None else rig_status.kind(index)
 
 
-def chain_of(pose_bone, chain_length: int) -> list:
-    """The pose bones an effector's chain moves, tip first (chain length 0: up to the root)."""
-    chain = []
-    while pose_bone is not None and (chain_length == 0 or len(chain) < chain_length):
-        chain.append(pose_bone)
-        pose_bone = pose_bone.parent
-    return chain
-
-
 def _world_point(obj, subtarget: str, depsgraph) -> Vector | None:
     """Where an effector's target or pole is (an object, or an armature's bone head), or None."""
     if obj is None:
@@ -156,11 +147,12 @@ def read_effectors(obj, depsgraph, rig_status) -> list[EffectorView]:
         tip_bone = evaluated.pose.bones.get(effector.bone) if effector.bone else None
         if tip_bone is None:
             continue
-        chain = chain_of(tip_bone, effector.chain_length)
-        view.chain = [b.name for b in chain]
+        names = rig.chain_bones(obj, effector.bone, effector.chain_length)  # base first
+        chain = [evaluated.pose.bones[name] for name in names]
+        view.chain = names[::-1]  # tip first
         view.tip = world @ tip_bone.tail
-        heads = [world @ b.head for b in reversed(chain)]  # base first
-        tails = [world @ b.tail for b in reversed(chain)]
+        heads = [world @ b.head for b in chain]
+        tails = [world @ b.tail for b in chain]
         view.base = heads[0]
         view.middle = heads[len(heads) // 2]
         view.reach = sum((t - h).length for h, t in zip(heads, tails))

@@ -202,6 +202,17 @@ def world_to_armature(obj) -> Matrix:
     return world.inverted()
 
 
+def chain_bones(obj, bone: str, chain_length: int) -> list[str]:
+    """The chain's bones from its first (top) bone down to `bone`, `chain_length` of them (0: up to the root)."""
+    names = []
+    current = obj.data.bones.get(bone)
+    while current is not None and (chain_length == 0 or len(names) < chain_length):
+        names.append(current.name)
+        current = current.parent
+    return names[::-1]
+
+
+
 #: Blender's rotation_mode enum values, as `rotation_modes` gives them.
 MODE_VALUES = {'QUATERNION': 0, 'AXIS_ANGLE': -1, 'XYZ': 1, 'XZY': 2, 'YXZ': 3, 'YZX': 4, 'ZXY': 5, 'ZYX': 6}
 MODE_NAMES = {value: name for name, value in MODE_VALUES.items()}

@@ -104,16 +104,6 @@ def _rig_and_effector(context, index: int):
     return obj, settings.effectors[index] if 0 <= index < len(settings.effectors) else None
 
 
-def chain_bones(obj, bone: str, chain_length: int) -> list[str]:
-    """The chain's bones from its first (top) bone down to `bone`, `chain_length` of them (0: up to the root)."""
-    names = []
-    current = obj.data.bones.get(bone)
-    while current is not None and (chain_length == 0 or len(names) < chain_length):
-        names.append(current.name)
-        current = current.parent
-    return names[::-1]
-
-
 def _evaluated_pose(obj, context):
     """The rig's pose bones as shown (evaluated), whose matrices are in armature space."""
     return obj.evaluated_get(context.evaluated_depsgraph_get()).pose.bones
@@ -181,7 +171,7 @@ class FABRIK_OT_effector_add_with_target(Operator):
         if obj.library is not None:
             self.report({'ERROR'}, f"'{obj.name}' is linked from a library: its effectors are not saved")
             return {'CANCELLED'}
-        if self.chain_length > len(chain_bones(obj, bone.name, 0)):
+        if self.chain_length > len(rig.chain_bones(obj, bone.name, 0)):
             self.report({'ERROR'}, f"Chain length {self.chain_length} is longer than the bones up to the root")
             return {'CANCELLED'}
         shown = _evaluated_pose(obj, context)[bone.name]
@@ -267,7 +257,7 @@ def _start_matrices(obj, context, names: list[str]) -> dict:
 def _pole_frame(obj, context, effector):
     """(joints, first bone X, first bone Z, reach) of an effector's chain in the pose its solve starts from, in
     armature space."""
-    names = chain_bones(obj, effector.bone, effector.chain_length)
+    names = rig.chain_bones(obj, effector.bone, effector.chain_length)
     if not names:
         return None
     matrices = _start_matrices(obj, context, names)
@@ -295,7 +285,7 @@ def _solve_starts_elsewhere(obj, context, effector, start_joints, reach: float) 
     This Frame's Pose, after the target moved away from the tip): there the new pole's turn moves the chain."""
     if not (obj.fabrik.live and obj.fabrik.start == 'FK'):
         return False
-    names = chain_bones(obj, effector.bone, effector.chain_length)
+    names = rig.chain_bones(obj, effector.bone, effector.chain_length)
     shown = _evaluated_pose(obj, context)
     tip = shown[names[-1]].matrix @ Vector((0.0, obj.data.bones[names[-1]].length, 0.0))
     heads = [shown[name].matrix.translation for name in names]

@@ -110,7 +110,7 @@ def invalid_fields(obj, effector) -> set[str]:
     bad = set()
     if not effector.bone or effector.bone not in obj.data.bones:
         bad.add("bone")
-    elif effector.chain_length > len(setup_ops.chain_bones(obj, effector.bone, 0)):
+    elif effector.chain_length > len(rig.chain_bones(obj, effector.bone, 0)):
         bad.add("chain_length")  # longer than the bones up to the root
     if effector.target is None:
         bad.add("target")
@@ -382,7 +382,7 @@ class BONE_PT_fabrik_limits(Panel):
         obj = context.object
         chars = chars_for(context)
         users = [e.name or e.bone for e in obj.fabrik.effectors
-                 if pose_bone.name in setup_ops.chain_bones(obj, e.bone, e.chain_length)]
+                 if pose_bone.name in rig.chain_bones(obj, e.bone, e.chain_length)]
         if users:
             draw_wrapped(layout, f"In the chain of {', '.join(users)}", chars, 'CON_KINEMATIC')
         draw_wrapped(layout, LIMITS_HELP, chars, 'INFO')
