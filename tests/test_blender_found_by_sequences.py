@@ -101,3 +101,26 @@ def test_a_bake_follows_a_renamed_tip_bone():
     rig.data.bones["bone3"].name = "hand"
     result = bake.bake_object(rig, range(1, 4))
     assert rig.fabrik.effectors[0].bone == "hand" and result.keys > 0
+
+
+def test_a_start_turned_outside_the_limits_by_the_pole_is_not_the_answer():
+    """The arm's chest turned by -111 degrees: Blender's pole rule turns the chain's start pose so far that the
+    shoulder leaves its limits, with the tip almost on the target. FABRIK took that start as its best pose, the
+    status said "missed by 0.00069" (and "reached" once the tolerance was raised) while the pose written, inside
+    the limits, left the evaluated tip 0.57 away. Now the start outside the limits is no candidate: the status
+    tells the evaluated miss, and no tolerance makes it reached."""
+    from mathutils import Quaternion
+
+    steps.build_scene()
+    arm = bpy.data.objects[steps.ARM]
+    arm.pose.bones["chest"].rotation_quaternion = Quaternion((0.0, 0.0, 1.0), -1.9375)
+    bpy.context.view_layer.update()
+    status = solving.status[steps.ARM]
+    assert not status.reached.get(0)
+    effector = arm.fabrik.effectors[0]
+    miss = (tip_world(arm, effector.bone) - target_world(effector.target)).length
+    assert f"misses by {miss:.2g}" in status.effectors[0]
+    arm.fabrik.tolerance = 0.01
+    bpy.context.view_layer.update()
+    assert steps.status_mismatches(arm, solving.status[steps.ARM]) == []
+    assert not solving.status[steps.ARM].reached.get(0)

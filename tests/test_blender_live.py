@@ -563,6 +563,104 @@ def test_the_cached_structure_follows_a_re_parent():
     assert _reaches(rig, "bone3", target)
 
 
+def _lock_bone1(rig) -> None:
+    bone = rig.pose.bones["bone1"]
+    bone.lock_ik_x = bone.lock_ik_y = bone.lock_ik_z = True
+
+
+def _rename_bone1(rig) -> None:
+    rig.data.bones["bone1"].name = "upper"
+
+
+def _re_parent_tip(rig) -> None:
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode='EDIT')
+    bones = rig.data.edit_bones
+    bones["bone3"].use_connect = False
+    bones["bone3"].parent = bones["bone1"]
+    bpy.ops.object.mode_set(mode='OBJECT')
+
+
+def _check_bone1_locked(rig) -> None:
+    assert tuple(rig.pose.bones["bone1"].rotation_quaternion) == pytest.approx((1.0, 0.0, 0.0, 0.0), abs=1e-6)
+
+
+def _check_renamed(rig) -> None:
+    from fabrik_addon.blender import rig as rig_cache
+
+    assert "upper" in rig_cache._skeleton_cache["Rig"][1].names, "the frame's solve used the new name"
+    assert rig.pose.bones["upper"].rotation_quaternion[0] < 1.0 - 1e-6, "the renamed bone still takes part"
+
+
+def _check_re_parented(rig) -> None:
+    from fabrik_addon.blender import rig as rig_cache
+
+    skeleton = rig_cache.skeleton_of(rig)
+    assert skeleton.names[skeleton.parents[skeleton.index("bone3")]] == "bone1"
+
+
+@pytest.mark.parametrize(
+    "edit, check",
+    [(_lock_bone1, _check_bone1_locked), (_rename_bone1, _check_renamed), (_re_parent_tip, _check_re_parented)],
+    ids=["limit", "rename", "re-parent"],
+)
+def test_a_frame_change_follows_a_structure_edit_made_by_a_script(edit, check):
+    """A script edits the rig and then changes the frame (no depsgraph update in between, so only the frame
+    change's handler sees it): the solve at the new frame uses the edited structure."""
+    rig, target = chain_rig()
+    rigbuild.key_circle(target, (0.5, 0.5, 2.0), 0.5, range(1, 11), axis="XZ")
+    scene = bpy.context.scene
+    for frame in (1, 2, 3):  # the structure is checked, then reused
+        scene.frame_set(frame)
+    edit(rig)
+    scene.frame_set(4)
+    check(rig)
+    assert _reaches(rig, "bone3", target)
+
+
+def test_frame_changes_do_not_read_an_unchanged_armature_again(monkeypatch):
+    """Playing frames where only the targets move reads the armature's bones once, not on every frame; a rename
+    makes the next frame read them again."""
+    from fabrik_addon.blender import rig as rig_cache
+
+    rig, target = chain_rig()
+    rigbuild.key_circle(target, (0.5, 0.5, 2.0), 0.5, range(1, 11), axis="XZ")
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    reads = []
+    original = rig_cache._bones_signature
+    monkeypatch.setattr(rig_cache, "_bones_signature", lambda obj: reads.append(obj.name) or original(obj))
+    for frame in range(2, 8):
+        scene.frame_set(frame)
+        assert _reaches(rig, "bone3", target)
+    assert reads == []
+    rig.data.bones["bone2"].name = "renamed"
+    scene.frame_set(8)
+    assert reads == ["Rig"]
+    assert "renamed" in rig_cache.skeleton_of(rig).names
+
+
+def test_after_undo_a_frame_change_checks_the_structure_again(monkeypatch):
+    """Undo puts data back without a change our handlers are told of: the next frame change reads the
+    armature again."""
+    from fabrik_addon.blender import live
+    from fabrik_addon.blender import rig as rig_cache
+
+    rig, target = chain_rig()
+    rigbuild.key_circle(target, (0.5, 0.5, 2.0), 0.5, range(1, 11), axis="XZ")
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    scene.frame_set(2)
+    assert "Rig" in live._watched
+    live.on_undo()
+    reads = []
+    original = rig_cache._bones_signature
+    monkeypatch.setattr(rig_cache, "_bones_signature", lambda obj: reads.append(obj.name) or original(obj))
+    scene.frame_set(3)
+    assert reads == ["Rig"]
+    assert live.on_undo in bpy.app.handlers.undo_post and live.on_undo in bpy.app.handlers.redo_post
+
+
 def test_a_solve_put_off_after_bones_leave_every_chain_asks_for_its_own_update(solves):
     """Bones that leave every chain (here: a chain length longer than the rig, refused) get the animator's pose
     back and the solve is put off to the next update; a timer asks for that update (a tag from inside the

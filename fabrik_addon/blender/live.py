@@ -95,19 +95,50 @@ def _matrix_of(target, subtarget: str, depsgraph) -> tuple | None:
         return None  # a missing bone: the solve reports it
 
 
+#: Live rigs our handlers checked at the last evaluation they were told of. Every change to a rig's structure
+#: tags its object or armature, and the next evaluation lists what it updated; so while each evaluation is
+#: seen, one that lists neither changed no structure. (Blender evaluates once more after frame_change_post
+#: handlers, unseen: a later handler that edits bones there goes unnoticed until the rig is next updated.)
+_watched: set[str] = set()
+
+
+def _unchanged_parts(obj, updated: set[int] | None) -> frozenset[str]:
+    """The parts of obj's structure (`rig.BONES`, `rig.SETTINGS`) this evaluation left as they were when last
+    checked: none unless the rig was watched and the evaluation's updates are known."""
+    if updated is None or obj.name not in _watched:
+        return frozenset()
+    parts = set()
+    if obj.data.as_pointer() not in updated:
+        parts.add(rig.BONES)
+    if obj.as_pointer() not in updated:
+        parts.add(rig.SETTINGS)
+    return frozenset(parts)
+
+
+def _updated_ids(depsgraph) -> set[int] | None:
+    """The data-blocks (original, as pointers) an evaluation updated, or None when that cannot be told."""
+    if depsgraph is None:
+        return None
+    return {update.id.original.as_pointer() for update in depsgraph.updates}
+
+
 def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     """Solve every live rig of the scene; a rig that fails is switched off with its error shown."""
     global _busy
     if _busy:
         return
     _busy = True
+    # A frame change re-reads only what the evaluation updated; any other update checks everything.
+    updated = None if only_if_inputs_changed else _updated_ids(depsgraph)
+    watched = set()
     try:
         _forget_deleted_rigs()
         for obj in live_rigs(scene):
             try:
                 integrity.tidy(obj, depsgraph)  # effectors follow renamed bones; deleted targets are let go
                 # The rig's structure is read and checked once here; the solve uses what was read.
-                with rig.frozen_structure(obj):
+                with rig.frozen_structure(obj, _unchanged_parts(obj, updated)):
+                    watched.add(obj.name)
                     inputs = _inputs_of(obj, depsgraph)
                     # A frame change always solves: the channels are read before only where they are compared.
                     if only_if_inputs_changed and _last_inputs.get(obj.name) == (inputs, _channels_of(obj)):
@@ -119,6 +150,8 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
                 solving.status[obj.name] = solving.RigStatus(message=f"live solving stopped: {exc}", ok=False)
                 print(f"FABRIK: live solving of '{obj.name}' stopped:\n{traceback.format_exc()}")
     finally:
+        _watched.clear()
+        _watched.update(watched)
         _busy = False
 
 
@@ -187,15 +220,24 @@ def on_load(_filepath) -> None:
     """References from the previous file are stale after a load."""
     global _objects_seen
     _objects_seen = -1
+    _watched.clear()
     _last_inputs.clear()
     solving.forget()
     rig.clear_cache()
+
+
+@persistent
+def on_undo(*_args) -> None:
+    """Undo and redo put back data-blocks our handlers were not told of: check every rig's structure again."""
+    _watched.clear()
 
 
 _handlers = (
     (bpy.app.handlers.frame_change_post, on_frame_change),
     (bpy.app.handlers.depsgraph_update_post, on_depsgraph_update),
     (bpy.app.handlers.load_post, on_load),
+    (bpy.app.handlers.undo_post, on_undo),
+    (bpy.app.handlers.redo_post, on_undo),
 )
 
 

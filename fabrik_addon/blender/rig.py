@@ -48,11 +48,16 @@ _frozen: set[str] = set()
 
 
 class frozen_structure:
-    """Within this block the rig's skeleton is read once, not re-checked on every frame (bakes)."""
+    """Within this block the rig's skeleton is read once, not re-checked on every frame (bakes).
 
-    def __init__(self, obj) -> None:
+    `unchanged` names the parts of the structure known not to have changed
+    since the cached skeleton was last checked (see `skeleton_of`): those are
+    not read again.
+    """
+
+    def __init__(self, obj, unchanged: frozenset[str] = frozenset()) -> None:
         self.name = obj.name
-        skeleton_of(obj)
+        skeleton_of(obj, unchanged)
 
     def __enter__(self):
         _frozen.add(self.name)
@@ -62,52 +67,76 @@ class frozen_structure:
         _frozen.discard(self.name)
 
 
-def skeleton_of(obj) -> Skeleton:
+#: The parts of a rig's structure, as `skeleton_of` checks them: the armature's bones (names, parents, rest
+#: matrices, lengths, connections; Blender tags the armature data when they change) and the pose bones' IK
+#: settings (limits, stretch; Blender tags the object).
+BONES, SETTINGS = "bones", "settings"
+
+
+def skeleton_of(obj, unchanged: frozenset[str] = frozenset()) -> Skeleton:
     """The core skeleton of an armature object (rest pose in armature space, joint limits), cached.
+
+    The parts of the structure in `unchanged` (`BONES`, `SETTINGS`) are taken
+    from the last check instead of being read again; the caller knows Blender
+    changed neither since.
 
     Bones whose limit settings make no sense (NaN, say) are solved without
     limits; `limit_problems(obj)` says which and why.
     """
     if obj.name in _frozen:
         return _skeleton_cache[obj.name][1]
+    cached = _skeleton_cache.get(obj.name)
+    if cached is not None and BONES in unchanged:
+        bones_part = cached[0][0]
+        order = _pose_orders[obj.name]
+    else:
+        bones_part = _bones_signature(obj)
+        order = _pose_bone_order(obj, bones_part[0])
+    if cached is not None and SETTINGS in unchanged and bones_part == cached[0][0]:  # (in the same bone order)
+        settings_part = cached[0][1]
+    else:
+        settings_part = (_limit_settings(obj, order).tobytes(), _stretch_factors(obj, order).tobytes())
+    signature = (bones_part, settings_part)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    names, parents, rest, lengths, connected = bones_part
+    n = len(names)
+    index = {name: i for i, name in enumerate(names)}
+    # foreach_get gives matrices column by column.
+    rest = np.swapaxes(np.frombuffer(rest, dtype=np.float32).reshape(n, 4, 4), 1, 2).astype(np.float64)
+    settings = np.frombuffer(settings_part[0], dtype=np.float64).reshape(n, len(LIMIT_SETTINGS))
+    stretch = np.frombuffer(settings_part[1], dtype=np.float64)
+    limits, problems = _limits_from_settings(settings, names)
+    skeleton = Skeleton(
+        parents=[index[p] if p else -1 for p in parents],
+        rest_heads=rest[:, :3, 3],
+        rest_frames=rest[:, :3, :3],
+        lengths=np.frombuffer(lengths, dtype=np.float32).astype(np.float64),
+        names=names,
+        limits=limits,
+        stretch=np.clip(stretch, 0.0, 1.0),  # Blender keeps ik_stretch in 0..1; the clip only guards rounding
+        # Blender's own flag: single-precision rest matrices put a connected head a hair off its parent's tail.
+        connected=np.frombuffer(connected, dtype=bool).copy(),
+    )
+    _skeleton_cache[obj.name] = (signature, skeleton)
+    _limit_problems[obj.name] = problems
+    _pose_orders[obj.name] = order
+    return skeleton
+
+
+def _bones_signature(obj) -> tuple:
+    """The armature's bones as one comparable value: names, parent names, rest matrices, lengths, connections."""
     bones = obj.data.bones
     n = len(bones)
     rest = np.empty(n * 16, dtype=np.float32)
     bones.foreach_get("matrix_local", rest)
     lengths = np.empty(n, dtype=np.float32)
     bones.foreach_get("length", lengths)
-    names = tuple(bones.keys())  # one call, not one per bone
-    parents = tuple(b.parent.name if b.parent else "" for b in bones)
-    order = _pose_bone_order(obj, names)
-    settings = _limit_settings(obj, order)
-    stretch = _stretch_factors(obj, order)
     connected = np.empty(n, dtype=bool)
     bones.foreach_get("use_connect", connected)
-    signature = (
-        names, parents, rest.tobytes(), lengths.tobytes(), settings.tobytes(), stretch.tobytes(), connected.tobytes()
-    )
-    cached = _skeleton_cache.get(obj.name)
-    if cached is not None and cached[0] == signature:
-        return cached[1]
-    index = {name: i for i, name in enumerate(names)}
-    # foreach_get gives matrices column by column.
-    rest = np.swapaxes(rest.reshape(n, 4, 4), 1, 2).astype(np.float64)
-    limits, problems = _limits_from_settings(settings, names)
-    skeleton = Skeleton(
-        parents=[index[p] if p else -1 for p in parents],
-        rest_heads=rest[:, :3, 3],
-        rest_frames=rest[:, :3, :3],
-        lengths=lengths.astype(np.float64),
-        names=names,
-        limits=limits,
-        stretch=np.clip(stretch, 0.0, 1.0),  # Blender keeps ik_stretch in 0..1; the clip only guards rounding
-        # Blender's own flag: single-precision rest matrices put a connected head a hair off its parent's tail.
-        connected=connected,
-    )
-    _skeleton_cache[obj.name] = (signature, skeleton)
-    _limit_problems[obj.name] = problems
-    _pose_orders[obj.name] = order
-    return skeleton
+    names = tuple(bones.keys())  # one call, not one per bone
+    parents = tuple(b.parent.name if b.parent else "" for b in bones)
+    return names, parents, rest.tobytes(), lengths.tobytes(), connected.tobytes()
 
 
 #: Per rig: the pose-bone index of each skeleton bone, from the last `skeleton_of`.
@@ -141,7 +170,9 @@ def _limit_settings(obj, order: np.ndarray) -> np.ndarray:
     n = len(pose_bones)
     table = np.empty((len(LIMIT_SETTINGS), n), dtype=np.float64)
     for row, (setting, _) in enumerate(LIMIT_SETTINGS):
-        values = np.empty(n, dtype=np.float64)
+        # Read in the property's own type (a flag or a single-precision float): foreach_get then copies in
+        # bulk, where another type makes it convert value by value.
+        values = np.empty(n, dtype=bool if setting.startswith(("lock", "use")) else np.float32)
         pose_bones.foreach_get(setting, values)
         table[row] = values
     return table[:, order].T.copy()
@@ -150,9 +181,9 @@ def _limit_settings(obj, order: np.ndarray) -> np.ndarray:
 def _stretch_factors(obj, order: np.ndarray) -> np.ndarray:
     """Each pose bone's IK Stretch factor (`ik_stretch`), in the skeleton's bone order."""
     pose_bones = obj.pose.bones
-    values = np.empty(len(pose_bones), dtype=np.float64)
+    values = np.empty(len(pose_bones), dtype=np.float32)
     pose_bones.foreach_get("ik_stretch", values)
-    return values[order].copy()
+    return values[order].astype(np.float64)
 
 
 def _limits_from_settings(settings: np.ndarray, names: tuple[str, ...]) -> tuple[list[JointLimit | None], list[str]]:

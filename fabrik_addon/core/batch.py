@@ -100,6 +100,21 @@ def _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings, 
     validate_settings(settings)
     if not supports(skeleton, goals):
         raise ValueError("batched solving needs position goals only and no joint limits on the moving bones")
+    groups = fabrik.components(tree)
+    if len(groups) > 1:  # chains that share no bones: each stops when it has reached, as `fabrik.solve` does
+        heads, frames = start_heads.copy(), start_frames.copy()
+        iterations = np.zeros(len(targets), dtype=int)
+        errors = np.zeros((len(targets), len(goals)))
+        for group in groups:
+            part, nodes = tree.part(group)
+            solved = _solve(
+                skeleton, part, [goals[g] for g in group], targets[:, group], start_heads[:, nodes],
+                start_frames[:, nodes], settings, start_pose,
+            )
+            heads[:, nodes], frames[:, nodes] = solved[0], solved[1]
+            iterations = np.maximum(iterations, solved[2])
+            errors[:, group] = solved[3]
+        return heads, frames, iterations, errors
     if tree.needs_frames:
         heads, frames, iterations, errors, converged = batch_offsets.solve(
             tree, goals, targets, start_heads, start_frames, settings

@@ -86,6 +86,24 @@ class MovingTree:
     #: Per goal, the nodes of its chain, tip first.
     goal_chain: tuple[tuple[int, ...], ...]
 
+    def part(self, goal_ids: Sequence[int]) -> tuple[MovingTree, list[int]]:
+        """The tree of some goals' chains alone (a group of `components`), and which of this tree's nodes are its
+        nodes; the same tree `moving_tree` builds for those goals."""
+        nodes = sorted({k for g in goal_ids for k in self.goal_chain[g]})
+        node_of = {k: i for i, k in enumerate(nodes)}
+        goal_of = {g: i for i, g in enumerate(goal_ids)}
+        return MovingTree(
+            tuple(self.bones[k] for k in nodes),
+            tuple(node_of.get(self.parent[k], -1) for k in nodes),
+            tuple(tuple(node_of[c] for c in self.children[k] if c in node_of) for k in nodes),
+            tuple(self.length[k] for k in nodes),
+            tuple(tuple(goal_of[g] for g in self.goals_at[k] if g in goal_of) for k in nodes),
+            tuple(self.limits[k] for k in nodes),
+            tuple(node_of.get(self.limited_child[k], -1) for k in nodes),
+            tuple(self.connected[k] for k in nodes),
+            tuple(tuple(node_of[k] for k in self.goal_chain[g]) for g in goal_ids),
+        ), nodes
+
     def subtree(self, k: int) -> list[int]:
         """Node k and every node below it, parents first."""
         below = {k}
@@ -471,10 +489,10 @@ def solve(
     if ik_stretch.applies(skeleton, goals):  # IK stretch: grow the bones, then solve on them (see `stretch`)
         return ik_stretch.solve(solve, skeleton, goals, start, settings)
     tree = moving_tree(skeleton, goals)
+    parts = components(tree)
+    if len(parts) > 1:  # chains that share no bones: each stops when it has reached, not when the slowest has
+        return _solve_apart(skeleton, goals, parts, start, settings)
     if any(limit is not None for limit in tree.limits):
-        parts = components(tree)
-        if len(parts) > 1:
-            return _solve_apart(skeleton, goals, parts, start, settings)
         return _solve_limited(skeleton, tree, goals, start, settings)
     if tree.needs_frames and all(g.rotation is None and g.pole is None for g in goals):
         return _solve_offsets(skeleton, tree, goals, start, settings)
@@ -594,18 +612,27 @@ def _solve_apart(
     any of them took, every error, and the first reason one did not converge.
     """
     pose = start
-    errors, angles = [0.0] * len(goals), [0.0] * len(goals)
-    iterations = restarts = 0
-    stopped = []
+    reports = []
     for part in parts:
         pose, report = solve(skeleton, [goals[g] for g in part], pose, settings)
+        reports.append(report)
+    return pose, joined_report(parts, reports, len(goals))
+
+
+def joined_report(parts: Sequence[Sequence[int]], reports: Sequence[SolveReport], count: int) -> SolveReport:
+    """One report for goals solved in groups (`parts`: each group's goal indices): the most iterations any group
+    took, every goal's errors, and the first reason one did not converge."""
+    errors, angles = [0.0] * count, [0.0] * count
+    iterations = restarts = 0
+    stopped = []
+    for part, report in zip(parts, reports):
         for g, error, angle in zip(part, report.errors, report.rotation_errors or [0.0] * len(part)):
             errors[g], angles[g] = error, angle
         iterations, restarts = max(iterations, report.iterations), restarts + report.restarts
         if not report.converged:
             stopped.append(report.stopped_by)
     stopped_by = next((why for why in ("unreachable", "stalled", "max_iterations") if why in stopped), "converged")
-    return pose, SolveReport(iterations, errors, not stopped, stopped_by, restarts, angles)
+    return SolveReport(iterations, errors, not stopped, stopped_by, restarts, angles)
 
 
 def _solve_limited(
@@ -758,6 +785,10 @@ def _solve_from(
     step = 1.0
     progress = Progress(settings, summed(errors, angles))
     best_joints, best_errors, best_angles = joints.snapshot(), errors, angles
+    if not _within_limits(tree, joints):
+        # A start outside the limits (a pole's turn can take the first bone out of them) is no answer however
+        # close it comes: the first pass, which brings every bone inside, is the first candidate.
+        progress = Progress(settings, math.inf)
     # For the window: the least summed error of the goals that pull (weight above 0) so far, after each iteration.
     pulling = [g for g, goal in enumerate(goals) if goal.weight > 0.0]
     history = [sum(errors[g] for g in pulling)]
@@ -811,6 +842,19 @@ def _solve_from(
         joints.restore(best_joints)
     report.errors, report.rotation_errors = best_errors, best_angles
     return _pose_from_joints(skeleton, start, tree, joints), report
+
+
+def _within_limits(tree: MovingTree, joints: Joints) -> bool:
+    """Whether every limited node's frame lies inside its limit (relative to its parent's frame)."""
+    if joints.frames is None:
+        return True
+    for k, limit in enumerate(tree.limits):
+        if limit is None:
+            continue
+        local = quat.normalized(quat.mul(quat.conj(joints.zero_frame(tree, k)), joints.frames[k]))
+        if quat.angle_between(local, limits.constrain(limit, local)) > 1e-9:
+            return False
+    return True
 
 
 def chain_reach(tree: MovingTree, chain: Sequence[int]) -> float:

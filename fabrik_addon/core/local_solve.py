@@ -31,7 +31,7 @@ from typing import Sequence
 from . import pole, quat
 from .fabrik import (
     SLOW_WINDOW, Joints, MovingTree, _bend_if_straight_at, _part_way, backward_reaching, branch_weights,
-    chain_backward, chain_forward, forward_reaching, goal_errors, stretch_towards,
+    chain_backward, chain_forward, components, forward_reaching, goal_errors, joined_report, stretch_towards,
 )
 from .problem import Goal, Progress, SolveReport, SolveSettings
 from .quat import Quat
@@ -52,6 +52,9 @@ class LocalTree:
     head: tuple[Vec, ...]
     #: Per node, its parent bone (-1 for a root): for a base node, the fixed bone it hangs from.
     parent_bone: tuple[int, ...]
+    #: Where the goals fall into groups that share no bones (`fabrik.components`), each group's goal indices,
+    #: node indices and tree; empty for one group.
+    parts: tuple[tuple[tuple[int, ...], tuple[int, ...], LocalTree], ...] = ()
 
 
 def local_tree(skeleton: Skeleton, tree: MovingTree) -> LocalTree:
@@ -59,14 +62,26 @@ def local_tree(skeleton: Skeleton, tree: MovingTree) -> LocalTree:
     key = ("local_tree", id(tree))  # (not its bones: two goal layouts can move the same bones; trees are cached too)
     cached = skeleton._cache.get(key)
     if cached is None:
-        cached = LocalTree(
-            tree,
-            tuple(skeleton.rest_relative[b] for b in tree.bones),
-            tuple(tuple(skeleton.head_in_parent[b].tolist()) for b in tree.bones),
-            tuple(skeleton.parents[b] for b in tree.bones),
-        )
+        groups = components(tree)
+        parts = []
+        if len(groups) > 1:
+            for group in groups:
+                part, nodes = tree.part(group)
+                parts.append((tuple(group), tuple(nodes), _local_tree_of(skeleton, part, ())))
+        cached = _local_tree_of(skeleton, tree, tuple(parts))
         skeleton._cache[key] = cached
     return cached
+
+
+def _local_tree_of(skeleton: Skeleton, tree: MovingTree, parts: tuple) -> LocalTree:
+    """A moving tree's forward-kinematics data, read from the skeleton."""
+    return LocalTree(
+        tree,
+        tuple(skeleton.rest_relative[b] for b in tree.bones),
+        tuple(tuple(skeleton.head_in_parent[b].tolist()) for b in tree.bones),
+        tuple(skeleton.parents[b] for b in tree.bones),
+        parts,
+    )
 
 
 def applies(tree: MovingTree, goals: Sequence[Goal]) -> bool:
@@ -132,6 +147,8 @@ def solve(
     None on a tree with offsets where FABRIK's descent alone does not converge (`fabrik.solve` goes on there),
     and where a node hangs from its moving parent through bones that do not move.
     """
+    if local.parts:  # chains that share no bones: each stops when it has reached, as `fabrik.solve` does
+        return _solve_apart(local, goals, rotations, translations, fixed, settings)
     tree = local.tree
     poled = any(g.pole is not None for g in goals)
     framed = tree.needs_frames or poled
@@ -151,6 +168,31 @@ def solve(
     if not moved:  # reached at the start: the pose stays as it was
         return [quat.normalized(q) for q in rotations], report
     return _local_rotations(local, frames, joints, fixed), report
+
+
+def _solve_apart(
+    local: LocalTree,
+    goals: Sequence[Goal],
+    rotations: Sequence[Quat],
+    translations: Sequence[Vec | None],
+    fixed: Sequence[tuple[Quat, Vec] | None],
+    settings: SolveSettings,
+) -> tuple[list[Quat], SolveReport] | None:
+    """`solve` for each group of goals on its own part of the tree (see `LocalTree.parts`), the reports joined;
+    None where any part needs the general path."""
+    out: list[Quat] = list(rotations)
+    reports = []
+    for group, nodes, part in local.parts:
+        solved = solve(
+            part, [goals[g] for g in group], [rotations[k] for k in nodes], [translations[k] for k in nodes],
+            [fixed[k] for k in nodes], settings,
+        )
+        if solved is None:
+            return None
+        for k, q in zip(nodes, solved[0]):
+            out[k] = q
+        reports.append(solved[1])
+    return out, joined_report([group for group, _, _ in local.parts], reports, len(goals))
 
 
 def _carry_frames(tree: MovingTree, joints: Joints, frames: list[Quat]) -> None:
