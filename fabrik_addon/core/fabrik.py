@@ -674,8 +674,14 @@ def _solve_limited(
             pose, report = _solve_from(skeleton, tree, goals, attempt_start, left, careful=True, handover=not out_of_reach)
         used += report.iterations
         refined_rig = None
-        if not report.converged and used < budget:
+        if not report.converged:
+            # FABRIK's pose as the limits' coordinates read it (and the refinement starts from): where its best was
+            # a start outside the limits (a pole's turn can take the first bone out of them) that no pass beat,
+            # that start comes back inside and its tip moves, so its errors are measured again.
             rig = refine.AngleRig(skeleton, tree, pose)
+            pose = rig.pose(skeleton, start)
+            report.errors, report.rotation_errors = refine.goal_errors_of(rig, problem)
+        if not report.converged and used < budget:
             refined = refine.solve(rig, problem, settings.tolerance, budget - used)
             used += refined.iterations
             if refined.cost <= problem.cost(report.errors, report.rotation_errors) or refined.converged:
@@ -785,10 +791,6 @@ def _solve_from(
     step = 1.0
     progress = Progress(settings, summed(errors, angles))
     best_joints, best_errors, best_angles = joints.snapshot(), errors, angles
-    if not _within_limits(tree, joints):
-        # A start outside the limits (a pole's turn can take the first bone out of them) is no answer however
-        # close it comes: the first pass, which brings every bone inside, is the first candidate.
-        progress = Progress(settings, math.inf)
     # For the window: the least summed error of the goals that pull (weight above 0) so far, after each iteration.
     pulling = [g for g, goal in enumerate(goals) if goal.weight > 0.0]
     history = [sum(errors[g] for g in pulling)]
@@ -842,19 +844,6 @@ def _solve_from(
         joints.restore(best_joints)
     report.errors, report.rotation_errors = best_errors, best_angles
     return _pose_from_joints(skeleton, start, tree, joints), report
-
-
-def _within_limits(tree: MovingTree, joints: Joints) -> bool:
-    """Whether every limited node's frame lies inside its limit (relative to its parent's frame)."""
-    if joints.frames is None:
-        return True
-    for k, limit in enumerate(tree.limits):
-        if limit is None:
-            continue
-        local = quat.normalized(quat.mul(quat.conj(joints.zero_frame(tree, k)), joints.frames[k]))
-        if quat.angle_between(local, limits.constrain(limit, local)) > 1e-9:
-            return False
-    return True
 
 
 def chain_reach(tree: MovingTree, chain: Sequence[int]) -> float:

@@ -556,6 +556,11 @@ def random_start(skeleton: Skeleton, tree: "MovingTree", goals: Sequence[Goal], 
     return rig.pose(skeleton, start)
 
 
+def goal_errors_of(rig: AngleRig, problem: Problem) -> tuple[list[float], list[float]]:
+    """Each goal's tip distance and rotation-goal angle (0 without one) for the rig as it is posed."""
+    return _errors(rig, problem)
+
+
 def _errors(rig: AngleRig, problem: Problem) -> tuple[list[float], list[float]]:
     """Each goal's tip distance, and each goal's angle to its rotation goal (0 without one)."""
     dists = [math.dist(rig.tip(node), target) for node, target in zip(problem.nodes, problem.targets)]
