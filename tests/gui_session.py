@@ -167,3 +167,20 @@ def keep_screenshots(shots: Path) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     for shot in sorted(shots.glob("*.png")):
         shutil.copyfile(shot, ARTIFACTS / shot.name)
+
+
+def run_gui_once(
+    name: str, driver: Path, gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory, timeout: float,
+    **options,
+) -> tuple[dict, Path]:
+    """A module's GUI run: the profile of `prepare_profile`, the driver run once into a screenshot folder (kept
+    in test-artifacts/), a driver error failing the test; the result (with its `log`) and that folder.
+    `options` go to `run_driver`."""
+    tmp, env = prepare_profile(name, gui_tools[0], legacy_zip, tmp_path_factory)
+    shots = tmp / "shots"
+    shots.mkdir()
+    result, log = run_driver(driver, tmp, env, gui_tools, shots, timeout, **options)
+    keep_screenshots(shots)
+    assert "error" not in result, f"driver failed at stage '{result['stage']}':\n{result['error']}\n{log}"
+    result["log"] = log
+    return result, shots

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gui_session import ARTIFACTS, keep_screenshots, prepare_profile, run_driver
+from gui_session import ARTIFACTS, run_gui_once
 
 pytestmark = pytest.mark.gui
 
@@ -24,13 +24,9 @@ STATES = {"reached": "REACHED", "missed": "MISSED", "error": "ERROR"}
 @pytest.fixture(scope="module")
 def overlay_run(gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory) -> dict:
     """Install the legacy zip in a temporary profile (background), then run the overlay driver in the GUI."""
-    tmp, env = prepare_profile("gui34_overlay", gui_tools[0], legacy_zip, tmp_path_factory)
-    shots = tmp / "shots"
-    shots.mkdir()
-    result, log = run_driver(DRIVER, tmp, env, gui_tools, shots, GUI_TIMEOUT, event_simulate=False)
-    keep_screenshots(shots)
-    assert "error" not in result, f"driver failed at stage '{result['stage']}':\n{result['error']}\n{log}"
-    result["log"] = log
+    result, _shots = run_gui_once(
+        "gui34_overlay", DRIVER, gui_tools, legacy_zip, tmp_path_factory, GUI_TIMEOUT, event_simulate=False
+    )
     return result
 
 

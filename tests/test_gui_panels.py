@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gui_session import ARTIFACTS, keep_screenshots, prepare_profile, run_driver
+from gui_session import ARTIFACTS, run_gui_once
 
 pytestmark = pytest.mark.gui
 
@@ -30,17 +30,11 @@ SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_
 @pytest.fixture(scope="module")
 def panels_run(gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory) -> dict:
     """Install the legacy zip in a temporary profile (background), then run the panels driver in the GUI."""
-    tmp, env = prepare_profile("gui34_panels", gui_tools[0], legacy_zip, tmp_path_factory)
-    shots = tmp / "shots"
-    shots.mkdir()
-    result, log = run_driver(DRIVER, tmp, env, gui_tools, shots, GUI_TIMEOUT)
-    keep_screenshots(shots)
-    assert "error" not in result, f"driver failed at stage '{result['stage']}':\n{result['error']}\n{log}"
+    result, shots = run_gui_once("gui34_panels", DRIVER, gui_tools, legacy_zip, tmp_path_factory, GUI_TIMEOUT)
     crop = shots / "panels_blender34.png"
     if crop.is_file():
         DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(crop, DOCS_IMAGE)
-    result["log"] = log
     return result
 
 

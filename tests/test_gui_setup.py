@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gui_session import ARTIFACTS, keep_screenshots, png_info, prepare_profile, run_driver
+from gui_session import ARTIFACTS, png_info, run_gui_once
 
 pytestmark = pytest.mark.gui
 
@@ -30,13 +30,9 @@ SHOTS = ["setup_search.png", "setup_blender34.png", "bake_before_dialog.png", "b
 @pytest.fixture(scope="module")
 def setup_run(gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory) -> dict:
     """Install the legacy zip in a temporary profile (background), then run the driver in the GUI once."""
-    tmp, env = prepare_profile("gui34_setup", gui_tools[0], legacy_zip, tmp_path_factory)
-    shots = tmp / "shots"
-    shots.mkdir()
-    result, log = run_driver(DRIVER, tmp, env, gui_tools, shots, GUI_TIMEOUT, screen=SCREEN)
-    keep_screenshots(shots)
-    assert "error" not in result, f"driver failed at stage '{result['stage']}':\n{result['error']}\n{log}"
-    result["log"] = log
+    result, _shots = run_gui_once(
+        "gui34_setup", DRIVER, gui_tools, legacy_zip, tmp_path_factory, GUI_TIMEOUT, screen=SCREEN
+    )
     return result
 
 

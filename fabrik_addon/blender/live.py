@@ -128,12 +128,13 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     if _busy:
         return
     _busy = True
-    # A frame change re-reads only what the evaluation updated; any other update checks everything.
-    updated = None if only_if_inputs_changed else _updated_ids(depsgraph)
     watched = set()
     try:
         _forget_deleted_rigs()
-        for obj in live_rigs(scene):
+        rigs = live_rigs(scene)
+        # A frame change re-reads only what the evaluation updated; any other update checks everything.
+        updated = _updated_ids(depsgraph) if rigs and not only_if_inputs_changed else None
+        for obj in rigs:
             try:
                 integrity.tidy(obj, depsgraph)  # effectors follow renamed bones; deleted targets are let go
                 # The rig's structure is read and checked once here; the solve uses what was read.

@@ -222,36 +222,23 @@ class FABRIK_OT_effector_add_with_target(Operator):
 
 def _start_matrices(obj, context, names: list[str]) -> dict:
     """Armature-space matrices of the chain's bones in the pose its solve starts from: as shown, except that a
-    live rig starting from the animator's pose turns its bones by their FK rotations (the ones live solving
-    replaced), since Blender's pole rule reads the first bone's axes in the start pose."""
-    shown = _evaluated_pose(obj, context)
+    live rig starting from the animator's pose starts from its FK rotations (the ones live solving replaced),
+    since Blender's pole rule reads the first bone's axes in the start pose (`solving.fk_start_pose`)."""
     if not (obj.fabrik.live and obj.fabrik.start == 'FK'):
+        shown = _evaluated_pose(obj, context)
         return {name: shown[name].matrix.copy() for name in names}
     from . import solving  # (imported when first needed, as props does)
 
-    path = []
-    bone = obj.data.bones[names[-1]]
-    while bone is not None:
-        path.append(bone)
-        bone = bone.parent
-    fk = solving.fk_channels(obj, [bone.name for bone in path])
-    matrices, moved = {}, False
-    for bone in reversed(path):  # root first: a bone's start place follows its parent's
-        pose_bone = obj.pose.bones[bone.name]
-        mode, value = fk[bone.name]
-        moved = moved or tuple(value) != tuple(getattr(pose_bone, rig.rotation_channel(mode)[0]))
-        if not moved:
-            matrices[bone.name] = shown[bone.name].matrix.copy()  # (constraints and all, as Blender shows it)
-            continue
-        turn = Matrix(solving.channel_matrix(mode, tuple(value)).tolist()).to_4x4()
-        location = Vector((0.0, 0.0, 0.0)) if bone.use_connect else pose_bone.location
-        basis = Matrix.Translation(location) @ turn @ Matrix.Diagonal(pose_bone.scale.to_4d())
-        if bone.parent is None:
-            matrices[bone.name] = bone.matrix_local @ basis
-        else:
-            offset = bone.parent.matrix_local.inverted_safe() @ bone.matrix_local
-            matrices[bone.name] = matrices[bone.parent.name] @ offset @ basis
-    return {name: matrices[name] for name in names}
+    skeleton = rig.skeleton_of(obj)
+    path = skeleton.path_to_root(skeleton.index(names[-1]))
+    start = solving.fk_start_pose(obj, skeleton, [skeleton.names[b] for b in path])
+    matrices = {}
+    for name in names:
+        b = skeleton.index(name)
+        matrix = Matrix(start.frames[b].tolist()).to_4x4()
+        matrix.translation = Vector(start.heads[b].tolist())
+        matrices[name] = matrix
+    return matrices
 
 
 def _pole_frame(obj, context, effector):

@@ -335,16 +335,28 @@ def prepare(
     if warm:
         moving = set(tree.bones)
         rotations.update({b: m for b, m in previous.items() if b in moving})
-    located = rig.pose_locations(obj)
-    moved = located.any(axis=1)
-    locations = {b: located[b] for b in tree.bones if moved[b]}
-    start = skeleton.with_local_rotations(rig.current_pose(obj, skeleton), rotations, locations)
+    start = start_pose(obj, skeleton, rotations)
     problem = Problem(
         result, skeleton, goals, used, list(tree.bones), fk, start, solve_settings_of(settings, warm, rig_size(skeleton, tree)),
         settings.solver, rig.limit_problems(obj), began,
         rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)), fk_values, influence,
     )
     return result, problem
+
+
+def start_pose(obj, skeleton, rotations: dict[int, np.ndarray]):
+    """The pose a solve starts from: as Blender last evaluated it, with these bones (skeleton indices) turned by
+    their local rotations (and placed by their location channels) and the bones below following."""
+    located = rig.pose_locations(obj)
+    moved = located.any(axis=1)
+    locations = {b: located[b] for b in rotations if moved[b]}
+    return skeleton.with_local_rotations(rig.current_pose(obj, skeleton), rotations, locations)
+
+
+def fk_start_pose(obj, skeleton, names: list[str]):
+    """`start_pose` with the named bones at the animator's rotations (those live solving replaced, `fk_channels`)."""
+    rotations = {skeleton.index(name): channel_matrix(mode, value) for name, (mode, value) in fk_channels(obj, names).items()}
+    return start_pose(obj, skeleton, rotations)
 
 
 def conclude(problem: Problem, pose, report: SolveReport) -> tuple[RigStatus, Solution]:

@@ -675,11 +675,11 @@ def _solve_limited(
         used += report.iterations
         refined_rig = None
         if not report.converged:
-            # FABRIK's pose as the limits' coordinates read it (and the refinement starts from): where its best was
-            # a start outside the limits (a pole's turn can take the first bone out of them) that no pass beat,
-            # that start comes back inside and its tip moves, so its errors are measured again.
+            # What is kept is the pose as the limits' coordinates read it (the refinement starts from it too):
+            # where FABRIK's best was a start outside the limits (a pole's turn can take the first bone out of
+            # them) that no pass beat, that start comes back inside and its tip moves, so its errors are measured
+            # again.
             rig = refine.AngleRig(skeleton, tree, pose)
-            pose = rig.pose(skeleton, start)
             report.errors, report.rotation_errors = refine.goal_errors_of(rig, problem)
         if not report.converged and used < budget:
             refined = refine.solve(rig, problem, settings.tolerance, budget - used)
@@ -690,6 +690,8 @@ def _solve_limited(
                     used, refined.errors, refined.converged, "converged" if refined.converged else refined.stopped_by,
                     rotation_errors=refined.rotation_errors,
                 )
+        if refined_rig is None and not report.converged:
+            refined_rig = refine.AngleRig(skeleton, tree, pose)  # (read again: the refinement moved `rig`)
         if refined_rig is not None:
             refine.set_idle_twists(refined_rig, problem, twists)
             pose = refined_rig.pose(skeleton, start)
