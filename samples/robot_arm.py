@@ -6,7 +6,7 @@ Blender's own IK limits (two locked axes per bone, a range on the third):
 the base turns about its own bone (twist, Y), the shoulder, elbow, wrist and
 gripper pitch about X, the wrist yaws about Z. The elbow bends one way only.
 
-The rig solves with the add-on's default settings (50 iterations), except
+The rig solves with the add-on's default settings (200 iterations), except
 that each solve starts from the previous frame's solution ("Start From:
 Previous Solution"), as an animator would set it for a machine: six joints
 give a point goal many poses, and a solve from the rest pose on every frame

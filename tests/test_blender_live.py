@@ -685,3 +685,18 @@ def test_a_solve_put_off_after_bones_leave_every_chain_asks_for_its_own_update(s
     live.tag_put_off()  # nothing put off any more: no tag, no solve
     bpy.context.view_layer.update()
     assert solves == ["Rig"]
+
+
+def test_a_long_chain_ends_on_screen_where_the_solve_put_it():
+    """Every bone's new rotation is written unless the channel already holds it in single precision: skipping
+    changes below a fixed threshold (1e-7 was used) drops real turns, which add up along a long chain, so the
+    status said "reached" while the evaluated tip was off by more than the tolerance."""
+    rig, target = chain_rig(count=100, length=0.04, target_at=(1.0, 0.0, 2.4))
+    rig.fabrik.tolerance, rig.fabrik.iterations = 1e-7, 2000
+    for dx in (0.0, 1e-5, 2e-5, 3e-5):
+        target.location = (1.0 + dx, 0.0, 2.4)
+        bpy.context.view_layer.update()
+        status = solving.status["Rig"]
+        solved = status.report.errors[0]
+        shown = (tip_world(rig, "bone99") - target_world(target)).length
+        assert abs(shown - solved) < 2e-6, (dx, solved, shown)

@@ -31,7 +31,7 @@ EXPECTED_LIMITS = {
     "no_limits": {"lock": "", "limits": {}, "stiffness": {}},
 }
 EXPECTED_RIGS = {
-    "default": ("FABRIK", 50, 1e-4, "FK"),
+    "default": ("FABRIK", 200, 1e-4, "FK"),
     "fast_preview": ("FABRIK", 10, 1e-3, "PREVIOUS"),
     "precise": ("FABRIK", 500, 1e-6, "FK"),
 }

@@ -106,7 +106,7 @@ def test_robot_arm_solves_with_default_iterations():
 
     rig = robot_arm.build(range(1, 3))
     default = type(rig.fabrik).bl_rna.properties["iterations"].default
-    assert rig.fabrik.iterations == default == 50
+    assert rig.fabrik.iterations == default == 200
     assert rig.fabrik.start == 'PREVIOUS' and robot_arm.BAKE_WARM_START
 
 

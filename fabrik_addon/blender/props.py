@@ -306,7 +306,7 @@ class FabrikSettings(PropertyGroup):
         update=_live_changed,
     )
     iterations: IntProperty(
-        name="Iterations", default=50, min=1, soft_max=500, description="Most FABRIK iterations per solve",
+        name="Iterations", default=200, min=1, soft_max=500, description="Most FABRIK iterations per solve",
         update=_setting_changed,
     )
     tolerance: FloatProperty(

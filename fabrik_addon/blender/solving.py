@@ -648,7 +648,8 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
     changed = set()
     for k, (q, now, mode) in enumerate(zip(_shown(read, solved), read.current, read.modes)):
         value = rotation.channel_from_quaternion(mode, q, now)
-        if max(abs(a - b) for a, b in zip(value, now)) > 1e-7:
+        if not rig.holds_already(now, value):
+            value = rig.single_precision(value)
             channel = rig.rotation_channel(mode)[0]
             read.arrays[channel][read.at[k]] = value
             changed.add(channel)
@@ -987,19 +988,24 @@ def _fk_in_bulk(obj, names, modes, current, entries) -> list[tuple[float, ...]]:
     if entries is None:
         return list(current)
     index, rotated, written, fk, _, matched = entries
-    held = _held(obj)
+    rotated, written, fk = rotated.tolist(), written.tolist(), fk.tolist()
+    held_modes = None
     values = []
     keyed = None
     for name, mode, value in zip(names, modes, current):
         i = index.get(name)
         size = len(value)
-        if i is not None and rotated[i] and _same(value, written[i][:size].tolist()) and held[i].mode == mode:
-            matched.add(i)
-            value = tuple(fk[i][:size].tolist())
-            if keyed is None:
-                keyed = _keyed_channels(obj)
-            if keyed:
-                value = _animated(keyed, name, rig.rotation_channel(mode)[0], value)
+        if i is not None and rotated[i] and _same(value, written[i][:size]):
+            if held_modes is None:
+                # (one pass over the collection: indexing it is a walk from its first item each time)
+                held_modes = [entry.mode for entry in _held(obj)]
+            if held_modes[i] == mode:
+                matched.add(i)
+                value = tuple(fk[i][:size])
+                if keyed is None:
+                    keyed = _keyed_channels(obj)
+                if keyed:
+                    value = _animated(keyed, name, rig.rotation_channel(mode)[0], value)
         values.append(value)
     return values
 

@@ -15,7 +15,8 @@ positions. One iteration is two passes over the bones:
    where it was, then walk down the tree the same way.
 
 One free chain pulled at its tip runs the two passes as the paper writes
-them (`chain_forward`, `chain_backward`); `forward_reaching` and
+them (`chain_forward`, `chain_backward`, on the joints p_0..p_n as in its
+Algorithm 1; `iterate_chain`); `forward_reaching` and
 `backward_reaching` are the same passes for trees, frames and limits.
 
 Joint limits act inside both passes, as in the constrained forms of FABRIK:
@@ -222,43 +223,76 @@ class Joints:
         self.frames[k] = quat.normalized(quat.mul(quat.arc(before, after, quat.x_axis(frame)), frame))
 
 
-def chain_forward(heads: list[Vec], tails: list[Vec], length: Sequence[float], target: Vec) -> None:
-    """The paper's forward reaching on one chain (its Algorithm 1): the tip onto the target, then each joint
-    onto the line to where it was, at its bone's length from the joint after it. `forward_reaching` is the
-    same pass for trees."""
-    px, py, pz = target  # p_{i+1}, the joint just placed
-    for k in range(len(heads) - 1, -1, -1):
-        hx, hy, hz = heads[k]
+def chain_forward(points: list[Vec], length: Sequence[float], target: Vec) -> None:
+    """The paper's forward reaching on one chain's joints p_0..p_n (its Algorithm 1): p_n onto the target, then
+    each p_i onto the line to where it was, at d_i from p_{i+1}. `forward_reaching` is the same pass for trees."""
+    px, py, pz = target  # p_{i+1} as placed
+    ox, oy, oz = points[-1]  # p_{i+1} as it was
+    points[-1] = (px, py, pz)
+    for i in range(len(length) - 1, -1, -1):
+        hx, hy, hz = points[i]
         dx, dy, dz = hx - px, hy - py, hz - pz
         r = math.sqrt(dx * dx + dy * dy + dz * dz)
-        if r < EPSILON:  # the joint is where the next one went: keep the bone's direction
-            tx, ty, tz = tails[k]
-            head = (px - (tx - hx), py - (ty - hy), pz - (tz - hz))
+        if r < EPSILON:  # p_i is where p_{i+1} went: keep the bone's direction
+            p = (px + hx - ox, py + hy - oy, pz + hz - oz)
         else:
-            s = length[k] / r
-            head = (px + dx * s, py + dy * s, pz + dz * s)
-        tails[k] = (px, py, pz)
-        heads[k] = head
-        px, py, pz = head
+            s = length[i] / r  # the paper's lambda_i = d_i / r_i
+            p = (px + dx * s, py + dy * s, pz + dz * s)
+        points[i] = p
+        ox, oy, oz = hx, hy, hz
+        px, py, pz = p
 
 
-def chain_backward(heads: list[Vec], tails: list[Vec], length: Sequence[float], base: Vec) -> None:
-    """The paper's backward reaching on one chain: the root joint back onto its base, then each next joint
-    onto the line to where it was, at its bone's length. `backward_reaching` is the same pass for trees."""
-    px, py, pz = base  # p_i, the joint just placed
-    for k in range(len(heads)):
-        hx, hy, hz = heads[k]
-        tx, ty, tz = tails[k]
+def chain_backward(points: list[Vec], length: Sequence[float], base: Vec) -> None:
+    """The paper's backward reaching on one chain's joints: p_0 back onto its base, then each p_{i+1} onto the
+    line to where it was, at d_i from p_i. `backward_reaching` is the same pass for trees."""
+    px, py, pz = base  # p_i as placed
+    ox, oy, oz = points[0]  # p_i as it was
+    points[0] = (px, py, pz)
+    for i in range(len(length)):
+        tx, ty, tz = points[i + 1]
         dx, dy, dz = tx - px, ty - py, tz - pz
         r = math.sqrt(dx * dx + dy * dy + dz * dz)
-        if r < EPSILON:  # the tail is where the head went: keep the bone's direction
-            tail = (px + (tx - hx), py + (ty - hy), pz + (tz - hz))
+        if r < EPSILON:  # p_{i+1} is where p_i went: keep the bone's direction
+            p = (px + tx - ox, py + ty - oy, pz + tz - oz)
         else:
-            s = length[k] / r
-            tail = (px + dx * s, py + dy * s, pz + dz * s)
-        heads[k] = (px, py, pz)
-        tails[k] = tail
-        px, py, pz = tail
+            s = length[i] / r
+            p = (px + dx * s, py + dy * s, pz + dz * s)
+        points[i + 1] = p
+        ox, oy, oz = tx, ty, tz
+        px, py, pz = p
+
+
+def iterate_chain(joints: Joints, length: Sequence[float], target: Vec, settings: SolveSettings) -> SolveReport:
+    """The paper's Algorithm 1: one free chain pulled at its tip, both passes per iteration until the tip is
+    within tolerance, by the stopping rules every solve shares (a stall stops it; the best joints are kept).
+
+    It works on the joints p_0..p_n themselves (the heads, then the tip), as the
+    paper does, and leaves the heads and tails of the best iteration in `joints`.
+    """
+    points = joints.heads + [joints.tails[-1]]
+    base = joints.base[0]
+    error = dist(points[-1], target)
+    report = SolveReport(0, [error], False, "max_iterations", rotation_errors=[0.0])
+    progress = Progress(settings, error)
+    best, best_error = points[:], error
+    for iteration in range(1, settings.max_iterations + 1):
+        chain_forward(points, length, target)
+        chain_backward(points, length, base)
+        error = dist(points[-1], target)
+        report.iterations = iteration
+        if error <= settings.tolerance:
+            best, best_error = points, error
+            report.converged, report.stopped_by = True, "converged"
+            break
+        if progress.improves(error):
+            best, best_error = points[:], error
+        elif progress.stalled:
+            report.stopped_by = "stalled"
+            break
+    joints.heads, joints.tails = best[:-1], best[1:]
+    report.errors = [best_error]
+    return report
 
 
 def forward_reaching(
@@ -798,24 +832,22 @@ def _solve_from(
     history = [sum(errors[g] for g in pulling)]
     report.stopped_by = "max_iterations"
     stiff = any(limit is not None and limit.is_stiff for limit in tree.limits)
-    # One free chain pulled at its tip is the paper's own case: its two passes as written.
-    chain = (
-        joints.frames is None and len(goals) == 1 and tree.is_single_chain
-        and node_of_goal[0] == len(tree.bones) - 1 and weights[0] > 0.0
-    )
+    if (
+        joints.frames is None and len(goals) == 1 and tree.is_single_chain and node_of_goal[0] == len(tree.bones) - 1
+        and weights[0] > 0.0 and not handover and not window
+    ):
+        # One free chain pulled at its tip is the paper's own case: its two passes as written.
+        report = iterate_chain(joints, tree.length, targets[0], settings)
+        return _pose_from_joints(skeleton, start, tree, joints), report
     for iteration in range(1, settings.max_iterations + 1):
         before_pass = list(joints.frames) if stiff else None
         aims = targets
         if controlled and step < 1.0:
             aims = [_part_way(joints.tails[node_of_goal[g]], t, step) for g, t in enumerate(targets)]
-        if chain:
-            chain_forward(joints.heads, joints.tails, tree.length, aims[0])
-            chain_backward(joints.heads, joints.tails, tree.length, joints.base[0])
-        else:
-            forward_reaching(tree, joints, aims, weights, branch, turns)
-            for hold in poles:
-                pole.turn_about_pole(tree, joints, hold)
-            backward_reaching(tree, joints, before_pass)
+        forward_reaching(tree, joints, aims, weights, branch, turns)
+        for hold in poles:
+            pole.turn_about_pole(tree, joints, hold)
+        backward_reaching(tree, joints, before_pass)
         errors = goal_errors(tree, joints, goals, node_of_goal)
         angles = rotation_errors(joints, rotation_goals, len(goals))
         report.iterations = iteration

@@ -11,7 +11,7 @@ and each bone's new local rotation comes out relative to its parent.
 * A connected tree carries no frames: each bone's new frame is its start
   frame turned the shortest way onto its new direction (as
   `rotation.swung_frames` does). One chain pulled at its tip runs the paper's
-  two passes as they are written (`chain_forward`, `chain_backward`).
+  two passes as they are written (`fabrik.iterate_chain`).
 * A tree with bones hanging off their parents' tails (a hand's fingers off
   the palm) carries every bone's frame through the passes, as `fabrik.solve`
   does there. Where FABRIK's descent does not converge, `fabrik.solve` hands
@@ -31,7 +31,7 @@ from typing import Sequence
 from . import pole, quat
 from .fabrik import (
     SLOW_WINDOW, Joints, MovingTree, _bend_if_straight_at, _part_way, backward_reaching, branch_weights,
-    chain_backward, chain_forward, components, forward_reaching, goal_errors, joined_report, stretch_towards,
+    components, forward_reaching, goal_errors, iterate_chain, joined_report, stretch_towards,
 )
 from .problem import Goal, Progress, SolveReport, SolveSettings
 from .quat import Quat
@@ -309,18 +309,15 @@ def _iterate(
             reached = errors[0] <= tolerance
             return SolveReport(0, errors, reached, "converged" if reached else "unreachable"), True
 
+    if count == 1 and tree.is_single_chain and node_of_goal[0] == len(tree.bones) - 1 and weights[0] > 0.0:
+        # One chain pulled at its tip is the paper's own case: its two passes without the tree's bookkeeping.
+        return iterate_chain(joints, tree.length, targets[0], settings), True
     report = SolveReport(0, errors, False, "max_iterations", rotation_errors=[0.0] * count)
     progress = Progress(settings, sum(errors))
     best_joints, best_errors = joints.snapshot(), errors
-    # One chain pulled at its tip is the paper's own case: its two passes without the tree's bookkeeping.
-    chain = count == 1 and tree.is_single_chain and node_of_goal[0] == len(tree.bones) - 1 and weights[0] > 0.0
     for iteration in range(1, settings.max_iterations + 1):
-        if chain:
-            chain_forward(joints.heads, joints.tails, tree.length, targets[0])
-            chain_backward(joints.heads, joints.tails, tree.length, joints.base[0])
-        else:
-            forward_reaching(tree, joints, targets, weights, branch, [])
-            backward_reaching(tree, joints, None)
+        forward_reaching(tree, joints, targets, weights, branch, [])
+        backward_reaching(tree, joints, None)
         errors = goal_errors(tree, joints, goals, node_of_goal)
         report.iterations = iteration
         if max(errors) <= tolerance:
