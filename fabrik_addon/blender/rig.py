@@ -298,24 +298,6 @@ def holds_already(stored, value) -> bool:
     return single_precision(value) == tuple(stored)
 
 
-def write_rotations(obj, skeleton: Skeleton, local: np.ndarray, bones: list[int]) -> dict[int, tuple[float, ...]]:
-    """Set the listed bones' rotations from local 3x3 matrices in each bone's rotation mode; the values they now hold.
-
-    Values that differ only by rounding are not written, so an unchanged pose does not tag the rig for an update.
-    """
-    held = {}
-    for i in bones:
-        pb = obj.pose.bones[skeleton.names[i]]
-        current = rotation_value(pb)
-        value = channel_value(pb.rotation_mode, local[i], current)
-        if not holds_already(current, value):
-            setattr(pb, rotation_channel(pb.rotation_mode)[0], value)
-            held[i] = single_precision(value)
-        else:
-            held[i] = current
-    return held
-
-
 #: Inherit Scale modes in which a bone takes none of its parent's scale.
 _NO_SCALE_INHERITED = {'NONE', 'NONE_LEGACY'}
 

@@ -497,11 +497,7 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
             write_stretch(obj, gathered.skeleton, {})  # (what IK stretch wrote before goes back all the same)
     if solution is not None:
         skeleton = solution.skeleton
-        held = rig.write_rotations(obj, skeleton, solution.local, solution.bones)
-        if hold:
-            _hold_rotations(obj, {skeleton.names[b]: (held[b], solution.fk_values[b]) for b in solution.bones})
-        else:
-            _let_go(obj, [skeleton.names[b] for b in solution.bones])
+        _write_solution(obj, solution, hold)
         _last_solution[obj.name] = solution.unblended or {b: solution.local[b] for b in solution.bones}
         write_stretch(obj, skeleton, solution.scales)
     status[obj.name] = _put_off(obj, result) if released else result
@@ -642,25 +638,9 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
     if outcome is None:
         return None
     result, solved = outcome
-    # Write: each value made continuous with what the channel holds (as mathutils' make_compatible does), and
-    # left alone where it differs only by rounding, so an unchanged pose does not tag the rig for an update.
-    written = []
-    changed = set()
-    for k, (q, now, mode) in enumerate(zip(_shown(read, solved), read.current, read.modes)):
-        value = rotation.channel_from_quaternion(mode, q, now)
-        if not rig.holds_already(now, value):
-            value = rig.single_precision(value)
-            channel = rig.rotation_channel(mode)[0]
-            read.arrays[channel][read.at[k]] = value
-            changed.add(channel)
-            written.append(value)
-        else:
-            written.append(now)
-    pose_bones = obj.pose.bones
-    for channel in changed:
-        pose_bones.foreach_set(channel, read.arrays[channel].ravel())
-    if changed:
-        obj.update_tag(refresh={'DATA'})  # foreach_set tags nothing; a pose change re-evaluates the rig's data
+    # Each value made continuous with what the channel holds (as mathutils' make_compatible does).
+    values = [rotation.channel_from_quaternion(mode, q, now) for q, now, mode in zip(_shown(read, solved), read.current, read.modes)]
+    written = _write_channels(obj, read.at, read.modes, read.arrays, read.current, values)
     names, entries = read.names, read.entries
     if hold:
         _hold_in_bulk(obj, read.held, names, read.modes, written, read.fk_values, entries)
@@ -671,6 +651,53 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
         write_stretch(obj, gathered.skeleton, {})  # bones stretched before get their own scale back
     result.seconds = time.perf_counter() - gathered.began
     return result
+
+
+def _write_channels(obj, at, modes: list[str], arrays: dict, current: list, values: list) -> list[tuple[float, ...]]:
+    """Set the rotation channels of the pose bones at `at` (each in its mode) to `values` in bulk, one foreach_set
+    per channel kind that changed; `arrays` and `current` are what `_rotation_values` read. A channel that
+    already holds its value in single precision is left alone, so an unchanged pose does not tag the rig for an
+    update. Returns the values the channels now hold."""
+    written = []
+    changed = set()
+    for k, (value, now, mode) in enumerate(zip(values, current, modes)):
+        if rig.holds_already(now, value):
+            written.append(now)
+            continue
+        value = rig.single_precision(value)
+        channel = rig.rotation_channel(mode)[0]
+        arrays[channel][at[k]] = value
+        changed.add(channel)
+        written.append(value)
+    pose_bones = obj.pose.bones
+    for channel in changed:
+        pose_bones.foreach_set(channel, arrays[channel].ravel())
+    if changed:
+        obj.update_tag(refresh={'DATA'})  # foreach_set tags nothing; a pose change re-evaluates the rig's data
+    return written
+
+
+def _write_solution(obj, solution: Solution, hold: bool) -> None:
+    """Pose the solved bones from their local rotations, in bulk, and hold what they held (or, without `hold`,
+    let it go: the solved pose becomes the animator's)."""
+    skeleton, bones = solution.skeleton, solution.bones
+    names = [skeleton.names[b] for b in bones]
+    pose_bones = obj.pose.bones
+    at = [pose_bones.find(name) for name in names]
+    modes = [rig.MODE_NAMES[m] for m in rig.rotation_modes(pose_bones)[at].tolist()]
+    arrays: dict = {}
+    current = _rotation_values(pose_bones, at, modes, arrays)
+    values = [rig.channel_value(mode, solution.local[b], now) for b, mode, now in zip(bones, modes, current)]
+    written = _write_channels(obj, at, modes, arrays, current, values)
+    if not hold:
+        _let_go(obj, names)
+        return
+    fk_values = [solution.fk_values[b] for b in bones]
+    if not all(_finite(v) for v in fk_values):  # (never held: it would be matched and given back again)
+        _hold_rotations(obj, {name: (w, fk) for name, w, fk in zip(names, written, fk_values)})
+        return
+    held = _held(obj)
+    _hold_in_bulk(obj, held, names, modes, written, fk_values, _held_arrays(held))
 
 
 def _compute_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -> tuple[RigStatus, Solution] | None:
@@ -1021,16 +1048,21 @@ def _hold_in_bulk(obj, held, names, modes, written, fk_values, entries) -> None:
         index = entries[0]
     _, rotated, old_written, old_fk, _, matched = entries
     new_written, new_fk = old_written.copy(), old_fk.copy()
+    unmatched = []
     for name, mode, value, fk in zip(names, modes, written, fk_values):
         i = index[name]
         if i not in matched:
-            entry = held[i]
+            unmatched.append((i, mode))
+        new_written[i] = _pad(value, 4)
+        new_fk[i] = _pad(fk, 4)
+    if unmatched:
+        items = list(held)  # (one pass: indexing the collection walks it from its first item each time)
+        for i, mode in unmatched:
+            entry = items[i]
             if not entry.rotated:
                 entry.rotated = True
             if entry.mode != mode:
                 entry.mode = mode
-        new_written[i] = _pad(value, 4)
-        new_fk[i] = _pad(fk, 4)
     if not np.array_equal(new_written, old_written):
         held.foreach_set("written", new_written.ravel())
     if not np.array_equal(new_fk, old_fk):
