@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 from mathutils import Matrix  # noqa: E402
 
 import fabrik_addon  # noqa: E402
-from fabrik_addon.blender import rig as addon_rig  # noqa: E402
+from fabrik_addon.blender import props, rig as addon_rig  # noqa: E402
 from fabrik_addon.core import Goal, SolveSettings, fabrik  # noqa: E402
 from rig_classes import RIG_CLASSES, RigCase, ik_limits, limit_violation, random_targets  # noqa: E402
 
@@ -309,7 +309,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--rigs", nargs="+", choices=list(RIG_CLASSES), default=list(RIG_CLASSES))
     parser.add_argument("--solvers", nargs="+", choices=SOLVERS, default=list(SOLVERS))
-    parser.add_argument("--iterations", type=int, default=SolveSettings().max_iterations,
+    parser.add_argument("--iterations", type=int, default=props.DEFAULT_ITERATIONS,
                         help="FABRIK's iteration cap (the add-on's default unless given)")
     args = parser.parse_args()
     print(f"{args.count} random reachable targets per rig (seed {args.seed}), every solve from the rest pose.")
