@@ -19,7 +19,7 @@ from bpy.app.handlers import persistent
 from ..core import SOLVERS, SolveReport, batch, rotation
 from . import animdata, integrity, rig, solving
 from .editable import action_editable, editable
-from .frames import FrameBatch, goal_layout
+from .bake_batch import FrameBatch, goal_layout
 
 
 @dataclass

@@ -1152,7 +1152,11 @@ def _release_others(obj, moving: set[str]) -> bool:
     animator's rotation back, where they still hold what live solving wrote, and stop holding them; whether a
     channel changed."""
     held = _held(obj)
-    others = [entry.name for entry in held if entry.rotated and entry.name not in moving]
+    if not len(held):
+        return False
+    rotated = np.empty(len(held), dtype=bool)
+    held.foreach_get("rotated", rotated)  # (every frame: in bulk, not an attribute read per entry)
+    others = [name for name, was in zip(held.keys(), rotated.tolist()) if was and name not in moving]
     if not others:
         return False
     changed = _give_back_rotations(obj, others)
