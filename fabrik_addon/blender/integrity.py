@@ -38,6 +38,18 @@ def _armature_of(obj, effector, field: str):
     return holder.data
 
 
+def missing_bones(obj, effector, fields=("bone", "subtarget", "pole_subtarget")) -> list[str]:
+    """The effector's bone fields (of `fields`) that name a bone its armature does not have (fields left empty, and
+    armatures in Edit Mode, whose bones are out of date, are not judged)."""
+    missing = []
+    for field in fields:
+        name = getattr(effector, field)
+        armature = _armature_of(obj, effector, field) if name else None
+        if armature is not None and name not in armature.bones:
+            missing.append(field)
+    return missing
+
+
 def _close(a, b) -> bool:
     """Whether two vectors agree within the tolerance (rest values are single precision)."""
     return all(abs(x - y) <= _TOLERANCE * (1.0 + abs(x)) for x, y in zip(a, b))
@@ -220,15 +232,15 @@ def effector_problem(obj, index: int, depsgraph=None, evaluated=None) -> str | N
         how = _gone(target, depsgraph)
         if how is not None:
             return f"{label} '{target.name}' {how}"
-    for field, label in BONE_FIELDS:
-        name = getattr(effector, field)
-        armature = _armature_of(obj, effector, field) if name and label else None
-        if armature is not None and name not in armature.bones:
-            holder = obj if field == "bone" else (effector.target if field == "subtarget" else effector.pole_target)
-            ref = effector.bone_refs.get(field)
-            if ref is not None and ref.bone == name:  # it was there: renamed past following, or deleted
-                return f"{label} '{name}' is not in the armature '{holder.name}' (renamed or deleted?)"
-            return f"no {label} '{name}' in '{holder.name}'"  # never was (a typo)
+    missing = missing_bones(obj, effector)
+    if missing:
+        field = missing[0]
+        label, name = dict(BONE_FIELDS)[field], getattr(effector, field)
+        holder = obj if field == "bone" else (effector.target if field == "subtarget" else effector.pole_target)
+        ref = effector.bone_refs.get(field)
+        if ref is not None and ref.bone == name:  # it was there: renamed past following, or deleted
+            return f"{label} '{name}' is not in the armature '{holder.name}' (renamed or deleted?)"
+        return f"no {label} '{name}' in '{holder.name}'"  # never was (a typo)
     if effector.switched:
         switched = effector
         if depsgraph is not None:

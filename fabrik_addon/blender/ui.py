@@ -11,7 +11,7 @@ from __future__ import annotations
 import bpy
 from bpy.types import Panel, UIList
 
-from . import compare, presets, rig, setup_ops, solving
+from . import compare, integrity, presets, rig, setup_ops, solving
 
 #: Average width of a character of Blender's interface font at scale 1, in pixels (a little wide, so a
 #: wrapped line is not cut after all), and what a panel's margins, an icon and a sub-panel's indent take.
@@ -107,23 +107,20 @@ def rig_state(rig_status) -> str:
 
 def invalid_fields(obj, effector) -> set[str]:
     """The effector's fields that name something that is not there, so the panel draws them in red."""
-    bad = set()
-    if not effector.bone or effector.bone not in obj.data.bones:
+    bad = set(integrity.missing_bones(obj, effector))
+    if not effector.bone:
         bad.add("bone")
-    elif effector.chain_length > len(rig.chain_bones(obj, effector.bone, 0)):
-        bad.add("chain_length")  # longer than the bones up to the root
+    elif "bone" not in bad and effector.bone in obj.data.bones:
+        if effector.chain_length > len(rig.chain_bones(obj, effector.bone, 0)):
+            bad.add("chain_length")  # longer than the bones up to the root
     if effector.target is None:
         bad.add("target")
-    elif effector.subtarget and (
-        effector.target.type != 'ARMATURE' or effector.subtarget not in effector.target.data.bones
-    ):
+    elif effector.subtarget and effector.target.type != 'ARMATURE':
         bad.add("subtarget")
     pole = effector.pole_target
     if pole is None and effector.lost_pole:
         bad.add("pole_target")
-    elif pole is not None and effector.pole_subtarget and (
-        pole.type != 'ARMATURE' or effector.pole_subtarget not in pole.data.bones
-    ):
+    elif pole is not None and effector.pole_subtarget and pole.type != 'ARMATURE':
         bad.add("pole_subtarget")
     return bad
 
