@@ -476,8 +476,9 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
     if refused:
         result = status[obj.name] = RigStatus(message=refused, ok=False)
         return result
-    follow_held_renames(obj)
-    gathered, refusals = _usable_goals(obj, gather(obj, depsgraph))  # once: both paths below start from it
+    gathered = gather(obj, depsgraph)
+    follow_held_renames(obj, gathered.skeleton.positions)
+    gathered, refusals = _usable_goals(obj, gathered)  # once: both paths below start from it
     released = False
     if hold and not refusals:  # (a chain left out for bad input keeps its pose: nothing it should not change does)
         tree = moving_tree(gathered.skeleton, gathered.goals) if gathered.goals else None
@@ -972,12 +973,13 @@ def _new_entry(obj, held, name: str):
     return entry
 
 
-def follow_held_renames(obj) -> None:
-    """Held entries of bones renamed since follow them (the same place among the bones, the same rest head)."""
+def follow_held_renames(obj, bone_names=None) -> None:
+    """Held entries of bones renamed since follow them (the same place among the bones, the same rest head).
+    `bone_names`, when the caller has them, are the armature's bone names (a set or dict, for the quick check)."""
     held = _held(obj)
     bones = obj.data.bones
     names = held.keys()
-    if not names or set(names) <= set(bones.keys()):
+    if not names or all(name in (bone_names or bones) for name in names):
         return
     for entry in held:
         if entry.name in bones or not 0 <= entry.index < len(bones):

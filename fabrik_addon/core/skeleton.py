@@ -46,6 +46,10 @@ class Skeleton:
         n = len(parents)
         self.parents: tuple[int, ...] = tuple(int(p) for p in parents)
         self.names: tuple[str, ...] = tuple(names) if names is not None else tuple(f"bone{i}" for i in range(n))
+        #: Each bone's index by name (the first, should two share one).
+        self.positions: dict[str, int] = {}
+        for i, name in enumerate(self.names):
+            self.positions.setdefault(name, i)
         heads = np.asarray(rest_heads, dtype=float).reshape(-1, 3) if n else np.zeros((0, 3))
         frames = np.asarray(rest_frames, dtype=float).reshape(-1, 3, 3) if n else np.zeros((0, 3, 3))
         lens = np.asarray(lengths, dtype=float).reshape(-1)
@@ -128,8 +132,8 @@ class Skeleton:
     def index(self, name: str) -> int:
         """Index of the bone called `name` (ValueError names the missing bone)."""
         try:
-            return self.names.index(name)
-        except ValueError:
+            return self.positions[name]
+        except KeyError:
             raise ValueError(f"no bone named '{name}' in the skeleton") from None
 
     def path_to_root(self, bone: int) -> list[int]:
