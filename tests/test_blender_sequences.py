@@ -113,6 +113,17 @@ IDENTITY = {
 }
 
 
+def _finite_inactive_rotations(pose_bone) -> bool:
+    """Whether the rotation channels a bone's rotation mode does not use hold finite values."""
+    active = {'QUATERNION': "rotation_quaternion", 'AXIS_ANGLE': "rotation_axis_angle"}.get(
+        pose_bone.rotation_mode, "rotation_euler"
+    )
+    return all(
+        math.isfinite(v) for channel in ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
+        if channel != active for v in getattr(pose_bone, channel)
+    )
+
+
 class Sequences(RuleBasedStateMachine):
     """One scene per example; each rule is one step a user could take, checked by `_step`."""
 
@@ -369,7 +380,11 @@ class Sequences(RuleBasedStateMachine):
         """Alt+R, Alt+G, Alt+S on every bone: the operator in Pose Mode, or the same values set from Python."""
         def edit():
             obj = _obj(rig)
+            kept = set()
             if use_operator:
+                # Alt+R clears the rotation of each bone's own mode only: a NaN that a mode switch carried into
+                # another mode's channel stays (Blender's doing: found by this test).
+                kept = {(rig, b.name) for b in obj.pose.bones if not _finite_inactive_rotations(b)}
                 bpy.context.view_layer.objects.active = obj
                 with self._override(rig):
                     bpy.ops.object.mode_set(mode='POSE')
@@ -380,7 +395,7 @@ class Sequences(RuleBasedStateMachine):
                 for pose_bone in obj.pose.bones:
                     for channel, identity in IDENTITY.items():
                         setattr(pose_bone, channel, identity)
-            self.model["nan"] = {(o, b) for o, b in self.model["nan"] if o != rig}
+            self.model["nan"] = {(o, b) for o, b in self.model["nan"] if o != rig} | kept
             self.model["zero"] = {(o, b) for o, b in self.model["zero"] if o != rig or not b}
 
         reach = steps.reachable(self.enabled).get(rig, set())
