@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from fabrik_addon.core import Goal, Pose, SolveSettings, solve
-from fabrik_addon.core.fabrik import Joints, forward_reaching, moving_tree
+from fabrik_addon.core.fabrik import Joints, chain_backward, chain_forward, forward_reaching, moving_tree
 from fabrik_addon.core.rotation import swing_matrix
 from skeletons import assert_rigid_pose, assert_unmoved_outside_chains, hand, random_rotations, skeletons, straight_chain, unit_vectors
 
@@ -286,3 +286,27 @@ def test_a_straight_chain_bent_out_of_line_keeps_a_child_offset_rigid():
     assert_rigid_pose(skeleton, start, pose)
     # The tip can come no closer to the root than the head's 1.5 less the last bone's 0.25, and does.
     assert report.max_error == pytest.approx(1.25, abs=1e-3)
+
+
+@pytest.mark.parametrize("extension", [0.9, 0.99, 0.9995])
+def test_a_two_bone_limb_near_full_reach_is_reached_at_once(extension):
+    """Two free bones pulled at the tip (a leg without limits): near full reach FABRIK's passes crawl (at 99.95 %
+    of the reach they took over 400 iterations, past the add-on's cap), but where they converge is known: the
+    one triangle in the plane of base, knee and target, on the knee's side. The solve starts there."""
+    skeleton = straight_chain(2)
+    c, s = math.cos(0.3), math.sin(0.3)
+    bent = skeleton.with_local_rotations(skeleton.rest_pose(), {1: np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])})
+    target = (0.4 * 2.0 * extension, 0.0, math.sqrt((2.0 * extension) ** 2 - (0.8 * extension) ** 2))
+    pose, report = solve(skeleton, [Goal(1, target)], bent, SolveSettings(max_iterations=50, tolerance=1e-6))
+    assert report.converged and report.iterations <= 1
+    assert_rigid_pose(skeleton, bent, pose)
+    # The same place as the paper's passes themselves, run from that start until they stop moving (at 90 %).
+    if extension == 0.9:
+        points = [tuple(bent.heads[0]), tuple(bent.heads[1]), tuple(bent.tails[1])]
+        for _ in range(5000):
+            chain_forward(points, [1.0, 1.0], target)
+            chain_backward(points, [1.0, 1.0], (0.0, 0.0, 0.0))
+        assert np.allclose(pose.tails[0], points[1], atol=1e-9)
+    # The knee stays on its side of the base-target line (the side it was bent to).
+    knee_side = np.cross(np.asarray(target), bent.tails[0])
+    assert np.dot(np.cross(np.asarray(target), pose.tails[0]), knee_side) > 0.0

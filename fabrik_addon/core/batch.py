@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import batch_offsets, fabrik, refine, rotation, stretch
+from . import batch_offsets, fabrik, pole, refine, rotation, stretch
 from .fabrik import branch_weights, moving_tree, pulls
 from .problem import Goal, SolveSettings, validate_settings
 from .skeleton import Pose, Skeleton
@@ -180,6 +180,11 @@ def _iterate(tree, goals, targets, start_heads, start_frames, settings):
             errors[far] = np.linalg.norm(tails[far][:, node_of_goal] - targets[far], axis=2)
             done |= far
 
+    if fabrik.is_two_bone_chain(tree, goals):
+        # As the per-frame solver: the middle joint starts on its triangle (`fabrik.settle_two_bones`).
+        _settle_two_bones(heads, tails, targets[:, 0], length, ~done)
+        errors = np.linalg.norm(tails[:, node_of_goal] - targets, axis=2)
+
     best_error = errors.sum(axis=1)
     best_errors = errors.copy()
     without_progress = np.zeros(count, dtype=int)
@@ -224,6 +229,25 @@ def _iterate(tree, goals, targets, start_heads, start_frames, settings):
         done[active[converged]] = True
         done[stuck[without_progress[stuck] >= settings.patience]] = True
     return best_heads.transpose(2, 0, 1), best_tails.transpose(2, 0, 1), iterations, best_errors, keep_start
+
+
+def _settle_two_bones(heads: np.ndarray, tails: np.ndarray, target: np.ndarray, length: np.ndarray, frames) -> None:
+    """`fabrik.two_bone_triangle` for the chosen frames at once: where it has a triangle, the middle joint goes
+    onto it and the tip onto the target."""
+    l1, l2 = float(length[0]), float(length[1])
+    base, middle = heads[:, 0], tails[:, 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.linalg.norm(target - base, axis=1)
+        u = (target - base) * (1.0 / d)[:, None]
+        arm = middle - base
+        side = arm - u * (arm * u).sum(axis=1)[:, None]
+        width = np.linalg.norm(side, axis=1)
+        cosine = (l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d)
+        sine = np.sqrt(np.maximum(0.0, 1.0 - cosine * cosine))
+        placed = base + (u * (l1 * cosine)[:, None] + side * (l1 * sine / width)[:, None])
+    chosen = frames & (abs(l1 - l2) < d) & (d < l1 + l2) & (width > pole.STRAIGHT * (l1 + l2))
+    tails[chosen, 0] = heads[chosen, 1] = placed[chosen]
+    tails[chosen, 1] = target[chosen]
 
 
 def _turned_frames(start_frames: np.ndarray, heads: np.ndarray, tails: np.ndarray, length: np.ndarray) -> np.ndarray:

@@ -31,7 +31,8 @@ from typing import Sequence
 from . import pole, quat
 from .fabrik import (
     SLOW_WINDOW, Joints, MovingTree, _bend_if_straight_at, _part_way, backward_reaching, branch_weights,
-    components, forward_reaching, goal_errors, iterate_chain, joined_report, stretch_towards,
+    components, forward_reaching, goal_errors, is_two_bone_chain, iterate_chain, joined_report, settle_two_bones,
+    stretch_towards,
 )
 from .problem import Goal, Progress, SolveReport, SolveSettings
 from .quat import Quat
@@ -216,6 +217,8 @@ def _iterate_framed(
     targets = [tuple(float(c) for c in g.target) for g in goals]
     for chain, goal in zip(tree.goal_chain, goals):
         _bend_if_straight_at(tree, joints, chain, goal, settings.tolerance)
+    if is_two_bone_chain(tree, goals):
+        settle_two_bones(tree, joints, targets[0])
     weights = [float(g.weight) for g in goals]
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
     branch = branch_weights(tree, weights)
@@ -309,6 +312,8 @@ def _iterate(
             reached = errors[0] <= tolerance
             return SolveReport(0, errors, reached, "converged" if reached else "unreachable"), True
 
+    if is_two_bone_chain(tree, goals):
+        settle_two_bones(tree, joints, targets[0])
     if count == 1 and tree.is_single_chain and node_of_goal[0] == len(tree.bones) - 1 and weights[0] > 0.0:
         # One chain pulled at its tip is the paper's own case: its two passes without the tree's bookkeeping.
         return iterate_chain(joints, tree.length, targets[0], settings), True
