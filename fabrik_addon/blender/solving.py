@@ -569,7 +569,7 @@ def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -
     names = [skeleton.names[b] for b in tree.bones]
     held = _held(obj)
     entries = _held_arrays(held)
-    fk_values = _fk_in_bulk(obj, names, modes, current, entries)
+    fk_values = _fk_in_bulk(obj, names, modes, current, entries, depsgraph)
     fk_rotations = [rotation.channel_to_quaternion(mode, value) for mode, value in zip(modes, fk_values)]
     rotations = fk_rotations
     if previous is not None:
@@ -1012,8 +1012,9 @@ def _held_arrays(held):
     return index, rotated, written, fk, scaled, set()
 
 
-def _fk_in_bulk(obj, names, modes, current, entries) -> list[tuple[float, ...]]:
-    """`fk_channel_values` from channels and held entries read in bulk (`modes`: each bone's rotation mode)."""
+def _fk_in_bulk(obj, names, modes, current, entries, depsgraph=None) -> list[tuple[float, ...]]:
+    """`fk_channel_values` from channels and held entries read in bulk (`modes`: each bone's rotation mode); the
+    depsgraph, when there is one, tells the frame keyed channels are evaluated at."""
     if entries is None:
         return list(current)
     index, rotated, written, fk, _, matched = entries
@@ -1032,7 +1033,7 @@ def _fk_in_bulk(obj, names, modes, current, entries) -> list[tuple[float, ...]]:
                 matched.add(i)
                 value = tuple(fk[i][:size])
                 if keyed is None:
-                    keyed = _keyed_channels(obj)
+                    keyed = _keyed_channels(obj, depsgraph)
                 if keyed:
                     value = _animated(keyed, name, rig.rotation_channel(mode)[0], value)
         values.append(value)
@@ -1242,11 +1243,14 @@ def _rotation_values(pose_bones, at: list[int], modes: list[str], arrays: dict |
     return [tuple(arrays[rig.rotation_channel(mode)[0]][i].tolist()) for mode, i in zip(modes, at)]
 
 
-def _keyed_channels(obj) -> tuple | None:
-    """(the F-curves of the rig's active action, this frame) when it has any, else an empty tuple."""
+def _keyed_channels(obj, depsgraph=None) -> tuple | None:
+    """(the F-curves of the rig's active action, this frame) when it has any, else an empty tuple. The frame is
+    the depsgraph's scene's; without one, that of the first scene the rig is in (`users_scene` searches them all)."""
     collection = animdata.fcurves(obj)
     if collection is None or not len(collection):
         return ()
+    if depsgraph is not None:
+        return collection, depsgraph.scene.frame_current_final
     return collection, obj.users_scene[0].frame_current_final if obj.users_scene else 0.0
 
 
