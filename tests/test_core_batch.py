@@ -25,7 +25,7 @@ def frames_of(skeleton, tips, count, seed, scale_every=7):
     return targets, starts
 
 
-@pytest.mark.parametrize("bones", [1, 3, 10, 30])
+@pytest.mark.parametrize("bones", [1, 2, 3, 10, 30])
 def test_batched_chains_agree_with_the_per_frame_solver(bones):
     """Every frame's pose, iteration count and errors match fabrik.solve on the same input."""
     skeleton = straight_chain(bones, 4.0 / bones)
