@@ -30,7 +30,9 @@ rotation whenever its direction changes, so its roll is kept.
 The iterations stop when every effector is within tolerance, when a few
 iterations in a row no longer lower the error (the best pose is kept), or at
 the iteration cap. A single free chain whose target is out of reach is
-stretched straight towards it at once, as in the paper.
+stretched straight towards it at once, as in the paper; two free bones
+start on the triangle their iterations converge to (`settle_two_bones`),
+which near full reach they would crawl to for hundreds of iterations.
 
 Around the passes, `solve` does what the paper leaves open. Poles follow
 Blender's rule (`pole`). IK stretch grows bones first (`stretch`). Under
