@@ -328,7 +328,9 @@ def prepare(
     warm = previous is not None
     influence = influences(obj, depsgraph, tree, used)
     keep_fk = keep_fk or influence is not None  # (the blend needs every moving bone's FK rotation)
-    channels = fk_channels(obj, [skeleton.names[b] for b in tree.bones if keep_fk or not warm or b not in previous])
+    channels = fk_channels(
+        obj, [skeleton.names[b] for b in tree.bones if keep_fk or not warm or b not in previous], depsgraph
+    )
     fk_values = {skeleton.index(name): value for name, (_, value) in channels.items()}
     fk = {skeleton.index(name): channel_matrix(mode, value) for name, (mode, value) in channels.items()}
     rotations = dict(fk)
@@ -1219,15 +1221,16 @@ def fk_channel_values(obj, names: list[str]) -> dict[str, tuple[float, ...]]:
     return {name: value for name, (_, value) in fk_channels(obj, names).items()}
 
 
-def fk_channels(obj, names: list[str]) -> dict[str, tuple[str, tuple[float, ...]]]:
-    """`fk_channel_values` with each bone's rotation mode: (mode, value) per named bone, read in bulk."""
+def fk_channels(obj, names: list[str], depsgraph=None) -> dict[str, tuple[str, tuple[float, ...]]]:
+    """`fk_channel_values` with each bone's rotation mode: (mode, value) per named bone, read in bulk (the
+    depsgraph, when given, tells the frame keyed channels are evaluated at)."""
     pose_bones = obj.pose.bones
     at = [pose_bones.find(name) for name in names]
     if any(i < 0 for i in at):
         raise KeyError(f"no bone '{names[at.index(-1)]}' in '{obj.name}'")
     modes = [rig.MODE_NAMES[m] for m in rig.rotation_modes(pose_bones)[at].tolist()]
     current = _rotation_values(pose_bones, at, modes)
-    values = _fk_in_bulk(obj, names, modes, current, _held_arrays(_held(obj)))
+    values = _fk_in_bulk(obj, names, modes, current, _held_arrays(_held(obj)), depsgraph)
     return {name: (mode, value) for name, mode, value in zip(names, modes, values)}
 
 
