@@ -10,17 +10,15 @@ depsgraph and redraws between steps, as it does for a user. Not a pytest module.
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 import time
-import traceback
 from typing import Callable, Optional
 
 import bpy
 
 ARGS = sys.argv[sys.argv.index("--") + 1:]
 RESULT_PATH, SHOT_PATH, SAMPLES_DIR = ARGS[0], ARGS[1], ARGS[2]
-MODULE = "fabrik_ik"
 TIP = "bone3"
 # Reachable spots (the chain is 2 long, rooted at the origin) on different sides of the rig.
 START = (0.0, 0.7, 1.5)
@@ -29,36 +27,12 @@ POLL = 0.1  # seconds between checks while waiting for the GUI to catch up
 WAIT_TICKS = 40  # checks before giving up on a solve or a tab switch
 WATCHDOG = 90.0  # seconds; quit with an error rather than hang until the outer timeout
 
-result: dict = {"stage": "start", "blender": bpy.app.version_string, "background": bpy.app.background,
-                "moves": [], "panel_drawn": False}
-started = time.monotonic()
-finished = False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # gui_driver_kit.py is copied beside it
+import gui_driver_kit as kit  # noqa: E402
 
-
-def finish() -> None:
-    """Write the result once and quit Blender."""
-    global finished
-    if finished:
-        return
-    finished = True
-    result["seconds"] = round(time.monotonic() - started, 2)
-    with open(RESULT_PATH, "w", encoding="utf-8") as handle:
-        json.dump(result, handle, indent=1)
-    bpy.ops.wm.quit_blender()
-
-
-def fail(message: str) -> None:
-    """Record an error and quit."""
-    result["error"] = message
-    finish()
-
-
-def view3d() -> tuple:
-    """The first window's 3D viewport: (window, screen, area, WINDOW region, UI region)."""
-    window = bpy.context.window_manager.windows[0]
-    area = next(a for a in window.screen.areas if a.type == 'VIEW_3D')
-    regions = {region.type: region for region in area.regions}
-    return window, window.screen, area, regions['WINDOW'], regions['UI']
+MODULE = kit.MODULE
+session = kit.Session(RESULT_PATH, WATCHDOG, POLL, WAIT_TICKS, moves=[], panel_drawn=False)
+result, finish, view3d = session.result, session.finish, kit.view3d
 
 
 def note_panel_draw(self: bpy.types.Panel, context: bpy.types.Context) -> None:
@@ -90,10 +64,7 @@ def build_scene() -> None:
     sys.path.insert(0, SAMPLES_DIR)
     import rigbuild
 
-    # The default startup file's cube, camera and light would only clutter the framing.
-    for name in ("Cube", "Camera", "Light"):
-        if name in bpy.data.objects:
-            bpy.data.objects.remove(bpy.data.objects[name])
+    kit.clear_startup_scene()
     rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(4, 0.5))
     target = rigbuild.make_target("Target", START, size=0.15)
     rigbuild.add_effector(rig, TIP, target)
@@ -114,40 +85,6 @@ def build_scene() -> None:
     # Context.temp_override exists since 3.2; the old dict-as-first-argument style warns in 3.4.
     with bpy.context.temp_override(window=window, screen=screen, area=area, region=region):
         result["view_all"] = sorted(bpy.ops.view3d.view_all(center=False))
-
-
-class Script:
-    """Steps run one per timer tick; a step returns the delay before the next one, or None to stay on it."""
-
-    def __init__(self, steps: list[Callable[[], Optional[float]]]) -> None:
-        self.steps = steps
-        self.index = 0
-        self.waits = 0
-
-    def tick(self) -> Optional[float]:
-        """The timer callback; never raises, since an exception here would leave Blender running."""
-        if finished:
-            return None
-        try:
-            if time.monotonic() - started > WATCHDOG:
-                fail(f"watchdog: still at stage '{result['stage']}' after {WATCHDOG} s")
-                return None
-            step = self.steps[self.index]
-            delay = step()
-            if delay is None:
-                self.waits += 1
-                if self.waits > WAIT_TICKS:
-                    fail(f"gave up waiting at stage '{result['stage']}'")
-                    return None
-                return POLL
-            self.index += 1
-            self.waits = 0
-            if self.index == len(self.steps):
-                return None
-            return delay
-        except Exception:
-            fail(traceback.format_exc())
-            return None
 
 
 def step_setup() -> float:
@@ -182,13 +119,7 @@ def step_fabrik_tab() -> Optional[float]:
             # Not fatal: the solving checks still run; the test reports the missing tab on its own.
             result["tab_presses"] = None
             return POLL
-        # On the first panel's header: inside the overlapping sidebar, so the UI region's panel handler
-        # gets the event, but not over a number field, which would keep Ctrl+Tab for itself.
-        x = ui_region.x + ui_region.width // 2
-        y = ui_region.y + ui_region.height - 15
-        window.event_simulate('MOUSEMOVE', 'NOTHING', x=x, y=y)
-        window.event_simulate('TAB', 'PRESS', x=x, y=y, ctrl=True)
-        window.event_simulate('TAB', 'RELEASE', x=x, y=y, ctrl=True)
+        kit.next_sidebar_tab(window, ui_region)
         tab["presses"] += 1
         tab["phase"] = "redraw"
     else:
@@ -220,11 +151,11 @@ def make_check(index: int) -> Callable[[], Optional[float]]:
         tip = tip_world(bpy.data.objects["Rig"])
         goal = list(bpy.data.objects["Target"].matrix_world.translation)
         error = sum((a - b) ** 2 for a, b in zip(tip, goal)) ** 0.5
-        if error > 1e-4 and step_runner.waits < 10:
+        if error > 1e-4 and session.waits < 10:
             return None
         moved = sum((a - b) ** 2 for a, b in zip(tip, tip_before)) ** 0.5
         result["moves"].append({"target": goal, "tip": tip, "error": error, "moved": moved,
-                                "polls": step_runner.waits})
+                                "polls": session.waits})
         return 0.2
     return check
 
@@ -346,5 +277,4 @@ steps: list = [step_setup, step_fabrik_tab]
 for i in range(len(TARGETS)):
     steps += [make_move(i), make_check(i)]
 steps += [step_screenshot, step_bake_cancel, step_bake_and_undo, step_finish]
-step_runner = Script(steps)
-bpy.app.timers.register(step_runner.tick, first_interval=0.5)
+session.run(steps)

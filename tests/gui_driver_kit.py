@@ -88,6 +88,23 @@ def view3d() -> tuple:
     return window, window.screen, area, regions['WINDOW'], regions['UI']
 
 
+def clear_startup_scene() -> None:
+    """Remove the default startup file's cube, camera and light: they would only clutter the framing."""
+    for name in ("Cube", "Camera", "Light"):
+        if name in bpy.data.objects:
+            bpy.data.objects.remove(bpy.data.objects[name])
+
+
+def next_sidebar_tab(window, ui_region) -> None:
+    """Ctrl+Tab on the sidebar's first panel header, which shows its next tab: inside the overlapping sidebar,
+    so the UI region's panel handler gets the event, but not over a number field, which would keep it."""
+    x = ui_region.x + ui_region.width // 2
+    y = ui_region.y + ui_region.height - 15
+    window.event_simulate('MOUSEMOVE', 'NOTHING', x=x, y=y)
+    window.event_simulate('TAB', 'PRESS', x=x, y=y, ctrl=True)
+    window.event_simulate('TAB', 'RELEASE', x=x, y=y, ctrl=True)
+
+
 def load_rgba(path: str):
     """An image file's pixels as a (height, width, channels) float array, rows from the bottom (as window
     coordinates)."""

@@ -56,9 +56,7 @@ def build_scene() -> None:
     import rigbuild
     from mathutils import Euler, Vector
 
-    for name in ("Cube", "Camera", "Light"):
-        if name in bpy.data.objects:
-            bpy.data.objects.remove(bpy.data.objects[name])
+    kit.clear_startup_scene()
     rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(4, 0.5))
     target = rigbuild.make_target("Target", STATES[0][1], size=0.1)
     effector = rigbuild.add_effector(rig, TIP, target)

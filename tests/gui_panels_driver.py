@@ -98,9 +98,7 @@ def step_setup():
     sys.path.insert(0, SAMPLES_DIR)
     import rigbuild
 
-    for name in ("Cube", "Camera", "Light"):
-        if name in bpy.data.objects:
-            bpy.data.objects.remove(bpy.data.objects[name])
+    kit.clear_startup_scene()
     rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(4, 0.5))
     target = rigbuild.make_target("Target", STATES[0][1], size=0.1)
     effector = rigbuild.add_effector(rig, TIP, target)
@@ -167,11 +165,7 @@ def step_fabrik_tab():
             return 0.3
         if tab["presses"] >= 8:
             raise RuntimeError("the FABRIK tab's Status sub-panel never drew")
-        x = ui_region.x + ui_region.width // 2
-        y = ui_region.y + ui_region.height - 15
-        window.event_simulate('MOUSEMOVE', 'NOTHING', x=x, y=y)
-        window.event_simulate('TAB', 'PRESS', x=x, y=y, ctrl=True)
-        window.event_simulate('TAB', 'RELEASE', x=x, y=y, ctrl=True)
+        kit.next_sidebar_tab(window, ui_region)
         tab["presses"] += 1
         tab["phase"] = "redraw"
     else:

@@ -164,9 +164,7 @@ def step_setup() -> float:
     import rigbuild
     from mathutils import Euler
 
-    for name in ("Cube", "Camera", "Light"):
-        if name in bpy.data.objects:
-            bpy.data.objects.remove(bpy.data.objects[name])
+    kit.clear_startup_scene()
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = RANGE
     scene.frame_set(RANGE[0])

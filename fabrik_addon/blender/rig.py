@@ -245,7 +245,6 @@ def chain_bones(obj, bone: str, chain_length: int) -> list[str]:
     return names[::-1]
 
 
-
 #: Blender's rotation_mode enum values, as `rotation_modes` gives them.
 MODE_VALUES = {'QUATERNION': 0, 'AXIS_ANGLE': -1, 'XYZ': 1, 'XZY': 2, 'YXZ': 3, 'YZX': 4, 'ZXY': 5, 'ZYX': 6}
 MODE_NAMES = {value: name for name, value in MODE_VALUES.items()}

@@ -793,7 +793,8 @@ def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
 
 
 def _scaled_bones(obj, skeleton, basis: np.ndarray) -> dict[int, tuple[float, ...]]:
-    """Per bone (skeleton index) whose scale channel is not 1, other than what IK stretch wrote: the scale. `basis` is every pose bone's matrix_basis as foreach_get reads it (column by column)."""
+    """Per bone (skeleton index) whose scale channel is not 1, other than what IK stretch wrote: the scale.
+    `basis` is every pose bone's matrix_basis as foreach_get reads it (column by column)."""
     sizes = np.linalg.norm(basis[:, :3, :3], axis=2)  # each column's length: the channel's scale on that axis
     off = np.abs(sizes - 1.0).max(axis=1) > 1e-5
     if not off.any():
@@ -981,7 +982,8 @@ def follow_held_renames(obj, bone_names=None) -> None:
     held = _held(obj)
     bones = obj.data.bones
     names = held.keys()
-    if not names or all(name in (bone_names or bones) for name in names):
+    known = bone_names or bones
+    if not names or all(name in known for name in names):
         return
     for entry in held:
         if entry.name in bones or not 0 <= entry.index < len(bones):

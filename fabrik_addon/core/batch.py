@@ -152,7 +152,6 @@ def _out_of_reach(skeleton, tree, goals, targets, start_heads, tolerance) -> np.
 
 def _iterate(tree, goals, targets, start_heads, start_frames, settings):
     """The FABRIK iterations for all frames; heads, tails, iterations, errors and which frames kept their start."""
-    bones = list(tree.bones)
     count = len(start_heads)
     length = np.asarray(tree.length)
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
@@ -168,7 +167,7 @@ def _iterate(tree, goals, targets, start_heads, start_frames, settings):
     iterations = np.zeros(count, dtype=int)
     keep_start = done.copy()  # frames already on target keep their start pose untouched
 
-    if len(goals) == 1 and tree.is_single_chain and node_of_goal[0] == len(bones) - 1:
+    if fabrik.pulled_at_tip(tree, goals):
         # The paper's shortcut: an unreachable target stretches the chain straight at it.
         span = np.linalg.norm(targets[:, 0] - base[:, 0], axis=1)
         far = ~done & (span >= length.sum())

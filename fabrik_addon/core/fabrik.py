@@ -503,11 +503,16 @@ def stretch_towards(tree: MovingTree, joints: Joints, target: Vec) -> None:
     assert abs(along - reach_total) < 1e-9 * max(1.0, reach_total)
 
 
+def pulled_at_tip(tree: MovingTree, goals: Sequence[Goal]) -> bool:
+    """One goal on the last bone of a single chain: the paper's own case (its reach test, its two passes)."""
+    return len(goals) == 1 and tree.is_single_chain and goals[0].bone == tree.bones[-1]
+
+
 def is_two_bone_chain(tree: MovingTree, goals: Sequence[Goal]) -> bool:
     """True for two connected free bones pulled at the tip by one position goal (a limb without limits)."""
     return (
-        len(tree.bones) == 2 and tree.is_single_chain and not tree.needs_frames and len(goals) == 1
-        and goals[0].bone == tree.bones[1] and goals[0].weight > 0.0 and goals[0].rotation is None
+        len(tree.bones) == 2 and not tree.needs_frames and pulled_at_tip(tree, goals)
+        and goals[0].weight > 0.0 and goals[0].rotation is None
     )
 
 
@@ -860,7 +865,7 @@ def _solve_from(
         return start.copy(), report
     report.converged = False  # a limited start pose still has to be brought inside its limits
 
-    if len(goals) == 1 and tree.is_single_chain and node_of_goal[0] == len(tree.bones) - 1:
+    if pulled_at_tip(tree, goals):
         if joints.frames is None and dist(joints.base[0], targets[0]) >= sum(tree.length):
             stretch_towards(tree, joints, targets[0])
             errors = goal_errors(tree, joints, goals, node_of_goal)
@@ -868,9 +873,13 @@ def _solve_from(
             report = SolveReport(0, errors, reached, "converged" if reached else "unreachable")
             return _pose_from_joints(skeleton, start, tree, joints), report
 
-    if is_two_bone_chain(tree, goals) and not turns:
+    if is_two_bone_chain(tree, goals):
         settle_two_bones(tree, joints, targets[0])
         errors = goal_errors(tree, joints, goals, node_of_goal)
+    if joints.frames is None and pulled_at_tip(tree, goals) and weights[0] > 0.0 and not handover and not window:
+        # One free chain pulled at its tip is the paper's own case: its two passes as written.
+        report = iterate_chain(joints, tree.length, targets[0], settings)
+        return _pose_from_joints(skeleton, start, tree, joints), report
 
     # Limits and unconnected bones make FABRIK's passes less well-behaved: one
     # iteration can make things worse and wander off to a far pose. There each
@@ -886,13 +895,6 @@ def _solve_from(
     history = [sum(errors[g] for g in pulling)]
     report.stopped_by = "max_iterations"
     stiff = any(limit is not None and limit.is_stiff for limit in tree.limits)
-    if (
-        joints.frames is None and len(goals) == 1 and tree.is_single_chain and node_of_goal[0] == len(tree.bones) - 1
-        and weights[0] > 0.0 and not handover and not window
-    ):
-        # One free chain pulled at its tip is the paper's own case: its two passes as written.
-        report = iterate_chain(joints, tree.length, targets[0], settings)
-        return _pose_from_joints(skeleton, start, tree, joints), report
     for iteration in range(1, settings.max_iterations + 1):
         before_pass = list(joints.frames) if stiff else None
         aims = targets

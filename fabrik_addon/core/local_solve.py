@@ -31,8 +31,8 @@ from typing import Sequence
 from . import pole, quat
 from .fabrik import (
     SLOW_WINDOW, Joints, MovingTree, _bend_if_straight_at, _part_way, backward_reaching, branch_weights,
-    components, forward_reaching, goal_errors, is_two_bone_chain, iterate_chain, joined_report, settle_two_bones,
-    stretch_towards,
+    components, forward_reaching, goal_errors, is_two_bone_chain, iterate_chain, joined_report, pulled_at_tip,
+    settle_two_bones, stretch_towards,
 )
 from .problem import Goal, Progress, SolveReport, SolveSettings
 from .quat import Quat
@@ -305,7 +305,7 @@ def _iterate(
     if max(errors) <= tolerance:
         return SolveReport(0, errors, True, "converged", rotation_errors=[0.0] * count), False
 
-    if count == 1 and tree.is_single_chain and node_of_goal[0] == len(tree.bones) - 1:
+    if pulled_at_tip(tree, goals):
         if dist(joints.base[0], targets[0]) >= sum(tree.length):
             stretch_towards(tree, joints, targets[0])
             errors = goal_errors(tree, joints, goals, node_of_goal)
@@ -314,7 +314,7 @@ def _iterate(
 
     if is_two_bone_chain(tree, goals):
         settle_two_bones(tree, joints, targets[0])
-    if count == 1 and tree.is_single_chain and node_of_goal[0] == len(tree.bones) - 1 and weights[0] > 0.0:
+    if pulled_at_tip(tree, goals) and weights[0] > 0.0:
         # One chain pulled at its tip is the paper's own case: its two passes without the tree's bookkeeping.
         return iterate_chain(joints, tree.length, targets[0], settings), True
     report = SolveReport(0, errors, False, "max_iterations", rotation_errors=[0.0] * count)

@@ -78,6 +78,14 @@ class Coordinate:
     kind: str
 
 
+def limited_angles(limit: JointLimit, zero_frame: Quat, frame: Quat) -> list[float]:
+    """A limited node's coordinates (swing about X, swing about Z, twist) as its limit keeps them: its frame
+    read against its zero frame, then clamped into the limit."""
+    sx, sz, tw = quat.swing_twist(quat.normalized(quat.mul(quat.conj(zero_frame), frame)))
+    sx, sz = limits.clamp_swing(limit, sx, sz)
+    return [sx, sz, limits.clamp_twist(limit, tw)]
+
+
 class AngleRig:
     """The moving tree posed by per-joint coordinates, with heads, frames and tips by forward kinematics."""
 
@@ -100,14 +108,11 @@ class AngleRig:
         self.local: list[Quat] = [quat.IDENTITY] * m
         for k in range(m):
             zero_frame = self.zero[k] if tree.parent[k] < 0 else quat.mul(frames[tree.parent[k]], self.zero[k])
-            local = quat.normalized(quat.mul(quat.conj(zero_frame), frames[k]))
             limit = self.limits[k]
             if limit is None:
-                self.local[k] = local
+                self.local[k] = quat.normalized(quat.mul(quat.conj(zero_frame), frames[k]))
             else:
-                sx, sz, tw = quat.swing_twist(local)
-                sx, sz = limits.clamp_swing(limit, sx, sz)
-                self.angles[k] = [sx, sz, limits.clamp_twist(limit, tw)]
+                self.angles[k] = limited_angles(limit, zero_frame, frames[k])
                 self.local[k] = quat.from_swing_twist(*self.angles[k])
         self.heads: list[Vec] = [(0.0, 0.0, 0.0)] * m
         self.frames: list[Quat] = [quat.IDENTITY] * m
@@ -380,7 +385,7 @@ def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int
     # The scale of the chains that pull (a goal of weight 0 asks for nothing).
     scale = max((r for r, w in zip(problem.reach, problem.weights) if w > 0.0), default=max(problem.reach))
     damping = DAMPING * scale
-    errors, angles = _errors(rig, problem)
+    errors, angles = goal_errors_of(rig, problem)
     cost = problem.cost(errors, angles)
     iterations = without_progress = 0
     stopped_by = "max_iterations"
@@ -399,7 +404,7 @@ def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int
         delta = pliancy * _bounded_step(j * pliancy, e, damping, values, lo, hi, rig.rims(coordinates), pliancy)
         before = rig.snapshot()
         rig.step(coordinates, delta)
-        new_errors, new_angles = _errors(rig, problem)
+        new_errors, new_angles = goal_errors_of(rig, problem)
         new_cost = problem.cost(new_errors, new_angles)
         if new_cost < cost:
             # A crawl (a target out of what the limits reach, approached ever more slowly) is as close as it gets.
@@ -462,14 +467,14 @@ def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: in
             break
         before = rig.snapshot()
         rig.step(coordinates, np.clip(values + j.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values)
-        if iteration < max_iterations and not problem.reached(*_errors(rig, problem), tolerance):
+        if iteration < max_iterations and not problem.reached(*goal_errors_of(rig, problem), tolerance):
             # The null space is flat only to first order: one plain step puts the goals back.
             iteration += 1
             j, e = _linearised(rig, problem, coordinates)
             values = rig.get(coordinates)
             gram = j @ j.T + damping * damping * np.eye(len(e))
             rig.step(coordinates, np.clip(values + j.T @ np.linalg.solve(gram, e), lo, hi) - values)
-        if not problem.reached(*_errors(rig, problem), tolerance):
+        if not problem.reached(*goal_errors_of(rig, problem), tolerance):
             rig.restore(before)
             gain *= 0.5
     return iteration
@@ -524,8 +529,7 @@ def start_twists(skeleton: Skeleton, tree: "MovingTree", problem: Problem, start
         p = tree.parent[k]
         own = quat.from_matrix(start.frames[bones[k]].tolist())
         zero_frame = zero[k] if p < 0 else quat.mul(quat.from_matrix(start.frames[bones[p]].tolist()), zero[k])
-        _sx, _sz, twist = quat.swing_twist(quat.normalized(quat.mul(quat.conj(zero_frame), own)))
-        out[k] = limits.clamp_twist(tree.limits[k], twist)
+        out[k] = limited_angles(tree.limits[k], zero_frame, own)[2]
     return out
 
 
@@ -557,12 +561,7 @@ def random_start(skeleton: Skeleton, tree: "MovingTree", goals: Sequence[Goal], 
 
 
 def goal_errors_of(rig: AngleRig, problem: Problem) -> tuple[list[float], list[float]]:
-    """Each goal's tip distance and rotation-goal angle (0 without one) for the rig as it is posed."""
-    return _errors(rig, problem)
-
-
-def _errors(rig: AngleRig, problem: Problem) -> tuple[list[float], list[float]]:
-    """Each goal's tip distance, and each goal's angle to its rotation goal (0 without one)."""
+    """Each goal's tip distance, and each goal's angle to its rotation goal (0 without one), as the rig is posed."""
     dists = [math.dist(rig.tip(node), target) for node, target in zip(problem.nodes, problem.targets)]
     angles = [
         0.0 if rotation is None else quat.angle_between(rig.frames[node], rotation)
