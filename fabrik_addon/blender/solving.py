@@ -207,6 +207,8 @@ class Solution:
     #: Where an influence below 1 blended the solve with FK: the moving bones' solved rotations before it (what
     #: the next "Previous Solution" start continues from).
     unblended: dict[int, np.ndarray] | None = None
+    #: The rotation channels the solve read (`_Channels`), where it read them: the write needs not read them again.
+    channels: object = None
 
 
 # Per rig: the local rotations of the moving bones from its last solve, for "Previous Solution" starts
@@ -256,6 +258,8 @@ class Problem:
     fk_values: dict[int, tuple[float, ...]] = field(default_factory=dict)
     #: Per moving bone (in `bones` order), how much of the solve it takes (`influences`); None: all of it.
     influence: list[float] | None = None
+    #: The rotation channels read for `fk` (kept for the write).
+    channels: object = None
 
 
 def influences(obj, depsgraph, tree, used: list[int]) -> list[float] | None:
@@ -328,11 +332,11 @@ def prepare(
     warm = previous is not None
     influence = influences(obj, depsgraph, tree, used)
     keep_fk = keep_fk or influence is not None  # (the blend needs every moving bone's FK rotation)
-    channels = fk_channels(
-        obj, [skeleton.names[b] for b in tree.bones if keep_fk or not warm or b not in previous], depsgraph
-    )
-    fk_values = {skeleton.index(name): value for name, (_, value) in channels.items()}
-    fk = {skeleton.index(name): channel_matrix(mode, value) for name, (mode, value) in channels.items()}
+    read = [b for b in tree.bones if keep_fk or not warm or b not in previous]
+    at = rig.pose_bone_order(obj)[read].tolist()
+    channels = _read_channels(obj, [skeleton.names[b] for b in read], at, depsgraph)
+    fk_values = dict(zip(read, channels.fk_values))
+    fk = dict(zip(read, channel_matrices(channels.modes, channels.fk_values)))
     rotations = dict(fk)
     if warm:
         moving = set(tree.bones)
@@ -341,7 +345,7 @@ def prepare(
     problem = Problem(
         result, skeleton, goals, used, list(tree.bones), fk, start, solve_settings_of(settings, warm, rig_size(skeleton, tree)),
         settings.solver, rig.limit_problems(obj), began,
-        rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)), fk_values, influence,
+        rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)), fk_values, influence, channels,
     )
     return result, problem
 
@@ -375,7 +379,9 @@ def conclude(problem: Problem, pose, report: SolveReport) -> tuple[RigStatus, So
             local[b] = blended(problem.fk[b], local[b], weight_of[b])
         scales = {b: 1.0 + (value - 1.0) * weight_of.get(b, 1.0) for b, value in scales.items()}
         _say_influence(result, problem.influence)
-    return result, Solution(skeleton, problem.bones, local, problem.fk, scales, problem.fk_values, unblended)
+    return result, Solution(
+        skeleton, problem.bones, local, problem.fk, scales, problem.fk_values, unblended, problem.channels
+    )
 
 
 def _say_influence(result: RigStatus, influence: list[float]) -> None:
@@ -531,16 +537,8 @@ class _FreeTree:
 
     tree: object
     local: object
-    #: Per moving node: its pose-bone index, name and rotation mode.
-    at: np.ndarray
-    names: list[str]
-    modes: list[str]
-    #: The rotation channels read (channel -> (n, size) array of every pose bone) and each node's value in it.
-    arrays: dict[str, np.ndarray]
-    current: list[tuple[float, ...]]
-    held: object
-    entries: tuple | None
-    fk_values: list[tuple[float, ...]]
+    #: The moving nodes' rotation channels, held entries and FK values.
+    channels: _Channels
     #: The FK rotations as unit quaternions, and the start (FK, or the previous solution where warm).
     fk_rotations: list[tuple[float, ...]]
     rotations: list[tuple[float, ...]]
@@ -565,14 +563,10 @@ def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -
     pose_bones = obj.pose.bones
     n = len(pose_bones)
     at = _pose_indices(obj, skeleton, tree)
-    modes = [rig.MODE_NAMES[m] for m in rig.rotation_modes(pose_bones)[at].tolist()]
-    arrays = {}
-    current = _rotation_values(pose_bones, at.tolist(), modes, arrays)
-    names = [skeleton.names[b] for b in tree.bones]
-    held = _held(obj)
-    entries = _held_arrays(held)
-    fk_values = _fk_in_bulk(obj, names, modes, current, entries, depsgraph)
-    fk_rotations = [rotation.channel_to_quaternion(mode, value) for mode, value in zip(modes, fk_values)]
+    channels = _read_channels(obj, [skeleton.names[b] for b in tree.bones], at.tolist(), depsgraph)
+    fk_rotations = [
+        rotation.channel_to_quaternion(mode, value) for mode, value in zip(channels.modes, channels.fk_values)
+    ]
     rotations = fk_rotations
     if previous is not None:
         rotations = [_as_quaternion(previous[b]) if b in previous else r for b, r in zip(tree.bones, rotations)]
@@ -589,8 +583,8 @@ def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -
     validate_goals(skeleton, goals)
     validate_settings(solve_settings)
     return _FreeTree(
-        tree, local, at, names, modes, arrays, current, held, entries, fk_values, fk_rotations, rotations,
-        translations, fixed, solve_settings, influences(obj, depsgraph, tree, gathered.used),
+        tree, local, channels, fk_rotations, rotations, translations, fixed, solve_settings,
+        influences(obj, depsgraph, tree, gathered.used),
     )
 
 
@@ -642,15 +636,14 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
         return None
     result, solved = outcome
     # Each value made continuous with what the channel holds (as mathutils' make_compatible does).
-    values = [rotation.channel_from_quaternion(mode, q, now) for q, now, mode in zip(_shown(read, solved), read.current, read.modes)]
-    written = _write_channels(obj, read.at, read.modes, read.arrays, read.current, values)
-    names, entries = read.names, read.entries
-    if hold:
-        _hold_in_bulk(obj, read.held, names, read.modes, written, read.fk_values, entries)
-    else:
-        _let_go(obj, names)
+    channels = read.channels
+    values = [
+        rotation.channel_from_quaternion(mode, q, now)
+        for q, now, mode in zip(_shown(read, solved), channels.current, channels.modes)
+    ]
+    _write_and_hold(obj, channels, values, hold)
     _last_solution[obj.name] = dict(zip(read.tree.bones, solved))
-    if entries is not None and entries[4].any():
+    if channels.entries is not None and channels.entries[4].any():
         write_stretch(obj, gathered.skeleton, {})  # bones stretched before get their own scale back
     result.seconds = time.perf_counter() - gathered.began
     return result
@@ -685,22 +678,35 @@ def _write_solution(obj, solution: Solution, hold: bool) -> None:
     let it go: the solved pose becomes the animator's)."""
     skeleton, bones = solution.skeleton, solution.bones
     names = [skeleton.names[b] for b in bones]
-    pose_bones = obj.pose.bones
-    at = [pose_bones.find(name) for name in names]
-    modes = [rig.MODE_NAMES[m] for m in rig.rotation_modes(pose_bones)[at].tolist()]
-    arrays: dict = {}
-    current = _rotation_values(pose_bones, at, modes, arrays)
-    values = [rig.channel_value(mode, solution.local[b], now) for b, mode, now in zip(bones, modes, current)]
-    written = _write_channels(obj, at, modes, arrays, current, values)
-    if not hold:
-        _let_go(obj, names)
-        return
+    channels = solution.channels
+    if channels is None or channels.names != names:  # (a read of other bones: read these)
+        pose_bones = obj.pose.bones
+        channels = _read_channels(obj, names, [pose_bones.find(name) for name in names])
+    # Every solved rotation as a quaternion at once, then each as its channel's value (in double precision:
+    # mathutils' single-precision axis-angle drops turns under about 3e-4 rad).
+    solved = rotation.quaternions_from_matrices(solution.local[bones]).tolist()
+    values = [
+        rotation.channel_from_quaternion(mode, tuple(q), now)
+        for q, mode, now in zip(solved, channels.modes, channels.current)
+    ]
     fk_values = [solution.fk_values[b] for b in bones]
-    if not all(_finite(v) for v in fk_values):  # (never held: it would be matched and given back again)
-        _hold_rotations(obj, {name: (w, fk) for name, w, fk in zip(names, written, fk_values)})
+    if not hold or all(_finite(v) for v in fk_values):
+        channels.fk_values = fk_values
+        _write_and_hold(obj, channels, values, hold)
         return
-    held = _held(obj)
-    _hold_in_bulk(obj, held, names, modes, written, fk_values, _held_arrays(held))
+    written = _write_channels(obj, channels.at, channels.modes, channels.arrays, channels.current, values)
+    # (never held in bulk: a value that is not a number would be matched and given back again)
+    _hold_rotations(obj, {name: (w, fk) for name, w, fk in zip(names, written, fk_values)})
+
+
+def _write_and_hold(obj, channels: _Channels, values: list, hold: bool) -> None:
+    """Set the channels read to `values` in bulk, and hold what they held (`channels.fk_values`), or without
+    `hold` let it go."""
+    written = _write_channels(obj, channels.at, channels.modes, channels.arrays, channels.current, values)
+    if hold:
+        _hold_in_bulk(obj, channels.held, channels.names, channels.modes, written, channels.fk_values, channels.entries)
+    else:
+        _let_go(obj, channels.names)
 
 
 def _compute_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -> tuple[RigStatus, Solution] | None:
@@ -717,7 +723,7 @@ def _compute_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None
     local = skeleton.local_rotations(rig.current_pose(obj, skeleton))
     bones = list(read.tree.bones)
     local[bones] = rotation.quaternion_to_matrix(np.array(_shown(read, solved)))
-    fk_values = dict(zip(bones, read.fk_values))
+    fk_values = dict(zip(bones, read.channels.fk_values))
     unblended = None
     if read.influence is not None:
         unblended = dict(zip(bones, rotation.quaternion_to_matrix(np.array(solved))))
@@ -865,9 +871,10 @@ def _not_finite(solution: Solution) -> str | None:
     for b in solution.bones:
         if not _finite(solution.fk_values.get(b, ())):
             return f"bone '{names[b]}' is keyed to a rotation that is not a number on this frame: nothing written"
-    for b in solution.bones:
-        if not np.isfinite(solution.local[b]).all():
-            return f"the solve gave bone '{names[b]}' a rotation that is not a number: nothing written"
+    finite = np.isfinite(solution.local[solution.bones]).all(axis=(1, 2))
+    if not finite.all():
+        b = solution.bones[int(np.argmin(finite))]
+        return f"the solve gave bone '{names[b]}' a rotation that is not a number: nothing written"
     return None
 
 
@@ -1226,14 +1233,46 @@ def fk_channel_values(obj, names: list[str]) -> dict[str, tuple[float, ...]]:
 def fk_channels(obj, names: list[str], depsgraph=None) -> dict[str, tuple[str, tuple[float, ...]]]:
     """`fk_channel_values` with each bone's rotation mode: (mode, value) per named bone, read in bulk (the
     depsgraph, when given, tells the frame keyed channels are evaluated at)."""
+    channels = _read_channels(obj, names, _pose_bone_indices(obj, names), depsgraph)
+    return {name: (mode, value) for name, mode, value in zip(names, channels.modes, channels.fk_values)}
+
+
+def _pose_bone_indices(obj, names: list[str]) -> list[int]:
+    """Where each named bone sits among obj.pose.bones (KeyError for one that is not there)."""
     pose_bones = obj.pose.bones
     at = [pose_bones.find(name) for name in names]
     if any(i < 0 for i in at):
         raise KeyError(f"no bone '{names[at.index(-1)]}' in '{obj.name}'")
+    return at
+
+
+@dataclass
+class _Channels:
+    """Some bones' rotation channels as one bulk read found them (`_read_channels`), kept for a bulk write."""
+
+    #: Per bone: its index among the pose bones, name, rotation mode and channel value.
+    at: list[int]
+    names: list[str]
+    modes: list[str]
+    #: Each rotation channel kind read: (number of pose bones, size) values.
+    arrays: dict[str, np.ndarray]
+    current: list[tuple[float, ...]]
+    #: What `fabrik.held` keeps, in bulk (`_held_arrays`; its last item: the entries the FK read matched).
+    held: object
+    entries: tuple | None
+    #: Per bone, its FK value (`fk_channel_values`).
+    fk_values: list[tuple[float, ...]]
+
+
+def _read_channels(obj, names: list[str], at: list[int], depsgraph=None) -> _Channels:
+    """The named bones' rotation channels (at these pose-bone indices), modes and FK values, read in bulk."""
+    pose_bones = obj.pose.bones
     modes = [rig.MODE_NAMES[m] for m in rig.rotation_modes(pose_bones)[at].tolist()]
-    current = _rotation_values(pose_bones, at, modes)
-    values = _fk_in_bulk(obj, names, modes, current, _held_arrays(_held(obj)), depsgraph)
-    return {name: (mode, value) for name, mode, value in zip(names, modes, values)}
+    arrays: dict = {}
+    current = _rotation_values(pose_bones, at, modes, arrays)
+    held = _held(obj)
+    entries = _held_arrays(held)
+    return _Channels(at, names, modes, arrays, current, held, entries, _fk_in_bulk(obj, names, modes, current, entries, depsgraph))
 
 
 def _rotation_values(pose_bones, at: list[int], modes: list[str], arrays: dict | None = None) -> list[tuple[float, ...]]:
@@ -1269,6 +1308,12 @@ def _animated(keyed: tuple, name: str, channel: str, value: tuple[float, ...]) -
         if fcurve is not None and not fcurve.mute:
             result[index] = fcurve.evaluate(frame)
     return tuple(result)
+
+
+def channel_matrices(modes: list[str], values: list[tuple[float, ...]]) -> np.ndarray:
+    """`channel_matrix` of many values at once, (n, 3, 3)."""
+    quaternions = [rotation.channel_to_quaternion(mode, value) for mode, value in zip(modes, values)]
+    return rotation.quaternion_to_matrix(np.array(quaternions).reshape(-1, 4))
 
 
 def channel_matrix(mode: str, value: tuple[float, ...]) -> np.ndarray:

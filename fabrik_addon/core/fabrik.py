@@ -49,7 +49,7 @@ halved over a few iterations, the same refinement finishes them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -88,6 +88,8 @@ class MovingTree:
     connected: tuple[bool, ...]
     #: Per goal, the nodes of its chain, tip first.
     goal_chain: tuple[tuple[int, ...], ...]
+    #: What solvers derive from the tree alone and keep for its next solve (the tree is cached per goal layout).
+    derived: dict = field(default_factory=dict, compare=False, repr=False)
 
     def part(self, goal_ids: Sequence[int]) -> tuple[MovingTree, list[int]]:
         """The tree of some goals' chains alone (a group of `components`), and which of this tree's nodes are its
@@ -754,13 +756,15 @@ def _solve_limited(
     twists = refine.start_twists(skeleton, tree, problem, start)
     while True:
         left = replace(settings, max_iterations=budget - used)
+        joints = None  # FABRIK's result, where it ran and moved the attempt's start
         if attempt == 1:
             # The first other start is the same pose without FABRIK: on arms that turn mostly about their
             # own bones (twists) FABRIK's moves can lead away from where the angles would have gone.
-            pose, report = attempt_start, _report_at(skeleton, tree, goals, attempt_start, settings.tolerance)
+            report = _report_at(skeleton, tree, goals, attempt_start, settings.tolerance)
         else:
             # Stretching towards a target out of reach is FABRIK's own move: let it go on until it stalls there.
-            pose, report = _solve_from(skeleton, tree, goals, attempt_start, left, careful=True, handover=not out_of_reach)
+            joints, report = _iterate_from(skeleton, tree, goals, attempt_start, left, careful=True, handover=not out_of_reach)
+        moved = None if joints is None else (joints.heads, joints.frames)
         used += report.iterations
         refined_rig = None
         if not report.converged:
@@ -768,7 +772,7 @@ def _solve_limited(
             # where FABRIK's best was a start outside the limits (a pole's turn can take the first bone out of
             # them) that no pass beat, that start comes back inside and its tip moves, so its errors are measured
             # again.
-            rig = refine.AngleRig(skeleton, tree, pose)
+            rig = refine.AngleRig(skeleton, tree, attempt_start, moved)
             report.errors, report.rotation_errors = refine.goal_errors_of(rig, problem)
         if not report.converged and used < budget:
             refined = refine.solve(rig, problem, settings.tolerance, budget - used)
@@ -780,11 +784,12 @@ def _solve_limited(
                     rotation_errors=refined.rotation_errors,
                 )
         if refined_rig is None and not report.converged:
-            refined_rig = refine.AngleRig(skeleton, tree, pose)  # (read again: the refinement moved `rig`)
+            refined_rig = refine.AngleRig(skeleton, tree, attempt_start, moved)  # (again: the refinement moved `rig`)
         if refined_rig is not None:
             refine.set_idle_twists(refined_rig, problem, twists)
             pose = refined_rig.pose(skeleton, start)
         else:
+            pose = attempt_start if joints is None else _pose_from_joints(skeleton, attempt_start, tree, joints)
             pose = refine.with_idle_twists_from(skeleton, tree, problem, pose, start, twists)
         if best is None or report.converged or problem.cost(report.errors, report.rotation_errors) < problem.cost(
             best[1].errors, best[1].rotation_errors
@@ -836,6 +841,23 @@ def _solve_from(
     one that does not halve the error, and with a `window` once the best error
     has not halved over that many iterations: from there on another method finishes.
     """
+    joints, report = _iterate_from(skeleton, tree, goals, start, settings, careful, handover, window)
+    if joints is None:
+        return start.copy(), report
+    return _pose_from_joints(skeleton, start, tree, joints), report
+
+
+def _iterate_from(
+    skeleton: Skeleton,
+    tree: MovingTree,
+    goals: Sequence[Goal],
+    start: Pose,
+    settings: SolveSettings,
+    careful: bool,
+    handover: bool = False,
+    window: int = 0,
+) -> tuple[Joints | None, SolveReport]:
+    """`_solve_from`, leaving the result in the joints (None: the start pose itself, reached as it is)."""
     framed = any(g.rotation is not None or g.pole is not None for g in goals)
     joints = Joints(skeleton, tree, start, framed)
     targets = [tuple(float(c) for c in g.target) for g in goals]
@@ -862,7 +884,7 @@ def _solve_from(
     angles = rotation_errors(joints, rotation_goals, len(goals))
     report = SolveReport(0, errors, goals_reached(goals, errors, angles, rotation_goals, settings.tolerance), "converged", rotation_errors=angles)
     if report.converged and joints.frames is None:
-        return start.copy(), report
+        return None, report
     report.converged = False  # a limited start pose still has to be brought inside its limits
 
     if pulled_at_tip(tree, goals):
@@ -871,15 +893,14 @@ def _solve_from(
             errors = goal_errors(tree, joints, goals, node_of_goal)
             reached = errors[0] <= settings.tolerance  # a target exactly at full reach
             report = SolveReport(0, errors, reached, "converged" if reached else "unreachable")
-            return _pose_from_joints(skeleton, start, tree, joints), report
+            return joints, report
 
     if is_two_bone_chain(tree, goals):
         settle_two_bones(tree, joints, targets[0])
         errors = goal_errors(tree, joints, goals, node_of_goal)
     if joints.frames is None and pulled_at_tip(tree, goals) and weights[0] > 0.0 and not handover and not window:
         # One free chain pulled at its tip is the paper's own case: its two passes as written.
-        report = iterate_chain(joints, tree.length, targets[0], settings)
-        return _pose_from_joints(skeleton, start, tree, joints), report
+        return joints, iterate_chain(joints, tree.length, targets[0], settings)
 
     # Limits and unconnected bones make FABRIK's passes less well-behaved: one
     # iteration can make things worse and wander off to a far pose. There each
@@ -913,6 +934,8 @@ def _solve_from(
             break
         current = summed(errors, angles)
         if handover and current > 0.5 * progress.best:
+            if current < progress.best:  # (slower, but still the best pose so far: the next method starts from it)
+                best_joints, best_errors, best_angles = None, errors, angles
             report.stopped_by = "handover"
             break
         if progress.improves(current):
@@ -933,7 +956,7 @@ def _solve_from(
     if best_joints is not None:
         joints.restore(best_joints)
     report.errors, report.rotation_errors = best_errors, best_angles
-    return _pose_from_joints(skeleton, start, tree, joints), report
+    return joints, report
 
 
 def chain_reach(tree: MovingTree, chain: Sequence[int]) -> float:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -89,12 +89,20 @@ def limited_angles(limit: JointLimit, zero_frame: Quat, frame: Quat) -> list[flo
 class AngleRig:
     """The moving tree posed by per-joint coordinates, with heads, frames and tips by forward kinematics."""
 
-    def __init__(self, skeleton: Skeleton, tree: "MovingTree", start: Pose) -> None:
+    def __init__(
+        self, skeleton: Skeleton, tree: "MovingTree", start: Pose, moved: tuple[list[Vec], list[Quat]] | None = None
+    ) -> None:
+        """The tree as `start` poses it, or with its nodes' heads and frames (unit quaternions) `moved` (FABRIK's
+        joints, read without making a pose of them: the bones between a node and its moving parent stand as in
+        `start`, and a pose keeps them so)."""
         self.tree = tree
         bones = list(tree.bones)
         m = len(bones)
-        frames = [quat.from_matrix(f) for f in start.frames[bones].tolist()]
-        heads = [tuple(h) for h in start.heads[bones].tolist()]
+        if moved is None:
+            frames = [quat.from_matrix(f) for f in start.frames[bones].tolist()]
+            heads = [tuple(h) for h in start.heads[bones].tolist()]
+        else:
+            heads, frames = moved
         #: Per node, the turn from its moving parent's frame to its zero frame (see `zero_links`).
         self.zero: list[Quat] = zero_links(skeleton, bones, tree.parent, start)
         #: Per node, its head in its moving parent's frame from the parent's head (armature space for a base).
@@ -166,28 +174,17 @@ class AngleRig:
         frames = np.array([quat.to_matrix(q) for q in self.frames]).reshape(-1, 3, 3)
         return pose_with(skeleton, start, list(self.tree.bones), np.array(self.heads).reshape(-1, 3), frames)
 
-    def axes(self, coordinates: Sequence[Coordinate]) -> np.ndarray:
+    def axes(self, free: "Freedom") -> np.ndarray:
         """The world axis each coordinate turns its node about, per unit of the coordinate (c, 3)."""
         # Each axis is fixed in a frame (a twist turns about the bone's own Y, the others about axes of the zero
-        # frame): gathered per coordinate, then all turned into the world at once.
-        n = len(coordinates)
-        turns, local = np.empty((n, 4)), np.zeros((n, 3))
-        swings, swing_angles, about_x = [], [], []
-        for i, c in enumerate(coordinates):
-            k, kind = c.node, c.kind
-            if kind == "y":
-                turns[i], local[i, 1] = self.frames[k], 1.0
-                continue
-            turns[i] = self.zero_frames[k]
-            if kind.startswith("free"):
-                local[i, int(kind[4])] = 1.0
-            else:
-                swings.append(i)
-                swing_angles.append(self.angles[k][:2])
-                about_x.append(kind == "x")
-        if swings:
-            angles = np.array(swing_angles)
-            local[swings] = _swing_derivatives(angles[:, 0], angles[:, 1], np.array(about_x))
+        # frame): all turned into the world at once.
+        nodes = free.nodes
+        turns = np.where(free.twists[:, None], np.array(self.frames)[nodes], np.array(self.zero_frames)[nodes])
+        local = free.local_axes
+        if free.swings:
+            angles = np.array([self.angles[k][:2] for k in free.swing_nodes])
+            local = local.copy()
+            local[free.swings] = _swing_derivatives(angles[:, 0], angles[:, 1], free.about_x)
         return quat_arrays.rotate(turns, local)
 
     def get(self, coordinates: Sequence[Coordinate]) -> np.ndarray:
@@ -266,6 +263,11 @@ class AngleRig:
                 continue
             lo[i], hi[i] = limit.twist_range() if c.kind == "y" else limit.swing_range(c.kind)
         return lo, hi
+
+
+#: The unit axes X, Y, Z.
+_AXES = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+_Y = _AXES[1]
 
 
 def _swing_derivatives(sx: np.ndarray, sz: np.ndarray, about_x: np.ndarray) -> np.ndarray:
@@ -376,12 +378,59 @@ def longest_reach(skeleton: Skeleton, tree: "MovingTree", chain: Sequence[int]) 
     """The farthest a chain (nodes, tip first) reaches from its base: its bones and the rigid offsets between
     them laid end to end. No pose inside any limits gets further."""
     bones = [tree.bones[k] for k in chain]
-    return sum(tree.length[k] for k in chain) + sum(float(np.linalg.norm(skeleton.offsets[b])) for b in bones[:-1])
+    return sum(tree.length[k] for k in chain) + float(np.linalg.norm(skeleton.offsets[bones[:-1]], axis=1).sum())
+
+
+class Freedom(NamedTuple):
+    """The coordinates a refinement moves (`AngleRig.coordinates`), with what each step needs of them that
+    depends on the tree and the goals' layout alone."""
+
+    coordinates: list[Coordinate]
+    #: Per coordinate: its range, pliancy, node, and whether it is a twist (about the bone's own Y).
+    lo: np.ndarray
+    hi: np.ndarray
+    pliancy: np.ndarray
+    nodes: list[int]
+    twists: np.ndarray
+    #: Per coordinate, the axis it turns about in its frame (the swings' rows depend on the swing: `AngleRig.axes`).
+    local_axes: np.ndarray
+    #: The swing coordinates: their indices, their nodes, and whether each is the swing about X.
+    swings: list[int]
+    swing_nodes: list[int]
+    about_x: np.ndarray
+    #: Per goal, 1 for each coordinate that moves its tip, else 0.
+    moves: list[np.ndarray]
+
+
+def freedom(rig: AngleRig, problem: Problem) -> Freedom:
+    """The rig's `Freedom` for these goals, kept with the tree for its next solve (the tree is the same for the
+    same layout of goals)."""
+    key = ("freedom", frozenset(problem.idle_twists), tuple(problem.nodes))
+    found = rig.tree.derived.get(key)
+    if found is not None:
+        return found
+    coordinates = rig.coordinates(problem)
+    lo, hi = rig.bounds(coordinates)
+    nodes = [c.node for c in coordinates]
+    local_axes = np.array([_AXES[int(c.kind[4])] if c.kind.startswith("free") else _Y for c in coordinates])
+    swings = [i for i, c in enumerate(coordinates) if c.kind in ("x", "z")]
+    found = Freedom(
+        coordinates, lo, hi, rig.pliancy(coordinates), nodes,
+        np.array([c.kind == "y" for c in coordinates], dtype=bool), local_axes.reshape(-1, 3),
+        swings, [nodes[i] for i in swings], np.array([coordinates[i].kind == "x" for i in swings], dtype=bool),
+        [np.array([n in moved for n in nodes], dtype=float) for moved in problem.moved_by],
+    )
+    for array in found:
+        if isinstance(array, np.ndarray):
+            array.flags.writeable = False  # (shared by every solve of the tree)
+    rig.tree.derived[key] = found
+    return found
 
 
 def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int) -> Refined:
     """Levenberg-Marquardt in the limits' coordinates until every goal is reached or the budget is spent."""
-    coordinates = rig.coordinates(problem)
+    free = freedom(rig, problem)
+    coordinates, lo, hi, pliancy = free.coordinates, free.lo, free.hi, free.pliancy
     # The scale of the chains that pull (a goal of weight 0 asks for nothing).
     scale = max((r for r, w in zip(problem.reach, problem.weights) if w > 0.0), default=max(problem.reach))
     damping = DAMPING * scale
@@ -390,15 +439,13 @@ def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int
     iterations = without_progress = 0
     stopped_by = "max_iterations"
     history = [cost]  # the cost after each iteration, to see a slow crawl for what it is
-    lo, hi = rig.bounds(coordinates)
-    pliancy = rig.pliancy(coordinates)
     if not coordinates:
         stopped_by = "stalled"  # every joint that could move is locked or moves no goal
     while coordinates and not problem.reached(errors, angles, tolerance):
         if iterations >= max_iterations:
             break
         iterations += 1
-        j, e = _linearised(rig, problem, coordinates)
+        j, e = _linearised(rig, problem, free)
         values = rig.get(coordinates)
         # Stiffness as Blender weighs it: a stiff coordinate's column shrinks, so the others take the motion.
         delta = pliancy * _bounded_step(j * pliancy, e, damping, values, lo, hi, rig.rims(coordinates), pliancy)
@@ -448,16 +495,16 @@ def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: in
     warm-started chain does not drift and a closed path brings it back, or
     the plane a pole asks for.
     """
-    coordinates = rig.coordinates(problem)
+    free = freedom(rig, problem)
+    coordinates, lo, hi = free.coordinates, free.lo, free.hi
     if not coordinates:
         return 0
-    lo, hi = rig.bounds(coordinates)
     damping = DAMPING_RANGE[0] * max(problem.reach)
     gain = SETTLE_GAIN
     iteration = 0
     while iteration < max_iterations and gain > SETTLE_GAIN / 64.0:
         iteration += 1
-        j, e = _linearised(rig, problem, coordinates)
+        j, e = _linearised(rig, problem, free)
         values = rig.get(coordinates)
         wanted = aim(rig, coordinates)
         pull = np.where(np.isnan(wanted), 0.0, gain * (np.nan_to_num(wanted) - values))
@@ -470,7 +517,7 @@ def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: in
         if iteration < max_iterations and not problem.reached(*goal_errors_of(rig, problem), tolerance):
             # The null space is flat only to first order: one plain step puts the goals back.
             iteration += 1
-            j, e = _linearised(rig, problem, coordinates)
+            j, e = _linearised(rig, problem, free)
             values = rig.get(coordinates)
             gram = j @ j.T + damping * damping * np.eye(len(e))
             rig.step(coordinates, np.clip(values + j.T @ np.linalg.solve(gram, e), lo, hi) - values)
@@ -575,18 +622,17 @@ def _rotation_error(frame: Quat, target: Quat) -> Vec:
     return quat.log(quat.mul(target, quat.conj(frame)))
 
 
-def _linearised(rig: AngleRig, problem: Problem, coordinates: Sequence[Coordinate]) -> tuple[np.ndarray, np.ndarray]:
+def _linearised(rig: AngleRig, problem: Problem, free: Freedom) -> tuple[np.ndarray, np.ndarray]:
     """The weighted Jacobian (rows: goals' tips, then rotation goals) and error vector."""
-    axes = rig.axes(coordinates)
-    heads = np.array([rig.heads[c.node] for c in coordinates])
-    nodes = [c.node for c in coordinates]
+    axes = rig.axes(free)
+    heads = np.array(rig.heads)[free.nodes]
     rows, errors = [], []
     for g, node in enumerate(problem.nodes):
         w = problem.weights[g]
         if w <= 0.0:
             continue
         tip = np.array(rig.tip(node))
-        mask = np.array([n in problem.moved_by[g] for n in nodes], dtype=float)
+        mask = free.moves[g]
         block = np.cross(axes, tip - heads) * (mask[:, None] * w)
         rows.append(block.T)
         errors.append((np.array(problem.targets[g]) - tip) * w)
