@@ -934,8 +934,6 @@ def _iterate_from(
             break
         current = summed(errors, angles)
         if handover and current > 0.5 * progress.best:
-            if current < progress.best:  # (slower, but still the best pose so far: the next method starts from it)
-                best_joints, best_errors, best_angles = None, errors, angles
             report.stopped_by = "handover"
             break
         if progress.improves(current):
