@@ -231,27 +231,35 @@ def axis_angle_from_quaternion(q: quat.Quat, previous: Sequence[float]) -> tuple
 def euler_from_matrix(m, order: str, previous: Sequence[float]) -> tuple[float, float, float]:
     """A 3x3 rotation (rows) as Euler angles (X, Y, Z) of the order ('XYZ' turns about X first), the one of
     its two solutions nearest to `previous` after whole turns are added (as mathutils' compatible Euler)."""
-    i, j, k = ("XYZ".index(axis) for axis in order)
-    sign = 1.0 if (j - i) % 3 == 1 else -1.0  # axes in cyclic order, or the mirrored formulas
+    i, j, k, sign = _EULER_AXES[order]
     cos_b = math.hypot(m[i][i], m[j][i])
     b = math.atan2(-sign * m[k][i], cos_b)
     if cos_b > 1e-12:
-        solutions = [
+        solutions = (
             (math.atan2(sign * m[k][j], m[k][k]), b, math.atan2(sign * m[j][i], m[i][i])),
             (math.atan2(-sign * m[k][j], -m[k][k]), math.atan2(-sign * m[k][i], -cos_b), math.atan2(-sign * m[j][i], -m[i][i])),
-        ]
+        )
     else:  # gimbal lock: only the sum of the first and last turns is known; give it all to the first
-        solutions = [(math.atan2(-sign * m[j][k], m[j][j]), b, 0.0)]
+        solutions = ((math.atan2(-sign * m[j][k], m[j][j]), b, 0.0),)
     old = tuple(previous)
+    compatible = len(old) == 3 and all(math.isfinite(v) for v in old)
     best, best_distance = None, math.inf
     for a, b, c in solutions:
         angles = [0.0, 0.0, 0.0]
         angles[i], angles[j], angles[k] = a, b, c
-        if len(old) == 3 and all(math.isfinite(v) for v in old):
-            angles = [v + 2.0 * math.pi * round((o - v) / (2.0 * math.pi)) for v, o in zip(angles, old)]
-            distance = sum(abs(v - o) for v, o in zip(angles, old))
-        else:
-            distance = 0.0
+        if not compatible:
+            return tuple(angles)
+        angles = [v + _TURN * round((o - v) / _TURN) for v, o in zip(angles, old)]
+        distance = abs(angles[0] - old[0]) + abs(angles[1] - old[1]) + abs(angles[2] - old[2])
         if distance < best_distance:
             best, best_distance = tuple(angles), distance
     return best
+
+
+_TURN = 2.0 * math.pi
+#: Per Euler order: the indices of its first, second and third axes, and +1 where they are in cyclic order (-1:
+#: the mirrored formulas).
+_EULER_AXES = {
+    order: (*("XYZ".index(axis) for axis in order), 1.0 if ("XYZ".index(order[1]) - "XYZ".index(order[0])) % 3 == 1 else -1.0)
+    for order in ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
+}
