@@ -691,20 +691,20 @@ def _write_solution(obj, solution: Solution, hold: bool) -> None:
     ]
     fk_values = [solution.fk_values[b] for b in bones]
     if not hold or all(_finite(v) for v in fk_values):
-        channels.fk_values = fk_values
-        _write_and_hold(obj, channels, values, hold)
+        _write_and_hold(obj, channels, values, hold, fk_values)
         return
     written = _write_channels(obj, channels.at, channels.modes, channels.arrays, channels.current, values)
     # (never held in bulk: a value that is not a number would be matched and given back again)
     _hold_rotations(obj, {name: (w, fk) for name, w, fk in zip(names, written, fk_values)})
 
 
-def _write_and_hold(obj, channels: _Channels, values: list, hold: bool) -> None:
-    """Set the channels read to `values` in bulk, and hold what they held (`channels.fk_values`), or without
-    `hold` let it go."""
+def _write_and_hold(obj, channels: _Channels, values: list, hold: bool, fk_values: list | None = None) -> None:
+    """Set the channels read to `values` in bulk, and hold the FK values under them (`fk_values`, or those the
+    read found), or without `hold` let them go."""
     written = _write_channels(obj, channels.at, channels.modes, channels.arrays, channels.current, values)
     if hold:
-        _hold_in_bulk(obj, channels.held, channels.names, channels.modes, written, channels.fk_values, channels.entries)
+        fk_values = channels.fk_values if fk_values is None else fk_values
+        _hold_in_bulk(obj, channels.held, channels.names, channels.modes, written, fk_values, channels.entries)
     else:
         _let_go(obj, channels.names)
 
