@@ -187,30 +187,30 @@ class AngleRig:
             local[free.swings] = _swing_derivatives(angles[:, 0], angles[:, 1], free.about_x)
         return quat_arrays.rotate(turns, local)
 
-    def get(self, coordinates: Sequence[Coordinate]) -> np.ndarray:
+    def get(self, free: "Freedom") -> np.ndarray:
         """The coordinates' current values (free joints count from where they are: 0)."""
-        return np.array([0.0 if c.kind.startswith("free") else self.angles[c.node]["xzy".index(c.kind)] for c in coordinates])
+        angles = self.angles
+        return np.array([0.0 if loose else angles[k][slot] for k, slot, loose in zip(free.nodes, free.slots, free.loose)])
 
-    def step(self, coordinates: Sequence[Coordinate], delta: np.ndarray) -> None:
+    def step(self, free: "Freedom", delta: np.ndarray) -> None:
         """Move the coordinates by delta, clamped into their limits, and update the pose."""
+        angles = self.angles
         free_turn: dict[int, list[float]] = {}
-        for c, d in zip(coordinates, delta.tolist()):
-            if c.kind.startswith("free"):
-                free_turn.setdefault(c.node, [0.0, 0.0, 0.0])[int(c.kind[4])] = d
+        for k, slot, loose, d in zip(free.nodes, free.slots, free.loose, delta.tolist()):
+            if loose:
+                free_turn.setdefault(k, [0.0, 0.0, 0.0])[slot] = d
             else:
-                self.angles[c.node]["xzy".index(c.kind)] += d
+                angles[k][slot] += d
         for k, w in free_turn.items():
             # A turn about the zero frame's axes: left-multiply in the zero frame.
             self.local[k] = quat.normalized(quat.mul(quat.exp(w), self.local[k]))
-        touched = {c.node for c in coordinates}
-        for k in touched:
+        for k in free.limited_nodes:
             limit = self.limits[k]
-            if limit is not None:
-                sx, sz, tw = self.angles[k]
-                sx, sz = limits.clamp_swing(limit, sx, sz)
-                tw = limits.clamp_twist(limit, tw)
-                self.angles[k] = [sx, sz, tw]
-                self.local[k] = quat.from_swing_twist(sx, sz, tw)
+            sx, sz, tw = angles[k]
+            sx, sz = limits.clamp_swing(limit, sx, sz)
+            tw = limits.clamp_twist(limit, tw)
+            angles[k] = [sx, sz, tw]
+            self.local[k] = quat.from_swing_twist(sx, sz, tw)
         self.forward()
 
     def snapshot(self) -> tuple:
@@ -223,17 +223,12 @@ class AngleRig:
         self.local = list(snapshot[1])
         self.forward()
 
-    def rims(self, coordinates: Sequence[Coordinate]) -> list[tuple[int, int, tuple[float, float]]]:
+    def rims(self, free: "Freedom") -> list[tuple[int, int, tuple[float, float]]]:
         """Swings on the rim of their elliptical cone: (index of sx, index of sz, outward unit normal)."""
-        where = {(c.node, c.kind): i for i, c in enumerate(coordinates)}
         out = []
-        for k, limit in enumerate(self.limits):
-            if limit is None or (k, "x") not in where or (k, "z") not in where:
-                continue
-            lo_x, hi_x = limit.swing_range("x")
-            lo_z, hi_z = limit.swing_range("z")
-            if not (lo_x <= 0.0 <= hi_x and lo_z <= 0.0 <= hi_z):
-                continue  # no cone: each axis has its own range
+        for k, ix, iz in free.cones:
+            lo_x, hi_x = self.limits[k].swing_range("x")
+            lo_z, hi_z = self.limits[k].swing_range("z")
             sx, sz, _ = self.angles[k]
             a = hi_x if sx >= 0.0 else -lo_x
             b = hi_z if sz >= 0.0 else -lo_z
@@ -241,7 +236,7 @@ class AngleRig:
                 continue
             nx, nz = sx / (a * a), sz / (b * b)
             size = math.hypot(nx, nz)
-            out.append((where[(k, "x")], where[(k, "z")], (nx / size, nz / size)))
+            out.append((ix, iz, (nx / size, nz / size)))
         return out
 
     def pliancy(self, coordinates: Sequence[Coordinate]) -> np.ndarray:
@@ -400,6 +395,14 @@ class Freedom(NamedTuple):
     about_x: np.ndarray
     #: Per goal, 1 for each coordinate that moves its tip, else 0.
     moves: list[np.ndarray]
+    #: Per coordinate, whether it belongs to a free joint (`loose`), and its place: in its node's angles (sx, sz,
+    #: twist) for a limited joint, the axis of its turn for a free one.
+    loose: list[bool]
+    slots: list[int]
+    #: The limited nodes that have coordinates (a step clamps them), and the swings whose limit is a cone around
+    #: rest: (node, index of sx, index of sz).
+    limited_nodes: list[int]
+    cones: list[tuple[int, int, int]]
 
 
 def freedom(rig: AngleRig, problem: Problem) -> Freedom:
@@ -414,11 +417,23 @@ def freedom(rig: AngleRig, problem: Problem) -> Freedom:
     nodes = [c.node for c in coordinates]
     local_axes = np.array([_AXES[int(c.kind[4])] if c.kind.startswith("free") else _Y for c in coordinates])
     swings = [i for i, c in enumerate(coordinates) if c.kind in ("x", "z")]
+    loose = [c.kind.startswith("free") for c in coordinates]
+    where = {(c.node, c.kind): i for i, c in enumerate(coordinates)}
+    cones = []
+    for k, limit in enumerate(rig.limits):
+        if limit is None or (k, "x") not in where or (k, "z") not in where:
+            continue
+        lo_x, hi_x = limit.swing_range("x")
+        lo_z, hi_z = limit.swing_range("z")
+        if lo_x <= 0.0 <= hi_x and lo_z <= 0.0 <= hi_z:  # (otherwise each axis has a range of its own)
+            cones.append((k, where[(k, "x")], where[(k, "z")]))
     found = Freedom(
         coordinates, lo, hi, rig.pliancy(coordinates), nodes,
         np.array([c.kind == "y" for c in coordinates], dtype=bool), local_axes.reshape(-1, 3),
         swings, [nodes[i] for i in swings], np.array([coordinates[i].kind == "x" for i in swings], dtype=bool),
         [np.array([n in moved for n in nodes], dtype=float) for moved in problem.moved_by],
+        loose, [int(c.kind[4]) if free else "xzy".index(c.kind) for c, free in zip(coordinates, loose)],
+        list(dict.fromkeys(c.node for c, free in zip(coordinates, loose) if not free)), cones,
     )
     for array in found:
         if isinstance(array, np.ndarray):
@@ -446,11 +461,11 @@ def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int
             break
         iterations += 1
         j, e = _linearised(rig, problem, free)
-        values = rig.get(coordinates)
+        values = rig.get(free)
         # Stiffness as Blender weighs it: a stiff coordinate's column shrinks, so the others take the motion.
-        delta = pliancy * _bounded_step(j * pliancy, e, damping, values, lo, hi, rig.rims(coordinates), pliancy)
+        delta = pliancy * _bounded_step(j * pliancy, e, damping, values, lo, hi, rig.rims(free), pliancy)
         before = rig.snapshot()
-        rig.step(coordinates, delta)
+        rig.step(free, delta)
         new_errors, new_angles = goal_errors_of(rig, problem)
         new_cost = problem.cost(new_errors, new_angles)
         if new_cost < cost:
@@ -505,7 +520,7 @@ def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: in
     while iteration < max_iterations and gain > SETTLE_GAIN / 64.0:
         iteration += 1
         j, e = _linearised(rig, problem, free)
-        values = rig.get(coordinates)
+        values = rig.get(free)
         wanted = aim(rig, coordinates)
         pull = np.where(np.isnan(wanted), 0.0, gain * (np.nan_to_num(wanted) - values))
         gram = j @ j.T + damping * damping * np.eye(len(e))
@@ -513,14 +528,14 @@ def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: in
         if np.abs(free_pull).max(initial=0.0) < SETTLED * gain / SETTLE_GAIN:
             break
         before = rig.snapshot()
-        rig.step(coordinates, np.clip(values + j.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values)
+        rig.step(free, np.clip(values + j.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values)
         if iteration < max_iterations and not problem.reached(*goal_errors_of(rig, problem), tolerance):
             # The null space is flat only to first order: one plain step puts the goals back.
             iteration += 1
             j, e = _linearised(rig, problem, free)
-            values = rig.get(coordinates)
+            values = rig.get(free)
             gram = j @ j.T + damping * damping * np.eye(len(e))
-            rig.step(coordinates, np.clip(values + j.T @ np.linalg.solve(gram, e), lo, hi) - values)
+            rig.step(free, np.clip(values + j.T @ np.linalg.solve(gram, e), lo, hi) - values)
         if not problem.reached(*goal_errors_of(rig, problem), tolerance):
             rig.restore(before)
             gain *= 0.5
