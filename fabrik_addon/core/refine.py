@@ -60,9 +60,10 @@ PATIENCE = 3
 #: An attempt that has not cut its squared error to SLOW of what it was WINDOW iterations before is a crawl.
 WINDOW = 6
 SLOW = 0.5
-#: How much of the way to rest one settling step asks of the free joints, and the step (radians)
-#: below which they count as settled.
-SETTLE_GAIN = 0.5
+#: How much of the way to rest one settling step asks of the free joints at most (all of it: a step that loses
+#: a goal is undone and asks half as much, one that keeps them lets the next ask twice as much again), and the
+#: step (radians) below which they count as settled.
+SETTLE_GAIN = 1.0
 SETTLED = 1e-4
 #: Even a joint of stiffness 1 takes this share of a step, so that a target only it can reach is still reached.
 MIN_PLIANCY = 0.01
@@ -539,6 +540,8 @@ def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: in
         if not problem.reached(*goal_errors_of(rig, problem), tolerance):
             rig.restore(before)
             gain *= 0.5
+        else:
+            gain = min(SETTLE_GAIN, 2.0 * gain)
     return iteration
 
 
