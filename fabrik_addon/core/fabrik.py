@@ -89,7 +89,7 @@ class MovingTree:
     #: Per goal, the nodes of its chain, tip first.
     goal_chain: tuple[tuple[int, ...], ...]
     #: What solvers derive from the tree alone and keep for its next solve (the tree is cached per goal layout).
-    derived: dict = field(default_factory=dict, compare=False, repr=False)
+    derived: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def part(self, goal_ids: Sequence[int]) -> tuple[MovingTree, list[int]]:
         """The tree of some goals' chains alone (a group of `components`), and which of this tree's nodes are its
