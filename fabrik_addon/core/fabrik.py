@@ -751,7 +751,7 @@ def _solve_limited(
     out_of_reach = bool(aims)
     rng = None  # (made when a random start is first needed)
     attempt_start, used, attempt = start, 0, 0
-    best: tuple[Pose, SolveReport] | None = None
+    best: tuple[refine.AngleRig | None, Pose | None, SolveReport] | None = None  # (the rig, or else the pose)
     # Every attempt's idle twists go back to the start pose's.
     twists = refine.start_twists(skeleton, tree, problem, start)
     while True:
@@ -785,23 +785,23 @@ def _solve_limited(
                 )
         if refined_rig is None and not report.converged:
             refined_rig = refine.AngleRig(skeleton, tree, attempt_start, moved)  # (again: the refinement moved `rig`)
+        pose = None  # (a refined attempt is kept as its rig: the pose is made once, from the best)
         if refined_rig is not None:
             refine.set_idle_twists(refined_rig, problem, twists)
-            pose = refined_rig.pose(skeleton, start)
         else:
             pose = attempt_start if joints is None else _pose_from_joints(skeleton, attempt_start, tree, joints)
             pose = refine.with_idle_twists_from(skeleton, tree, problem, pose, start, twists)
         if best is None or report.converged or problem.cost(report.errors, report.rotation_errors) < problem.cost(
-            best[1].errors, best[1].rotation_errors
+            best[2].errors, best[2].rotation_errors
         ):
-            best = pose, report
-        if best[1].converged or out_of_reach or not settings.explore or used >= budget or attempt >= settings.restarts:
+            best = refined_rig, pose, report
+        if best[2].converged or out_of_reach or not settings.explore or used >= budget or attempt >= settings.restarts:
             break
         attempt += 1
         if attempt > 1 and rng is None:
             rng = np.random.default_rng(len(tree.bones))
         attempt_start = start if attempt == 1 else refine.random_start(skeleton, tree, goals, start, rng)
-    pose, report = best
+    rig, pose, report = best
     holds = (
         pole.holds(tree, Joints(skeleton, tree, start, framed=True), goals, settings.tolerance)
         if any(g.pole for g in goals) else []
@@ -810,10 +810,11 @@ def _solve_limited(
         # The joints the goals leave free settle: into the plane the poles ask for (the refinement and the
         # restarts know nothing of poles), and in continuity mode (warm starts) towards rest, so paths that
         # close, close.
-        rig = refine.AngleRig(skeleton, tree, pose)
+        rig = rig or refine.AngleRig(skeleton, tree, pose)
         aim = _settling_aim(tree, holds, to_rest=not settings.explore)
         used += refine.settle(rig, problem, settings.tolerance, budget - used, aim)
         refine.set_idle_twists(rig, problem, twists)
+    if rig is not None:
         pose = rig.pose(skeleton, start)
     report.iterations, report.restarts = used, attempt
     if aims:
