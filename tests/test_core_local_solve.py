@@ -45,7 +45,13 @@ def assert_same(fast, fast_report, slow, report):
     np.testing.assert_allclose(fast_report.errors, report.errors, atol=1e-9)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: These tests draw random skeletons and goals and keep the cases the lean path covers (`assume`): about two in
+#: three draws are left out by design, so Hypothesis' "filtered too much" check can fail a run that happens to
+#: draw many left-out cases first (one unexplained failure of this file in a random run led here).
+SELECTED_CASES = [HealthCheck.too_slow, HealthCheck.filter_too_much]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=SELECTED_CASES)
 @given(
     skeletons(max_bones=9, offsets=False, roots=2),
     st.integers(0, 2**32 - 1),
@@ -71,7 +77,7 @@ def test_free_connected_trees_solve_as_fabrik_does(skeleton, seed, goal_count, t
     assert_same(*solve_both(skeleton, goals, rotations, locations, solve_settings))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=SELECTED_CASES)
 @given(skeletons(max_bones=9, offsets=True, roots=2), st.integers(0, 2**32 - 1), st.integers(1, 3), st.booleans())
 def test_free_trees_with_offsets_solve_as_fabrik_does_or_hand_over(skeleton, seed, goal_count, translate):
     """Bones hanging off their parents' tails: where FABRIK's descent converges, the same rotations and report;
@@ -113,7 +119,7 @@ def descent_converges(skeleton, goals, rotations, locations, solve_settings) -> 
     return True
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=SELECTED_CASES)
 @given(skeletons(max_bones=7, offsets=True, roots=1), st.integers(0, 2**32 - 1), st.integers(1, 2), st.booleans())
 def test_free_trees_with_poles_solve_as_fabrik_does_or_hand_over(skeleton, seed, goal_count, translate):
     """Chains turned by poles (Blender's rule, then held through the passes): where FABRIK's careful descent

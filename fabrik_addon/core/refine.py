@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from . import limits, quat, quat_arrays
+from . import limits, quat, quat_arrays, rotation
 from .limits import JointLimit
 from .problem import Goal, goal_reached
 from .quat import Quat
@@ -129,10 +129,11 @@ class AngleRig:
         self.zero_frames: list[Quat] = [quat.IDENTITY] * m
         self.forward()
 
-    def forward(self) -> None:
-        """Heads and frames of every node from the coordinates."""
+    def forward(self, first: int = 0) -> None:
+        """Heads and frames of every node from the coordinates; from node `first` on where only nodes from there on
+        changed (nodes come parents first, so the ones before it are as they were)."""
         parent, heads, frames, zero_frames = self.tree.parent, self.heads, self.frames, self.zero_frames
-        for k in range(len(parent)):
+        for k in range(first, len(parent)):
             p = parent[k]
             if p < 0:
                 zero_frames[k] = self.zero[k]
@@ -173,15 +174,14 @@ class AngleRig:
 
     def pose(self, skeleton: Skeleton, start: Pose) -> Pose:
         """The full pose: the moving bones from here, the bones below them following rigidly."""
-        frames = np.array([quat.to_matrix(q) for q in self.frames]).reshape(-1, 3, 3)
+        frames = rotation.quaternion_to_matrix(np.array(self.frames).reshape(-1, 4))
         return pose_with(skeleton, start, list(self.tree.bones), np.array(self.heads).reshape(-1, 3), frames)
 
     def axes(self, free: "Freedom") -> np.ndarray:
         """The world axis each coordinate turns its node about, per unit of the coordinate (c, 3)."""
         # Each axis is fixed in a frame (a twist turns about the bone's own Y, the others about axes of the zero
         # frame): all turned into the world at once.
-        nodes = free.nodes
-        turns = np.where(free.twists[:, None], np.array(self.frames)[nodes], np.array(self.zero_frames)[nodes])
+        turns = np.array(self.zero_frames + self.frames).reshape(-1, 4)[free.turn_rows]
         local = free.local_axes
         if free.swings:
             angles = np.array([self.angles[k][:2] for k in free.swing_nodes])
@@ -383,12 +383,13 @@ class Freedom(NamedTuple):
     depends on the tree and the goals' layout alone."""
 
     coordinates: list[Coordinate]
-    #: Per coordinate: its range, pliancy, node, and whether it is a twist (about the bone's own Y).
+    #: Per coordinate: its range, pliancy and node, and the row of the frame its axis is fixed in among the zero
+    #: frames and then the frames (a twist turns about the bone's own Y, the others about its zero frame's axes).
     lo: np.ndarray
     hi: np.ndarray
     pliancy: np.ndarray
     nodes: list[int]
-    twists: np.ndarray
+    turn_rows: np.ndarray
     #: Per coordinate, the axis it turns about in its frame (the swings' rows depend on the swing: `AngleRig.axes`).
     local_axes: np.ndarray
     #: The swing coordinates: their indices, their nodes, and whether each is the swing about X.
@@ -431,7 +432,8 @@ def freedom(rig: AngleRig, problem: Problem) -> Freedom:
             cones.append((k, where[(k, "x")], where[(k, "z")]))
     found = Freedom(
         coordinates, lo, hi, rig.pliancy(coordinates), nodes,
-        np.array([c.kind == "y" for c in coordinates], dtype=bool), local_axes.reshape(-1, 3),
+        np.array([c.node + (len(rig.limits) if c.kind == "y" else 0) for c in coordinates], dtype=int),
+        local_axes.reshape(-1, 3),
         swings, [nodes[i] for i in swings], np.array([coordinates[i].kind == "x" for i in swings], dtype=bool),
         [np.array([n in moved for n in nodes], dtype=float) for moved in problem.moved_by],
         loose, [int(c.kind[4]) if free else "xzy".index(c.kind) for c, free in zip(coordinates, loose)],
@@ -606,7 +608,7 @@ def set_idle_twists(rig: AngleRig, problem: Problem, twists: dict[int, float]) -
         rig.angles[k][2] = twists[k]
         rig.local[k] = quat.from_swing_twist(*rig.angles[k])
     if idle:
-        rig.forward()
+        rig.forward(min(idle))  # (leaves: nothing else moves)
 
 
 def random_start(skeleton: Skeleton, tree: "MovingTree", goals: Sequence[Goal], start: Pose, rng) -> Pose:
