@@ -207,8 +207,8 @@ class Solution:
     #: Where an influence below 1 blended the solve with FK: the moving bones' solved rotations before it (what
     #: the next "Previous Solution" start continues from).
     unblended: dict[int, np.ndarray] | None = None
-    #: The rotation channels the solve read (`_Channels`), where it read them: the write needs not read them again.
-    channels: object = None
+    #: The rotation channels the solve read, where it read them (the general path's write goes over them).
+    channels: _Channels | None = None
 
 
 # Per rig: the local rotations of the moving bones from its last solve, for "Previous Solution" starts
@@ -259,7 +259,7 @@ class Problem:
     #: Per moving bone (in `bones` order), how much of the solve it takes (`influences`); None: all of it.
     influence: list[float] | None = None
     #: The rotation channels read for `fk` (kept for the write).
-    channels: object = None
+    channels: _Channels | None = None
 
 
 def influences(obj, depsgraph, tree, used: list[int]) -> list[float] | None:
@@ -361,8 +361,9 @@ def start_pose(obj, skeleton, rotations: dict[int, np.ndarray]):
 
 def fk_start_pose(obj, skeleton, names: list[str]):
     """`start_pose` with the named bones at the animator's rotations (those live solving replaced, `fk_channels`)."""
-    rotations = {skeleton.index(name): channel_matrix(mode, value) for name, (mode, value) in fk_channels(obj, names).items()}
-    return start_pose(obj, skeleton, rotations)
+    channels = _read_channels(obj, names, _pose_bone_indices(obj, names))
+    matrices = channel_matrices(channels.modes, channels.fk_values)
+    return start_pose(obj, skeleton, {skeleton.index(name): m for name, m in zip(names, matrices)})
 
 
 def conclude(problem: Problem, pose, report: SolveReport) -> tuple[RigStatus, Solution]:
@@ -641,7 +642,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
         rotation.channel_from_quaternion(mode, q, now)
         for q, now, mode in zip(_shown(read, solved), channels.current, channels.modes)
     ]
-    _write_and_hold(obj, channels, values, hold)
+    _write_and_hold(obj, channels, values, channels.fk_values, hold)
     _last_solution[obj.name] = dict(zip(read.tree.bones, solved))
     if channels.entries is not None and channels.entries[4].any():
         write_stretch(obj, gathered.skeleton, {})  # bones stretched before get their own scale back
@@ -674,14 +675,10 @@ def _write_channels(obj, at, modes: list[str], arrays: dict, current: list, valu
 
 
 def _write_solution(obj, solution: Solution, hold: bool) -> None:
-    """Pose the solved bones from their local rotations, in bulk, and hold what they held (or, without `hold`,
-    let it go: the solved pose becomes the animator's)."""
-    skeleton, bones = solution.skeleton, solution.bones
-    names = [skeleton.names[b] for b in bones]
-    channels = solution.channels
-    if channels is None or channels.names != names:  # (a read of other bones: read these)
-        pose_bones = obj.pose.bones
-        channels = _read_channels(obj, names, [pose_bones.find(name) for name in names])
+    """Pose the solved bones from their local rotations, in bulk, over the channels the solve read, and hold what
+    they held (or, without `hold`, let it go: the solved pose becomes the animator's). `_not_finite` has
+    refused a solution with anything that is not a number."""
+    channels, bones = solution.channels, solution.bones
     # Every solved rotation as a quaternion at once, then each as its channel's value (in double precision:
     # mathutils' single-precision axis-angle drops turns under about 3e-4 rad).
     solved = rotation.quaternions_from_matrices(solution.local[bones]).tolist()
@@ -689,21 +686,14 @@ def _write_solution(obj, solution: Solution, hold: bool) -> None:
         rotation.channel_from_quaternion(mode, tuple(q), now)
         for q, mode, now in zip(solved, channels.modes, channels.current)
     ]
-    fk_values = [solution.fk_values[b] for b in bones]
-    if not hold or all(_finite(v) for v in fk_values):
-        _write_and_hold(obj, channels, values, hold, fk_values)
-        return
-    written = _write_channels(obj, channels.at, channels.modes, channels.arrays, channels.current, values)
-    # (never held in bulk: a value that is not a number would be matched and given back again)
-    _hold_rotations(obj, {name: (w, fk) for name, w, fk in zip(names, written, fk_values)})
+    _write_and_hold(obj, channels, values, [solution.fk_values[b] for b in bones], hold)
 
 
-def _write_and_hold(obj, channels: _Channels, values: list, hold: bool, fk_values: list | None = None) -> None:
-    """Set the channels read to `values` in bulk, and hold the FK values under them (`fk_values`, or those the
-    read found), or without `hold` let them go."""
+def _write_and_hold(obj, channels: _Channels, values: list, fk_values: list, hold: bool) -> None:
+    """Set the channels read to `values` in bulk, and hold the FK values under them, or without `hold` let
+    them go."""
     written = _write_channels(obj, channels.at, channels.modes, channels.arrays, channels.current, values)
     if hold:
-        fk_values = channels.fk_values if fk_values is None else fk_values
         _hold_in_bulk(obj, channels.held, channels.names, channels.modes, written, fk_values, channels.entries)
     else:
         _let_go(obj, channels.names)
@@ -1052,7 +1042,8 @@ def _fk_in_bulk(obj, names, modes, current, entries, depsgraph=None) -> list[tup
 
 
 def _hold_in_bulk(obj, held, names, modes, written, fk_values, entries) -> None:
-    """`_hold_rotations` with the values set in bulk (entries `_fk_in_bulk` matched need no other write)."""
+    """Keep in the file, per bone, the rotation value written and the FK value it replaced, set in bulk (entries
+    `_fk_in_bulk` matched need no other write)."""
     index = entries[0] if entries is not None else {}
     if any(name not in index for name in names):
         for name in names:
@@ -1097,25 +1088,6 @@ def _finite(value) -> bool:
 def _pad(value, size: int) -> tuple[float, ...]:
     """A channel value padded with zeros to a held vector's size (Euler values have 3 of its 4)."""
     return tuple(value) + (0.0,) * (size - len(value))
-
-
-def _hold_rotations(obj, values: dict[str, tuple[tuple[float, ...], tuple[float, ...]]]) -> None:
-    """Keep in the file, per bone, the rotation value written and the FK value it replaced.
-
-    Only changed entries are set: unchanged ones cost no property writes.
-    """
-    held = _held(obj)
-    for name, (written, fk) in values.items():
-        entry = held.get(name)
-        if entry is None:
-            entry = _new_entry(obj, held, name)
-        mode = obj.pose.bones[name].rotation_mode
-        written, fk = _pad(written, 4), _pad(fk, 4)
-        if not (_finite(written) and _finite(fk)):
-            continue  # never held: a value that is not a number would be matched and given back again
-        if entry.rotated and entry.mode == mode and _same(entry.written, written, 0.0) and _same(entry.fk, fk, 0.0):
-            continue
-        entry.rotated, entry.mode, entry.written, entry.fk = True, mode, written, fk
 
 
 def _let_go(obj, names: list[str]) -> None:

@@ -505,6 +505,26 @@ def stretch_towards(tree: MovingTree, joints: Joints, target: Vec) -> None:
     assert abs(along - reach_total) < 1e-9 * max(1.0, reach_total)
 
 
+def solve_chain(tree: MovingTree, joints: Joints, goals: Sequence[Goal], settings: SolveSettings) -> SolveReport | None:
+    """The paper's own case on joints without frames, one chain pulled at its tip: a target out of reach
+    stretches it straight at once (the paper's reach test); otherwise its two passes (`iterate_chain`), two
+    bones starting on their triangle (`settle_two_bones`). None, the joints untouched, for any other tree or a
+    goal of no weight."""
+    if not pulled_at_tip(tree, goals):
+        return None
+    target = tuple(float(c) for c in goals[0].target)
+    if dist(joints.base[0], target) >= sum(tree.length):
+        stretch_towards(tree, joints, target)
+        error = dist(joints.tails[-1], target)
+        reached = error <= settings.tolerance  # a target exactly at full reach
+        return SolveReport(0, [error], reached, "converged" if reached else "unreachable")
+    if goals[0].weight <= 0.0:
+        return None
+    if is_two_bone_chain(tree, goals):
+        settle_two_bones(tree, joints, target)
+    return iterate_chain(joints, tree.length, target, settings)
+
+
 def pulled_at_tip(tree: MovingTree, goals: Sequence[Goal]) -> bool:
     """One goal on the last bone of a single chain: the paper's own case (its reach test, its two passes)."""
     return len(goals) == 1 and tree.is_single_chain and goals[0].bone == tree.bones[-1]
@@ -587,14 +607,16 @@ def solve(
         return _solve_limited(skeleton, tree, goals, start, settings)
     if tree.needs_frames and all(g.rotation is None and g.pole is None for g in goals):
         return _solve_offsets(skeleton, tree, goals, start, settings)
-    pose, report = _solve_from(skeleton, tree, goals, start, settings, careful=True)
+    joints, report = _solve_from(skeleton, tree, goals, start, settings, careful=True)
+    pose = _pose_from_joints(skeleton, start, tree, joints)
     framed = tree.needs_frames or any(g.rotation is not None or g.pole is not None for g in goals)
     left = settings.max_iterations - report.iterations
     if report.converged or report.stopped_by == "unreachable" or not framed or not settings.explore or left <= 0:
         return pose, report
     # The careful descent found no way on from where it started; plain FABRIK may wander
     # further and find the target, within what is left of the budget. The better result wins.
-    other_pose, other = _solve_from(skeleton, tree, goals, pose, replace(settings, max_iterations=left), careful=False)
+    joints, other = _solve_from(skeleton, tree, goals, pose, replace(settings, max_iterations=left), careful=False)
+    other_pose = _pose_from_joints(skeleton, pose, tree, joints)
     total = report.iterations + other.iterations
     if other.converged or sum(other.errors) < sum(report.errors):
         pose, report = other_pose, other
@@ -621,7 +643,8 @@ def _solve_offsets(
     Frames the descent converges are exactly what `batch_offsets` gives.
     """
     budget = settings.max_iterations
-    pose, report = _solve_from(skeleton, tree, goals, start, settings, careful=True, window=SLOW_WINDOW)
+    joints, report = _solve_from(skeleton, tree, goals, start, settings, careful=True, window=SLOW_WINDOW)
+    pose = _pose_from_joints(skeleton, start, tree, joints)
     problem = refine.Problem(tree, goals)
     if report.converged or all(g.weight <= 0.0 for g in goals):  # (goals of no weight pull nothing)
         if report.stopped_by == "handover":
@@ -763,7 +786,7 @@ def _solve_limited(
             report = _report_at(skeleton, tree, goals, attempt_start, settings.tolerance)
         else:
             # Stretching towards a target out of reach is FABRIK's own move: let it go on until it stalls there.
-            joints, report = _iterate_from(skeleton, tree, goals, attempt_start, left, careful=True, handover=not out_of_reach)
+            joints, report = _solve_from(skeleton, tree, goals, attempt_start, left, careful=True, handover=not out_of_reach)
         moved = None if joints is None else (joints.heads, joints.frames)
         used += report.iterations
         refined_rig = None
@@ -789,7 +812,7 @@ def _solve_limited(
         if refined_rig is not None:
             refine.set_idle_twists(refined_rig, problem, twists)
         else:
-            pose = attempt_start if joints is None else _pose_from_joints(skeleton, attempt_start, tree, joints)
+            pose = _pose_from_joints(skeleton, attempt_start, tree, joints)
             pose = refine.with_idle_twists_from(skeleton, tree, problem, pose, start, twists)
         if best is None or report.converged or problem.cost(report.errors, report.rotation_errors) < problem.cost(
             best[2].errors, best[2].rotation_errors
@@ -835,30 +858,14 @@ def _solve_from(
     careful: bool,
     handover: bool = False,
     window: int = 0,
-) -> tuple[Pose, SolveReport]:
-    """FABRIK iterations from one start pose; `careful` undoes iterations that make things worse.
+) -> tuple[Joints | None, SolveReport]:
+    """FABRIK iterations from one start pose; `careful` undoes iterations that make things worse. The result is
+    left in the joints (None: the start pose itself, reached as it is; `_pose_from_joints` makes it a pose).
 
     With `handover` the iterations stop (stopped_by "handover") at the first
     one that does not halve the error, and with a `window` once the best error
     has not halved over that many iterations: from there on another method finishes.
     """
-    joints, report = _iterate_from(skeleton, tree, goals, start, settings, careful, handover, window)
-    if joints is None:
-        return start.copy(), report
-    return _pose_from_joints(skeleton, start, tree, joints), report
-
-
-def _iterate_from(
-    skeleton: Skeleton,
-    tree: MovingTree,
-    goals: Sequence[Goal],
-    start: Pose,
-    settings: SolveSettings,
-    careful: bool,
-    handover: bool = False,
-    window: int = 0,
-) -> tuple[Joints | None, SolveReport]:
-    """`_solve_from`, leaving the result in the joints (None: the start pose itself, reached as it is)."""
     framed = any(g.rotation is not None or g.pole is not None for g in goals)
     joints = Joints(skeleton, tree, start, framed)
     targets = [tuple(float(c) for c in g.target) for g in goals]
@@ -888,20 +895,13 @@ def _iterate_from(
         return None, report
     report.converged = False  # a limited start pose still has to be brought inside its limits
 
-    if pulled_at_tip(tree, goals):
-        if joints.frames is None and dist(joints.base[0], targets[0]) >= sum(tree.length):
-            stretch_towards(tree, joints, targets[0])
-            errors = goal_errors(tree, joints, goals, node_of_goal)
-            reached = errors[0] <= settings.tolerance  # a target exactly at full reach
-            report = SolveReport(0, errors, reached, "converged" if reached else "unreachable")
-            return joints, report
-
-    if is_two_bone_chain(tree, goals):
+    if joints.frames is None and not handover and not window:
+        paper = solve_chain(tree, joints, goals, settings)  # (one free chain pulled at its tip)
+        if paper is not None:
+            return joints, paper
+    if is_two_bone_chain(tree, goals):  # (a limb whose pole makes it carry frames)
         settle_two_bones(tree, joints, targets[0])
         errors = goal_errors(tree, joints, goals, node_of_goal)
-    if joints.frames is None and pulled_at_tip(tree, goals) and weights[0] > 0.0 and not handover and not window:
-        # One free chain pulled at its tip is the paper's own case: its two passes as written.
-        return joints, iterate_chain(joints, tree.length, targets[0], settings)
 
     # Limits and unconnected bones make FABRIK's passes less well-behaved: one
     # iteration can make things worse and wander off to a far pose. There each
@@ -1006,8 +1006,11 @@ def branch_weights(tree: MovingTree, weights: list[float]) -> list[float]:
     return branch
 
 
-def _pose_from_joints(skeleton: Skeleton, start: Pose, tree: MovingTree, joints: Joints) -> Pose:
-    """Turn solved joint positions into a full pose: moving bones swing, the rest follow their parents rigidly."""
+def _pose_from_joints(skeleton: Skeleton, start: Pose, tree: MovingTree, joints: Joints | None) -> Pose:
+    """Turn solved joint positions into a full pose: moving bones swing, the rest follow their parents rigidly
+    (no joints: the start pose, as `_solve_from` leaves one reached as it is)."""
+    if joints is None:
+        return start.copy()
     moving = list(tree.bones)
     if joints.frames is not None:
         frames = rotation.orthonormalized(rotation.quaternion_to_matrix(np.asarray(joints.frames)))

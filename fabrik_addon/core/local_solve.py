@@ -11,7 +11,7 @@ and each bone's new local rotation comes out relative to its parent.
 * A connected tree carries no frames: each bone's new frame is its start
   frame turned the shortest way onto its new direction (as
   `rotation.swung_frames` does). One chain pulled at its tip runs the paper's
-  two passes as they are written (`fabrik.iterate_chain`).
+  two passes as they are written (`fabrik.solve_chain`).
 * A tree with bones hanging off their parents' tails (a hand's fingers off
   the palm) carries every bone's frame through the passes, as `fabrik.solve`
   does there. Where FABRIK's descent does not converge, `fabrik.solve` hands
@@ -31,13 +31,12 @@ from typing import Sequence
 from . import pole, quat
 from .fabrik import (
     SLOW_WINDOW, Joints, MovingTree, _bend_if_straight_at, _part_way, backward_reaching, branch_weights,
-    components, forward_reaching, goal_errors, is_two_bone_chain, iterate_chain, joined_report, pulled_at_tip,
-    settle_two_bones, stretch_towards,
+    components, forward_reaching, goal_errors, is_two_bone_chain, joined_report, settle_two_bones, solve_chain,
 )
 from .problem import Goal, Progress, SolveReport, SolveSettings
 from .quat import Quat
 from .skeleton import Skeleton
-from .vec import Vec, add, dist, perpendicular, scale, sub
+from .vec import Vec, add, perpendicular, scale, sub
 
 __all__ = ["LocalTree", "local_tree", "solve"]
 
@@ -305,18 +304,9 @@ def _iterate(
     if max(errors) <= tolerance:
         return SolveReport(0, errors, True, "converged", rotation_errors=[0.0] * count), False
 
-    if pulled_at_tip(tree, goals):
-        if dist(joints.base[0], targets[0]) >= sum(tree.length):
-            stretch_towards(tree, joints, targets[0])
-            errors = goal_errors(tree, joints, goals, node_of_goal)
-            reached = errors[0] <= tolerance
-            return SolveReport(0, errors, reached, "converged" if reached else "unreachable"), True
-
-    if is_two_bone_chain(tree, goals):
-        settle_two_bones(tree, joints, targets[0])
-    if pulled_at_tip(tree, goals) and weights[0] > 0.0:
-        # One chain pulled at its tip is the paper's own case: its two passes without the tree's bookkeeping.
-        return iterate_chain(joints, tree.length, targets[0], settings), True
+    paper = solve_chain(tree, joints, goals, settings)  # (the paper's own case, without the tree's bookkeeping)
+    if paper is not None:
+        return paper, True
     report = SolveReport(0, errors, False, "max_iterations", rotation_errors=[0.0] * count)
     progress = Progress(settings, sum(errors))
     best_joints, best_errors = joints.snapshot(), errors

@@ -228,9 +228,7 @@ class AngleRig:
     def rims(self, free: "Freedom") -> list[tuple[int, int, tuple[float, float]]]:
         """Swings on the rim of their elliptical cone: (index of sx, index of sz, outward unit normal)."""
         out = []
-        for k, ix, iz in free.cones:
-            lo_x, hi_x = self.limits[k].swing_range("x")
-            lo_z, hi_z = self.limits[k].swing_range("z")
+        for k, ix, iz, (lo_x, hi_x), (lo_z, hi_z) in free.cones:
             sx, sz, _ = self.angles[k]
             a = hi_x if sx >= 0.0 else -lo_x
             b = hi_z if sz >= 0.0 else -lo_z
@@ -403,9 +401,9 @@ class Freedom(NamedTuple):
     loose: list[bool]
     slots: list[int]
     #: The limited nodes that have coordinates (a step clamps them), and the swings whose limit is a cone around
-    #: rest: (node, index of sx, index of sz).
+    #: rest: (node, index of sx, index of sz, X range, Z range).
     limited_nodes: list[int]
-    cones: list[tuple[int, int, int]]
+    cones: list[tuple]
 
 
 def freedom(rig: AngleRig, problem: Problem) -> Freedom:
@@ -429,7 +427,7 @@ def freedom(rig: AngleRig, problem: Problem) -> Freedom:
         lo_x, hi_x = limit.swing_range("x")
         lo_z, hi_z = limit.swing_range("z")
         if lo_x <= 0.0 <= hi_x and lo_z <= 0.0 <= hi_z:  # (otherwise each axis has a range of its own)
-            cones.append((k, where[(k, "x")], where[(k, "z")]))
+            cones.append((k, where[(k, "x")], where[(k, "z")], (lo_x, hi_x), (lo_z, hi_z)))
     found = Freedom(
         coordinates, lo, hi, rig.pliancy(coordinates), nodes,
         np.array([c.node + (len(rig.limits) if c.kind == "y" else 0) for c in coordinates], dtype=int),

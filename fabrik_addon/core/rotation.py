@@ -249,14 +249,13 @@ def euler_from_matrix(m, order: str, previous: Sequence[float]) -> tuple[float, 
         angles[i], angles[j], angles[k] = a, b, c
         if not compatible:
             return tuple(angles)
-        angles = [v + _TURN * round((o - v) / _TURN) for v, o in zip(angles, old)]
+        angles = [v + math.tau * round((o - v) / math.tau) for v, o in zip(angles, old)]
         distance = abs(angles[0] - old[0]) + abs(angles[1] - old[1]) + abs(angles[2] - old[2])
         if distance < best_distance:
             best, best_distance = tuple(angles), distance
     return best
 
 
-_TURN = 2.0 * math.pi
 #: Per Euler order: the indices of its first, second and third axes, and +1 where they are in cyclic order (-1:
 #: the mirrored formulas).
 _EULER_AXES = {
