@@ -482,6 +482,8 @@ def backward_reaching(tree: MovingTree, joints: Joints, before_pass: list[Quat] 
         if before_pass is not None:
             previous = quat.mul(quat.conj(joints.zero_frame(tree, k, before_pass)), before_pass[k])
         allowed = limits.constrain(limit, local, previous)
+        if allowed is local:
+            continue  # inside its limit: as it is
         joints.frames[k] = frame = quat.normalized(quat.mul(zero, allowed))
         tails[k] = add(heads[k], scale(quat.y_axis(frame), length[k]))
 

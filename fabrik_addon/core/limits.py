@@ -71,7 +71,10 @@ class JointLimit:
             ranges["y"] = (max(-PI, self.min_y), min(PI, self.max_y))
         else:
             ranges["y"] = (-PI, PI)
-        object.__setattr__(self, "_ranges", ranges)
+        # (attributes, not a dict: `clamp_swing` and `clamp_twist` run a few hundred times a frame)
+        object.__setattr__(self, "x_range", ranges["x"])
+        object.__setattr__(self, "z_range", ranges["z"])
+        object.__setattr__(self, "y_range", ranges["y"])
 
     @property
     def is_free(self) -> bool:
@@ -94,17 +97,17 @@ class JointLimit:
 
     def swing_range(self, axis: str) -> tuple[float, float]:
         """The allowed swing about X or Z as (min, max); (0, 0) when locked, at most a half turn either way."""
-        return self._ranges[axis]
+        return self.x_range if axis == "x" else self.z_range
 
     def twist_range(self) -> tuple[float, float]:
         """The allowed twist about Y as (min, max)."""
-        return self._ranges["y"]
+        return self.y_range
 
 
 def clamp_swing(limit: JointLimit, swing_x: float, swing_z: float) -> tuple[float, float]:
     """The allowed swing: inside the quadrant's ellipse, moved in along the ray to the rest direction."""
-    lo_x, hi_x = limit.swing_range("x")
-    lo_z, hi_z = limit.swing_range("z")
+    lo_x, hi_x = limit.x_range
+    lo_z, hi_z = limit.z_range
     if not (lo_x <= 0.0 <= hi_x and lo_z <= 0.0 <= hi_z):
         # A range that leaves out the rest direction has no cone around it: clamp each axis on its own.
         return min(max(swing_x, lo_x), hi_x), min(max(swing_z, lo_z), hi_z)
@@ -124,20 +127,25 @@ def clamp_swing(limit: JointLimit, swing_x: float, swing_z: float) -> tuple[floa
 
 def clamp_twist(limit: JointLimit, twist: float) -> float:
     """The twist moved into its range."""
-    lo, hi = limit.twist_range()
-    return min(max(twist, lo), hi)
+    lo, hi = limit.y_range
+    return lo if twist < lo else (hi if twist > hi else twist)
 
 
 def constrain(limit: JointLimit, local: Quat, previous: Quat | None = None) -> Quat:
-    """The allowed local rotation nearest to `local`; with `previous`, stiffness holds part of the change back."""
+    """The allowed local rotation nearest to `local` (`local` itself, the same object, where it is allowed and
+    nothing holds it back); with `previous`, stiffness holds part of the change back."""
     swing_x, swing_z, twist = quat.swing_twist(local)
-    if previous is not None and (limit.stiffness_x or limit.stiffness_y or limit.stiffness_z):
+    held = previous is not None and (limit.stiffness_x or limit.stiffness_y or limit.stiffness_z)
+    if held:
         px, pz, pt = quat.swing_twist(previous)
         swing_x = px + (1.0 - limit.stiffness_x) * (swing_x - px)
         swing_z = pz + (1.0 - limit.stiffness_z) * (swing_z - pz)
         twist = pt + (1.0 - limit.stiffness_y) * _wrap(twist - pt)
-    swing_x, swing_z = clamp_swing(limit, swing_x, swing_z)
-    return quat.from_swing_twist(swing_x, swing_z, clamp_twist(limit, _wrap(twist)))
+    allowed_x, allowed_z = clamp_swing(limit, swing_x, swing_z)
+    allowed_twist = clamp_twist(limit, _wrap(twist))
+    if not held and allowed_x == swing_x and allowed_z == swing_z and allowed_twist == twist:
+        return local  # (most joints of a pass are inside their limits: the caller need not rebuild their frames)
+    return quat.from_swing_twist(allowed_x, allowed_z, allowed_twist)
 
 
 def _wrap(angle: float) -> float:

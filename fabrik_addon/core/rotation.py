@@ -44,16 +44,18 @@ def swing_matrix(a: np.ndarray, b: np.ndarray, axis_if_opposite: np.ndarray) -> 
 def quaternion_to_matrix(q: np.ndarray) -> np.ndarray:
     """Rotation matrices for quaternions (w, x, y, z) of shape (..., 4)."""
     q = np.asarray(q, dtype=float)
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    # Scaled by 2 / |q|^2: the unit quaternion's terms, doubled (one pass over the elements per entry).
     w, x, y, z = np.moveaxis(q, -1, 0)
-    return np.stack(
-        (
-            np.stack((1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)), axis=-1),
-            np.stack((2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)), axis=-1),
-            np.stack((2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)), axis=-1),
-        ),
-        axis=-2,
-    )
+    s = 2.0 / (w * w + x * x + y * y + z * z)
+    xs, ys, zs = x * s, y * s, z * s
+    wx, wy, wz = w * xs, w * ys, w * zs
+    xx, xy, xz = x * xs, x * ys, x * zs
+    yy, yz, zz = y * ys, y * zs, z * zs
+    out = np.empty(q.shape[:-1] + (3, 3))
+    out[..., 0, 0], out[..., 0, 1], out[..., 0, 2] = 1.0 - (yy + zz), xy - wz, xz + wy
+    out[..., 1, 0], out[..., 1, 1], out[..., 1, 2] = xy + wz, 1.0 - (xx + zz), yz - wx
+    out[..., 2, 0], out[..., 2, 1], out[..., 2, 2] = xz - wy, yz + wx, 1.0 - (xx + yy)
+    return out
 
 
 def swung_frames(frames: np.ndarray, directions: np.ndarray) -> np.ndarray:

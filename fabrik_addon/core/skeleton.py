@@ -240,17 +240,27 @@ def zero_links(skeleton: "Skeleton", bones: Sequence[int], parents: Sequence[int
     for none); the bones between a bone and its moving parent do not move,
     so they are folded into Q, as they stand in the start pose.
     """
-    links = []
-    for b, p in zip(bones, parents):
-        direct = skeleton.parents[b]
-        link = skeleton.rest_relative[b]
-        # Hanging straight from its moving parent, a bone's link is its rest relative to that parent's: the
-        # parent's frame cancels. Otherwise the bones in between count as they stand in the start pose.
-        if direct >= 0 and (p < 0 or bones[p] != direct):
-            link = quat.mul(quat.from_matrix(start.frames[direct].tolist()), link)
-            if p >= 0:
-                link = quat.mul(quat.conj(quat.from_matrix(start.frames[bones[p]].tolist())), link)
-        links.append(quat.normalized(link))
+    bones, parents = tuple(bones), tuple(parents)
+    key = ("zero_links", bones, parents)
+    rest_links = skeleton._cache.get(key)
+    if rest_links is None:
+        # Hanging straight from its moving parent (or from nothing), a bone's link is its rest relative to that
+        # parent's: the parent's frame cancels, whatever the pose. None where bones in between count.
+        rest_links = skeleton._cache[key] = tuple(
+            quat.normalized(skeleton.rest_relative[b]) if skeleton.parents[b] < 0 or (p >= 0 and bones[p] == skeleton.parents[b])
+            else None
+            for b, p in zip(bones, parents)
+        )
+    links = list(rest_links)
+    for k, link in enumerate(rest_links):
+        if link is not None:
+            continue
+        # The bones between a bone and its moving parent (or its fixed parent) count as they stand in the start pose.
+        b, p = bones[k], parents[k]
+        link = quat.mul(quat.from_matrix(start.frames[skeleton.parents[b]].tolist()), skeleton.rest_relative[b])
+        if p >= 0:
+            link = quat.mul(quat.conj(quat.from_matrix(start.frames[bones[p]].tolist())), link)
+        links[k] = quat.normalized(link)
     return links
 
 
