@@ -246,3 +246,53 @@ def test_quaternion_matrices_agree_with_numpy():
         np.testing.assert_allclose(quat.to_matrix(q), quaternion_to_matrix(np.array(q)), atol=1e-12)
         sx, sz, twist = quat.swing_twist(q)
         assert swing_and_twist(np.array(quat.to_matrix(q))) == pytest.approx((sx, sz, twist), abs=1e-7)
+
+
+def _cone(degrees: float) -> JointLimit:
+    """A round swing cone of this half angle, twist free."""
+    r = math.radians(degrees)
+    return JointLimit(use_limit_x=True, min_x=-r, max_x=r, use_limit_z=True, min_z=-r, max_z=r)
+
+
+def test_open_cones_solve_as_the_free_chain_does():
+    """Where no cone binds, the limited passes would move every joint as the free passes do: the joints end where
+    the paper's free chain puts them, in as many iterations, every joint inside its cone (the tentacle's case)."""
+    free = straight_chain(20, 0.2)
+    limited = free.with_limits([_cone(20.0)] * 20)
+    settings = SolveSettings(max_iterations=200, tolerance=1e-4)
+    for target in ((1.2, 0.3, 3.3), (-0.8, 1.0, 3.4), (0.9, -0.9, 3.2)):
+        pose, report = solve(limited, [Goal(19, target)], settings=settings)
+        free_pose, free_report = solve(free, [Goal(19, target)], settings=settings)
+        swings = [math.hypot(*swing_and_twist(local)[:2]) for local in free.local_rotations(free_pose)]
+        assert max(swings) < math.radians(20.0)  # (the case: the free chain's answer keeps inside the cones)
+        assert report.converged and report.restarts == 0
+        assert report.iterations == free_report.iterations
+        np.testing.assert_allclose(pose.heads, free_pose.heads, atol=1e-12)
+        np.testing.assert_allclose(pose.tails, free_pose.tails, atol=1e-12)
+        local = limited.local_rotations(pose)
+        for b in range(20):
+            assert_within(limited.limits[b], local[b], f"bone {b}")
+
+
+def test_where_cones_begin_to_bind_the_pose_moves_on_smoothly():
+    """A target swept from where the free passes stay inside 10-degree cones to where the cones must bind: every
+    solve reaches and keeps the limits, and no joint jumps between neighbouring targets where the solve changes
+    from the free chain's answer to the limited one's (it goes on from the free chain's pose)."""
+    n = 20
+    skeleton = straight_chain(n, 0.2).with_limits([_cone(10.0)] * n)
+    settings = SolveSettings(max_iterations=200, tolerance=1e-4)
+    previous, worst = None, 0.0
+    for step in range(200):
+        angle = 0.2 + 1.3 * step / 199  # 0.37 degrees a step, round the base at 3.2 units
+        target = (3.2 * math.sin(angle), 0.0, 3.2 * math.cos(angle))
+        pose, report = solve(skeleton, [Goal(n - 1, target)], settings=settings)
+        assert report.converged, f"step {step}: {report.stopped_by}"
+        local = skeleton.local_rotations(pose)
+        for b in range(n):
+            assert_within(skeleton.limits[b], local[b], f"step {step}, bone {b}")
+        if previous is not None:
+            change = np.einsum("nij,nik->njk", previous, local)
+            worst = max(worst, float(np.arccos(np.clip((np.trace(change, axis1=1, axis2=2) - 1) / 2, -1, 1)).max()))
+        previous = local
+    # (Measured: 1.4 degrees; 3.8 where the limited solve started again from the start pose instead.)
+    assert worst < math.radians(2.0)

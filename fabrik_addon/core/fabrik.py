@@ -267,9 +267,13 @@ def chain_backward(points: list[Vec], length: Sequence[float], base: Vec) -> Non
         px, py, pz = p
 
 
-def iterate_chain(joints: Joints, length: Sequence[float], target: Vec, settings: SolveSettings) -> SolveReport:
+def iterate_chain(
+    joints: Joints, length: Sequence[float], target: Vec, settings: SolveSettings, window: int = 0
+) -> SolveReport:
     """The paper's Algorithm 1: one free chain pulled at its tip, both passes per iteration until the tip is
     within tolerance, by the stopping rules every solve shares (a stall stops it; the best joints are kept).
+    With a `window`, it also stops (stopped_by "handover") once the best error has not halved over that many
+    iterations.
 
     It works on the joints p_0..p_n themselves (the heads, then the tip), as the
     paper does, and leaves the heads and tails of the best iteration in `joints`.
@@ -280,6 +284,7 @@ def iterate_chain(joints: Joints, length: Sequence[float], target: Vec, settings
     report = SolveReport(0, [error], False, "max_iterations", rotation_errors=[0.0])
     progress = Progress(settings, error)
     best, best_error = points[:], error
+    history = [error]  # (for the window: the best error after each iteration)
     for iteration in range(1, settings.max_iterations + 1):
         chain_forward(points, length, target)
         chain_backward(points, length, base)
@@ -294,6 +299,11 @@ def iterate_chain(joints: Joints, length: Sequence[float], target: Vec, settings
         elif progress.stalled:
             report.stopped_by = "stalled"
             break
+        if window:
+            history.append(best_error)
+            if iteration >= window and best_error > 0.5 * history[iteration - window]:
+                report.stopped_by = "handover"
+                break
     joints.heads, joints.tails = best[:-1], best[1:]
     report.errors = [best_error]
     return report
@@ -507,11 +517,13 @@ def stretch_towards(tree: MovingTree, joints: Joints, target: Vec) -> None:
     assert abs(along - reach_total) < 1e-9 * max(1.0, reach_total)
 
 
-def solve_chain(tree: MovingTree, joints: Joints, goals: Sequence[Goal], settings: SolveSettings) -> SolveReport | None:
+def solve_chain(
+    tree: MovingTree, joints: Joints, goals: Sequence[Goal], settings: SolveSettings, window: int = 0
+) -> SolveReport | None:
     """The paper's own case on joints without frames, one chain pulled at its tip: a target out of reach
-    stretches it straight at once (the paper's reach test); otherwise its two passes (`iterate_chain`), two
-    bones starting on their triangle (`settle_two_bones`). None, the joints untouched, for any other tree or a
-    goal of no weight."""
+    stretches it straight at once (the paper's reach test); otherwise its two passes (`iterate_chain`, with
+    its `window`), two bones starting on their triangle (`settle_two_bones`). None, the joints untouched, for
+    any other tree or a goal of no weight."""
     if not pulled_at_tip(tree, goals):
         return None
     target = tuple(float(c) for c in goals[0].target)
@@ -524,7 +536,7 @@ def solve_chain(tree: MovingTree, joints: Joints, goals: Sequence[Goal], setting
         return None
     if is_two_bone_chain(tree, goals):
         settle_two_bones(tree, joints, target)
-    return iterate_chain(joints, tree.length, target, settings)
+    return iterate_chain(joints, tree.length, target, settings, window)
 
 
 def pulled_at_tip(tree: MovingTree, goals: Sequence[Goal]) -> bool:
@@ -756,6 +768,11 @@ def _solve_limited(
 ) -> tuple[Pose, SolveReport]:
     """FABRIK, then the refinement in the limits' own angles; then other starts inside the limits, within one budget.
 
+    Where the limits are open cones, FABRIK first runs as on the free tree
+    (`_solve_as_free`): a pose it converges to inside every limit is the
+    answer, as the limited passes would have moved every joint alike. Else
+    the limited solve goes on from that pose.
+
     FABRIK's passes bring the chains near their targets in few iterations,
     but its straight-line moves and the limits' angles pull different ways
     once the limits bind, and from there on it stalls. So each attempt runs
@@ -768,6 +785,16 @@ def _solve_limited(
     """
     budget = settings.max_iterations
     problem = refine.Problem(tree, goals)
+    used, attempt_start = 0, start
+    free = _solve_as_free(skeleton, tree, goals, start, settings)
+    if free is not None:
+        pose, report = free
+        used = report.iterations
+        if report.converged and _inside_limits(skeleton, tree, start, pose):
+            return refine.with_idle_twists_from(skeleton, tree, problem, pose, start), report
+        # Some joint left its limit: the limited solve goes on from FABRIK's pose, so that where the limits
+        # begin to bind from one frame to the next, the pose moves on from where the free passes had it.
+        attempt_start = pose
     aims = problem.out_of_reach(start, skeleton, settings.tolerance)
     if aims:
         # Beyond reach: get as close as the limits allow, aiming at the nearest point in reach.
@@ -775,7 +802,7 @@ def _solve_limited(
         problem = refine.Problem(tree, goals)
     out_of_reach = bool(aims)
     rng = None  # (made when a random start is first needed)
-    attempt_start, used, attempt = start, 0, 0
+    attempt = 0
     best: tuple[refine.AngleRig | None, Pose | None, SolveReport] | None = None  # (the rig, or else the pose)
     # Every attempt's idle twists go back to the start pose's.
     twists = refine.start_twists(skeleton, tree, problem, start)
@@ -851,6 +878,61 @@ def _solve_limited(
     return pose, report
 
 
+def _solve_as_free(
+    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Pose, settings: SolveSettings
+) -> tuple[Pose, SolveReport] | None:
+    """FABRIK's passes on a limited tree as if it were free (the pose and the report, its limits not checked),
+    handing over once they crawl; None where the limits change the passes themselves (see `_free_tree_if_open`),
+    and for rotation goals, poles and continuity mode.
+
+    Where no limit binds, a limited pass moves every joint as the free pass
+    does (each projection into a limit leaves the joint as it is): only the
+    frames carried through the passes differ, and the refinement the limited
+    solve hands over to once the passes stop halving the error. So a chain
+    whose cones stay open (a tentacle, a spine) is the paper's free chain,
+    with its frames turned by the shortest arc, as on any free chain.
+    """
+    if not settings.explore or any(g.rotation is not None or g.pole is not None for g in goals):
+        return None  # (rotation goals and poles need the frames; continuity mode settles the limited solve's pose)
+    free = tree.derived.get("free")
+    if free is None:
+        free = tree.derived["free"] = _free_tree_if_open(tree)
+    if not free:
+        return None
+    joints, report = _solve_from(skeleton, free, goals, start, settings, careful=True, window=SLOW_WINDOW)
+    return _pose_from_joints(skeleton, start, free, joints), report
+
+
+def _free_tree_if_open(tree: MovingTree) -> MovingTree | bool:
+    """The tree without its limits, where every bone hangs from its parent's tail and every limit leaves the rest
+    direction a cone to swing in (no lock, hinge or stiffness); else False."""
+    if not all(c for c, p in zip(tree.connected, tree.parent) if p >= 0):
+        return False
+    for limit in tree.limits:
+        if limit is None:
+            continue
+        (lo_x, hi_x), (lo_z, hi_z) = limit.x_range, limit.z_range
+        if limit.is_stiff or not (lo_x < 0.0 < hi_x and lo_z < 0.0 < hi_z):
+            return False
+    n = len(tree.bones)
+    return replace(tree, limits=(None,) * n, limited_child=(-1,) * n)
+
+
+def _inside_limits(skeleton: Skeleton, tree: MovingTree, start: Pose, pose: Pose) -> bool:
+    """Whether every limited moving bone of the pose is inside its limit."""
+    bones = list(tree.bones)
+    frames = [quat.from_matrix(m) for m in pose.frames[bones].tolist()]
+    zero = zero_links(skeleton, bones, tree.parent, start)
+    for k, limit in enumerate(tree.limits):
+        if limit is None:
+            continue
+        p = tree.parent[k]
+        local = quat.mul(quat.conj(zero[k] if p < 0 else quat.mul(frames[p], zero[k])), frames[k])
+        if limits.constrain(limit, local) is not local:
+            return False
+    return True
+
+
 def _solve_from(
     skeleton: Skeleton,
     tree: MovingTree,
@@ -897,8 +979,8 @@ def _solve_from(
         return None, report
     report.converged = False  # a limited start pose still has to be brought inside its limits
 
-    if joints.frames is None and not handover and not window:
-        paper = solve_chain(tree, joints, goals, settings)  # (one free chain pulled at its tip)
+    if joints.frames is None and not handover:
+        paper = solve_chain(tree, joints, goals, settings, window)  # (one free chain pulled at its tip)
         if paper is not None:
             return joints, paper
     if is_two_bone_chain(tree, goals):  # (a limb whose pole makes it carry frames)

@@ -177,22 +177,28 @@ class AngleRig:
         frames = rotation.quaternion_to_matrix(np.array(self.frames).reshape(-1, 4))
         return pose_with(skeleton, start, list(self.tree.bones), np.array(self.heads).reshape(-1, 3), frames)
 
-    def axes(self, free: "Freedom") -> np.ndarray:
+    def table(self, free: "Freedom") -> np.ndarray:
+        """The angles (sx, sz, twist) of the limited nodes that have coordinates, a row each (`get` and `axes`
+        read them)."""
+        return np.array([self.angles[k] for k in free.limited_nodes]).reshape(-1, 3)
+
+    def axes(self, free: "Freedom", table: np.ndarray) -> np.ndarray:
         """The world axis each coordinate turns its node about, per unit of the coordinate (c, 3)."""
         # Each axis is fixed in a frame (a twist turns about the bone's own Y, the others about axes of the zero
         # frame): all turned into the world at once.
         turns = np.array(self.zero_frames + self.frames).reshape(-1, 4)[free.turn_rows]
         local = free.local_axes
         if free.swings:
-            angles = np.array([self.angles[k][:2] for k in free.swing_nodes])
+            angles = table[free.swing_rows]
             local = local.copy()
             local[free.swings] = _swing_derivatives(angles[:, 0], angles[:, 1], free.about_x)
         return quat_arrays.rotate(turns, local)
 
-    def get(self, free: "Freedom") -> np.ndarray:
+    def get(self, free: "Freedom", table: np.ndarray) -> np.ndarray:
         """The coordinates' current values (free joints count from where they are: 0)."""
-        angles = self.angles
-        return np.array([0.0 if loose else angles[k][slot] for k, slot, loose in zip(free.nodes, free.slots, free.loose)])
+        values = np.zeros(len(free.nodes))
+        values[free.bounded] = table[free.rows, free.columns]
+        return values
 
     def step(self, free: "Freedom", delta: np.ndarray) -> None:
         """Move the coordinates by delta, clamped into their limits, and update the pose."""
@@ -390,9 +396,10 @@ class Freedom(NamedTuple):
     turn_rows: np.ndarray
     #: Per coordinate, the axis it turns about in its frame (the swings' rows depend on the swing: `AngleRig.axes`).
     local_axes: np.ndarray
-    #: The swing coordinates: their indices, their nodes, and whether each is the swing about X.
+    #: The swing coordinates: their indices, their nodes' rows in `AngleRig.table`, and whether each is the
+    #: swing about X.
     swings: list[int]
-    swing_nodes: list[int]
+    swing_rows: np.ndarray
     about_x: np.ndarray
     #: Per goal, 1 for each coordinate that moves its tip, else 0.
     moves: list[np.ndarray]
@@ -404,6 +411,10 @@ class Freedom(NamedTuple):
     #: rest: (node, index of sx, index of sz, X range, Z range).
     limited_nodes: list[int]
     cones: list[tuple]
+    #: The coordinates of limited joints, and each one's row and column in `AngleRig.table`.
+    bounded: np.ndarray
+    rows: np.ndarray
+    columns: np.ndarray
 
 
 def freedom(rig: AngleRig, problem: Problem) -> Freedom:
@@ -428,14 +439,20 @@ def freedom(rig: AngleRig, problem: Problem) -> Freedom:
         lo_z, hi_z = limit.swing_range("z")
         if lo_x <= 0.0 <= hi_x and lo_z <= 0.0 <= hi_z:  # (otherwise each axis has a range of its own)
             cones.append((k, where[(k, "x")], where[(k, "z")], (lo_x, hi_x), (lo_z, hi_z)))
+    slots = [int(c.kind[4]) if free else "xzy".index(c.kind) for c, free in zip(coordinates, loose)]
+    limited_nodes = list(dict.fromkeys(c.node for c, free in zip(coordinates, loose) if not free))
+    row_of = {k: r for r, k in enumerate(limited_nodes)}
+    bounded = [i for i, free in enumerate(loose) if not free]
     found = Freedom(
         coordinates, lo, hi, rig.pliancy(coordinates), nodes,
         np.array([c.node + (len(rig.limits) if c.kind == "y" else 0) for c in coordinates], dtype=int),
         local_axes.reshape(-1, 3),
-        swings, [nodes[i] for i in swings], np.array([coordinates[i].kind == "x" for i in swings], dtype=bool),
+        swings, np.array([row_of[nodes[i]] for i in swings], dtype=int),
+        np.array([coordinates[i].kind == "x" for i in swings], dtype=bool),
         [np.array([n in moved for n in nodes], dtype=float) for moved in problem.moved_by],
-        loose, [int(c.kind[4]) if free else "xzy".index(c.kind) for c, free in zip(coordinates, loose)],
-        list(dict.fromkeys(c.node for c, free in zip(coordinates, loose) if not free)), cones,
+        loose, slots, limited_nodes, cones,
+        np.array(bounded, dtype=int), np.array([row_of[nodes[i]] for i in bounded], dtype=int),
+        np.array([slots[i] for i in bounded], dtype=int),
     )
     for array in found:
         if isinstance(array, np.ndarray):
@@ -462,8 +479,9 @@ def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int
         if iterations >= max_iterations:
             break
         iterations += 1
-        j, e = _linearised(rig, problem, free)
-        values = rig.get(free)
+        table = rig.table(free)
+        j, e = _linearised(rig, problem, free, table)
+        values = rig.get(free, table)
         # Stiffness as Blender weighs it: a stiff coordinate's column shrinks, so the others take the motion.
         delta = pliancy * _bounded_step(j * pliancy, e, damping, values, lo, hi, rig.rims(free), pliancy)
         before = rig.snapshot()
@@ -521,8 +539,9 @@ def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: in
     iteration = 0
     while iteration < max_iterations and gain > SETTLE_GAIN / 64.0:
         iteration += 1
-        j, e = _linearised(rig, problem, free)
-        values = rig.get(free)
+        table = rig.table(free)
+        j, e = _linearised(rig, problem, free, table)
+        values = rig.get(free, table)
         wanted = aim(rig, coordinates)
         pull = np.where(np.isnan(wanted), 0.0, gain * (np.nan_to_num(wanted) - values))
         gram = j @ j.T + damping * damping * np.eye(len(e))
@@ -534,8 +553,9 @@ def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: in
         if iteration < max_iterations and not problem.reached(*goal_errors_of(rig, problem), tolerance):
             # The null space is flat only to first order: one plain step puts the goals back.
             iteration += 1
-            j, e = _linearised(rig, problem, free)
-            values = rig.get(free)
+            table = rig.table(free)
+            j, e = _linearised(rig, problem, free, table)
+            values = rig.get(free, table)
             gram = j @ j.T + damping * damping * np.eye(len(e))
             rig.step(free, np.clip(values + j.T @ np.linalg.solve(gram, e), lo, hi) - values)
         if not problem.reached(*goal_errors_of(rig, problem), tolerance):
@@ -575,11 +595,21 @@ def with_idle_twists_from(
     FABRIK turns bones by shortest arcs, which drifts a tool's roll a little;
     turning it back moves no tip. `twists` are the start values (`start_twists`), when the caller has them.
     """
-    if not any(tree.limits[k] is not None for k in problem.idle_twists):
+    idle = [k for k in sorted(problem.idle_twists) if tree.limits[k] is not None]
+    if not idle:
         return pose
-    rig = AngleRig(skeleton, tree, pose)
-    set_idle_twists(rig, problem, twists if twists is not None else start_twists(skeleton, tree, problem, start))
-    return rig.pose(skeleton, start)
+    twists = twists if twists is not None else start_twists(skeleton, tree, problem, start)
+    # Each of them a leaf: turning it about its own axis moves nothing but it (and bones that follow it rigidly).
+    bones = list(tree.bones)
+    zero = zero_links(skeleton, bones, tree.parent, start)
+    frames = []
+    for k in idle:
+        p = tree.parent[k]
+        zero_frame = zero[k] if p < 0 else quat.mul(quat.from_matrix(pose.frames[bones[p]].tolist()), zero[k])
+        sx, sz, _ = limited_angles(tree.limits[k], zero_frame, quat.from_matrix(pose.frames[bones[k]].tolist()))
+        frames.append(quat.mul(zero_frame, quat.from_swing_twist(sx, sz, twists[k])))
+    turned = [bones[k] for k in idle]
+    return pose_with(skeleton, pose, turned, pose.heads[turned], rotation.quaternion_to_matrix(np.array(frames)))
 
 
 def start_twists(skeleton: Skeleton, tree: "MovingTree", problem: Problem, start: Pose) -> dict[int, float]:
@@ -641,9 +671,9 @@ def _rotation_error(frame: Quat, target: Quat) -> Vec:
     return quat.log(quat.mul(target, quat.conj(frame)))
 
 
-def _linearised(rig: AngleRig, problem: Problem, free: Freedom) -> tuple[np.ndarray, np.ndarray]:
-    """The weighted Jacobian (rows: goals' tips, then rotation goals) and error vector."""
-    axes = rig.axes(free)
+def _linearised(rig: AngleRig, problem: Problem, free: Freedom, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The weighted Jacobian (rows: goals' tips, then rotation goals) and error vector (`table`: `AngleRig.table`)."""
+    axes = rig.axes(free, table)
     heads = np.array(rig.heads)[free.nodes]
     rows, errors = [], []
     for g, node in enumerate(problem.nodes):
@@ -683,17 +713,21 @@ def _bounded_step(
     push outwards may only slide along the rim. Then the step is recomputed.
     """
     n = j.shape[1]
-    basis = np.eye(n)  # columns: the directions the step may take
+    basis = None  # columns: the directions the step may take (None: every coordinate's own, until one is held)
     held: set[int] = set()
     rims: set[int] = set()
     delta = np.zeros(n)
+    damped = damping * damping * np.eye(len(e))
     for _ in range(4):
-        jb = j @ basis
-        d = jb.T @ np.linalg.solve(jb @ jb.T + damping * damping * np.eye(len(e)), e)
-        delta = basis @ d
+        jb = j if basis is None else j @ basis
+        d = jb.T @ np.linalg.solve(jb @ jb.T + damped, e)
+        delta = d if basis is None else basis @ d
         moved = delta * pliancy  # the step in the coordinates themselves
         changed = False
-        for i in np.flatnonzero(((values <= lo + ON_BOUND) & (moved < 0.0)) | ((values >= hi - ON_BOUND) & (moved > 0.0))):
+        pushed = np.flatnonzero(((values <= lo + ON_BOUND) & (moved < 0.0)) | ((values >= hi - ON_BOUND) & (moved > 0.0)))
+        if basis is None and (len(pushed) or cones):
+            basis = np.eye(n)
+        for i in pushed:
             if i not in held:
                 held.add(int(i))
                 basis[:, i] = 0.0

@@ -95,29 +95,25 @@ def orthonormalized(frames: np.ndarray) -> np.ndarray:
 def quaternions_from_matrices(m: np.ndarray) -> np.ndarray:
     """Unit quaternions (w, x, y, z) for rotation matrices (N, 3, 3), all at once (Shepperd's method)."""
     m = np.asarray(m, dtype=float)
-    trace = m[:, 0, 0] + m[:, 1, 1] + m[:, 2, 2]
-    # Pick, per matrix, the largest of 4w^2, 4x^2, 4y^2, 4z^2 to divide by: no cancellation.
-    diag = np.stack((trace, m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]), axis=1)
-    case = np.argmax(diag, axis=1)
-    q = np.empty((len(m), 4))
-    r = m
-    for c in range(4):
-        i = case == c
-        if not i.any():
-            continue
-        a = r[i]
-        if c == 0:
-            s = 2.0 * np.sqrt(1.0 + trace[i])
-            q[i] = np.stack((0.25 * s, (a[:, 2, 1] - a[:, 1, 2]) / s, (a[:, 0, 2] - a[:, 2, 0]) / s, (a[:, 1, 0] - a[:, 0, 1]) / s), 1)
-        elif c == 1:
-            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 0, 0] - a[:, 1, 1] - a[:, 2, 2], 1e-300))
-            q[i] = np.stack(((a[:, 2, 1] - a[:, 1, 2]) / s, 0.25 * s, (a[:, 0, 1] + a[:, 1, 0]) / s, (a[:, 0, 2] + a[:, 2, 0]) / s), 1)
-        elif c == 2:
-            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 1, 1] - a[:, 0, 0] - a[:, 2, 2], 1e-300))
-            q[i] = np.stack(((a[:, 0, 2] - a[:, 2, 0]) / s, (a[:, 0, 1] + a[:, 1, 0]) / s, 0.25 * s, (a[:, 1, 2] + a[:, 2, 1]) / s), 1)
-        else:
-            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 2, 2] - a[:, 0, 0] - a[:, 1, 1], 1e-300))
-            q[i] = np.stack(((a[:, 1, 0] - a[:, 0, 1]) / s, (a[:, 0, 2] + a[:, 2, 0]) / s, (a[:, 1, 2] + a[:, 2, 1]) / s, 0.25 * s), 1)
+    m00, m11, m22 = m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]
+    # k[a, b] = 4 q_a q_b: the squares from the diagonal, the products from sums and differences of opposite entries.
+    k = np.empty((len(m), 4, 4))
+    k[:, 0, 0] = 1.0 + m00 + m11 + m22
+    k[:, 1, 1] = 1.0 + m00 - m11 - m22
+    k[:, 2, 2] = 1.0 - m00 + m11 - m22
+    k[:, 3, 3] = 1.0 - m00 - m11 + m22
+    k[:, 0, 1] = k[:, 1, 0] = m[:, 2, 1] - m[:, 1, 2]
+    k[:, 0, 2] = k[:, 2, 0] = m[:, 0, 2] - m[:, 2, 0]
+    k[:, 0, 3] = k[:, 3, 0] = m[:, 1, 0] - m[:, 0, 1]
+    k[:, 1, 2] = k[:, 2, 1] = m[:, 0, 1] + m[:, 1, 0]
+    k[:, 1, 3] = k[:, 3, 1] = m[:, 0, 2] + m[:, 2, 0]
+    k[:, 2, 3] = k[:, 3, 2] = m[:, 1, 2] + m[:, 2, 1]
+    # Per matrix, the row of the largest square, divided by twice its root: no cancellation.
+    rows = np.arange(len(m))
+    case = np.argmax(k[:, (0, 1, 2, 3), (0, 1, 2, 3)], axis=1)
+    s = 2.0 * np.sqrt(np.maximum(k[rows, case, case], 1e-300))
+    q = k[rows, case] / s[:, None]
+    q[rows, case] = 0.25 * s
     return q / np.linalg.norm(q, axis=1)[:, None]
 
 
@@ -198,12 +194,14 @@ def channel_from_quaternion(mode: str, q: quat.Quat, previous: Sequence[float]) 
 def compatible_quaternion(q: quat.Quat, previous: Sequence[float]) -> tuple[float, ...]:
     """Unit q on the side of `previous` (q and -q are the same turn) and scaled to its length, as mathutils'
     `make_compatible` does (a previous value shorter than 1e-4 is ignored)."""
-    length = math.sqrt(sum(c * c for c in previous))
+    pw, px, py, pz = previous
+    length = math.sqrt(pw * pw + px * px + py * py + pz * pz)
     if not length > 1e-4:  # also a non-finite previous value
         return tuple(q)
-    if sum(a * b for a, b in zip(q, previous)) < 0.0:
+    w, x, y, z = q
+    if w * pw + x * px + y * py + z * pz < 0.0:
         length = -length
-    return tuple(c * length for c in q)
+    return (w * length, x * length, y * length, z * length)
 
 
 def axis_angle_from_quaternion(q: quat.Quat, previous: Sequence[float]) -> tuple[float, float, float, float]:
