@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from fabrik_addon.core import Goal, SolveSettings, batch, fabrik, local_solve, quat, rotation, solve, stretch
 from fabrik_addon.core.fabrik import moving_tree
+from fabrik_addon.core.limits import JointLimit
 from skeletons import hand, random_rotations, skeletons, straight_chain
 
 
@@ -202,3 +203,42 @@ def test_a_nearly_opposite_turn_keeps_the_careful_roll():
 
     expected = rotation.swung_frames(np.array([quat.to_matrix(frame)]), np.array([b]))[0]
     np.testing.assert_allclose(quat.to_matrix(local_solve._swung(frame, a, b)), expected, atol=1e-9)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(2, 12), st.integers(0, 2**32 - 1), st.floats(5.0, 60.0), st.booleans(), st.booleans(),
+    st.sampled_from([1e-3, 1e-5]),
+)
+def test_chains_in_open_cones_solve_as_fabrik_does_or_hand_over(n, seed, degrees, twist_range, translate, tolerance):
+    """One chain whose limits are open cones, from random start rotations (in and out of the cones) to random
+    targets in and out of reach: where the lean solve answers (the free passes converged inside every cone), it
+    answers what `fabrik.solve` does, tip twist included; where it hands over, `fabrik.solve` goes on."""
+    rng = np.random.default_rng(seed)
+    r = np.radians(degrees)
+    cone = JointLimit(
+        use_limit_x=True, min_x=-r * rng.uniform(0.5, 1.0), max_x=r, use_limit_z=True, min_z=-r, max_z=r * rng.uniform(0.5, 1.0),
+        use_limit_y=twist_range, min_y=-0.5, max_y=0.5,
+    )
+    skeleton = straight_chain(n, 0.5).with_limits([None if rng.random() < 0.2 else cone for _ in range(n)])
+    rotations = random_rotations(rng, n, 0.4)
+    reach = skeleton.pose_from_local(random_rotations(rng, n, 0.3))
+    target = tuple(reach.tails[n - 1] * (1.5 if rng.random() < 0.2 else 1.0))
+    goals = [Goal(n - 1, target)]
+    tree = moving_tree(skeleton, goals)
+    free = fabrik.open_cones_as_free(tree)
+    assert free is not None and not any(limit is not None for limit in free.limits)
+    locations = {b: rng.normal(size=3) * 0.1 for b in tree.bones if translate and rng.random() < 0.5}
+    solve_settings = SolveSettings(max_iterations=int(rng.integers(5, 60)), tolerance=tolerance)
+    start = skeleton.with_local_rotations(skeleton.pose_from_local(rotations), {b: rotations[b] for b in tree.bones}, locations)
+    pose, report = solve(skeleton, goals, start, solve_settings)
+    moves = [tuple(locations[b].tolist()) if b in locations else None for b in tree.bones]
+    solved = local_solve.solve_open(
+        local_solve.local_tree(skeleton, free), tree.limits, goals,
+        [quat.from_matrix(rotations[b].tolist()) for b in tree.bones], moves, [None] * n, solve_settings,
+    )
+    event("handed over" if solved is None else "answered")
+    if solved is None:
+        return
+    fast = np.array([quat.to_matrix(q) for q in solved[0]])
+    assert_same(fast, solved[1], skeleton.local_rotations(pose)[list(tree.bones)], report)

@@ -13,7 +13,7 @@ import numpy as np
 from mathutils import Matrix, Vector
 
 from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, local_solve, quat, rotation, stretch
-from ..core.fabrik import chain_reach, moving_tree
+from ..core.fabrik import chain_reach, moving_tree, open_cones_as_free
 from ..core.problem import goal_reached, turned_off, validate_goals, validate_settings
 from . import animdata, editable, integrity, rig
 
@@ -538,6 +538,9 @@ class _FreeTree:
 
     tree: object
     local: object
+    #: Per node, its limit, where the tree's limits are open cones (the local tree is then the free one:
+    #: `local_solve.solve_open`); None for a free tree.
+    limits: tuple | None
     #: The moving nodes' rotation channels, held entries and FK values.
     channels: _Channels
     #: The FK rotations as unit quaternions, and the start (FK, or the previous solution where warm).
@@ -550,8 +553,9 @@ class _FreeTree:
 
 
 def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -> _FreeTree | None:
-    """Read a lean solve of a free tree (no limits, rotation goals or IK stretch; poles are fine) in bulk, or
-    None for a rig the lean path does not cover. The moving bones start at `previous` where it has them."""
+    """Read a lean solve of a free tree (no limits, rotation goals or IK stretch; poles are fine), or of one
+    chain whose limits are open cones solved from FK (`local_solve.solve_open`), in bulk; None for a rig the lean
+    path does not cover. The moving bones start at `previous` where it has them."""
     settings = obj.fabrik
     if settings.solver != "FABRIK":
         return None
@@ -559,7 +563,15 @@ def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -
     if not goals:
         return None
     tree = moving_tree(skeleton, goals)
-    if not local_solve.applies(tree, goals) or stretch.applies(skeleton, goals):
+    limits = free = None
+    if any(limit is not None for limit in tree.limits):
+        free = open_cones_as_free(tree) if previous is None else None
+        if free is None or not local_solve.applies(free, goals):
+            return None
+        limits = tree.limits
+    elif not local_solve.applies(tree, goals):
+        return None
+    if stretch.applies(skeleton, goals):
         return None
     pose_bones = obj.pose.bones
     n = len(pose_bones)
@@ -574,7 +586,7 @@ def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -
     locations = np.empty(n * 3, dtype=np.float32)
     pose_bones.foreach_get("location", locations)
     translations = [tuple(t) if any(t) else None for t in locations.reshape(n, 3)[at].tolist()]
-    local = local_solve.local_tree(skeleton, tree)
+    local = local_solve.local_tree(skeleton, free or tree)
     hung_from = [pose_bones[skeleton.names[b]].matrix if p < 0 and b >= 0 else None
                  for p, b in zip(tree.parent, local.parent_bone)]
     if not all(m is None or _usable_frame(m) for m in hung_from):
@@ -584,7 +596,7 @@ def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -
     validate_goals(skeleton, goals)
     validate_settings(solve_settings)
     return _FreeTree(
-        tree, local, channels, fk_rotations, rotations, translations, fixed, solve_settings,
+        tree, local, limits, channels, fk_rotations, rotations, translations, fixed, solve_settings,
         influences(obj, depsgraph, tree, gathered.used),
     )
 
@@ -592,9 +604,14 @@ def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -
 def _solve_read(obj, gathered: Gathered, read: _FreeTree) -> tuple[RigStatus, list] | None:
     """Solve what `_read_free_tree` read: the status and each moving node's new local rotation (unit
     quaternions), or None where the general path must go on (it refines, or says which bone is not finite)."""
-    solved = local_solve.solve(read.local, gathered.goals, read.rotations, read.translations, read.fixed, read.settings)
+    if read.limits is None:
+        solved = local_solve.solve(read.local, gathered.goals, read.rotations, read.translations, read.fixed, read.settings)
+    else:
+        solved = local_solve.solve_open(
+            read.local, read.limits, gathered.goals, read.rotations, read.translations, read.fixed, read.settings
+        )
     if solved is None:
-        return None  # FABRIK alone did not converge on a tree with offsets: the general path refines
+        return None  # FABRIK alone did not converge on a tree with offsets, or left a limit: the general path refines
     solved, report = solved
     if not math.isfinite(sum(map(sum, solved))):
         return None  # never written nor remembered: the general path says which bone

@@ -894,26 +894,31 @@ def _solve_as_free(
     """
     if not settings.explore or any(g.rotation is not None or g.pole is not None for g in goals):
         return None  # (rotation goals and poles need the frames; continuity mode settles the limited solve's pose)
-    free = tree.derived.get("free")
+    free = open_cones_as_free(tree)
     if free is None:
-        free = tree.derived["free"] = _free_tree_if_open(tree)
-    if not free:
         return None
     joints, report = _solve_from(skeleton, free, goals, start, settings, careful=True, window=SLOW_WINDOW)
     return _pose_from_joints(skeleton, start, free, joints), report
 
 
-def _free_tree_if_open(tree: MovingTree) -> MovingTree | bool:
+def open_cones_as_free(tree: MovingTree) -> MovingTree | None:
     """The tree without its limits, where every bone hangs from its parent's tail and every limit leaves the rest
-    direction a cone to swing in (no lock, hinge or stiffness); else False."""
+    direction a cone to swing in (no lock, hinge or stiffness); else None. (Kept with the tree.)"""
+    if "free" not in tree.derived:
+        tree.derived["free"] = _without_open_cones(tree)
+    return tree.derived["free"]
+
+
+def _without_open_cones(tree: MovingTree) -> MovingTree | None:
+    """`open_cones_as_free`, worked out."""
     if not all(c for c, p in zip(tree.connected, tree.parent) if p >= 0):
-        return False
+        return None
     for limit in tree.limits:
         if limit is None:
             continue
         (lo_x, hi_x), (lo_z, hi_z) = limit.x_range, limit.z_range
         if limit.is_stiff or not (lo_x < 0.0 < hi_x and lo_z < 0.0 < hi_z):
-            return False
+            return None
     n = len(tree.bones)
     return replace(tree, limits=(None,) * n, limited_child=(-1,) * n)
 

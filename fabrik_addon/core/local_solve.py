@@ -28,17 +28,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from . import limits as joint_limits
 from . import pole, quat
 from .fabrik import (
     SLOW_WINDOW, Joints, MovingTree, _bend_if_straight_at, _part_way, backward_reaching, branch_weights,
-    components, forward_reaching, goal_errors, is_two_bone_chain, joined_report, settle_two_bones, solve_chain,
+    components, forward_reaching, goal_errors, is_two_bone_chain, joined_report, pulled_at_tip, settle_two_bones,
+    solve_chain,
 )
+from .limits import JointLimit
 from .problem import Goal, Progress, SolveReport, SolveSettings
 from .quat import Quat
 from .skeleton import Skeleton
 from .vec import Vec, add, perpendicular, scale, sub
 
-__all__ = ["LocalTree", "local_tree", "solve"]
+__all__ = ["LocalTree", "local_tree", "solve", "solve_open"]
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,44 @@ def solve(
     return _local_rotations(local, frames, joints, fixed), report
 
 
+def solve_open(
+    local: LocalTree,
+    limits: Sequence[JointLimit | None],
+    goals: Sequence[Goal],
+    rotations: Sequence[Quat],
+    translations: Sequence[Vec | None],
+    fixed: Sequence[tuple[Quat, Vec] | None],
+    settings: SolveSettings,
+) -> tuple[list[Quat], SolveReport] | None:
+    """`solve` for one chain pulled at its tip whose limits are open cones (`local` is of the tree without them:
+    `fabrik.open_cones_as_free`), as `fabrik.solve` starts on it: the free chain's passes, handing over once they
+    crawl. Their answer where they converge with every joint inside its limit (a leaf's twist, which moves no
+    goal, back at its start's); None where not (the general path goes on from there).
+
+    Each node's local rotation here is the one its limit reads (relative to its
+    parent's frame and its rest), so the limits are checked on the result as it is.
+    """
+    tree = local.tree
+    if not pulled_at_tip(tree, goals) or goals[0].weight <= 0.0 or goals[0].pole is not None:
+        return None
+    frames, heads, tails = start_joints(local, rotations, translations, fixed)
+    joints = _joints(tree, heads, tails)
+    report, moved = _iterate(tree, joints, goals, settings, SLOW_WINDOW)
+    if not report.converged:
+        return None
+    solved = _local_rotations(local, frames, joints, fixed) if moved else [quat.normalized(q) for q in rotations]
+    for k, limit in enumerate(limits):
+        if limit is None:
+            continue
+        if joint_limits.constrain(limit, solved[k]) is not solved[k]:
+            return None
+        if not tree.children[k]:  # (a leaf: its twist moves no goal)
+            sx, sz, _ = quat.swing_twist(solved[k])
+            twist = joint_limits.clamp_twist(limit, quat.swing_twist(quat.normalized(rotations[k]))[2])
+            solved[k] = quat.from_swing_twist(sx, sz, twist)
+    return solved, report
+
+
 def _solve_apart(
     local: LocalTree,
     goals: Sequence[Goal],
@@ -286,9 +327,10 @@ def _joints(tree: MovingTree, heads: list[Vec], tails: list[Vec]) -> Joints:
 
 
 def _iterate(
-    tree: MovingTree, joints: Joints, goals: Sequence[Goal], settings: SolveSettings
+    tree: MovingTree, joints: Joints, goals: Sequence[Goal], settings: SolveSettings, window: int = 0
 ) -> tuple[SolveReport, bool]:
     """`fabrik._solve_from` (careful, no handover) for a free connected tree: the joints end where it leaves them.
+    A `window` (one chain pulled at its tip only) hands over as `fabrik.iterate_chain` does.
 
     Returns the report and whether the pose moved (not when the start already reaches every goal).
     """
@@ -304,7 +346,7 @@ def _iterate(
     if max(errors) <= tolerance:
         return SolveReport(0, errors, True, "converged", rotation_errors=[0.0] * count), False
 
-    paper = solve_chain(tree, joints, goals, settings)  # (the paper's own case, without the tree's bookkeeping)
+    paper = solve_chain(tree, joints, goals, settings, window)  # (the paper's own case, without the tree's bookkeeping)
     if paper is not None:
         return paper, True
     report = SolveReport(0, errors, False, "max_iterations", rotation_errors=[0.0] * count)
