@@ -78,11 +78,13 @@ def forget(obj_name: str | None = None) -> None:
         again.clear()
         _last_solution.clear()
         _held_in_memory.clear()
+        _cones_bound.clear()
         return
     status.pop(obj_name, None)
     again.discard(obj_name)
     _last_solution.pop(obj_name, None)
     _held_in_memory.pop(obj_name, None)
+    _cones_bound.pop(obj_name, None)
 
 
 #: Rigs whose last solve was put off to the next update (`solve_object`): live solving must not take the pose
@@ -92,7 +94,7 @@ again: set[str] = set()
 
 def remembered_rigs() -> set[str]:
     """Names of the rigs in-memory state is kept for."""
-    return set(status) | set(_last_solution) | set(_held_in_memory)
+    return set(status) | set(_last_solution) | set(_held_in_memory) | set(_cones_bound)
 
 
 class EffectorError(ValueError):
@@ -214,6 +216,12 @@ class Solution:
 # Per rig: the local rotations of the moving bones from its last solve, for "Previous Solution" starts
 # (3x3 matrices, or unit quaternions where the free-tree path solved them).
 _last_solution: dict[str, dict[int, np.ndarray | tuple[float, ...]]] = {}
+
+#: Per rig whose open cones the lean path's free chain left at its last try: how many more solves go straight
+#: to the general path (which gives the same answer either way, and tries the free chain first itself), so a
+#: rig whose cones bind pays for the lean try once in `CONES_RETRY` solves, not at every one.
+_cones_bound: dict[str, int] = {}
+CONES_RETRY = 8
 
 
 def _as_matrix(rotation) -> np.ndarray:
@@ -568,6 +576,9 @@ def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -
         free = open_cones_as_free(tree) if previous is None else None
         if free is None or not local_solve.applies(free, goals):
             return None
+        if _cones_bound.get(obj.name, 0) > 0:
+            _cones_bound[obj.name] -= 1
+            return None
         limits = tree.limits
     elif not local_solve.applies(tree, goals):
         return None
@@ -610,6 +621,8 @@ def _solve_read(obj, gathered: Gathered, read: _FreeTree) -> tuple[RigStatus, li
         solved = local_solve.solve_open(
             read.local, read.limits, gathered.goals, read.rotations, read.translations, read.fixed, read.settings
         )
+        if solved is None:
+            _cones_bound[obj.name] = CONES_RETRY
     if solved is None:
         return None  # FABRIK alone did not converge on a tree with offsets, or left a limit: the general path refines
     solved, report = solved
