@@ -56,26 +56,35 @@ def play(general: bool, start: str, keyed: bool, monkeypatch, mixed: bool = Fals
     rigbuild.key_path(target, frames, lambda f: (math.sin(f * 0.2), 0.5 * math.cos(f * 0.3), 2.5 + 0.3 * math.sin(f * 0.1)))
     rigbuild.key_path(other, frames, lambda f: (1.2 + 0.3 * math.cos(f * 0.2), -0.5, 2.0 + 0.5 * math.sin(f * 0.15)))
     rig.fabrik.start = start
-    taken = []
-    bulk = solving._solve_free_tree
-
-    def counted(*args):
-        result = None if general else bulk(*args)
-        taken.append(result is not None)
-        return result
-
-    monkeypatch.setattr(solving, "_solve_free_tree", counted)
+    taken = count_bulk(general, monkeypatch)
     rig.fabrik.live = True
     seen, messages = [], []
-    scene = bpy.context.scene
     for frame in [1, 4, 9, 9, 20, 13, 30]:
-        scene.frame_set(frame)
-        seen.append(channels(rig))
-        seen.append(np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in rig.fabrik.held]))
+        seen += after_frame(rig, frame)
         messages.append(solving.status["Rig"].message)
     rig.fabrik.live = False
     seen.append(channels(rig))
     return seen, messages, sum(taken)
+
+
+def count_bulk(general: bool, monkeypatch) -> list[bool]:
+    """Per solve from now on, whether the bulk path answered (with `general`, it is never tried)."""
+    answered = []
+    bulk = solving._solve_free_tree
+
+    def counted(*args):
+        result = None if general else bulk(*args)
+        answered.append(result is not None)
+        return result
+
+    monkeypatch.setattr(solving, "_solve_free_tree", counted)
+    return answered
+
+
+def after_frame(rig, frame: int) -> list[np.ndarray]:
+    """Go to the frame: every rotation channel, and what the rig holds of the animator's pose."""
+    bpy.context.scene.frame_set(frame)
+    return [channels(rig), np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in rig.fabrik.held])]
 
 
 def channels(rig) -> np.ndarray:
@@ -122,21 +131,11 @@ def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str],
         return 1.3 - 0.05 * (f - 11) if 11 <= f <= 18 else 0.1 + 0.01 * f
 
     rigbuild.key_path(target, frames, lambda f: (2.9 * math.sin(angle(f)), 0.2, 2.9 * math.cos(angle(f))))
-    answered = []
-    bulk = solving._solve_free_tree
-
-    def counted(*args):
-        result = None if general else bulk(*args)
-        answered.append(result is not None)
-        return result
-
-    monkeypatch.setattr(solving, "_solve_free_tree", counted)
+    answered = count_bulk(general, monkeypatch)
     rig.fabrik.live = True
     seen, messages = [], []
     for frame in frames:
-        bpy.context.scene.frame_set(frame)
-        seen.append(channels(rig))
-        seen.append(np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in rig.fabrik.held]))
+        seen += after_frame(rig, frame)
         messages.append(solving.status["Rig"].message)
         assert solving.status["Rig"].reached, f"frame {frame}: {messages[-1]}"
     rig.fabrik.live = False

@@ -143,12 +143,14 @@ def solve(
     translations: Sequence[Vec | None],
     fixed: Sequence[tuple[Quat, Vec] | None],
     settings: SolveSettings,
+    window: int = 0,
 ) -> tuple[list[Quat], SolveReport] | None:
     """Solve the goals from the nodes' local rotations; return their new local rotations (unit quaternions, node
     order) and the report, as `fabrik.solve` would give them (see `start_joints` for the arguments).
 
     None on a tree with offsets where FABRIK's descent alone does not converge (`fabrik.solve` goes on there),
-    and where a node hangs from its moving parent through bones that do not move.
+    and where a node hangs from its moving parent through bones that do not move. A `window` makes one free
+    chain pulled at its tip hand over as `fabrik.iterate_chain` does.
     """
     if local.parts:  # chains that share no bones: each stops when it has reached, as `fabrik.solve` does
         return _solve_apart(local, goals, rotations, translations, fixed, settings)
@@ -167,7 +169,7 @@ def solve(
         if not report.converged:
             return None
         return _tracked_rotations(local, joints.frames, fixed), report
-    report, moved = _iterate(tree, joints, goals, settings)
+    report, moved = _iterate(tree, joints, goals, settings, window)
     if not moved:  # reached at the start: the pose stays as it was
         return [quat.normalized(q) for q in rotations], report
     return _local_rotations(local, frames, joints, fixed), report
@@ -191,14 +193,12 @@ def solve_open(
     parent's frame and its rest), so the limits are checked on the result as it is.
     """
     tree = local.tree
-    if not pulled_at_tip(tree, goals) or goals[0].weight <= 0.0 or goals[0].pole is not None:
+    if local.parts or not pulled_at_tip(tree, goals) or goals[0].weight <= 0.0 or goals[0].pole is not None:
         return None
-    frames, heads, tails = start_joints(local, rotations, translations, fixed)
-    joints = _joints(tree, heads, tails)
-    report, moved = _iterate(tree, joints, goals, settings, SLOW_WINDOW)
-    if not report.converged:
+    outcome = solve(local, goals, rotations, translations, fixed, settings, SLOW_WINDOW)
+    if outcome is None or not outcome[1].converged:
         return None
-    solved = _local_rotations(local, frames, joints, fixed) if moved else [quat.normalized(q) for q in rotations]
+    solved, report = outcome
     for k, limit in enumerate(limits):
         if limit is None:
             continue
