@@ -1107,7 +1107,10 @@ def _hold_in_bulk(obj, held, names, modes, written, fk_values, entries) -> None:
 def _same(a, b, tolerance: float = 1e-6) -> bool:
     """Whether two channel values agree (both single precision in Blender, so ours come back exactly); a value
     that is not a number agrees with nothing."""
-    return all(abs(x - y) <= tolerance for x, y in zip(a, b))
+    for x, y in zip(a, b):  # (a loop, not all() over a generator: this runs for every moving bone every frame)
+        if not abs(x - y) <= tolerance:
+            return False
+    return True
 
 
 def _finite(value) -> bool:
