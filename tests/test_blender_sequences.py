@@ -6,7 +6,8 @@ effector part way up, the hand of `samples/rig_classes.py`, the arm with
 limits and an elbow pole, and a rig carrying a Blender IK constraint) plus
 two bystanders (an animated empty, an animated armature with no effectors):
 frame changes, targets moved, keyed and deleted (X > Delete) and replaced,
-bones renamed, posed and switched to other rotation modes, NaN channels and
+bones renamed, posed and switched to other rotation modes, IK limits set
+(swing cones, hinges) and cleared on the chain and the arm, NaN channels and
 zero scale (on a parent bone or the rig object) set and healed, Alt+R (the
 operator in Pose Mode, and the same in Python), live solving toggled, the
 solver, iterations, tolerance and start changed, effectors added and removed
@@ -316,6 +317,22 @@ class Sequences(RuleBasedStateMachine):
             pose_bone = _obj(rig).pose.bones[self._rig_bone(rig, index)]
             channel, value = _rotation_value(pose_bone.rotation_mode, Quaternion(axis, angle))
             setattr(pose_bone, channel, value)
+
+        self._step(edit=edit)
+
+    @rule(
+        rig=st.sampled_from((steps.CHAIN, steps.ARM)), index=st.integers(0, 20),
+        kind=st.sampled_from(("cone", "hinge", "free")), degrees=st.sampled_from((5.0, 40.0)),
+    )
+    def limit_bone(self, rig, index, kind, degrees):
+        """Set a bone's IK limits (Bone properties > Inverse Kinematics): a swing cone, a hinge, or none."""
+        def edit():
+            pose_bone = _obj(rig).pose.bones[self._rig_bone(rig, index)]
+            r = math.radians(degrees)
+            pose_bone.lock_ik_x, pose_bone.lock_ik_y, pose_bone.lock_ik_z = False, False, kind == "hinge"
+            pose_bone.use_ik_limit_x = pose_bone.use_ik_limit_z = kind != "free"
+            pose_bone.ik_min_x, pose_bone.ik_max_x = -r, r
+            pose_bone.ik_min_z, pose_bone.ik_max_z = -r, r
 
         self._step(edit=edit)
 

@@ -903,7 +903,8 @@ def _solve_as_free(
 
 def open_cones_as_free(tree: MovingTree) -> MovingTree | None:
     """The tree without its limits, where every bone hangs from its parent's tail and every limit leaves the rest
-    direction a cone to swing in (no lock, hinge or stiffness); else None. (Kept with the tree.)"""
+    direction a cone to swing in and the rest twist a range to turn in (no lock, hinge or stiffness); else None.
+    (Kept with the tree.)"""
     if "free" not in tree.derived:
         tree.derived["free"] = _without_open_cones(tree)
     return tree.derived["free"]
@@ -916,8 +917,9 @@ def _without_open_cones(tree: MovingTree) -> MovingTree | None:
     for limit in tree.limits:
         if limit is None:
             continue
-        (lo_x, hi_x), (lo_z, hi_z) = limit.x_range, limit.z_range
-        if limit.is_stiff or not (lo_x < 0.0 < hi_x and lo_z < 0.0 < hi_z):
+        (lo_x, hi_x), (lo_z, hi_z), (lo_y, hi_y) = limit.x_range, limit.z_range, limit.y_range
+        # (a locked twist: the free passes' shortest turns would leave it a hair off, at every solve)
+        if limit.is_stiff or not (lo_x < 0.0 < hi_x and lo_z < 0.0 < hi_z and lo_y < 0.0 < hi_y):
             return None
     n = len(tree.bones)
     return replace(tree, limits=(None,) * n, limited_child=(-1,) * n)
