@@ -228,6 +228,7 @@ def test_chains_in_open_cones_solve_as_fabrik_does_or_hand_over(n, seed, degrees
     tree = moving_tree(skeleton, goals)
     free = fabrik.open_cones_as_free(tree)
     assert free is not None and not any(limit is not None for limit in free.limits)
+    assert local_solve.applies_open(free, goals)
     locations = {b: rng.normal(size=3) * 0.1 for b in tree.bones if translate and rng.random() < 0.5}
     solve_settings = SolveSettings(max_iterations=int(rng.integers(5, 60)), tolerance=tolerance)
     start = skeleton.with_local_rotations(skeleton.pose_from_local(rotations), {b: rotations[b] for b in tree.bones}, locations)

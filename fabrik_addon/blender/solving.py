@@ -574,7 +574,7 @@ def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -
     limits = free = None
     if any(limit is not None for limit in tree.limits):
         free = open_cones_as_free(tree) if previous is None else None
-        if free is None or not local_solve.applies(free, goals):
+        if free is None or not local_solve.applies_open(free, goals):
             return None
         if _cones_bound.get(obj.name, 0) > 0:
             _cones_bound[obj.name] -= 1
@@ -653,7 +653,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
     it does not cover.
 
     It covers FABRIK on a free tree (no limits, rotation goals or IK stretch;
-    poles are fine), in any rotation mode: the moving bones' channels are read
+    poles are fine), and on one chain in open cones solved from FK, in any rotation mode: the moving bones' channels are read
     and written in bulk (one foreach_set per channel kind that changed),
     `core.local_solve` solves on plain floats, and what `fabrik.held` keeps is
     updated in bulk. The result is the general path's.

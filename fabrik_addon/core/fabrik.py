@@ -882,7 +882,7 @@ def _solve_as_free(
     skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Pose, settings: SolveSettings
 ) -> tuple[Pose, SolveReport] | None:
     """FABRIK's passes on a limited tree as if it were free (the pose and the report, its limits not checked),
-    handing over once they crawl; None where the limits change the passes themselves (see `_free_tree_if_open`),
+    handing over once they crawl; None where the limits change the passes themselves (see `open_cones_as_free`),
     and for rotation goals, poles and continuity mode.
 
     Where no limit binds, a limited pass moves every joint as the free pass
@@ -935,7 +935,7 @@ def _inside_limits(skeleton: Skeleton, tree: MovingTree, start: Pose, pose: Pose
             continue
         p = tree.parent[k]
         local = quat.mul(quat.conj(zero[k] if p < 0 else quat.mul(frames[p], zero[k])), frames[k])
-        if limits.constrain(limit, local) is not local:
+        if not limits.allows(limit, local):
             return False
     return True
 

@@ -148,6 +148,11 @@ def constrain(limit: JointLimit, local: Quat, previous: Quat | None = None) -> Q
     return quat.from_swing_twist(allowed_x, allowed_z, allowed_twist)
 
 
+def allows(limit: JointLimit, local: Quat) -> bool:
+    """Whether a local rotation is inside the limit (`constrain` leaves it as it is)."""
+    return constrain(limit, local) is local
+
+
 def _wrap(angle: float) -> float:
     """The same angle in (-pi, pi]."""
     return angle - 2.0 * PI * math.floor((angle + PI) / (2.0 * PI)) if not -PI < angle <= PI else angle

@@ -17,6 +17,9 @@ and each bone's new local rotation comes out relative to its parent.
   does there. Where FABRIK's descent does not converge, `fabrik.solve` hands
   the pose to its refinement: `solve` then returns None and the caller takes
   the general path.
+* One chain whose limits are open cones, solved from FK (`solve_open`): the
+  free chain's passes, kept where every joint ends inside its limit, as
+  `fabrik.solve` first tries there; else None, and the general path goes on.
 
 The result equals `fabrik.solve` followed by `Skeleton.local_rotations`; on a
 handful of bones it costs a fraction of it, since nothing builds whole-pose
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from . import limits as joint_limits
-from . import pole, quat
+from . import pole, quat, refine
 from .fabrik import (
     SLOW_WINDOW, Joints, MovingTree, _bend_if_straight_at, _part_way, backward_reaching, branch_weights,
     components, forward_reaching, goal_errors, is_two_bone_chain, joined_report, pulled_at_tip, settle_two_bones,
@@ -41,7 +44,7 @@ from .quat import Quat
 from .skeleton import Skeleton
 from .vec import Vec, add, perpendicular, scale, sub
 
-__all__ = ["LocalTree", "local_tree", "solve", "solve_open"]
+__all__ = ["LocalTree", "applies", "applies_open", "local_tree", "solve", "solve_open"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,14 @@ def applies(tree: MovingTree, goals: Sequence[Goal]) -> bool:
     IK stretch is the caller's to rule out (it depends on the skeleton's stretch factors).
     """
     return bool(goals) and all(limit is None for limit in tree.limits) and all(g.rotation is None for g in goals)
+
+
+def applies_open(free: MovingTree, goals: Sequence[Goal]) -> bool:
+    """True for the case `solve_open` solves: one chain pulled at its tip by a position goal of some weight,
+    without a pole (`free`: the tree without its open cones, `fabrik.open_cones_as_free`)."""
+    return (
+        applies(free, goals) and pulled_at_tip(free, goals) and goals[0].weight > 0.0 and goals[0].pole is None
+    )
 
 
 def start_joints(
@@ -184,17 +195,16 @@ def solve_open(
     fixed: Sequence[tuple[Quat, Vec] | None],
     settings: SolveSettings,
 ) -> tuple[list[Quat], SolveReport] | None:
-    """`solve` for one chain pulled at its tip whose limits are open cones (`local` is of the tree without them:
-    `fabrik.open_cones_as_free`), as `fabrik.solve` starts on it: the free chain's passes, handing over once they
-    crawl. Their answer where they converge with every joint inside its limit (a leaf's twist, which moves no
-    goal, back at its start's); None where not (the general path goes on from there).
+    """`solve` for a chain whose limits are open cones, in the case `applies_open` accepts (`local` is of the tree
+    without them: `fabrik.open_cones_as_free`), as `fabrik.solve` starts on it: the free chain's passes, handing
+    over once they crawl. Their answer where they converge with every joint inside its limit (a leaf's twist,
+    which moves no goal, back at its start's, as `refine.start_twists` reads it); None where not (the general
+    path goes on from there).
 
     Each node's local rotation here is the one its limit reads (relative to its
     parent's frame and its rest), so the limits are checked on the result as it is.
     """
     tree = local.tree
-    if local.parts or not pulled_at_tip(tree, goals) or goals[0].weight <= 0.0 or goals[0].pole is not None:
-        return None
     outcome = solve(local, goals, rotations, translations, fixed, settings, SLOW_WINDOW)
     if outcome is None or not outcome[1].converged:
         return None
@@ -202,11 +212,11 @@ def solve_open(
     for k, limit in enumerate(limits):
         if limit is None:
             continue
-        if joint_limits.constrain(limit, solved[k]) is not solved[k]:
+        if not joint_limits.allows(limit, solved[k]):
             return None
         if not tree.children[k]:  # (a leaf: its twist moves no goal)
-            sx, sz, _ = quat.swing_twist(solved[k])
-            twist = joint_limits.clamp_twist(limit, quat.swing_twist(quat.normalized(rotations[k]))[2])
+            sx, sz, _ = refine.limited_angles(limit, quat.IDENTITY, solved[k])
+            twist = refine.limited_angles(limit, quat.IDENTITY, rotations[k])[2]
             solved[k] = quat.from_swing_twist(sx, sz, twist)
     return solved, report
 
