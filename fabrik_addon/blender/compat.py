@@ -41,3 +41,13 @@ def text_size(font_id: int, size: float) -> None:
         blf.size(font_id, int(round(size)), 72)
     else:
         blf.size(font_id, size)
+
+
+def stored_properties(struct):
+    """The ID properties that hold `struct`'s add-on properties (those bpy.props defines), or None when it has none
+    yet. Setting a value there runs no RNA update. Blender 5.0 keeps them apart from the custom properties
+    (`bl_system_properties_get`); before 5.0 item access on the struct reaches them."""
+    getter = getattr(struct, "bl_system_properties_get", None)
+    if getter is not None:
+        return getter()
+    return struct if struct.keys() else None
