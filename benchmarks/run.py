@@ -182,6 +182,20 @@ def tentacle_rigs(frames: range) -> tuple[list, str]:
     )
 
 
+def hinged_hand_rigs(frames: range) -> tuple[list, str]:
+    """The hand of samples/hand.py: its knuckles flex and spread, its finger joints are hinges (IK limits)."""
+    import hand
+
+    return [hand.build(frames)], "samples/hand.py: palm + 5 fingers, knuckles in ranges, hinges (IK limits)"
+
+
+def robot_arm_rigs(frames: range) -> tuple[list, str]:
+    """The six-axis arm of samples/robot_arm.py: every joint a hinge (two axes locked, a range on the third)."""
+    import robot_arm
+
+    return [robot_arm.build(frames)], "samples/robot_arm.py: 6 hinge joints (IK limits), warm starts as the sample sets"
+
+
 def layout_rigs(make: Callable, note: str, copies: int = 1) -> Callable:
     """A builder of `copies` rigs of a layout, side by side."""
     def builder(frames: range) -> tuple[list, str]:
@@ -223,6 +237,8 @@ SPECS = [
             layout_rigs(hand_layout, "palm + 5 four-bone fingers, chains through the palm"),
             target="≤ 0.33x Blender's cost", check=_ratio_at_most(1.0 / 3.0)),
     RigSpec("tentacle", "tentacle 40, cones", tentacle_rigs, target="≤ 8x Blender's cost", check=_ratio_at_most(8.0)),
+    RigSpec("hinged hand", "hand, finger hinges", hinged_hand_rigs),
+    RigSpec("robot arm", "robot arm, 6 hinges", robot_arm_rigs),
     RigSpec("humanoid", "humanoid (Rigify, 5 eff., poles)", humanoid_rigs,
             target="FABRIK cost < 1.5 ms", check=lambda row: max(row["fabrik"]) < 0.0015),
     RigSpec("20 hands", "20 hands live at once", layout_rigs(hand_layout, "20 hand rigs in one scene", copies=20),

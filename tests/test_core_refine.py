@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabrik_addon.core import quat
+from fabrik_addon.core import quat, refine
 from fabrik_addon.core.refine import _swing_derivatives
 
 
@@ -60,3 +60,59 @@ def test_start_twists_are_the_twists_a_whole_angle_rig_reads():
         for k, twist in twists.items():
             assert abs(twist) > 1e-3  # (a roll to read back, not the rest's zero)
             assert twist == pytest.approx(whole.angles[k][2], abs=1e-12)
+
+
+@pytest.mark.parametrize("limited, rotation_goal", [(True, False), (True, True), (False, False), (False, True)])
+def test_the_plain_float_jacobian_is_numpys(limited, rotation_goal):
+    """Small rigs build the refinement's Jacobian in plain floats, large ones in numpy: both give one matrix
+    and one error vector (cones, hinges, free joints, a branch that moves only some coordinates, a rotation goal)."""
+    from fabrik_addon.core import Goal, skeleton_from_points
+    from fabrik_addon.core.fabrik import moving_tree
+    from fabrik_addon.core.limits import JointLimit
+    from fabrik_addon.core.refine import AngleRig, Problem, _linearised_plain, freedom
+
+    # A trunk of four bones and two branches of three: each goal is moved by the trunk and its own branch only.
+    parents = [-1, 0, 1, 2, 3, 4, 5, 3, 7, 8]
+    heads, tails = [], []
+    for k, p in enumerate(parents):
+        head = (0.0, 0.0, 0.0) if p < 0 else tails[p]
+        side = 0.0 if k < 4 else (0.3 if k < 7 else -0.3)
+        heads.append(head)
+        tails.append((head[0] + side, head[1] + 0.1 * (k % 3), head[2] + 0.5))
+    skeleton = skeleton_from_points(parents, heads, tails)
+    if limited:
+        cone = JointLimit(use_limit_x=True, min_x=-0.6, max_x=0.6, use_limit_z=True, min_z=-0.4, max_z=0.4,
+                          use_limit_y=True, min_y=-0.5, max_y=0.5)
+        hinge = JointLimit(lock_y=True, lock_z=True, use_limit_x=True, min_x=0.0, max_x=1.5)
+        skeleton = skeleton.with_limits({k: (hinge if k % 2 else cone) for k in range(len(parents))})
+    goals = [
+        Goal(bone=6, target=(0.8, 0.2, 2.5), rotation=quat.about_axis((0.0, 0.0, 1.0), 0.4) if rotation_goal else None),
+        Goal(bone=9, target=(-0.7, 0.1, 2.6), weight=0.5),
+    ]
+    tree = moving_tree(skeleton, goals)
+    problem = Problem(tree, goals)
+    rng = np.random.default_rng(11)
+    for _ in range(5):
+        rig = AngleRig(skeleton, tree, skeleton.rest_pose())
+        for k in range(len(tree.bones)):
+            if rig.angles[k] is not None:
+                rig.angles[k] = [rng.uniform(-0.5, 0.5), rng.uniform(-0.3, 0.3), rng.uniform(-0.4, 0.4)]
+                rig.local[k] = quat.from_swing_twist(*rig.angles[k])
+            else:
+                rig.local[k] = quat.exp(tuple(rng.uniform(-0.4, 0.4, 3)))
+        rig.forward()
+        free = freedom(rig, problem)
+        table = rig.table(free)
+        plain_j, plain_e = _linearised_plain(rig, problem, free)
+        saved = refine.PLAIN_COORDINATES
+        refine.PLAIN_COORDINATES = -1  # the numpy path, whatever the size
+        try:
+            numpy_j, numpy_e = refine._linearised(rig, problem, free, table)
+        finally:
+            refine.PLAIN_COORDINATES = saved
+        rows = 9 if rotation_goal else 6  # each goal's tip, then the rotation goal
+        assert plain_j.shape == numpy_j.shape == (rows, len(free.coordinates))
+        assert plain_e.shape == numpy_e.shape == (rows,)
+        assert np.abs(plain_j).max() > 0.1 and (plain_j == 0.0).any()  # (something to compare, masked columns too)
+        assert np.abs(plain_j - numpy_j).max() < 1e-12
+        assert np.abs(plain_e - numpy_e).max() < 1e-12

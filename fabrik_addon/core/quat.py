@@ -64,6 +64,12 @@ def x_axis(q: Quat) -> Vec:
     return (1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y + w * z), 2.0 * (x * z - w * y))
 
 
+def z_axis(q: Quat) -> Vec:
+    """The frame's Z axis."""
+    w, x, y, z = q
+    return (2.0 * (x * z + w * y), 2.0 * (y * z - w * x), 1.0 - 2.0 * (x * x + y * y))
+
+
 def arc(a: Vec, b: Vec, axis_if_opposite: Vec) -> Quat:
     """The shortest rotation taking unit a to unit b (a half turn about the given axis when opposite)."""
     d = a[0] * b[0] + a[1] * b[1] + a[2] * b[2]

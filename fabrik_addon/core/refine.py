@@ -68,6 +68,9 @@ SETTLE_GAIN = 1.0
 SETTLED = 1e-3
 #: Even a joint of stiffness 1 takes this share of a step, so that a target only it can reach is still reached.
 MIN_PLIANCY = 0.01
+#: Up to this many coordinates the Jacobian is built in plain floats: numpy's cost per call outweighs its loops
+#: there (a six-axis arm's: 8 against 57 us; they break even near 60 coordinates of limited joints, 40 of free).
+PLAIN_COORDINATES = 48
 #: A coordinate this close to a bound (radians) counts as sitting on it.
 ON_BOUND = 1e-9
 
@@ -269,6 +272,8 @@ class AngleRig:
 #: The unit axes X, Y, Z.
 _AXES = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
 _Y = _AXES[1]
+#: Each of a frame's own axes (X, Y, Z) from its quaternion.
+_FRAME_AXES = (quat.x_axis, quat.y_axis, quat.z_axis)
 
 
 def _swing_derivatives(sx: np.ndarray, sz: np.ndarray, about_x: np.ndarray) -> np.ndarray:
@@ -401,8 +406,9 @@ class Freedom(NamedTuple):
     swings: list[int]
     swing_rows: np.ndarray
     about_x: np.ndarray
-    #: Per goal, 1 for each coordinate that moves its tip, else 0.
+    #: Per goal, 1 for each coordinate that moves its tip, else 0 (`moving`: the same as flags, in a list).
     moves: list[np.ndarray]
+    moving: list[list[bool]]
     #: Per coordinate, whether it belongs to a free joint (`loose`), and its place: in its node's angles (sx, sz,
     #: twist) for a limited joint, the axis of its turn for a free one.
     loose: list[bool]
@@ -450,6 +456,7 @@ def freedom(rig: AngleRig, problem: Problem) -> Freedom:
         swings, np.array([row_of[nodes[i]] for i in swings], dtype=int),
         np.array([coordinates[i].kind == "x" for i in swings], dtype=bool),
         [np.array([n in moved for n in nodes], dtype=float) for moved in problem.moved_by],
+        [[n in moved for n in nodes] for moved in problem.moved_by],
         loose, slots, limited_nodes, cones,
         np.array(bounded, dtype=int), np.array([row_of[nodes[i]] for i in bounded], dtype=int),
         np.array([slots[i] for i in bounded], dtype=int),
@@ -671,8 +678,68 @@ def _rotation_error(frame: Quat, target: Quat) -> Vec:
     return quat.log(quat.mul(target, quat.conj(frame)))
 
 
+def _swing_derivative(sx: float, sz: float, about_x: bool) -> Vec:
+    """`_swing_derivatives` of one swing, in plain floats (the same arithmetic)."""
+    a2 = sx * sx + sz * sz
+    if a2 < 1e-12:
+        return (1.0, 0.0, 0.0) if about_x else (0.0, 0.0, 1.0)
+    a = math.sqrt(a2)
+    b = (1.0 - math.cos(a)) / a2
+    c = (a - math.sin(a)) / (a2 * a)
+    t = sz if about_x else -sx
+    return ((1.0 if about_x else 0.0) - c * sz * t, b * t, (0.0 if about_x else 1.0) + c * sx * t)
+
+
+def _linearised_plain(rig: AngleRig, problem: Problem, free: Freedom) -> tuple[np.ndarray, np.ndarray]:
+    """`_linearised` in plain floats, for few coordinates (where numpy's cost per call outweighs its loops)."""
+    frames, zero_frames, angles, heads = rig.frames, rig.zero_frames, rig.angles, rig.heads
+    axes = []
+    for c in free.coordinates:
+        k, kind = c.node, c.kind
+        if kind == "y":
+            axes.append(quat.y_axis(frames[k]))
+        elif kind == "x" or kind == "z":
+            sx, sz, _ = angles[k]
+            axes.append(quat.rotate(zero_frames[k], _swing_derivative(sx, sz, kind == "x")))
+        else:  # a free joint turns about its zero frame's own axes
+            axes.append(_FRAME_AXES[int(kind[4])](zero_frames[k]))
+    arms = [heads[k] for k in free.nodes]
+    rows, errors = [], []
+    for g, node in enumerate(problem.nodes):
+        w = problem.weights[g]
+        if w <= 0.0:
+            continue
+        tx, ty, tz = tip = rig.tip(node)
+        mask = free.moving[g]
+        jx, jy, jz = [], [], []
+        for a, h, m in zip(axes, arms, mask):
+            if not m:
+                jx.append(0.0)
+                jy.append(0.0)
+                jz.append(0.0)
+                continue
+            dx, dy, dz = tx - h[0], ty - h[1], tz - h[2]
+            jx.append((a[1] * dz - a[2] * dy) * w)
+            jy.append((a[2] * dx - a[0] * dz) * w)
+            jz.append((a[0] * dy - a[1] * dx) * w)
+        rows += (jx, jy, jz)
+        target = problem.targets[g]
+        errors += ((target[0] - tip[0]) * w, (target[1] - tip[1]) * w, (target[2] - tip[2]) * w)
+        rotation = problem.rotations[g]
+        if rotation is not None:
+            s = w * problem.rotation_weights[g] * problem.reach[g]
+            if s > 0.0:
+                for i in range(3):
+                    rows.append([a[i] * s if m else 0.0 for a, m in zip(axes, mask)])
+                r = _rotation_error(rig.frames[node], rotation)
+                errors += (r[0] * s, r[1] * s, r[2] * s)
+    return np.array(rows), np.array(errors)
+
+
 def _linearised(rig: AngleRig, problem: Problem, free: Freedom, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The weighted Jacobian (rows: goals' tips, then rotation goals) and error vector (`table`: `AngleRig.table`)."""
+    if len(free.coordinates) <= PLAIN_COORDINATES:
+        return _linearised_plain(rig, problem, free)
     axes = rig.axes(free, table)
     heads = np.array(rig.heads)[free.nodes]
     rows, errors = [], []
