@@ -310,3 +310,38 @@ def test_a_two_bone_limb_near_full_reach_is_reached_at_once(extension):
     # The knee stays on its side of the base-target line (the side it was bent to).
     knee_side = np.cross(np.asarray(target), bent.tails[0])
     assert np.dot(np.cross(np.asarray(target), pose.tails[0]), knee_side) > 0.0
+
+
+def test_in_a_free_tree_with_offsets_only_the_bones_children_hang_from_carry_their_frames():
+    """The palm, which fingers hang from at offsets, turns with every pass (its frame places them); a finger
+    bone, from which nothing hangs at an offset, turns once from its start the shortest way to where its bone
+    ends up, as every bone of a free chain does (per-pass turns would add a twist of their own)."""
+    from fabrik_addon.core.fabrik import SLOW_WINDOW, _pose_from_joints, _solve_from
+    from fabrik_addon.core.rotation import swung_frames
+
+    skeleton, tips = hand()
+    tree = moving_tree(skeleton, [Goal(t, (0.0, 0.0, 0.0), chain_length=4) for t in tips])
+    assert tree.offset_parents == tuple(k == 0 for k in range(len(tree.bones)))  # the palm only
+    rng = np.random.default_rng(5)
+    twisted = 0
+    for _ in range(6):
+        start = skeleton.with_local_rotations(
+            skeleton.rest_pose(), dict(enumerate(random_rotations(rng, len(skeleton), max_angle=0.4)))
+        )
+        aim = skeleton.with_local_rotations(
+            skeleton.rest_pose(), dict(enumerate(random_rotations(rng, len(skeleton), max_angle=0.6)))
+        )
+        goals = [Goal(t, tuple(aim.tails[t]), chain_length=4) for t in tips]
+        settings = SolveSettings(max_iterations=200, tolerance=1e-4)
+        # FABRIK's own part of the solve (where it hands over, the refinement's turns are its own).
+        joints, report = _solve_from(skeleton, tree, goals, start, settings, careful=True, window=SLOW_WINDOW)
+        assert report.iterations > 2
+        pose = _pose_from_joints(skeleton, start, tree, joints)
+        fingers = [b for b in tree.bones if b != 0]
+        directions = (pose.tails[fingers] - pose.heads[fingers]) / skeleton.lengths[fingers][:, None]
+        np.testing.assert_allclose(pose.frames[fingers], swung_frames(start.frames[fingers], directions), atol=1e-9)
+        # The palm's frame is not its start's turned the shortest way: it carried the passes' turns.
+        palm_direction = (pose.tails[0] - pose.heads[0]) / skeleton.lengths[0]
+        shortest = swung_frames(start.frames[[0]], palm_direction[None])[0]
+        twisted += np.abs(pose.frames[0] - shortest).max() > 1e-6
+    assert twisted >= 4

@@ -37,6 +37,9 @@ class Joints:
     offsets: np.ndarray
     #: The fixed head of every base node.
     base: np.ndarray
+    #: Per node, whether the passes turn its frame (`fabrik.Joints.carried`: those children hang from at an
+    #: offset); the others turn once, the shortest way, at the end (`pose_frames`).
+    carried: tuple[bool, ...]
 
     @classmethod
     def start(cls, tree: MovingTree, heads: np.ndarray, frames: np.ndarray) -> "Joints":
@@ -49,20 +52,30 @@ class Joints:
         for k, p in enumerate(tree.parent):
             if p >= 0 and not tree.connected[k]:
                 offsets[:, k] = quat_arrays.rotate(quat_arrays.conj(q[:, p]), heads[:, k] - tails[:, p])
-        return cls(heads.copy(), tails, q, offsets, heads.copy())
+        return cls(heads.copy(), tails, q, offsets, heads.copy(), tree.offset_parents)
 
     def rows(self, rows: np.ndarray) -> "Joints":
         """The state of some frames (a copy)."""
-        return Joints(self.heads[rows], self.tails[rows], self.frames[rows], self.offsets[rows], self.base[rows])
+        return Joints(
+            self.heads[rows], self.tails[rows], self.frames[rows], self.offsets[rows], self.base[rows], self.carried
+        )
 
     def put(self, rows: np.ndarray, other: "Joints") -> None:
         """Write the moving parts of another state back into some frames."""
         self.heads[rows], self.tails[rows], self.frames[rows] = other.heads, other.tails, other.frames
 
-    def pose_frames(self) -> np.ndarray:
-        """Each node's frame as an exact rotation matrix (F, m, 3, 3), as `fabrik` builds the solved pose."""
+    def pose_frames(self, tree: MovingTree) -> np.ndarray:
+        """Each node's frame as an exact rotation matrix (F, m, 3, 3), as `fabrik` builds the solved pose (the
+        frames not carried turned to their bones first, as `fabrik.Joints.final_frames` does)."""
         count, m = self.heads.shape[:2]
-        matrices = rotation.quaternion_to_matrix(self.frames.reshape(-1, 4))
+        frames = self.frames.copy()
+        for k, carried in enumerate(self.carried):
+            if not carried:
+                q = frames[:, k]
+                after = (self.tails[:, k] - self.heads[:, k]) * (1.0 / tree.length[k])
+                turn = quat_arrays.arc(quat_arrays.y_axis(q), after, quat_arrays.x_axis(q))
+                frames[:, k] = quat_arrays.normalized(quat_arrays.mul(turn, q))
+        matrices = rotation.quaternion_to_matrix(frames.reshape(-1, 4))
         return rotation.orthonormalized(matrices).reshape(count, m, 3, 3)
 
 
@@ -87,7 +100,7 @@ def solve(
     joints = Joints.start(tree, start_heads, start_frames)
     budget = np.full(len(targets), settings.max_iterations)
     iterations, errors, converged = _descend(tree, goals, targets, joints, settings, budget, careful=True)
-    return joints.heads, joints.pose_frames(), iterations, errors, converged
+    return joints.heads, joints.pose_frames(tree), iterations, errors, converged
 
 
 def _descend(
@@ -173,7 +186,10 @@ def _descend(
 
 
 def _turn(joints: Joints, k: int, before: np.ndarray, after: np.ndarray, rows=slice(None)) -> None:
-    """Turn node k's frames (in some frames of the batch) by the shortest rotations taking `before` to `after`."""
+    """Turn node k's frames (in some frames of the batch) by the shortest rotations taking `before` to `after`
+    (where the passes carry its frame)."""
+    if not joints.carried[k]:
+        return
     q = joints.frames[rows, k]
     turn = quat_arrays.arc(before, after, quat_arrays.x_axis(q))
     joints.frames[rows, k] = quat_arrays.normalized(quat_arrays.mul(turn, q))

@@ -125,6 +125,11 @@ class MovingTree:
         )
 
     @property
+    def offset_parents(self) -> tuple[bool, ...]:
+        """Per node, whether a child hangs from it at an offset (the passes place that child by its frame)."""
+        return tuple(any(not self.connected[c] for c in children) for children in self.children)
+
+    @property
     def is_single_chain(self) -> bool:
         """True when the nodes form one unbranched chain."""
         return sum(1 for p in self.parent if p < 0) == 1 and all(len(c) <= 1 for c in self.children)
@@ -189,8 +194,14 @@ class Joints:
         #: Per node, Q such that the frame the bone has with no rotation of its own is parent frame * Q
         #: (or Q itself for a base node, whose parent does not move).
         self.zero: list[Quat] = []
+        #: Per node, whether the passes turn its frame as it moves (None: every node's). In a free tree with
+        #: offsets only the frames children hang from at an offset are needed on the way; the others turn once,
+        #: the shortest way, when the passes are done (`final_frames`), as every bone of a free chain does.
+        self.carried: list[bool] | None = None
         if not (framed or tree.needs_frames):
             return  # a free connected tree: positions are all the passes need
+        if not framed and all(limit is None for limit in tree.limits):
+            self.carried = list(tree.offset_parents)
         start_frames = [quat.from_matrix(m) for m in start.frames[moving].tolist()]
         for k, p in enumerate(tree.parent):
             if p >= 0 and not tree.connected[k]:
@@ -225,6 +236,19 @@ class Joints:
         """Turn node k's frame by the shortest rotation taking direction `before` to `after`."""
         frame = self.frames[k]
         self.frames[k] = quat.normalized(quat.mul(quat.arc(before, after, quat.x_axis(frame)), frame))
+
+    def final_frames(self, tree: MovingTree) -> list[Quat] | None:
+        """The nodes' frames once the passes are done: those carried as they are, each other one turned the
+        shortest way from its own direction to its bone's."""
+        if self.carried is None:
+            return self.frames
+        out = []
+        for k, (frame, carried) in enumerate(zip(self.frames, self.carried)):
+            if not carried:
+                turn = quat.arc(quat.y_axis(frame), self.direction(k, tree.length[k]), quat.x_axis(frame))
+                frame = quat.normalized(quat.mul(turn, frame))
+            out.append(frame)
+        return out
 
 
 def chain_forward(points: list[Vec], length: Sequence[float], target: Vec) -> None:
@@ -328,6 +352,7 @@ def forward_reaching(
     """
     heads, tails, length = joints.heads, joints.tails, tree.length
     framed = joints.frames is not None
+    carried = joints.carried
     for k in reversed(range(len(tree.bones))):
         total = 0.0
         asks = 0
@@ -353,11 +378,12 @@ def forward_reaching(
         # One ask is taken as it is (w * p / w may be a rounding off p).
         wanted = ask if asks == 1 else (wx / total, wy / total, wz / total)
         if px == py == pz == 0.0:
-            before = joints.direction(k, length[k]) if framed else None
+            turned = framed and (carried is None or carried[k])
+            before = joints.direction(k, length[k]) if turned else None
             head = reach(wanted, heads[k], length[k])
             heads[k] = head if head is not None else sub(wanted, sub(tails[k], heads[k]))
             tails[k] = wanted
-            if framed:
+            if turned:
                 joints.turn(k, before, joints.direction(k, length[k]))
         else:
             _move_rigidly(joints, k, add(tails[k], (px / total, py / total, pz / total)), wanted)
@@ -468,6 +494,7 @@ def backward_reaching(tree: MovingTree, joints: Joints, before_pass: list[Quat] 
     """
     heads, tails, length = joints.heads, joints.tails, tree.length
     framed = joints.frames is not None
+    carried = joints.carried
     for k in range(len(tree.bones)):
         p = tree.parent[k]
         old_tail = tails[k]
@@ -480,7 +507,7 @@ def backward_reaching(tree: MovingTree, joints: Joints, before_pass: list[Quat] 
             heads[k] = add(tails[p], joints.offset_now(k, p))
         tail = reach(heads[k], old_tail, length[k])
         tails[k] = tail if tail is not None else add(heads[k], old_bone)
-        if not framed:
+        if not framed or (carried is not None and not carried[k]):
             continue
         joints.turn(k, scale(old_bone, 1.0 / length[k]), joints.direction(k, length[k]))
         limit = tree.limits[k]
@@ -1104,7 +1131,7 @@ def _pose_from_joints(skeleton: Skeleton, start: Pose, tree: MovingTree, joints:
         return start.copy()
     moving = list(tree.bones)
     if joints.frames is not None:
-        frames = rotation.orthonormalized(rotation.quaternion_to_matrix(np.asarray(joints.frames)))
+        frames = rotation.orthonormalized(rotation.quaternion_to_matrix(np.asarray(joints.final_frames(tree))))
     else:
         # A free connected tree carried no frames: each bone turns the shortest way from where it started.
         directions = (np.asarray(joints.tails) - np.asarray(joints.heads)) / np.asarray(tree.length)[:, None]

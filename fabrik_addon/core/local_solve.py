@@ -173,13 +173,13 @@ def solve(
     frames, heads, tails = start_joints(local, rotations, translations, fixed)
     joints = _joints(tree, heads, tails)
     if framed:
-        _carry_frames(tree, joints, frames)
+        _carry_frames(tree, joints, frames, poled)
         # As `fabrik.solve`: a tree with offsets hands over to the refinement once FABRIK crawls; with poles
         # FABRIK goes on (and where it stops short, tries again less carefully: the general path's).
         report = _iterate_framed(tree, joints, goals, settings, pole.holds(tree, joints, goals, settings.tolerance) if poled else [])
         if not report.converged:
             return None
-        return _tracked_rotations(local, joints.frames, fixed), report
+        return _tracked_rotations(local, joints.final_frames(tree), fixed), report
     report, moved = _iterate(tree, joints, goals, settings, window)
     if not moved:  # reached at the start: the pose stays as it was
         return [quat.normalized(q) for q in rotations], report
@@ -246,10 +246,12 @@ def _solve_apart(
     return out, joined_report([group for group, _, _ in local.parts], reports, len(goals))
 
 
-def _carry_frames(tree: MovingTree, joints: Joints, frames: list[Quat]) -> None:
+def _carry_frames(tree: MovingTree, joints: Joints, frames: list[Quat], poled: bool) -> None:
     """Give the joints the bones' start frames and each unconnected bone's offset from its parent's tail in the
-    parent's frame (as `fabrik.Joints` does for a tree that needs frames)."""
+    parent's frame, and say which frames the passes carry (as `fabrik.Joints` does for a tree that needs frames:
+    every one where poles turn chains, else those that children hang from at an offset)."""
     joints.frames = list(frames)
+    joints.carried = None if poled else list(tree.offset_parents)
     for k, p in enumerate(tree.parent):
         if p >= 0 and not tree.connected[k]:
             joints.offset[k] = quat.rotate(quat.conj(frames[p]), sub(joints.heads[k], joints.tails[p]))
@@ -332,6 +334,7 @@ def _joints(tree: MovingTree, heads: list[Vec], tails: list[Vec]) -> Joints:
     joints.base = [heads[k] if p < 0 else None for k, p in enumerate(tree.parent)]
     joints.offset = [None] * len(tree.bones)
     joints.frames = None
+    joints.carried = None
     joints.zero = []
     return joints
 

@@ -55,6 +55,12 @@ def x_axis(q: np.ndarray) -> np.ndarray:
     return np.stack((1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y + w * z), 2.0 * (x * z - w * y)), axis=1)
 
 
+def y_axis(q: np.ndarray) -> np.ndarray:
+    """Each frame's Y axis (the bone direction)."""
+    w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    return np.stack((2.0 * (x * y - w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z + w * x)), axis=1)
+
+
 def arc(a: np.ndarray, b: np.ndarray, axis_if_opposite: np.ndarray) -> np.ndarray:
     """The shortest rotations taking unit a to unit b (a half turn about the given axis where opposite)."""
     d = np.einsum("ij,ij->i", a, b)
