@@ -403,11 +403,12 @@ def conclude_status(problem: Problem, report: SolveReport) -> RigStatus:
     result = problem.result
     tolerance = problem.settings.tolerance
     why = STOPPED_BY.get(report.stopped_by, report.stopped_by)
+    tree = moving_tree(problem.skeleton, problem.goals)
     for k, index in enumerate(problem.used):
         miss = report.errors[k]
         angle = report.rotation_errors[k] if k < len(report.rotation_errors) else 0.0
         goal = problem.goals[k]
-        span = _chain_size(problem, k)
+        span = chain_reach(tree, tree.goal_chain[k])  # (a rotation goal's angle counts as a distance at it)
         turned = turned_off(goal, angle, span, tolerance)
         result.reached[index] = goal_reached(goal, miss, angle, span, tolerance)
         result.misses[index] = miss
@@ -437,12 +438,6 @@ def scale_channels(skeleton, scales: np.ndarray, inherits: dict[int, bool]) -> d
         p = skeleton.parents[b]
         values[b] = float(scales[b]) / (float(scales[p]) if inherited and p >= 0 else 1.0)
     return values
-
-
-def _chain_size(problem: Problem, k: int) -> float:
-    """The summed bone length of goal k's chain: a rotation goal's angle counts as a distance at it."""
-    tree = moving_tree(problem.skeleton, problem.goals)
-    return chain_reach(tree, tree.goal_chain[k])
 
 
 def compute(

@@ -721,8 +721,9 @@ def _settling_aim(tree: MovingTree, holds: list[pole.PoleHold], to_rest: bool) -
     """Where settling pulls: each pole chain's first bone turned about its base-target line into the pole's
     plane (the rest of the chain follows it unchanged), and with `to_rest` every other limited joint to rest."""
 
-    def aim(rig: refine.AngleRig, coordinates) -> np.ndarray:
-        wanted = refine.rest_aim(rig, coordinates) if to_rest else np.full(len(coordinates), np.nan)
+    def aim(rig: refine.AngleRig, free: refine.Freedom) -> np.ndarray:
+        coordinates = free.coordinates
+        wanted = refine.rest_aim(rig, free) if to_rest else np.full(len(coordinates), np.nan)
         for hold in holds:
             top = hold.chain[-1]
             turn = pole.turn_for(hold, rig.heads[top], rig.frames[top])

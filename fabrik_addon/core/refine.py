@@ -421,6 +421,8 @@ class Freedom(NamedTuple):
     bounded: np.ndarray
     rows: np.ndarray
     columns: np.ndarray
+    #: Per coordinate, its rest (0) for a limited joint, NaN for a free one (`rest_aim`).
+    rest: np.ndarray
 
 
 def freedom(rig: AngleRig, problem: Problem) -> Freedom:
@@ -460,6 +462,7 @@ def freedom(rig: AngleRig, problem: Problem) -> Freedom:
         loose, slots, limited_nodes, cones,
         np.array(bounded, dtype=int), np.array([row_of[nodes[i]] for i in bounded], dtype=int),
         np.array([slots[i] for i in bounded], dtype=int),
+        np.where(loose, np.nan, 0.0).reshape(-1),
     )
     for array in found:
         if isinstance(array, np.ndarray):
@@ -518,13 +521,14 @@ def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int
     return Refined(iterations, errors, angles, converged, "converged" if converged else stopped_by, cost)
 
 
-#: What a settling pull aims at: per coordinate, the value it should go towards (NaN: leave it be).
-Aim = Callable[["AngleRig", Sequence[Coordinate]], np.ndarray]
+#: What a settling pull aims at: per coordinate of the `Freedom`, the value it should go towards (NaN: leave it
+#: be), in an array of its own (the caller may change it).
+Aim = Callable[["AngleRig", "Freedom"], np.ndarray]
 
 
-def rest_aim(rig: "AngleRig", coordinates: Sequence[Coordinate]) -> np.ndarray:
+def rest_aim(rig: "AngleRig", free: "Freedom") -> np.ndarray:
     """Every limited joint towards its rest; free joints left be."""
-    return np.array([np.nan if c.kind.startswith("free") else 0.0 for c in coordinates])
+    return free.rest.copy()
 
 
 def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int, aim: Aim = rest_aim) -> int:
@@ -549,7 +553,7 @@ def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: in
         table = rig.table(free)
         j, e = _linearised(rig, problem, free, table)
         values = rig.get(free, table)
-        wanted = aim(rig, coordinates)
+        wanted = aim(rig, free)
         pull = np.where(np.isnan(wanted), 0.0, gain * (np.nan_to_num(wanted) - values))
         gram = j @ j.T + damping * damping * np.eye(len(e))
         free_pull = pull - j.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
@@ -749,8 +753,14 @@ def _linearised(rig: AngleRig, problem: Problem, free: Freedom, table: np.ndarra
             continue
         tip = np.array(rig.tip(node))
         mask = free.moves[g]
-        block = np.cross(axes, tip - heads) * (mask[:, None] * w)
-        rows.append(block.T)
+        d = tip - heads
+        # axes x d, row by row (np.cross's arithmetic without its cost per call)
+        block = np.array((
+            axes[:, 1] * d[:, 2] - axes[:, 2] * d[:, 1],
+            axes[:, 2] * d[:, 0] - axes[:, 0] * d[:, 2],
+            axes[:, 0] * d[:, 1] - axes[:, 1] * d[:, 0],
+        )) * (mask * w)
+        rows.append(block)
         errors.append((np.array(problem.targets[g]) - tip) * w)
         rotation = problem.rotations[g]
         if rotation is not None:
