@@ -696,8 +696,8 @@ def _write_channels(obj, at, modes: list[str], arrays: dict, current: list, valu
         pose_bones.foreach_set(channel, arrays[channel].ravel())
     if changed:
         # foreach_set tags nothing. A transform tag evaluates the pose again and all that hangs from it (deforming
-        # meshes, bone children), as a data tag does, without rebuilding the rig's data: 0.14 ms a frame less on
-        # the 159-bone humanoid.
+        # meshes, bone children), as a data tag does, but less besides (measured alone on the 159-bone humanoid:
+        # 0.37 against 0.55 ms for Blender's evaluation after the write).
         obj.update_tag(refresh={'OBJECT'})
     return written
 
@@ -1104,9 +1104,10 @@ def _set_held_vectors(obj, held, name: str, old: np.ndarray, new: np.ndarray) ->
     """Set the held entries' `name` vectors from `old` to `new` ((m, k) each), only the rows that changed.
 
     Not through RNA where it can be helped: there every write tags the rig for
-    transform, geometry and animation, and Blender evaluates all of it again
-    (about 0.25 ms a frame on the 159-bone humanoid). The values matter only to
-    our own next read, so they are set where they are stored, which tags nothing.
+    transform, geometry and animation, and Blender evaluates all of that again
+    after the solve. The values matter only to our own next read, so they are
+    set where they are stored, which tags nothing (with the pose write's
+    transform tag, 2.01 -> 1.92 ms a frame on the 159-bone humanoid).
     """
     changed = np.flatnonzero((new != old).any(axis=1)).tolist()
     if not changed:
