@@ -86,9 +86,13 @@ def _turn(base: Vec, end: Vec, up: Vec, target: Vec, pole: Vec) -> tuple[Vec, Ve
     if have is None or want is None:
         return None
     # want @ have^T, both with the frames' vectors as columns
-    return tuple(
-        tuple(sum(want[c][i] * have[c][j] for c in range(3)) for j in range(3)) for i in range(3)
-    )  # type: ignore[return-value]
+    (a0, a1, a2), (b0, b1, b2), (c0, c1, c2) = want
+    (p0, p1, p2), (q0, q1, q2), (r0, r1, r2) = have
+    return (
+        (a0 * p0 + b0 * q0 + c0 * r0, a0 * p1 + b0 * q1 + c0 * r1, a0 * p2 + b0 * q2 + c0 * r2),
+        (a1 * p0 + b1 * q0 + c1 * r0, a1 * p1 + b1 * q1 + c1 * r1, a1 * p2 + b1 * q2 + c1 * r2),
+        (a2 * p0 + b2 * q0 + c2 * r0, a2 * p1 + b2 * q1 + c2 * r1, a2 * p2 + b2 * q2 + c2 * r2),
+    )
 
 
 def blender_turn(
