@@ -71,9 +71,10 @@ def _inputs_of(obj, depsgraph) -> tuple:
     settings = obj.fabrik
     # The skeleton is rebuilt (a new object) only when bones, rest pose, IK limits or stretch factors change.
     snapshot = [
+        integrity.problems_of(obj, depsgraph),  # (first: a live solve reuses them, `integrity.known_problems`)
         _matrix_of(obj, "", depsgraph), settings.solver, settings.iterations, settings.tolerance, settings.start,
         settings.influence,
-        id(rig.skeleton_of(obj)), integrity.problems_of(obj, depsgraph),
+        id(rig.skeleton_of(obj)),
     ]
     for effector in obj.fabrik.effectors:
         snapshot.append((
@@ -144,7 +145,8 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
                     # A frame change always solves: the channels are read before only where they are compared.
                     if only_if_inputs_changed and _last_inputs.get(obj.name) == (inputs, _channels_of(obj)):
                         continue
-                    _solve(obj, depsgraph, inputs)
+                    with integrity.known_problems(obj, inputs[0]):
+                        _solve(obj, depsgraph, inputs)
             except Exception as exc:  # never raise into Blender's event loop
                 _last_inputs.pop(obj.name, None)
                 obj.fabrik.live = False

@@ -751,7 +751,7 @@ def _compute_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None
 def _unusable_rig(obj, depsgraph) -> str | None:
     """Why no effector of the rig can be solved before anything is read (its transform is not a number), or None."""
     world = (obj.evaluated_get(depsgraph) if depsgraph else obj).matrix_world
-    if not all(_finite(row) for row in world):
+    if not _finite_matrix(world):
         return f"'{obj.name}' has a transform that is not a number: nothing to solve"
     if abs(world.to_3x3().determinant()) < 1e-12:
         return f"'{obj.name}' has zero scale on some axis, so its space is undefined: nothing to solve"
@@ -866,7 +866,12 @@ def _channels_not_finite(obj, skeleton) -> dict[int, str]:
 
 def _usable_frame(matrix) -> bool:
     """Whether a pose matrix gives a frame: finite, no axis scaled to (nearly) zero (NaN fails the comparison)."""
-    return abs(matrix.to_3x3().determinant()) > 1e-12 and all(_finite(row) for row in matrix)
+    return abs(matrix.to_3x3().determinant()) > 1e-12 and _finite_matrix(matrix)
+
+
+def _finite_matrix(matrix) -> bool:
+    """Whether every entry of a matrix is a finite number (a NaN or an infinity makes the sum none)."""
+    return math.isfinite(sum(map(sum, matrix)))
 
 
 def _why_no_frame(obj, skeleton, bone: int, bad: dict[int, str]) -> str:
