@@ -737,7 +737,7 @@ def _linearised_plain(rig: AngleRig, problem: Problem, free: Freedom) -> tuple[n
                     rows.append([a[i] * s if m else 0.0 for a, m in zip(axes, mask)])
                 r = _rotation_error(rig.frames[node], rotation)
                 errors += (r[0] * s, r[1] * s, r[2] * s)
-    return np.array(rows), np.array(errors)
+    return np.array(rows).reshape(-1, len(axes)), np.array(errors)
 
 
 def _linearised(rig: AngleRig, problem: Problem, free: Freedom, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
