@@ -406,9 +406,9 @@ class Freedom(NamedTuple):
     swings: list[int]
     swing_rows: np.ndarray
     about_x: np.ndarray
-    #: Per goal, 1 for each coordinate that moves its tip, else 0 (`moving`: the same as flags, in a list).
+    #: Per goal, 1 for each coordinate that moves its tip, else 0 (`moving`: the indices of those coordinates).
     moves: list[np.ndarray]
-    moving: list[list[bool]]
+    moving: list[list[int]]
     #: Per coordinate, whether it belongs to a free joint (`loose`), and its place: in its node's angles (sx, sz,
     #: twist) for a limited joint, the axis of its turn for a free one.
     loose: list[bool]
@@ -458,7 +458,7 @@ def freedom(rig: AngleRig, problem: Problem) -> Freedom:
         swings, np.array([row_of[nodes[i]] for i in swings], dtype=int),
         np.array([coordinates[i].kind == "x" for i in swings], dtype=bool),
         [np.array([n in moved for n in nodes], dtype=float) for moved in problem.moved_by],
-        [[n in moved for n in nodes] for moved in problem.moved_by],
+        [[i for i, n in enumerate(nodes) if n in moved] for moved in problem.moved_by],
         loose, slots, limited_nodes, cones,
         np.array(bounded, dtype=int), np.array([row_of[nodes[i]] for i in bounded], dtype=int),
         np.array([slots[i] for i in bounded], dtype=int),
@@ -707,25 +707,22 @@ def _linearised_plain(rig: AngleRig, problem: Problem, free: Freedom) -> tuple[n
             axes.append(quat.rotate(zero_frames[k], _swing_derivative(sx, sz, kind == "x")))
         else:  # a free joint turns about its zero frame's own axes
             axes.append(_FRAME_AXES[int(kind[4])](zero_frames[k]))
-    arms = [heads[k] for k in free.nodes]
+    nodes = free.nodes
+    count = len(axes)
     rows, errors = [], []
     for g, node in enumerate(problem.nodes):
         w = problem.weights[g]
         if w <= 0.0:
             continue
         tx, ty, tz = tip = rig.tip(node)
-        mask = free.moving[g]
-        jx, jy, jz = [], [], []
-        for a, h, m in zip(axes, arms, mask):
-            if not m:
-                jx.append(0.0)
-                jy.append(0.0)
-                jz.append(0.0)
-                continue
+        moving = free.moving[g]
+        jx, jy, jz = [0.0] * count, [0.0] * count, [0.0] * count
+        for i in moving:
+            a, h = axes[i], heads[nodes[i]]
             dx, dy, dz = tx - h[0], ty - h[1], tz - h[2]
-            jx.append((a[1] * dz - a[2] * dy) * w)
-            jy.append((a[2] * dx - a[0] * dz) * w)
-            jz.append((a[0] * dy - a[1] * dx) * w)
+            jx[i] = (a[1] * dz - a[2] * dy) * w
+            jy[i] = (a[2] * dx - a[0] * dz) * w
+            jz[i] = (a[0] * dy - a[1] * dx) * w
         rows += (jx, jy, jz)
         target = problem.targets[g]
         errors += ((target[0] - tip[0]) * w, (target[1] - tip[1]) * w, (target[2] - tip[2]) * w)
@@ -733,11 +730,14 @@ def _linearised_plain(rig: AngleRig, problem: Problem, free: Freedom) -> tuple[n
         if rotation is not None:
             s = w * problem.rotation_weights[g] * problem.reach[g]
             if s > 0.0:
-                for i in range(3):
-                    rows.append([a[i] * s if m else 0.0 for a, m in zip(axes, mask)])
+                for axis in range(3):
+                    row = [0.0] * count
+                    for i in moving:
+                        row[i] = axes[i][axis] * s
+                    rows.append(row)
                 r = _rotation_error(rig.frames[node], rotation)
                 errors += (r[0] * s, r[1] * s, r[2] * s)
-    return np.array(rows).reshape(-1, len(axes)), np.array(errors)
+    return np.array(rows).reshape(-1, count), np.array(errors)
 
 
 def _linearised(rig: AngleRig, problem: Problem, free: Freedom, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
