@@ -81,6 +81,8 @@ def per_rig_tables() -> dict[str, dict]:
         ("solving._last_solution", solving, "_last_solution"),
         ("rig._pose_orders", addon_rig, "_pose_orders"),
         ("rig._limit_problems", addon_rig, "_limit_problems"),
+        ("live._ik_animation", live, "_ik_animation"),
+        ("solving._cones_bound", solving, "_cones_bound"),
     ):
         table = getattr(module, name, None)
         if isinstance(table, dict):

@@ -599,16 +599,27 @@ def _check_re_parented(rig) -> None:
     assert skeleton.names[skeleton.parents[skeleton.index("bone3")]] == "bone1"
 
 
+def _animate_rig(rig) -> None:
+    """Key the rig object's own location (the same at both keys): its object is then updated by animation on
+    every frame, as an animated character's is."""
+    for frame in (1, 10):
+        rig.keyframe_insert("location", frame=frame)
+
+
+@pytest.mark.parametrize("animated", [False, True], ids=["still", "animated"])
 @pytest.mark.parametrize(
     "edit, check",
     [(_lock_bone1, _check_bone1_locked), (_rename_bone1, _check_renamed), (_re_parent_tip, _check_re_parented)],
     ids=["limit", "rename", "re-parent"],
 )
-def test_a_frame_change_follows_a_structure_edit_made_by_a_script(edit, check):
+def test_a_frame_change_follows_a_structure_edit_made_by_a_script(edit, check, animated):
     """A script edits the rig and then changes the frame (no depsgraph update in between, so only the frame
-    change's handler sees it): the solve at the new frame uses the edited structure."""
+    change's handler sees it): the solve at the new frame uses the edited structure, also where the rig's
+    object is updated by its animation on every frame anyway."""
     rig, target = chain_rig()
     rigbuild.key_circle(target, (0.5, 0.5, 2.0), 0.5, range(1, 11), axis="XZ")
+    if animated:
+        _animate_rig(rig)
     scene = bpy.context.scene
     for frame in (1, 2, 3):  # the structure is checked, then reused
         scene.frame_set(frame)
@@ -638,6 +649,72 @@ def test_frame_changes_do_not_read_an_unchanged_armature_again(monkeypatch):
     scene.frame_set(8)
     assert reads == ["Rig"]
     assert "renamed" in rig_cache.skeleton_of(rig).names
+
+
+def test_frame_changes_of_an_animated_rig_read_its_ik_settings_only_where_animation_can_change_them(monkeypatch):
+    """A rig whose object its animation updates on every frame: its IK settings are read once, not on every
+    frame, while nothing animates them; once a key sets one, every frame reads them, and each frame's solve
+    keeps to that frame's setting."""
+    from fabrik_addon.blender import rig as rig_cache
+
+    rig, target = chain_rig()
+    rigbuild.key_circle(target, (0.5, 0.5, 2.0), 0.5, range(1, 11), axis="XZ")
+    _animate_rig(rig)
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    reads = []
+    original = rig_cache._limit_settings
+    monkeypatch.setattr(rig_cache, "_limit_settings", lambda obj, order: reads.append(obj.name) or original(obj, order))
+    for frame in range(2, 6):
+        scene.frame_set(frame)
+        assert _reaches(rig, "bone3", target)
+    assert reads == []
+    # bone1 locked from frame 7 on, by its animation.
+    bone = rig.pose.bones["bone1"]
+    for frame, locked in ((1, False), (7, True)):
+        for axis in "xyz":
+            setattr(bone, f"lock_ik_{axis}", locked)
+            bone.keyframe_insert(f"lock_ik_{axis}", frame=frame)
+    scene.frame_set(6)
+    assert bone.rotation_quaternion[0] < 1.0 - 1e-6, "free at frame 6"
+    reads.clear()
+    scene.frame_set(7)
+    assert reads == ["Rig"]
+    _check_bone1_locked(rig)
+    scene.frame_set(8)
+    assert reads == ["Rig", "Rig"]
+    _check_bone1_locked(rig)
+    scene.frame_set(2)
+    skeleton = rig_cache.skeleton_of(rig)
+    assert skeleton.limits[skeleton.index("bone1")] is None, "free again where the key says so"
+    assert bone.rotation_quaternion[0] < 1.0 - 1e-6
+    assert _reaches(rig, "bone3", target)
+
+
+def test_a_driven_ik_setting_is_read_on_every_frame_of_an_animated_rig():
+    """A driver that locks a chain bone from frame 7 on (on a rig its animation updates every frame): the frames
+    from 7 keep the bone at rest, the ones before bend it."""
+    from fabrik_addon.blender import rig as rig_cache
+
+    rig, target = chain_rig()
+    rigbuild.key_circle(target, (0.5, 0.5, 2.0), 0.5, range(1, 11), axis="XZ")
+    _animate_rig(rig)
+    scene = bpy.context.scene
+    for frame in range(1, 4):
+        scene.frame_set(frame)
+    bone = rig.pose.bones["bone1"]
+    for axis in "xyz":
+        driver = bone.driver_add(f"lock_ik_{axis}").driver
+        driver.type, driver.expression = 'SCRIPTED', "frame >= 7"
+    for frame in (5, 6, 7, 8, 2):
+        scene.frame_set(frame)
+        skeleton = rig_cache.skeleton_of(rig)
+        assert (skeleton.limits[skeleton.index("bone1")] is not None) == (frame >= 7), frame
+        if frame >= 7:
+            _check_bone1_locked(rig)
+        else:
+            assert bone.rotation_quaternion[0] < 1.0 - 1e-6, frame
+        assert _reaches(rig, "bone3", target)
 
 
 def test_after_undo_a_frame_change_checks_the_structure_again(monkeypatch):

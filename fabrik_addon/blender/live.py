@@ -9,7 +9,7 @@ import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from . import integrity, rig, solving
+from . import animdata, integrity, rig, solving
 
 # Our own pose writes tag the rig for another depsgraph update; this guard and
 # the input signature below keep us from reacting to them.
@@ -35,9 +35,11 @@ def _forget_deleted_rigs() -> None:
     if len(objects) == _objects_seen:
         return
     _objects_seen = len(objects)
-    for name in set(_last_inputs) | set(solving.status) | rig.cached_rigs() | solving.remembered_rigs():
+    remembered = set(_last_inputs) | set(_ik_animation) | set(solving.status)
+    for name in remembered | rig.cached_rigs() | solving.remembered_rigs():
         if objects.get(name) is None:
             _last_inputs.pop(name, None)
+            _ik_animation.pop(name, None)
             solving.forget(name)
             rig.forget(name)
 
@@ -105,15 +107,56 @@ _watched: set[str] = set()
 
 def _unchanged_parts(obj, updated: set[int] | None) -> frozenset[str]:
     """The parts of obj's structure (`rig.BONES`, `rig.SETTINGS`) this evaluation left as they were when last
-    checked: none unless the rig was watched and the evaluation's updates are known."""
+    checked: none unless the rig was watched and the evaluation's updates are known.
+
+    An edit of a pose bone's IK setting tags the object's geometry, and
+    Blender then tags its armature data as well (its legacy tag for object
+    data); an animated rig's object is updated on every frame without that. So
+    where the data was not updated and no animation or driver reaches an IK
+    setting, the settings are as they were, though the object was updated
+    (a 159-bone rig: 15 bulk reads, 75 us a frame).
+    """
     if updated is None or obj.name not in _watched:
         return frozenset()
     parts = set()
     if obj.data.as_pointer() not in updated:
         parts.add(rig.BONES)
-    if obj.as_pointer() not in updated:
+        if obj.as_pointer() not in updated or not _ik_animated(obj):
+            parts.add(rig.SETTINGS)
+    elif obj.as_pointer() not in updated:
         parts.add(rig.SETTINGS)
     return frozenset(parts)
+
+
+#: The pose-bone IK settings a rig's structure reads, as animation addresses them (`pose.bones["..."].<name>`).
+_IK_PATHS = tuple(f".{name}" for name, _ in rig.LIMIT_SETTINGS) + (".ik_stretch",)
+
+#: Per rig: (what its animation was, whether any of it reaches an IK setting), for `_ik_animated`.
+_ik_animation: dict[str, tuple] = {}
+
+
+def _ik_animated(obj) -> bool:
+    """Whether the rig's animation (its action's F-curves, NLA strips) or drivers may set an IK setting: looked at
+    again only when the action, its slot or the number of F-curves, drivers or NLA tracks changes."""
+    animation_data = obj.animation_data
+    if animation_data is None:
+        return False
+    fcurves = animdata.fcurves(obj)
+    drivers = animation_data.drivers
+    action = animation_data.action
+    slot = getattr(animation_data, "action_slot", None)
+    key = (
+        action.as_pointer() if action is not None else 0, slot.as_pointer() if slot is not None else 0,
+        len(fcurves) if fcurves is not None else 0, len(drivers), len(animation_data.nla_tracks),
+    )
+    known = _ik_animation.get(obj.name)
+    if known is not None and known[0] == key:
+        return known[1]
+    paths = [f.data_path for f in fcurves or ()] + [d.data_path for d in drivers]
+    # An NLA strip's action may animate anything: treated as animating the settings.
+    animated = bool(len(animation_data.nla_tracks)) or any(path.endswith(_IK_PATHS) for path in paths)
+    _ik_animation[obj.name] = (key, animated)
+    return animated
 
 
 def _updated_ids(depsgraph) -> set[int] | None:
@@ -225,6 +268,7 @@ def on_load(_filepath) -> None:
     _objects_seen = -1
     _watched.clear()
     _last_inputs.clear()
+    _ik_animation.clear()
     solving.forget()
     rig.clear_cache()
 
@@ -233,6 +277,7 @@ def on_load(_filepath) -> None:
 def on_undo(*_args) -> None:
     """Undo and redo put back data-blocks our handlers were not told of: check every rig's structure again."""
     _watched.clear()
+    _ik_animation.clear()
 
 
 _handlers = (
