@@ -367,16 +367,24 @@ class Problem:
         no small turn moves the tip outwards and every method crawls.
         """
         aims = {}
-        for g, chain in enumerate(self.tree.goal_chain):
+        tree = self.tree
+        longest_of = tree.derived.get("longest reach")
+        if longest_of is None:  # (per chain: it depends on the tree alone)
+            longest_of = tree.derived["longest reach"] = {}
+        for g, chain in enumerate(tree.goal_chain):
             top = chain[-1]
-            if self.weights[g] <= 0.0 or self.tree.parent[top] >= 0:
+            if self.weights[g] <= 0.0 or tree.parent[top] >= 0:
                 continue
-            longest = longest_reach(skeleton, self.tree, chain)
-            base = start.heads[self.tree.bones[top]]
-            away = np.asarray(self.targets[g]) - base
-            distance = float(np.linalg.norm(away))
+            longest = longest_of.get(chain)
+            if longest is None:
+                longest = longest_of[chain] = longest_reach(skeleton, tree, chain)
+            base = start.heads[tree.bones[top]].tolist()
+            target = self.targets[g]
+            away = (target[0] - base[0], target[1] - base[1], target[2] - base[2])
+            distance = math.sqrt(away[0] * away[0] + away[1] * away[1] + away[2] * away[2])
             if distance > longest * (1.0 + 1e-9):
-                aims[g] = tuple(base + away * (max(0.0, longest - tolerance) / distance))
+                share = max(0.0, longest - tolerance) / distance
+                aims[g] = (base[0] + away[0] * share, base[1] + away[1] * share, base[2] + away[2] * share)
         return aims
 
 
