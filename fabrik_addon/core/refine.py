@@ -562,7 +562,7 @@ def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: in
         j, e = _linearised(rig, problem, free, table)
         values = rig.get(free, table)
         wanted = aim(rig, free)
-        pull = np.where(np.isnan(wanted), 0.0, gain * (np.nan_to_num(wanted) - values))
+        pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
         gram = j @ j.T + damping * damping * np.eye(len(e))
         free_pull = pull - j.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
         if np.abs(free_pull).max(initial=0.0) < SETTLED * gain / SETTLE_GAIN:
