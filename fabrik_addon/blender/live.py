@@ -105,7 +105,7 @@ def _matrix_of(target, subtarget: str, depsgraph) -> tuple | None:
 _watched: set[str] = set()
 
 
-def _unchanged_parts(obj, updated: set[int] | None) -> frozenset[str]:
+def _unchanged_parts(obj, updated: "_Updates | None") -> frozenset[str]:
     """The parts of obj's structure (`rig.BONES`, `rig.SETTINGS`) this evaluation left as they were when last
     checked: none unless the rig was watched and the evaluation's updates are known.
 
@@ -119,11 +119,11 @@ def _unchanged_parts(obj, updated: set[int] | None) -> frozenset[str]:
     if updated is None or obj.name not in _watched:
         return frozenset()
     parts = set()
-    if obj.data.as_pointer() not in updated:
+    if not updated.has(obj.data):
         parts.add(rig.BONES)
-        if obj.as_pointer() not in updated or not _ik_animated(obj):
+        if not _ik_animated(obj) or not updated.has(obj):
             parts.add(rig.SETTINGS)
-    elif obj.as_pointer() not in updated:
+    elif not updated.has(obj):
         parts.add(rig.SETTINGS)
     return frozenset(parts)
 
@@ -159,11 +159,27 @@ def _ik_animated(obj) -> bool:
     return animated
 
 
-def _updated_ids(depsgraph) -> set[int] | None:
-    """The data-blocks (original, as pointers) an evaluation updated, or None when that cannot be told."""
-    if depsgraph is None:
-        return None
-    return {update.id.original.as_pointer() for update in depsgraph.updates}
+class _Updates:
+    """What an evaluation updated, asked data-block by data-block (the list of updates is read only when an
+    armature was among them or an object is asked about: an animated scene updates many objects a frame)."""
+
+    def __init__(self, depsgraph) -> None:
+        self.depsgraph = depsgraph
+        self.armatures = depsgraph.id_type_updated('ARMATURE')
+        self.pointers: set[int] | None = None
+
+    def has(self, id_data) -> bool:
+        """Whether the evaluation updated this (original) data-block."""
+        if isinstance(id_data, bpy.types.Armature) and not self.armatures:
+            return False
+        if self.pointers is None:
+            self.pointers = {update.id.original.as_pointer() for update in self.depsgraph.updates}
+        return id_data.as_pointer() in self.pointers
+
+
+def _updated_ids(depsgraph) -> _Updates | None:
+    """What an evaluation updated, or None when that cannot be told."""
+    return None if depsgraph is None else _Updates(depsgraph)
 
 
 def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
