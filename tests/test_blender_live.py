@@ -717,6 +717,35 @@ def test_a_driven_ik_setting_is_read_on_every_frame_of_an_animated_rig():
         assert _reaches(rig, "bone3", target)
 
 
+def test_frame_changes_keep_up_with_rigs_a_script_adds_and_removes():
+    """Frame changes reuse the scene's armature objects while its object counts stay: a live rig a script adds
+    is solved at the next frame; one it removes while adding another object (the counts unchanged) is dropped
+    without an error, and the others go on."""
+    first, first_target = chain_rig()
+    rigbuild.key_circle(first_target, (0.5, 0.5, 2.0), 0.5, range(1, 11), axis="XZ")
+    scene = bpy.context.scene
+    for frame in (1, 2):
+        scene.frame_set(frame)
+    second = rigbuild.make_armature("Second", rigbuild.chain_bones(4, 1.0), location=(5.0, 0.0, 0.0))
+    second_target = rigbuild.make_target("SecondTarget", (6.0, 0.5, 2.5))
+    rigbuild.key_circle(second_target, (5.5, 0.5, 2.0), 0.5, range(1, 11), axis="XZ")
+    rigbuild.add_effector(second, "bone3", second_target)
+    second.fabrik.live = True
+    scene.frame_set(3)
+    assert solving.status["Second"].reached.get(0)
+    assert _reaches(second, "bone3", second_target) and _reaches(first, "bone3", first_target)
+    last_of_first = solving.status["Rig"]
+    bpy.data.objects.remove(first)
+    scene.collection.objects.link(bpy.data.objects.new("Stand-in", None))  # (as many objects as before)
+    for frame in (4, 5):
+        second_status = solving.status["Second"]
+        scene.frame_set(frame)
+        assert solving.status["Second"] is not second_status, "solved again"
+        assert solving.status["Second"].reached.get(0), frame
+        assert _reaches(second, "bone3", second_target)
+    assert solving.status.get("Rig") in (None, last_of_first), "the removed rig is not solved"
+
+
 def test_after_undo_a_frame_change_checks_the_structure_again(monkeypatch):
     """Undo puts data back without a change our handlers are told of: the next frame change reads the
     armature again."""

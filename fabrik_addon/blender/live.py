@@ -62,9 +62,31 @@ def _channels_of(obj) -> bytes:
     return b"".join(parts)
 
 
-def live_rigs(scene) -> list:
-    """Armature objects in the scene with live solving on (not while in Edit Mode: their bones are out of date)."""
-    return [ob for ob in scene.objects if ob.type == 'ARMATURE' and ob.fabrik.live and not ob.data.is_editmode]
+#: Per scene (by pointer): the object counts (the file's, the scene's) at its last scan, and its armature objects.
+_armatures_in: dict[int, tuple] = {}
+
+
+def live_rigs(scene, rescan: bool = True) -> list:
+    """Armature objects in the scene with live solving on (not while in Edit Mode: their bones are out of date).
+
+    Without `rescan` (a frame change) the scene's armature objects from the
+    last scan are used while the file and the scene hold as many objects as
+    then: scanning every object of a large scene on every frame costs more
+    than the counts (0.36 against 0.12 ms with 3000 objects), and a file
+    without armatures costs nothing.
+    """
+    if not len(bpy.data.armatures):
+        return []
+    counts = (len(bpy.data.objects), len(scene.objects))
+    known = None if rescan else _armatures_in.get(scene.as_pointer())
+    try:
+        if known is not None and known[0] == counts:
+            return [ob for ob in known[1] if ob.fabrik.live and not ob.data.is_editmode]
+    except ReferenceError:
+        pass  # one of them was removed, another added: scan again
+    armatures = [ob for ob in scene.objects if ob.type == 'ARMATURE']
+    _armatures_in[scene.as_pointer()] = (counts, armatures)
+    return [ob for ob in armatures if ob.fabrik.live and not ob.data.is_editmode]
 
 
 def _inputs_of(obj, depsgraph) -> tuple:
@@ -191,7 +213,7 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     watched = set()
     try:
         _forget_deleted_rigs()
-        rigs = live_rigs(scene)
+        rigs = live_rigs(scene, rescan=only_if_inputs_changed)
         # A frame change re-reads only what the evaluation updated; any other update checks everything.
         updated = _updated_ids(depsgraph) if rigs and not only_if_inputs_changed else None
         for obj in rigs:
@@ -285,6 +307,7 @@ def on_load(_filepath) -> None:
     _watched.clear()
     _last_inputs.clear()
     _ik_animation.clear()
+    _armatures_in.clear()
     solving.forget()
     rig.clear_cache()
 
@@ -294,6 +317,7 @@ def on_undo(*_args) -> None:
     """Undo and redo put back data-blocks our handlers were not told of: check every rig's structure again."""
     _watched.clear()
     _ik_animation.clear()
+    _armatures_in.clear()
 
 
 _handlers = (
