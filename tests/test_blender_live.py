@@ -239,9 +239,9 @@ def solves(monkeypatch) -> list[str]:
     counted: list[str] = []
     solve = solving.solve_object
 
-    def counting(obj, depsgraph=None):
+    def counting(obj, depsgraph=None, **options):
         counted.append(obj.name)
-        return solve(obj, depsgraph)
+        return solve(obj, depsgraph, **options)
 
     monkeypatch.setattr(solving, "solve_object", counting)
     return counted

@@ -213,25 +213,6 @@ def _gone(target, depsgraph) -> str | None:
     return "was deleted" if _deleted(target) else "is in no scene"
 
 
-#: Per rig, the effectors' problems as `problems_of` found them, while `known_problems` says nothing has changed.
-_known: dict[str, tuple] = {}
-
-
-class known_problems:
-    """Within this block `effector_problem` answers for the rig from what `problems_of` found (a live solve checks
-    every effector once for its inputs; nothing changes them before the solve reads its goals)."""
-
-    def __init__(self, obj, problems: tuple) -> None:
-        self.name, self.problems = obj.name, problems
-
-    def __enter__(self):
-        _known[self.name] = self.problems
-        return self
-
-    def __exit__(self, *exc) -> None:
-        _known.pop(self.name, None)
-
-
 def effector_problem(obj, index: int, depsgraph=None, evaluated=None) -> str | None:
     """Why effector `index` cannot be solved as it stands, in the user's words, or None.
 
@@ -241,9 +222,6 @@ def effector_problem(obj, index: int, depsgraph=None, evaluated=None) -> str | N
     latter start with "disabled", as a switched-off effector is no fault.
     `evaluated` is the evaluated rig's effectors, when the caller has them.
     """
-    known = _known.get(obj.name)
-    if known is not None and index < len(known):
-        return known[index]
     effector = obj.fabrik.effectors[index]
     for attr, lost, label in (("target", "lost_target", "target"), ("pole_target", "lost_pole", "pole target")):
         target = getattr(effector, attr)

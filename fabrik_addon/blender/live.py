@@ -83,13 +83,18 @@ def live_rigs(scene, rescan: bool = True, objects: int | None = None) -> list:
         return []
     counts = (len(bpy.data.objects) if objects is None else objects, len(scene.objects))
     known = None if rescan else _armatures_in.get(scene.as_pointer())
-    try:
-        if known is not None and known[0] == counts:
-            return [ob for ob in known[1] if ob.fabrik.live and not ob.data.is_editmode]
-    except ReferenceError:
-        pass  # one of them was removed, another added: scan again
+    if known is not None and known[0] == counts:
+        try:
+            return _live_among(known[1])
+        except ReferenceError:
+            pass  # one of them was removed, another added: scan again
     armatures = [ob for ob in scene.objects if ob.type == 'ARMATURE']
     _armatures_in[scene.as_pointer()] = (counts, armatures)
+    return _live_among(armatures)
+
+
+def _live_among(armatures: list) -> list:
+    """The armature objects with live solving on, not in Edit Mode (their bones are out of date there)."""
     return [ob for ob in armatures if ob.fabrik.live and not ob.data.is_editmode]
 
 
@@ -99,7 +104,7 @@ def _inputs_of(obj, depsgraph) -> tuple:
     settings = obj.fabrik
     # The skeleton is rebuilt (a new object) only when bones, rest pose, IK limits or stretch factors change.
     snapshot = [
-        integrity.problems_of(obj, depsgraph),  # (first: a live solve reuses them, `integrity.known_problems`)
+        integrity.problems_of(obj, depsgraph),  # (first: the solve reads its goals with them, `_solve`)
         _matrix_of(obj, "", depsgraph), settings.solver, settings.iterations, settings.tolerance, settings.start,
         settings.influence,
         id(rig.skeleton_of(obj)),
@@ -145,11 +150,10 @@ def _unchanged_parts(obj, updated: "_Updates | None") -> frozenset[str]:
     if updated is None or obj.name not in _watched:
         return frozenset()
     parts = set()
-    if not updated.has(obj.data):
+    data_updated = updated.has(obj.data)
+    if not data_updated:
         parts.add(rig.BONES)
-        if not _ik_animated(obj) or not updated.has(obj):
-            parts.add(rig.SETTINGS)
-    elif not updated.has(obj):
+    if not (data_updated or _ik_animated(obj)) or not updated.has(obj):
         parts.add(rig.SETTINGS)
     return frozenset(parts)
 
@@ -203,10 +207,6 @@ class _Updates:
         return id_data.as_pointer() in self.pointers
 
 
-def _updated_ids(depsgraph) -> _Updates | None:
-    """What an evaluation updated, or None when that cannot be told."""
-    return None if depsgraph is None else _Updates(depsgraph)
-
 
 def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     """Solve every live rig of the scene; a rig that fails is switched off with its error shown."""
@@ -218,7 +218,7 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     try:
         rigs = live_rigs(scene, rescan=only_if_inputs_changed, objects=_forget_deleted_rigs())
         # A frame change re-reads only what the evaluation updated; any other update checks everything.
-        updated = _updated_ids(depsgraph) if rigs and not only_if_inputs_changed else None
+        updated = _Updates(depsgraph) if depsgraph is not None and rigs and not only_if_inputs_changed else None
         for obj in rigs:
             try:
                 integrity.tidy(obj, depsgraph)  # effectors follow renamed bones; deleted targets are let go
@@ -229,8 +229,7 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
                     # A frame change always solves: the channels are read before only where they are compared.
                     if only_if_inputs_changed and _last_inputs.get(obj.name) == (inputs, _channels_of(obj)):
                         continue
-                    with integrity.known_problems(obj, inputs[0]):
-                        _solve(obj, depsgraph, inputs)
+                    _solve(obj, depsgraph, inputs)
             except Exception as exc:  # never raise into Blender's event loop
                 _last_inputs.pop(obj.name, None)
                 obj.fabrik.live = False
@@ -244,7 +243,7 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
 
 def _solve(obj, depsgraph, inputs: tuple) -> None:
     """Solve one rig and remember its inputs with the channels as the solve left them."""
-    solving.solve_object(obj, depsgraph)
+    solving.solve_object(obj, depsgraph, checked=inputs[0])  # (the effectors as the inputs found them)
     if obj.name in solving.again:  # put off to the next update: nothing on screen counts as solved yet
         solving.again.discard(obj.name)
         _last_inputs.pop(obj.name, None)

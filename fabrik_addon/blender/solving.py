@@ -101,15 +101,16 @@ class EffectorError(ValueError):
     """An effector that cannot be solved, with a message for the user."""
 
 
-def gather_goals(obj, depsgraph, skeleton) -> tuple[list[Goal], list[int], dict[int, str]]:
-    """Goals (armature space) for the enabled effectors; problems are reported per effector, not raised."""
+def gather_goals(obj, depsgraph, skeleton, checked: tuple | None = None) -> tuple[list[Goal], list[int], dict[int, str]]:
+    """Goals (armature space) for the enabled effectors; problems are reported per effector, not raised.
+    `checked` is `integrity.problems_of` the rig, where the caller found it already."""
     to_armature = rig.world_to_armature(obj.evaluated_get(depsgraph) if depsgraph else obj)
     goals, used, problems = [], [], {}
     for index, effector in enumerate(obj.fabrik.effectors):
         if not effector.enabled:
             problems[index] = "disabled"
             continue
-        problem = integrity.effector_problem(obj, index, depsgraph)
+        problem = checked[index] if checked is not None else integrity.effector_problem(obj, index, depsgraph)
         if problem:
             problems[index] = problem
             continue
@@ -303,11 +304,12 @@ class Gathered(NamedTuple):
     began: float
 
 
-def gather(obj, depsgraph=None) -> Gathered:
-    """Read a rig's skeleton and goals (raises ValueError for problems with the rig as a whole)."""
+def gather(obj, depsgraph=None, checked: tuple | None = None) -> Gathered:
+    """Read a rig's skeleton and goals (raises ValueError for problems with the rig as a whole); `checked` as for
+    `gather_goals`."""
     began = time.perf_counter()
     skeleton = rig.skeleton_of(obj)
-    return Gathered(skeleton, *gather_goals(obj, depsgraph, skeleton), began)
+    return Gathered(skeleton, *gather_goals(obj, depsgraph, skeleton, checked), began)
 
 
 def prepare(
@@ -473,7 +475,7 @@ def _compute_general(
     return conclude(problem, pose, report)
 
 
-def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
+def solve_object(obj, depsgraph=None, hold: bool = True, checked: tuple | None = None) -> RigStatus:
     """Solve one armature's effectors and write the pose; return (and remember) its status. Raises on rig errors.
 
     With `hold` the animator's rotations under the solution are kept (live
@@ -483,12 +485,14 @@ def solve_object(obj, depsgraph=None, hold: bool = True) -> RigStatus:
     Input that cannot be solved (a linked rig, a transform or channel that is
     not a number, a bone above a chain scaled to zero) is a status, not an
     error: nothing is written, and the next solve after it is fixed works.
+    `checked` is `integrity.problems_of` the rig, where live solving found it
+    for its inputs already.
     """
     refused = editable.editable(obj) or _unusable_rig(obj, depsgraph)
     if refused:
         result = status[obj.name] = RigStatus(message=refused, ok=False)
         return result
-    gathered = gather(obj, depsgraph)
+    gathered = gather(obj, depsgraph, checked)
     follow_held_renames(obj, gathered.skeleton.positions)
     gathered, refusals = _usable_goals(obj, gathered)  # once: both paths below start from it
     released = False
@@ -1101,28 +1105,36 @@ def _hold_in_bulk(obj, held, names, modes, written, fk_values, entries) -> None:
                 entry.rotated = True
             if entry.mode != mode:
                 entry.mode = mode
-    _set_held_vectors(obj, held, "written", old_written, new_written)
-    _set_held_vectors(obj, held, "fk", old_fk, new_fk)
+    rows = _stored_entries(obj, held)
+    _set_held_vectors(held, rows, "written", old_written, new_written)
+    _set_held_vectors(held, rows, "fk", old_fk, new_fk)
 
 
-def _set_held_vectors(obj, held, name: str, old: np.ndarray, new: np.ndarray) -> None:
+def _stored_entries(obj, held) -> list | None:
+    """The held entries as the file stores them (ID property groups, in the collection's order), or None where
+    they are not there to set (held in memory, or none stored yet)."""
+    if isinstance(held, _HeldInMemory):
+        return None
+    stored = compat.stored_properties(obj)
+    stored = stored.get("fabrik") if stored is not None else None
+    rows = stored.get("held") if stored is not None else None
+    return rows if rows is not None and len(rows) == len(held) else None
+
+
+def _set_held_vectors(held, rows: list | None, name: str, old: np.ndarray, new: np.ndarray) -> None:
     """Set the held entries' `name` vectors from `old` to `new` ((m, k) each), only the rows that changed.
 
-    Not through RNA where it can be helped: there every write tags the rig for
-    transform, geometry and animation, and Blender evaluates all of that again
-    after the solve. The values matter only to our own next read, so they are
-    set where they are stored, which tags nothing (with the pose write's
-    transform tag, 2.01 -> 1.92 ms a frame on the 159-bone humanoid).
+    Not through RNA where it can be helped (`rows`: `_stored_entries`): there
+    every write tags the rig for transform, geometry and animation, and
+    Blender evaluates all of that again after the solve. The values matter
+    only to our own next read, so they are set where they are stored, which
+    tags nothing (with the pose write's transform tag, 2.01 -> 1.92 ms a
+    frame on the 159-bone humanoid).
     """
     changed = np.flatnonzero((new != old).any(axis=1)).tolist()
     if not changed:
         return
-    rows = None
-    if not isinstance(held, _HeldInMemory):
-        stored = compat.stored_properties(obj)
-        stored = stored.get("fabrik") if stored is not None else None
-        rows = stored.get("held") if stored is not None else None
-    if rows is None or len(rows) != len(held):
+    if rows is None:
         held.foreach_set(name, new.ravel())
         return
     items = None

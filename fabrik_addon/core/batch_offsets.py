@@ -37,7 +37,7 @@ class Joints:
     offsets: np.ndarray
     #: The fixed head of every base node.
     base: np.ndarray
-    #: Per node, whether the passes turn its frame (`fabrik.Joints.carried`: those children hang from at an
+    #: Per node, whether the passes turn its frame (`MovingTree.carried_frames`: those children hang from at an
     #: offset); the others turn once, the shortest way, at the end (`pose_frames`).
     carried: tuple[bool, ...]
 
@@ -52,7 +52,7 @@ class Joints:
         for k, p in enumerate(tree.parent):
             if p >= 0 and not tree.connected[k]:
                 offsets[:, k] = quat_arrays.rotate(quat_arrays.conj(q[:, p]), heads[:, k] - tails[:, p])
-        return cls(heads.copy(), tails, q, offsets, heads.copy(), tree.offset_parents)
+        return cls(heads.copy(), tails, q, offsets, heads.copy(), tree.carried_frames(False))
 
     def rows(self, rows: np.ndarray) -> "Joints":
         """The state of some frames (a copy)."""

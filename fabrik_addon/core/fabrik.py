@@ -129,6 +129,15 @@ class MovingTree:
         """Per node, whether a child hangs from it at an offset (the passes place that child by its frame)."""
         return tuple(any(not self.connected[c] for c in children) for children in self.children)
 
+    def carried_frames(self, framed: bool) -> tuple[bool, ...] | None:
+        """Per node, whether FABRIK's passes turn its frame as it moves; None for every node, where limits, or
+        goals that read frames (`framed`: poles, rotation goals), need them all. Otherwise only the frames
+        children hang from at an offset are needed on the way; the others turn once, the shortest way, when the
+        passes are done (`Joints.final_frames`), as every bone of a free chain does."""
+        if framed or any(limit is not None for limit in self.limits):
+            return None
+        return self.offset_parents
+
     @property
     def is_single_chain(self) -> bool:
         """True when the nodes form one unbranched chain."""
@@ -194,14 +203,11 @@ class Joints:
         #: Per node, Q such that the frame the bone has with no rotation of its own is parent frame * Q
         #: (or Q itself for a base node, whose parent does not move).
         self.zero: list[Quat] = []
-        #: Per node, whether the passes turn its frame as it moves (None: every node's). In a free tree with
-        #: offsets only the frames children hang from at an offset are needed on the way; the others turn once,
-        #: the shortest way, when the passes are done (`final_frames`), as every bone of a free chain does.
-        self.carried: list[bool] | None = None
+        #: Per node, whether the passes turn its frame as it moves (None: every node's; `carried_frames`).
+        self.carried: tuple[bool, ...] | None = None
         if not (framed or tree.needs_frames):
             return  # a free connected tree: positions are all the passes need
-        if not framed and all(limit is None for limit in tree.limits):
-            self.carried = list(tree.offset_parents)
+        self.carried = tree.carried_frames(framed)
         start_frames = [quat.from_matrix(m) for m in start.frames[moving].tolist()]
         for k, p in enumerate(tree.parent):
             if p >= 0 and not tree.connected[k]:

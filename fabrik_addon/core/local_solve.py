@@ -248,10 +248,9 @@ def _solve_apart(
 
 def _carry_frames(tree: MovingTree, joints: Joints, frames: list[Quat], poled: bool) -> None:
     """Give the joints the bones' start frames and each unconnected bone's offset from its parent's tail in the
-    parent's frame, and say which frames the passes carry (as `fabrik.Joints` does for a tree that needs frames:
-    every one where poles turn chains, else those that children hang from at an offset)."""
+    parent's frame, and which frames the passes carry (as `fabrik.Joints` does for a tree that needs frames)."""
     joints.frames = list(frames)
-    joints.carried = None if poled else list(tree.offset_parents)
+    joints.carried = tree.carried_frames(poled)
     for k, p in enumerate(tree.parent):
         if p >= 0 and not tree.connected[k]:
             joints.offset[k] = quat.rotate(quat.conj(frames[p]), sub(joints.heads[k], joints.tails[p]))
