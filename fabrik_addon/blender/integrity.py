@@ -177,10 +177,11 @@ def drop_deleted(obj, depsgraph=None) -> list[str]:
     """Clear the effectors' pointers to deleted targets and poles (so the file no longer keeps them), noting
     their names for the status; what was dropped. With the depsgraph, targets in its view layer pass quickly."""
     dropped = []
+    layer = _layer_objects(depsgraph)
     for number, effector in enumerate(obj.fabrik.effectors, start=1):
         for attr, lost, label in (("target", "lost_target", "target"), ("pole_target", "lost_pole", "pole target")):
             target = getattr(effector, attr)
-            if target is None or _in_view_layer(target, depsgraph):
+            if target is None or _in_view_layer(target, layer):
                 continue
             if _deleted(target):
                 name = target.name
@@ -195,41 +196,51 @@ def tidy(obj, depsgraph=None) -> list[str]:
     return follow_renames(obj) + drop_deleted(obj, depsgraph)
 
 
-def _in_view_layer(target, depsgraph) -> bool:
-    """Whether the target is in the depsgraph's view layer: the quick answer (a lookup by name), on every solve.
+def _layer_objects(depsgraph):
+    """The objects of the depsgraph's view layer (None without a depsgraph), for `_in_view_layer`."""
+    return depsgraph.view_layer.objects if depsgraph is not None else None
+
+
+def _in_view_layer(target, layer_objects) -> bool:
+    """Whether the target is among a view layer's objects (`_layer_objects`): the quick answer (a lookup by name),
+    on every solve.
 
     (An object deleted in the viewport may keep an evaluated copy in the
     depsgraph, so `evaluated_get` cannot tell.)
     """
-    return depsgraph is not None and depsgraph.view_layer.objects.get(target.name) == target
+    return layer_objects is not None and layer_objects.get(target.name) == target
 
 
-def _gone(target, depsgraph) -> str | None:
-    """How a target is missing ("was deleted", "is in no scene"), or None when it is in a scene."""
-    if _in_view_layer(target, depsgraph):
+def _gone(target, layer_objects) -> str | None:
+    """How a target is missing ("was deleted", "is in no scene"), or None when it is in a scene (`layer_objects`:
+    `_layer_objects`)."""
+    if _in_view_layer(target, layer_objects):
         return None
     if target.users_scene:
         return None
     return "was deleted" if _deleted(target) else "is in no scene"
 
 
-def effector_problem(obj, index: int, depsgraph=None, evaluated=None) -> str | None:
+def effector_problem(obj, index: int, depsgraph=None, evaluated=None, effector=None) -> str | None:
     """Why effector `index` cannot be solved as it stands, in the user's words, or None.
 
     Covers what Blender's raw errors would otherwise tell: a bone that is not
     in its armature, a target that was deleted or is in no scene, and a rig's
     own switch (a converted constraint's driver) that has turned it off; the
     latter start with "disabled", as a switched-off effector is no fault.
-    `evaluated` is the evaluated rig's effectors, when the caller has them.
+    `evaluated` is the evaluated rig's effectors, when the caller has them; `effector` the effector's values
+    (`effector_values.EffectorValues`), when the caller has read them.
     """
-    effector = obj.fabrik.effectors[index]
+    if effector is None:
+        effector = obj.fabrik.effectors[index]
+    layer = _layer_objects(depsgraph)
     for attr, lost, label in (("target", "lost_target", "target"), ("pole_target", "lost_pole", "pole target")):
         target = getattr(effector, attr)
         if target is None:
             if getattr(effector, lost):
                 return f"{label} '{getattr(effector, lost)}' was deleted"
             continue
-        how = _gone(target, depsgraph)
+        how = _gone(target, layer)
         if how is not None:
             return f"{label} '{target.name}' {how}"
     missing = missing_bones(obj, effector)
@@ -237,7 +248,7 @@ def effector_problem(obj, index: int, depsgraph=None, evaluated=None) -> str | N
         field = missing[0]
         label, name = dict(BONE_FIELDS)[field], getattr(effector, field)
         holder = obj if field == "bone" else (effector.target if field == "subtarget" else effector.pole_target)
-        ref = effector.bone_refs.get(field)
+        ref = obj.fabrik.effectors[index].bone_refs.get(field)
         if ref is not None and ref.bone == name:  # it was there: renamed past following, or deleted
             return f"{label} '{name}' is not in the armature '{holder.name}' (renamed or deleted?)"
         return f"no {label} '{name}' in '{holder.name}'"  # never was (a typo)
@@ -255,10 +266,15 @@ def effector_problem(obj, index: int, depsgraph=None, evaluated=None) -> str | N
     return None
 
 
-def problems_of(obj, depsgraph=None) -> tuple:
-    """`effector_problem` of every effector, as one comparable value (a rig's switch flipped: solve again)."""
+def problems_of(obj, depsgraph=None, values=None) -> tuple:
+    """`effector_problem` of every effector, as one comparable value (a rig's switch flipped: solve again);
+    `values`, the effectors as `effector_values.read` read them, get theirs."""
     evaluated = obj.evaluated_get(depsgraph).fabrik.effectors if depsgraph is not None else None
-    return tuple(effector_problem(obj, index, depsgraph, evaluated) for index in range(len(obj.fabrik.effectors)))
+    if values is None:
+        return tuple(effector_problem(obj, index, depsgraph, evaluated) for index in range(len(obj.fabrik.effectors)))
+    for value in values:
+        value.problem = effector_problem(obj, value.index, depsgraph, evaluated, value)
+    return tuple(value.problem for value in values)
 
 
 @persistent

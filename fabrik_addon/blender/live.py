@@ -9,7 +9,8 @@ import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from . import animdata, integrity, rig, solving
+from . import animdata, effector_values, integrity, rig, solving
+from .effector_values import EffectorValues
 
 # Our own pose writes tag the rig for another depsgraph update; this guard and
 # the input signature below keep us from reacting to them.
@@ -98,35 +99,39 @@ def _live_among(armatures: list) -> list:
     return [ob for ob in armatures if ob.fabrik.live and not ob.data.is_editmode]
 
 
-def _inputs_of(obj, depsgraph) -> tuple:
+def _inputs_of(obj, depsgraph) -> tuple[tuple, list[EffectorValues]]:
     """A hashable snapshot of what a solve of obj reads apart from its channels: matrices of the rig, targets and
-    poles, its settings and its structure."""
+    poles, its settings and its structure; and the effectors as it read them (with their problems and their
+    targets' and poles' world matrices), for the solve to go on from."""
     settings = obj.fabrik
+    values = effector_values.read(obj)
     # The skeleton is rebuilt (a new object) only when bones, rest pose, IK limits or stretch factors change.
     snapshot = [
-        integrity.problems_of(obj, depsgraph),  # (first: the solve reads its goals with them, `_solve`)
-        _matrix_of(obj, "", depsgraph), settings.solver, settings.iterations, settings.tolerance, settings.start,
+        integrity.problems_of(obj, depsgraph, values),
+        _as_tuple(_world_of(obj, "", depsgraph)), settings.solver, settings.iterations, settings.tolerance, settings.start,
         settings.influence,
         id(rig.skeleton_of(obj)),
     ]
-    for effector in obj.fabrik.effectors:
-        snapshot.append((
-            _matrix_of(effector.target, effector.subtarget, depsgraph),
-            _matrix_of(effector.pole_target, effector.pole_subtarget, depsgraph),
-            effector.enabled, effector.bone, effector.chain_length, effector.weight, effector.influence,
-            effector.use_rotation, effector.rotation_weight, effector.pole_angle, effector.use_stretch,
-        ))
-    return tuple(snapshot)
+    for value in values:
+        value.target_world = _world_of(value.target, value.subtarget, depsgraph)
+        value.pole_world = _world_of(value.pole_target, value.pole_subtarget, depsgraph)
+        snapshot.append((_as_tuple(value.target_world), _as_tuple(value.pole_world), value.solved()))
+    return tuple(snapshot), values
 
 
-def _matrix_of(target, subtarget: str, depsgraph) -> tuple | None:
-    """World matrix of an object or of one of its bones, as nested tuples (None when there is none)."""
+def _world_of(target, subtarget: str, depsgraph):
+    """World matrix of an object or of one of its bones, a copy (None when there is none)."""
     if target is None:
         return None
     try:
-        return tuple(map(tuple, solving.world_matrix(target, subtarget, depsgraph)))
+        return solving.world_matrix(target, subtarget, depsgraph).copy()
     except solving.EffectorError:
         return None  # a missing bone: the solve reports it
+
+
+def _as_tuple(matrix) -> tuple | None:
+    """A matrix as nested tuples, comparable (None stays None)."""
+    return None if matrix is None else tuple(map(tuple, matrix))
 
 
 #: Live rigs our handlers checked at the last evaluation they were told of. Every change to a rig's structure
@@ -225,11 +230,11 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
                 # The rig's structure is read and checked once here; the solve uses what was read.
                 with rig.frozen_structure(obj, _unchanged_parts(obj, updated)):
                     watched.add(obj.name)
-                    inputs = _inputs_of(obj, depsgraph)
+                    inputs, values = _inputs_of(obj, depsgraph)
                     # A frame change always solves: the channels are read before only where they are compared.
                     if only_if_inputs_changed and _last_inputs.get(obj.name) == (inputs, _channels_of(obj)):
                         continue
-                    _solve(obj, depsgraph, inputs)
+                    _solve(obj, depsgraph, inputs, values)
             except Exception as exc:  # never raise into Blender's event loop
                 _last_inputs.pop(obj.name, None)
                 obj.fabrik.live = False
@@ -241,9 +246,10 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
         _busy = False
 
 
-def _solve(obj, depsgraph, inputs: tuple) -> None:
-    """Solve one rig and remember its inputs with the channels as the solve left them."""
-    solving.solve_object(obj, depsgraph, checked=inputs[0])  # (the effectors as the inputs found them)
+def _solve(obj, depsgraph, inputs: tuple, values: list[EffectorValues]) -> None:
+    """Solve one rig from its effectors as its inputs read them, and remember the inputs with the channels as the
+    solve left them."""
+    solving.solve_object(obj, depsgraph, checked=values)
     if obj.name in solving.again:  # put off to the next update: nothing on screen counts as solved yet
         solving.again.discard(obj.name)
         _last_inputs.pop(obj.name, None)
@@ -284,7 +290,7 @@ def solve_now(obj, depsgraph) -> None:
         return
     _busy = True
     try:
-        _solve(obj, depsgraph, _inputs_of(obj, depsgraph))
+        _solve(obj, depsgraph, *_inputs_of(obj, depsgraph))
     finally:
         _busy = False
 

@@ -16,6 +16,7 @@ from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, loca
 from ..core.fabrik import chain_reach, moving_tree, open_cones_as_free
 from ..core.problem import goal_reached, turned_off, validate_goals, validate_settings
 from . import animdata, compat, editable, integrity, rig
+from .effector_values import EffectorValues
 
 
 @dataclass
@@ -101,16 +102,19 @@ class EffectorError(ValueError):
     """An effector that cannot be solved, with a message for the user."""
 
 
-def gather_goals(obj, depsgraph, skeleton, checked: tuple | None = None) -> tuple[list[Goal], list[int], dict[int, str]]:
+def gather_goals(
+    obj, depsgraph, skeleton, checked: list[EffectorValues] | None = None
+) -> tuple[list[Goal], list[int], dict[int, str]]:
     """Goals (armature space) for the enabled effectors; problems are reported per effector, not raised.
-    `checked` is `integrity.problems_of` the rig, where the caller found it already."""
+    `checked` is the effectors as live solving read and checked them (with their problems and matrices), where
+    it has."""
     to_armature = rig.world_to_armature(obj.evaluated_get(depsgraph) if depsgraph else obj)
     goals, used, problems = [], [], {}
-    for index, effector in enumerate(obj.fabrik.effectors):
+    for index, effector in enumerate(checked if checked is not None else obj.fabrik.effectors):
         if not effector.enabled:
             problems[index] = "disabled"
             continue
-        problem = checked[index] if checked is not None else integrity.effector_problem(obj, index, depsgraph)
+        problem = effector.problem if checked is not None else integrity.effector_problem(obj, index, depsgraph)
         if problem:
             problems[index] = problem
             continue
@@ -144,7 +148,7 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
             raise EffectorError(f"target bone '{effector.subtarget}' is part of the chain it should pull")
     elif _parented_to_chain(target, obj, moving_names):
         raise EffectorError(f"target '{target.name}' is parented to a bone of its own chain")
-    world = world_matrix(target, effector.subtarget, depsgraph)
+    world = _world_of(effector, "target_world", target, effector.subtarget, depsgraph)
     point = to_armature @ world.translation
     if not all(math.isfinite(c) for c in point):
         raise EffectorError(f"target '{target.name}' is not at a finite location")
@@ -156,7 +160,7 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
         rotation = tuple(local.normalized().to_quaternion().normalized())
     pole = None
     if effector.pole_target is not None:
-        pole_world = world_matrix(effector.pole_target, effector.pole_subtarget, depsgraph)
+        pole_world = _world_of(effector, "pole_world", effector.pole_target, effector.pole_subtarget, depsgraph)
         pole = tuple(to_armature @ pole_world.translation)
         if not all(math.isfinite(c) for c in pole):
             raise EffectorError(f"pole target '{effector.pole_target.name}' is not at a finite location")
@@ -171,6 +175,13 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
         pole_angle=float(effector.pole_angle),
         stretch=bool(effector.use_stretch),
     )
+
+
+def _world_of(effector, read: str, target, subtarget: str, depsgraph) -> Matrix:
+    """`world_matrix` of an effector's target or pole, as its values were read (`EffectorValues`, attribute
+    `read`) where they have it."""
+    world = getattr(effector, read, None)
+    return world if world is not None else world_matrix(target, subtarget, depsgraph)
 
 
 def world_matrix(target, subtarget: str, depsgraph) -> Matrix:
@@ -304,7 +315,7 @@ class Gathered(NamedTuple):
     began: float
 
 
-def gather(obj, depsgraph=None, checked: tuple | None = None) -> Gathered:
+def gather(obj, depsgraph=None, checked: list[EffectorValues] | None = None) -> Gathered:
     """Read a rig's skeleton and goals (raises ValueError for problems with the rig as a whole); `checked` as for
     `gather_goals`."""
     began = time.perf_counter()
@@ -475,7 +486,7 @@ def _compute_general(
     return conclude(problem, pose, report)
 
 
-def solve_object(obj, depsgraph=None, hold: bool = True, checked: tuple | None = None) -> RigStatus:
+def solve_object(obj, depsgraph=None, hold: bool = True, checked: list[EffectorValues] | None = None) -> RigStatus:
     """Solve one armature's effectors and write the pose; return (and remember) its status. Raises on rig errors.
 
     With `hold` the animator's rotations under the solution are kept (live
@@ -485,8 +496,8 @@ def solve_object(obj, depsgraph=None, hold: bool = True, checked: tuple | None =
     Input that cannot be solved (a linked rig, a transform or channel that is
     not a number, a bone above a chain scaled to zero) is a status, not an
     error: nothing is written, and the next solve after it is fixed works.
-    `checked` is `integrity.problems_of` the rig, where live solving found it
-    for its inputs already.
+    `checked` is the effectors as live solving read and checked them for its
+    inputs (`effector_values`), where it has.
     """
     refused = editable.editable(obj) or _unusable_rig(obj, depsgraph)
     if refused:
@@ -770,16 +781,19 @@ def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
     if not goals:
         return gathered, []
     pose_bones = obj.pose.bones
-    # Two bulk reads decide for the common case: every channel (the rotation in the bone's mode) is finite
-    # exactly when every bone's matrix_basis is, and its location (which connected bones' matrix_basis leaves
-    # out, but a solve reads).
+    # Bulk reads decide for the common case: every channel (the rotation in the bone's mode) is finite exactly
+    # when every bone's matrix_basis is, and its location (which connected bones' matrix_basis leaves out, but a
+    # solve reads); no bone is scaled when every scale is exactly 1 (whole arrays compared at once: small numpy
+    # operations cost more inside a frame than alone).
     n = len(pose_bones)
     basis, location = np.empty(n * 16, dtype=np.float32), np.empty(n * 3, dtype=np.float32)
+    scales = np.empty(n * 3, dtype=np.float32)
     pose_bones.foreach_get("matrix_basis", basis)
     pose_bones.foreach_get("location", location)
+    pose_bones.foreach_get("scale", scales)
     bad = {} if np.isfinite(basis).all() and np.isfinite(location).all() else _channels_not_finite(obj, skeleton)
     # A NaN elsewhere in the rig (which compares as not scaled) must not hide a scaled bone in this chain.
-    scaled = _scaled_bones(obj, skeleton, basis.reshape(n, 4, 4))
+    scaled = _scaled_bones(obj, skeleton, scales.reshape(n, 3)) if (scales != 1.0).any() else {}
     parents, usable = skeleton.parents, {}
     kept, refusals = [], []
     for goal, index in zip(goals, used):
@@ -820,22 +834,20 @@ def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
     return Gathered(skeleton, [g for g, _ in kept], [i for _, i in kept], problems, began), refusals
 
 
-def _scaled_bones(obj, skeleton, basis: np.ndarray) -> dict[int, tuple[float, ...]]:
+def _scaled_bones(obj, skeleton, scales: np.ndarray) -> dict[int, tuple[float, ...]]:
     """Per bone (skeleton index) whose scale channel is not 1, other than what IK stretch wrote: the scale.
-    `basis` is every pose bone's matrix_basis as foreach_get reads it (column by column)."""
-    sizes = np.linalg.norm(basis[:, :3, :3], axis=2)  # each column's length: the channel's scale on that axis
-    off = np.abs(sizes - 1.0).max(axis=1) > 1e-5
+    `scales` is every pose bone's scale channel, (n, 3)."""
+    off = np.abs(scales - 1.0).max(axis=1) > 1e-5
     if not off.any():
         return {}
     held = _held(obj)
-    pose_bones = obj.pose.bones
     out = {}
     for b, pose_index in enumerate(rig.pose_bone_order(obj).tolist()):
         if not off[pose_index]:
             continue
         name = skeleton.names[b]
         entry = held.get(name)
-        scale = tuple(pose_bones[pose_index].scale)
+        scale = tuple(scales[pose_index].tolist())
         if entry is not None and entry.scaled and _same(scale, entry.written_scale):
             continue  # IK stretch's own
         out[b] = scale

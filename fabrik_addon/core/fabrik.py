@@ -610,19 +610,20 @@ def two_bone_triangle(base: Vec, middle: Vec, target: Vec, l1: float, l2: float)
     return add(base, add(scale(u, l1 * cosine), scale(side, l1 * sine / width)))
 
 
-def settle_two_bones(tree: MovingTree, joints: Joints, target: Vec) -> None:
+def settle_two_bones(tree: MovingTree, joints: Joints, target: Vec) -> bool:
     """Start a two-bone chain (`is_two_bone_chain`) where FABRIK's iterations converge: the middle joint on
     its triangle, the tip on the target, each bone's frame (where frames are carried) turned the shortest way.
-    A chain without a triangle stays as it is; the iterations that follow behave as ever."""
+    Whether it did: a chain without a triangle stays as it is; the iterations that follow behave as ever."""
     middle = two_bone_triangle(joints.heads[0], joints.tails[0], target, tree.length[0], tree.length[1])
     if middle is None:
-        return
+        return False
     before = [joints.direction(k, tree.length[k]) for k in (0, 1)] if joints.frames is not None else None
     joints.tails[0] = joints.heads[1] = middle
     joints.tails[1] = tuple(float(c) for c in target)
     if before is not None:
         for k in (0, 1):
             joints.turn(k, before[k], joints.direction(k, tree.length[k]))
+    return True
 
 
 def goal_errors(tree: MovingTree, joints: Joints, goals: Sequence[Goal], node_of_goal: list[int]) -> list[float]:
@@ -1024,9 +1025,11 @@ def _solve_from(
         paper = solve_chain(tree, joints, goals, settings, window)  # (one free chain pulled at its tip)
         if paper is not None:
             return joints, paper
-    if is_two_bone_chain(tree, goals):  # (a limb whose pole makes it carry frames)
-        settle_two_bones(tree, joints, targets[0])
-        errors = goal_errors(tree, joints, goals, node_of_goal)
+    if is_two_bone_chain(tree, goals) and settle_two_bones(tree, joints, targets[0]):
+        # A limb whose pole makes it carry frames, on its target in the plane `pole.holds` turned it to: the
+        # passes would leave it where it is.
+        report.errors, report.converged = goal_errors(tree, joints, goals, node_of_goal), True
+        return joints, report
 
     # Limits and unconnected bones make FABRIK's passes less well-behaved: one
     # iteration can make things worse and wander off to a far pose. There each

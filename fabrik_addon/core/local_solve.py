@@ -42,7 +42,7 @@ from .limits import JointLimit
 from .problem import Goal, Progress, SolveReport, SolveSettings
 from .quat import Quat
 from .skeleton import Skeleton
-from .vec import Vec, add, perpendicular, scale, sub
+from .vec import Vec, add, dist, perpendicular, scale, sub
 
 __all__ = ["LocalTree", "applies", "applies_open", "local_tree", "solve", "solve_open"]
 
@@ -268,8 +268,10 @@ def _iterate_framed(
     targets = [tuple(float(c) for c in g.target) for g in goals]
     for chain, goal in zip(tree.goal_chain, goals):
         _bend_if_straight_at(tree, joints, chain, goal, settings.tolerance)
-    if is_two_bone_chain(tree, goals):
-        settle_two_bones(tree, joints, targets[0])
+    if is_two_bone_chain(tree, goals) and settle_two_bones(tree, joints, targets[0]):
+        # On its target in its pole's plane, as `fabrik._solve_from` leaves it: the passes would not move it.
+        errors = [dist(joints.tails[1], targets[0])]
+        return SolveReport(0, errors, True, "converged", rotation_errors=[0.0])
     weights = [float(g.weight) for g in goals]
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
     branch = branch_weights(tree, weights)

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""An effector's settings read once, as plain values, for one live solve.
+
+A live frame checks each effector (`integrity.problems_of`), snapshots it
+for the next update to compare with (`live._inputs_of`) and makes it a goal
+(`solving.gather_goals`). Each property read of an add-on's property group
+goes through RNA; reading them once and handing the values on halves that
+work. Each of those functions takes either this or the effector itself.
+"""
+
+from __future__ import annotations
+
+#: The effector properties a solve reads (the order of `live._inputs_of`'s snapshot).
+SOLVED = (
+    "enabled", "bone", "chain_length", "weight", "influence", "use_rotation", "rotation_weight", "pole_angle",
+    "use_stretch",
+)
+
+#: The effector properties its checks read besides (`integrity.effector_problem`).
+CHECKED = (
+    "target", "subtarget", "pole_target", "pole_subtarget", "source_bone", "lost_target", "lost_pole", "switched",
+)
+
+
+class EffectorValues:
+    """One effector's properties as they were read (`SOLVED`, `CHECKED`), with what the live frame found for it:
+    its problem (`integrity.effector_problem`) and its target's and pole's world matrices (None: none, or a bone
+    that is missing)."""
+
+    __slots__ = SOLVED + CHECKED + ("index", "problem", "target_world", "pole_world")
+
+    def __init__(self, effector, index: int) -> None:
+        for name in SOLVED + CHECKED:
+            setattr(self, name, getattr(effector, name))
+        self.index = index
+        self.problem = None
+        self.target_world = self.pole_world = None
+
+    def solved(self) -> tuple:
+        """The properties a solve reads, as one comparable value."""
+        return tuple(getattr(self, name) for name in SOLVED)
+
+
+def read(obj) -> list[EffectorValues]:
+    """Every effector of the rig, read once."""
+    return [EffectorValues(effector, index) for index, effector in enumerate(obj.fabrik.effectors)]
