@@ -83,6 +83,7 @@ def per_rig_tables() -> dict[str, dict]:
         ("rig._limit_problems", addon_rig, "_limit_problems"),
         ("live._ik_animation", live, "_ik_animation"),
         ("solving._cones_bound", solving, "_cones_bound"),
+        ("solving._keyed_paths", solving, "_keyed_paths"),
     ):
         table = getattr(module, name, None)
         if isinstance(table, dict):

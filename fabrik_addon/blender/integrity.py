@@ -201,6 +201,19 @@ def _layer_objects(depsgraph):
     return depsgraph.view_layer.objects if depsgraph is not None else None
 
 
+def untidy(obj, values) -> bool:
+    """Whether `tidy` may have something to do, judged from the effectors as read and checked (`problems_of` with
+    `values`): a renamed bone and a deleted target are problems of their effector; a converted constraint's
+    record and an effector's source bone (which no problem covers) may name a renamed bone. (Where nothing is
+    wrong, which is every frame of playback, the checks are not made twice.)"""
+    if any(value.problem is not None for value in values):
+        return True
+    bones = obj.data.bones
+    if any(value.source_bone and value.source_bone not in bones for value in values):
+        return True
+    return not all(not record.bone or record.bone in bones for record in obj.fabrik.converted)
+
+
 def _in_view_layer(target, layer_objects) -> bool:
     """Whether the target is among a view layer's objects (`_layer_objects`): the quick answer (a lookup by name),
     on every solve.

@@ -226,11 +226,13 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
         updated = _Updates(depsgraph) if depsgraph is not None and rigs and not only_if_inputs_changed else None
         for obj in rigs:
             try:
-                integrity.tidy(obj, depsgraph)  # effectors follow renamed bones; deleted targets are let go
                 # The rig's structure is read and checked once here; the solve uses what was read.
                 with rig.frozen_structure(obj, _unchanged_parts(obj, updated)):
                     watched.add(obj.name)
                     inputs, values = _inputs_of(obj, depsgraph)
+                    if integrity.untidy(obj, values):  # effectors follow renamed bones; deleted targets are let go
+                        integrity.tidy(obj, depsgraph)
+                        inputs, values = _inputs_of(obj, depsgraph)
                     # A frame change always solves: the channels are read before only where they are compared.
                     if only_if_inputs_changed and _last_inputs.get(obj.name) == (inputs, _channels_of(obj)):
                         continue

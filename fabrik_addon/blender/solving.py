@@ -80,12 +80,14 @@ def forget(obj_name: str | None = None) -> None:
         _last_solution.clear()
         _held_in_memory.clear()
         _cones_bound.clear()
+        _keyed_paths.clear()
         return
     status.pop(obj_name, None)
     again.discard(obj_name)
     _last_solution.pop(obj_name, None)
     _held_in_memory.pop(obj_name, None)
     _cones_bound.pop(obj_name, None)
+    _keyed_paths.pop(obj_name, None)
 
 
 #: Rigs whose last solve was put off to the next update (`solve_object`): live solving must not take the pose
@@ -95,7 +97,7 @@ again: set[str] = set()
 
 def remembered_rigs() -> set[str]:
     """Names of the rigs in-memory state is kept for."""
-    return set(status) | set(_last_solution) | set(_held_in_memory) | set(_cones_bound)
+    return set(status) | set(_last_solution) | set(_held_in_memory) | set(_cones_bound) | set(_keyed_paths)
 
 
 class EffectorError(ValueError):
@@ -608,7 +610,8 @@ def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -
     pose_bones.foreach_get("location", locations)
     translations = [tuple(t) if any(t) else None for t in locations.reshape(n, 3)[at].tolist()]
     local = local_solve.local_tree(skeleton, free or tree)
-    hung_from = [pose_bones[skeleton.names[b]].matrix if p < 0 and b >= 0 else None
+    # (copies: each element read of a pose bone's own matrix goes through RNA again)
+    hung_from = [pose_bones[skeleton.names[b]].matrix.copy() if p < 0 and b >= 0 else None
                  for p, b in zip(tree.parent, local.parent_bone)]
     if not all(m is None or _usable_frame(m) for m in hung_from):
         return None  # a bone above a chain scaled to zero or not a number: the general path says which
@@ -805,7 +808,7 @@ def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
         reason = None
         if parent >= 0:
             if parent not in usable:
-                usable[parent] = _usable_frame(pose_bones[skeleton.names[parent]].matrix)
+                usable[parent] = _usable_frame(pose_bones[skeleton.names[parent]].matrix.copy())
             if not usable[parent]:
                 reason = _why_no_frame(obj, skeleton, parent, bad)
         if reason is None and bad:
@@ -1348,20 +1351,40 @@ def _rotation_values(pose_bones, at: list[int], modes: list[str], arrays: dict |
 
 
 def _keyed_channels(obj, depsgraph=None) -> tuple | None:
-    """(the F-curves of the rig's active action, this frame) when it has any, else an empty tuple. The frame is
-    the depsgraph's scene's; without one, that of the first scene the rig is in (`users_scene` searches them all)."""
+    """(the F-curves of the rig's active action, this frame, the data paths they animate) when it has any, else
+    an empty tuple. The frame is the depsgraph's scene's; without one, that of the first scene the rig is in
+    (`users_scene` searches them all)."""
     collection = animdata.fcurves(obj)
     if collection is None or not len(collection):
         return ()
+    paths = _animated_paths(obj, collection)
     if depsgraph is not None:
-        return collection, depsgraph.scene.frame_current_final
-    return collection, obj.users_scene[0].frame_current_final if obj.users_scene else 0.0
+        return collection, depsgraph.scene.frame_current_final, paths
+    return collection, obj.users_scene[0].frame_current_final if obj.users_scene else 0.0, paths
+
+
+#: Per rig: (its action, slot and number of F-curves, the data paths they animate), for `_animated_paths`.
+_keyed_paths: dict[str, tuple] = {}
+
+
+def _animated_paths(obj, collection) -> frozenset[str]:
+    """The data paths the rig's F-curves animate, looked at again when its action, slot or number of F-curves
+    changes (a lookup per keyed component of every moving bone costs more, every frame)."""
+    animation_data = obj.animation_data
+    slot = getattr(animation_data, "action_slot", None)
+    key = (animation_data.action.as_pointer(), slot.as_pointer() if slot is not None else 0, len(collection))
+    known = _keyed_paths.get(obj.name)
+    if known is None or known[0] != key:
+        known = _keyed_paths[obj.name] = (key, frozenset(fcurve.data_path for fcurve in collection))
+    return known[1]
 
 
 def _animated(keyed: tuple, name: str, channel: str, value: tuple[float, ...]) -> tuple[float, ...]:
     """The channel value with each keyed component replaced by what its F-curve gives this frame."""
-    collection, frame = keyed
+    collection, frame, paths = keyed
     path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{channel}'
+    if path not in paths:
+        return value
     result = list(value)
     for index in range(len(value)):
         fcurve = collection.find(path, index=index)
