@@ -414,6 +414,29 @@ def test_a_keyed_chain_bone_starts_from_its_animation_not_a_held_value():
     assert animated is not None
 
 
+def test_keying_the_solved_pose_makes_it_the_animators_where_the_channel_still_holds_it():
+    """A key set on a chain bone at the pose live solving wrote (its channel unchanged) is the animator's pose
+    from then on: the next solve starts there, also on a bone that had no F-curve before (the rig's keyed
+    channels are looked at again when its F-curves change)."""
+    rig, target = chain_rig()
+    first = rig.pose.bones["bone0"]
+    for frame, angle in ((1, 0.0), (11, 0.8)):
+        first.rotation_quaternion = (math.cos(angle / 2), math.sin(angle / 2), 0.0, 0.0)
+        first.keyframe_insert("rotation_quaternion", frame=frame)
+    scene = bpy.context.scene
+    scene.frame_set(6)
+    for name in ("bone0", "bone1"):  # (bone1: no F-curve until now)
+        pb = rig.pose.bones[name]
+        solved = tuple(pb.rotation_quaternion)
+        assert tuple(rig.fabrik.held[name].fk) != pytest.approx(solved, abs=1e-3)  # the animator's pose differs
+        pb.keyframe_insert("rotation_quaternion", frame=6)
+        assert tuple(pb.rotation_quaternion) == solved  # (the channel holds what live solving wrote)
+        target.location += Vector((0.2, -0.1, 0.1))
+        bpy.context.view_layer.update()
+        assert tuple(rig.fabrik.held[name].fk) == pytest.approx(solved, abs=1e-6), name
+    assert (tip_world(rig, "bone3") - target_world(target)).length < TOLERANCE
+
+
 def test_restore_after_convert_gives_blenders_ik_the_animators_pose():
     """Convert, solve live, Restore: the chain's channels are the animator's again, under the unmuted constraint."""
     rig, target = chain_rig(live=False)
@@ -806,3 +829,42 @@ def test_a_long_chain_ends_on_screen_where_the_solve_put_it():
         solved = status.report.errors[0]
         shown = (tip_world(rig, "bone99") - target_world(target)).length
         assert abs(shown - solved) < 2e-6, (dx, solved, shown)
+
+
+@pytest.mark.parametrize("case", ["free chain", "hinged", "chain made shorter", "stretched before"])
+def test_the_channels_remembered_after_a_solve_are_the_channels_it_left(case):
+    """Live solving remembers the channels as its solve left them, to tell its own writes from anyone else's;
+    where only the lean write touched them they are what the solve read and wrote, not read again. After every
+    kind of solve they must equal a fresh read: the free chain's lean path, the general path (a hinge), bones
+    given back when a chain is made shorter, and a scale given back after IK stretch (on the lean path)."""
+    from fabrik_addon.blender import live
+
+    rig, target = chain_rig(target_at=(1.5, 0.0, 2.5) if case != "stretched before" else (0.0, 0.0, 6.0))
+    rig.pose.bones["bone3"].rotation_mode = 'XYZ'  # (two channel kinds written)
+    if case == "hinged":
+        bone = rig.pose.bones["bone1"]
+        bone.lock_ik_y = bone.lock_ik_z = True
+    if case == "stretched before":
+        rig.pose.bones["bone1"].ik_stretch = 0.5
+        rig.fabrik.effectors[0].use_stretch = True
+    scene = bpy.context.scene
+    scene.frame_set(2)
+    if case == "chain made shorter":
+        rig.fabrik.effectors[0].chain_length = 2
+    if case == "stretched before":
+        assert max(rig.pose.bones["bone1"].scale) > 1.01  # (stretched to reach)
+        rig.pose.bones["bone1"].ik_stretch = 0.0  # (the lean path solves it now, and gives the scale back)
+        target.location = (1.5, 0.0, 2.5)
+    target.location += Vector((0.1, 0.1, -0.1))  # (a solve that writes other values than the last)
+    scene.frame_set(3)
+    if case == "stretched before":
+        assert tuple(rig.pose.bones["bone1"].scale) == (1.0, 1.0, 1.0)
+    if case == "chain made shorter":
+        # Given back (the solve's own write must not put back what it read before), and solved again at the
+        # next update (the chain hangs from it; in background mode, the next frame change).
+        assert tuple(rig.pose.bones["bone0"].rotation_quaternion) == (1.0, 0.0, 0.0, 0.0)
+        assert live._last_inputs.get("Rig") is None
+        scene.frame_set(3)
+        assert tuple(rig.pose.bones["bone0"].rotation_quaternion) == (1.0, 0.0, 0.0, 0.0)
+    assert (tip_world(rig, "bone3") - target_world(target)).length < TOLERANCE
+    assert live._last_inputs["Rig"][1] == solving.read_pose(rig).snapshot()

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabrik_addon.core import Goal, SolveSettings, solve
-from fabrik_addon.core import quat
+from fabrik_addon.core import fabrik, local_solve, quat
 from skeletons import straight_chain
 
 
@@ -78,6 +78,30 @@ def test_the_pole_decides_which_way_the_chain_turns(pole, angle):
     assert facing_error_degrees(pose, target, up_vector(pose, angle), pole) < 0.5
     for knee in (pose.heads[1], pose.heads[2]):
         assert facing_error_degrees(pose, target, knee - pose.heads[0], pole) < 0.5
+
+
+@pytest.mark.parametrize("pole", [(3.0, 0.0, 1.0), (0.0, -3.0, 1.0), (-2.0, 2.0, 0.5)])
+def test_a_poled_limb_settles_on_its_triangle_facing_the_pole_without_passes(pole):
+    """Two bones with a pole: turned by Blender's rule, the middle joint set on its triangle in that plane, the tip
+    on the target. FABRIK's passes would leave them there, so none is run: 0 iterations, converged, the knee
+    facing the pole, and the live path's solver (`local_solve`) agreeing."""
+    skeleton = straight_chain(2)
+    target = (0.4, 0.3, 1.5)
+    knee = np.array(quat.to_matrix(quat.about_axis((1.0, 0.0, 0.0), 0.6)))
+    bent = skeleton.with_local_rotations(skeleton.rest_pose(), {1: knee})
+    goal = Goal(1, target, pole=pole, pole_angle=-math.pi / 2)
+    pose, report = solve(skeleton, [goal], bent)
+    assert report.converged and report.iterations == 0, report
+    assert np.linalg.norm(pose.tails[1] - np.array(target)) < 1e-9
+    assert facing_error_degrees(pose, target, pose.heads[1] - pose.heads[0], pole) < 0.5
+    # The live path's plain-float solver settles it the same way, without passes either.
+    lean = local_solve.solve(
+        local_solve.local_tree(skeleton, fabrik.moving_tree(skeleton, [goal])), [goal],
+        [tuple(quat.from_matrix(m)) for m in skeleton.local_rotations(bent)], [None, None], [None, None],
+        SolveSettings(),
+    )
+    assert lean is not None and lean[1].iterations == 0 and lean[1].converged
+    np.testing.assert_allclose(skeleton.local_rotations(pose)[1], quat.to_matrix(lean[0][1]), atol=1e-9)
 
 
 def test_a_straight_chain_with_its_target_on_its_own_line_still_bends():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import traceback
 
 import bpy
-import numpy as np
 from bpy.app.handlers import persistent
 
 from . import animdata, effector_values, integrity, rig, solving
@@ -18,12 +17,6 @@ _busy = False
 #: Per rig: the inputs of the last live solve (matrices, settings, structure), with its channels as that
 #: solve left them -- so our own writes compare equal and only someone else's change re-solves.
 _last_inputs: dict[str, tuple] = {}
-
-#: Pose-bone channels a solve reads (the rotation of every mode, location, scale) and their sizes.
-_CHANNELS = (
-    ("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4), ("location", 3), ("scale", 3)
-)
-
 
 #: How many objects the file had when the per-rig tables were last pruned.
 _objects_seen = -1
@@ -51,19 +44,6 @@ def _forget_deleted_rigs() -> int:
 def forget_inputs(obj_name: str) -> None:
     """Make the next update solve this rig even if nothing it reads has changed (live switched, settings)."""
     _last_inputs.pop(obj_name, None)
-
-
-def _channels_of(obj) -> bytes:
-    """The pose bones' channels and rotation modes, read in bulk, as one comparable value."""
-    pose_bones = obj.pose.bones
-    n = len(pose_bones)
-    parts = []
-    for name, size in _CHANNELS:
-        values = np.empty(n * size, dtype=np.float32)
-        pose_bones.foreach_get(name, values)
-        parts.append(values.tobytes())
-    parts.append(rig.rotation_modes(pose_bones).tobytes())
-    return b"".join(parts)
 
 
 #: Per scene (by pointer): the object counts (the file's, the scene's) at its last scan, and its armature objects.
@@ -108,8 +88,8 @@ def _inputs_of(obj, depsgraph) -> tuple[tuple, list[EffectorValues]]:
     # The skeleton is rebuilt (a new object) only when bones, rest pose, IK limits or stretch factors change.
     snapshot = [
         integrity.problems_of(obj, depsgraph, values),
-        _as_tuple(_world_of(obj, "", depsgraph)), settings.solver, settings.iterations, settings.tolerance, settings.start,
-        settings.influence,
+        _as_tuple(_world_of(obj, "", depsgraph)),
+        settings.solver, settings.iterations, settings.tolerance, settings.start, settings.influence,
         id(rig.skeleton_of(obj)),
     ]
     for value in values:
@@ -233,10 +213,12 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
                     if integrity.untidy(obj, values):  # effectors follow renamed bones; deleted targets are let go
                         integrity.tidy(obj, depsgraph)
                         inputs, values = _inputs_of(obj, depsgraph)
-                    # A frame change always solves: the channels are read before only where they are compared.
-                    if only_if_inputs_changed and _last_inputs.get(obj.name) == (inputs, _channels_of(obj)):
+                    pose = solving.read_pose(obj)
+                    # A frame change always solves: the channels are read before only where they are compared
+                    # (and the solve goes on from what was read).
+                    if only_if_inputs_changed and _last_inputs.get(obj.name) == (inputs, pose.snapshot()):
                         continue
-                    _solve(obj, depsgraph, inputs, values)
+                    _solve(obj, depsgraph, inputs, values, pose)
             except Exception as exc:  # never raise into Blender's event loop
                 _last_inputs.pop(obj.name, None)
                 obj.fabrik.live = False
@@ -248,10 +230,11 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
         _busy = False
 
 
-def _solve(obj, depsgraph, inputs: tuple, values: list[EffectorValues]) -> None:
-    """Solve one rig from its effectors as its inputs read them, and remember the inputs with the channels as the
-    solve left them."""
-    solving.solve_object(obj, depsgraph, checked=values)
+def _solve(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: solving.PoseRead | None = None) -> None:
+    """Solve one rig from its effectors as its inputs read them (and its pose as read, where it was), and remember
+    the inputs with the channels as the solve left them."""
+    pose = pose or solving.read_pose(obj)
+    solving.solve_object(obj, depsgraph, checked=values, pose=pose)
     if obj.name in solving.again:  # put off to the next update: nothing on screen counts as solved yet
         solving.again.discard(obj.name)
         _last_inputs.pop(obj.name, None)
@@ -263,7 +246,8 @@ def _solve(obj, depsgraph, inputs: tuple, values: list[EffectorValues]) -> None:
         if not bpy.app.background and not bpy.app.timers.is_registered(tag_put_off):
             bpy.app.timers.register(tag_put_off, first_interval=0.0)
         return
-    _last_inputs[obj.name] = (inputs, _channels_of(obj))
+    # The channels as the solve left them: what it read and wrote, where it wrote nothing else.
+    _last_inputs[obj.name] = (inputs, (pose if pose.current else solving.read_pose(obj)).snapshot())
 
 
 #: Live rigs whose solve was put off to the next update (`solving.again`), for `tag_put_off`.

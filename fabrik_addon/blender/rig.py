@@ -252,9 +252,10 @@ MODE_NAMES = {value: name for name, value in MODE_VALUES.items()}
 _NO_MODE = 0x01010101
 
 
-def rotation_modes(pose_bones) -> np.ndarray:
-    """Each pose bone's rotation mode as its enum value (`MODE_VALUES`), read in bulk where Blender can."""
-    modes = np.full(len(pose_bones), _NO_MODE, dtype=np.int32)
+def rotation_modes(pose_bones, count: int | None = None) -> np.ndarray:
+    """Each pose bone's rotation mode as its enum value (`MODE_VALUES`), read in bulk where Blender can; `count`
+    is how many pose bones there are, where the caller knows."""
+    modes = np.full(len(pose_bones) if count is None else count, _NO_MODE, dtype=np.int32)
     try:
         pose_bones.foreach_get("rotation_mode", modes)
     except (TypeError, RuntimeError):

@@ -488,7 +488,9 @@ def _compute_general(
     return conclude(problem, pose, report)
 
 
-def solve_object(obj, depsgraph=None, hold: bool = True, checked: list[EffectorValues] | None = None) -> RigStatus:
+def solve_object(
+    obj, depsgraph=None, hold: bool = True, checked: list[EffectorValues] | None = None, pose: PoseRead | None = None
+) -> RigStatus:
     """Solve one armature's effectors and write the pose; return (and remember) its status. Raises on rig errors.
 
     With `hold` the animator's rotations under the solution are kept (live
@@ -499,23 +501,29 @@ def solve_object(obj, depsgraph=None, hold: bool = True, checked: list[EffectorV
     not a number, a bone above a chain scaled to zero) is a status, not an
     error: nothing is written, and the next solve after it is fixed works.
     `checked` is the effectors as live solving read and checked them for its
-    inputs (`effector_values`), where it has.
+    inputs (`effector_values`), where it has; `pose`, what it read of the pose
+    (the solve reads the rest into it, and says there whether its arrays hold
+    the channels as the solve left them: `PoseRead.current`).
     """
     refused = editable.editable(obj) or _unusable_rig(obj, depsgraph)
     if refused:
         result = status[obj.name] = RigStatus(message=refused, ok=False)
         return result
     gathered = gather(obj, depsgraph, checked)
+    pose = pose or read_pose(obj)
     follow_held_renames(obj, gathered.skeleton.positions)
-    gathered, refusals = _usable_goals(obj, gathered)  # once: both paths below start from it
+    gathered, refusals = _usable_goals(obj, gathered, pose)  # once: both paths below start from it
     released = False
     if hold and not refusals:  # (a chain left out for bad input keeps its pose: nothing it should not change does)
         tree = moving_tree(gathered.skeleton, gathered.goals) if gathered.goals else None
         released = _release_others(obj, {gathered.skeleton.names[b] for b in tree.bones} if tree else set())
-    result = _solve_free_tree(obj, depsgraph, hold, gathered)
+        if released:
+            pose.forget()  # (channels given back: what was read of them is not what they hold)
+    result = _solve_free_tree(obj, depsgraph, hold, gathered, pose)
     if result is not None:
         status[obj.name] = _put_off(obj, result) if released else result
         return status[obj.name]
+    pose.current = False  # (the general path reads and writes channels of its own)
     with np.errstate(invalid="ignore", divide="ignore"):  # what is not finite is checked below, and never written
         result, solution = _compute_general(obj, depsgraph, None, True, gathered)
     if solution is not None and (unfinished := _not_finite(solution)):
@@ -572,10 +580,13 @@ class _FreeTree:
     influence: list[float] | None
 
 
-def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -> _FreeTree | None:
+def _read_free_tree(
+    obj, depsgraph, gathered: Gathered, previous: dict | None, pose: PoseRead | None = None
+) -> _FreeTree | None:
     """Read a lean solve of a free tree (no limits, rotation goals or IK stretch; poles are fine), or of one
     chain whose limits are open cones solved from FK (`local_solve.solve_open`), in bulk; None for a rig the lean
-    path does not cover. The moving bones start at `previous` where it has them."""
+    path does not cover. The moving bones start at `previous` where it has them; `pose` is what the solve has
+    read of the pose already."""
     settings = obj.fabrik
     if settings.solver != "FABRIK":
         return None
@@ -597,18 +608,16 @@ def _read_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None) -
     if stretch.applies(skeleton, goals):
         return None
     pose_bones = obj.pose.bones
-    n = len(pose_bones)
+    pose = pose or read_pose(obj)
     at = _pose_indices(obj, skeleton, tree)
-    channels = _read_channels(obj, [skeleton.names[b] for b in tree.bones], at.tolist(), depsgraph)
+    channels = _read_channels(obj, [skeleton.names[b] for b in tree.bones], at.tolist(), depsgraph, pose)
     fk_rotations = [
         rotation.channel_to_quaternion(mode, value) for mode, value in zip(channels.modes, channels.fk_values)
     ]
     rotations = fk_rotations
     if previous is not None:
         rotations = [_as_quaternion(previous[b]) if b in previous else r for b, r in zip(tree.bones, rotations)]
-    locations = np.empty(n * 3, dtype=np.float32)
-    pose_bones.foreach_get("location", locations)
-    translations = [tuple(t) if any(t) else None for t in locations.reshape(n, 3)[at].tolist()]
+    translations = [tuple(t) if any(t) else None for t in pose.channel("location", 3)[at].tolist()]
     local = local_solve.local_tree(skeleton, free or tree)
     # (copies: each element read of a pose bone's own matrix goes through RNA again)
     hung_from = [pose_bones[skeleton.names[b]].matrix.copy() if p < 0 and b >= 0 else None
@@ -661,7 +670,7 @@ def _shown(read: _FreeTree, solved: list) -> list:
     ]
 
 
-def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatus | None:
+def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, pose: PoseRead) -> RigStatus | None:
     """`solve_object` for the common case, with the fewest Blender calls; None (having touched nothing) for a rig
     it does not cover.
 
@@ -672,7 +681,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
     updated in bulk. The result is the general path's.
     """
     warm = obj.fabrik.start == 'PREVIOUS' and obj.name in _last_solution
-    read = _read_free_tree(obj, depsgraph, gathered, _last_solution[obj.name] if warm else None)
+    read = _read_free_tree(obj, depsgraph, gathered, _last_solution[obj.name] if warm else None, pose)
     if read is None:
         return None
     outcome = _solve_read(obj, gathered, read)
@@ -689,6 +698,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered) -> RigStatu
     _last_solution[obj.name] = dict(zip(read.tree.bones, solved))
     if channels.entries is not None and channels.entries[4].any():
         write_stretch(obj, gathered.skeleton, {})  # bones stretched before get their own scale back
+        pose.current = False
     result.seconds = time.perf_counter() - gathered.began
     return result
 
@@ -776,7 +786,7 @@ def _unusable_rig(obj, depsgraph) -> str | None:
     return None
 
 
-def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
+def _usable_goals(obj, gathered: Gathered, pose: PoseRead) -> tuple[Gathered, list[str]]:
     """The gathered goals without those whose chain has a channel that is not a number, or hangs from a bone
     without a usable frame (scaled to zero, not a number); each one left out says why in its effector's line.
     Also the reasons, in effector order."""
@@ -784,19 +794,13 @@ def _usable_goals(obj, gathered: Gathered) -> tuple[Gathered, list[str]]:
     if not goals:
         return gathered, []
     pose_bones = obj.pose.bones
-    # Bulk reads decide for the common case: every channel (the rotation in the bone's mode) is finite exactly
-    # when every bone's matrix_basis is, and its location (which connected bones' matrix_basis leaves out, but a
-    # solve reads); no bone is scaled when every scale is exactly 1 (whole arrays compared at once: small numpy
+    # The pose's channels decide for the common case, each read once in bulk (the solve and live solving's
+    # snapshot use them too): every one finite, every scale exactly 1 (whole arrays at once: small numpy
     # operations cost more inside a frame than alone).
-    n = len(pose_bones)
-    basis, location = np.empty(n * 16, dtype=np.float32), np.empty(n * 3, dtype=np.float32)
-    scales = np.empty(n * 3, dtype=np.float32)
-    pose_bones.foreach_get("matrix_basis", basis)
-    pose_bones.foreach_get("location", location)
-    pose_bones.foreach_get("scale", scales)
-    bad = {} if np.isfinite(basis).all() and np.isfinite(location).all() else _channels_not_finite(obj, skeleton)
+    bad = {} if pose.all_finite() else _channels_not_finite(obj, skeleton)
+    scales = pose.channel("scale", 3)
     # A NaN elsewhere in the rig (which compares as not scaled) must not hide a scaled bone in this chain.
-    scaled = _scaled_bones(obj, skeleton, scales.reshape(n, 3)) if (scales != 1.0).any() else {}
+    scaled = _scaled_bones(obj, skeleton, scales) if (scales != 1.0).any() else {}
     parents, usable = skeleton.parents, {}
     kept, refusals = [], []
     for goal, index in zip(goals, used):
@@ -1309,6 +1313,62 @@ def _pose_bone_indices(obj, names: list[str]) -> list[int]:
     return at
 
 
+#: Pose-bone channels that make a pose (the rotation of every mode, location, scale) and their sizes.
+POSE_CHANNELS = (
+    ("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4), ("location", 3), ("scale", 3)
+)
+
+
+class PoseRead:
+    """A rig's pose channels as one solve reads them: each channel of every pose bone read once, in bulk, when
+    first asked for, and the rotation modes. The solve's write sets its values in these arrays as well, so after
+    a solve that wrote nothing else (`current`) they are the channels as it left them, which live solving keeps
+    to compare its next update with (`snapshot`) without reading them again."""
+
+    def __init__(self, obj, count: int | None = None) -> None:
+        self.pose_bones = obj.pose.bones
+        #: How many pose bones there are (counting them walks them all: a solve knows from the skeleton it read).
+        self.count = len(self.pose_bones) if count is None else count
+        self.arrays: dict[str, np.ndarray] = {}
+        self._modes: np.ndarray | None = None
+        #: Whether the arrays hold the channels as they are (no write but the lean path's went past them).
+        self.current = True
+
+    def channel(self, name: str, size: int) -> np.ndarray:
+        """One channel of every pose bone, (count, size)."""
+        values = self.arrays.get(name)
+        if values is None:
+            values = np.empty(self.count * size, dtype=np.float32)
+            self.pose_bones.foreach_get(name, values)
+            values = self.arrays[name] = values.reshape(self.count, size)
+        return values
+
+    def modes(self) -> np.ndarray:
+        """Every pose bone's rotation mode (`rig.rotation_modes`)."""
+        if self._modes is None:
+            self._modes = rig.rotation_modes(self.pose_bones, self.count)
+        return self._modes
+
+    def all_finite(self) -> bool:
+        """Whether every channel of every pose bone is a number (any mode's rotation: a NaN in a channel the
+        bone's mode does not use fails this, and is looked at more closely)."""
+        return math.isfinite(sum(float(self.channel(name, size).sum()) for name, size in POSE_CHANNELS))
+
+    def forget(self) -> None:
+        """Read everything again when next asked (the channels were set by other means)."""
+        self.arrays.clear()
+        self._modes = None
+
+    def snapshot(self) -> bytes:
+        """The pose channels and rotation modes as one comparable value."""
+        return b"".join([self.channel(name, size).tobytes() for name, size in POSE_CHANNELS] + [self.modes().tobytes()])
+
+
+def read_pose(obj) -> PoseRead:
+    """A `PoseRead` of a rig whose structure the caller has just read (`rig.skeleton_of`)."""
+    return PoseRead(obj, len(rig.pose_bone_order(obj)))
+
+
 @dataclass
 class _Channels:
     """Some bones' rotation channels as one bulk read found them (`_read_channels`), kept for a bulk write."""
@@ -1327,27 +1387,22 @@ class _Channels:
     fk_values: list[tuple[float, ...]]
 
 
-def _read_channels(obj, names: list[str], at: list[int], depsgraph=None) -> _Channels:
-    """The named bones' rotation channels (at these pose-bone indices), modes and FK values, read in bulk."""
-    pose_bones = obj.pose.bones
-    modes = [rig.MODE_NAMES[m] for m in rig.rotation_modes(pose_bones)[at].tolist()]
-    arrays: dict = {}
-    current = _rotation_values(pose_bones, at, modes, arrays)
+def _read_channels(obj, names: list[str], at: list[int], depsgraph=None, pose: PoseRead | None = None) -> _Channels:
+    """The named bones' rotation channels (at these pose-bone indices), modes and FK values, read in bulk (from
+    `pose`, where the solve has read some already)."""
+    pose = pose or PoseRead(obj)
+    modes = [rig.MODE_NAMES[m] for m in pose.modes()[at].tolist()]
+    arrays = pose.arrays
+    current = _rotation_values(pose, at, modes)
     held = _held(obj)
     entries = _held_arrays(held)
     return _Channels(at, names, modes, arrays, current, held, entries, _fk_in_bulk(obj, names, modes, current, entries, depsgraph))
 
 
-def _rotation_values(pose_bones, at: list[int], modes: list[str], arrays: dict | None = None) -> list[tuple[float, ...]]:
-    """The rotation channel values of the pose bones at these indices, each in its mode, read in bulk (only the
-    channel kinds the modes use); `arrays`, when given, gets each channel read, (n, size) for every pose bone."""
-    arrays = {} if arrays is None else arrays
-    n = len(pose_bones)
-    for channel, size in {rig.rotation_channel(mode) for mode in modes}:
-        values = np.empty(n * size, dtype=np.float32)
-        pose_bones.foreach_get(channel, values)
-        arrays[channel] = values.reshape(n, size)
-    return [tuple(arrays[rig.rotation_channel(mode)[0]][i].tolist()) for mode, i in zip(modes, at)]
+def _rotation_values(pose: PoseRead, at: list[int], modes: list[str]) -> list[tuple[float, ...]]:
+    """The rotation channel values of the pose bones at these indices, each in its mode (only the channel kinds
+    the modes use are read)."""
+    return [tuple(pose.channel(*rig.rotation_channel(mode))[i].tolist()) for mode, i in zip(modes, at)]
 
 
 def _keyed_channels(obj, depsgraph=None) -> tuple | None:
