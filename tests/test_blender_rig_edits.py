@@ -137,6 +137,26 @@ def test_restore_finds_the_constraint_on_a_renamed_bone():
     assert not rig.pose.bones["hand"].constraints["IK"].mute
 
 
+def test_live_solving_follows_a_renamed_bone_that_holds_a_converted_constraint_but_is_not_its_tip():
+    """A converted constraint without Use Tail: the effector's tip is the owner's parent, so only the effector's
+    source bone and the conversion's record name the owner. Renamed, both follow while live solving runs."""
+    rig, target = chain_rig(live=False)
+    rig.fabrik.effectors.clear()
+    constraint = rig.pose.bones["bone3"].constraints.new('IK')
+    constraint.name, constraint.target, constraint.chain_count, constraint.use_tail = "IK", target, 3, False
+    constraints.convert_ik_constraints(rig)
+    (effector,) = rig.fabrik.effectors
+    assert (effector.bone, effector.source_bone) == ("bone2", "bone3")
+    rig.fabrik.live = True
+    settle()
+    rename_in_edit_mode(rig, "bone3", "hand")
+    settle()
+    assert (effector.bone, effector.source_bone, rig.fabrik.converted[0].bone) == ("bone2", "hand", "hand")
+    assert solving.status["Rig"].ok and all(solving.status["Rig"].reached.values())
+    restored, problems = constraints.restore_ik_constraints(rig)
+    assert restored == ["'IK' on 'hand'"] and not problems
+
+
 def test_restore_says_what_it_could_not_restore():
     rig, constraint = converted_rig()
     rig.pose.bones["bone3"].constraints.remove(constraint)
