@@ -389,15 +389,21 @@ def test_live_off_keeps_what_was_set_since_the_solve():
     assert tuple(rig.pose.bones["bone1"].rotation_quaternion) == (1.0, 0.0, 0.0, 0.0)
 
 
-def test_a_keyed_chain_bone_starts_from_its_animation_not_a_held_value():
-    """Where animation keys a chain bone, each frame's FK value is the key's, also while dragging a target."""
+def keyed_chain_rig():
+    """The chain with its first bone keyed at frames 1 and 11 (0 and 0.8 rad about X), live at frame 6."""
     rig, target = chain_rig()
     pb = rig.pose.bones["bone0"]
     for frame, angle in ((1, 0.0), (11, 0.8)):
         pb.rotation_quaternion = (math.cos(angle / 2), math.sin(angle / 2), 0.0, 0.0)
         pb.keyframe_insert("rotation_quaternion", frame=frame)
-    scene = bpy.context.scene
-    scene.frame_set(6)
+    bpy.context.scene.frame_set(6)
+    return rig, target
+
+
+def test_a_keyed_chain_bone_starts_from_its_animation_not_a_held_value():
+    """Where animation keys a chain bone, each frame's FK value is the key's, also while dragging a target."""
+    rig, target = keyed_chain_rig()
+    pb = rig.pose.bones["bone0"]
     at_six = matrices(rig)
     keyed = tuple(pb.rotation_quaternion)  # (solved)
     target.location = (-1.0, 1.0, 2.0)
@@ -418,13 +424,7 @@ def test_keying_the_solved_pose_makes_it_the_animators_where_the_channel_still_h
     """A key set on a chain bone at the pose live solving wrote (its channel unchanged) is the animator's pose
     from then on: the next solve starts there, also on a bone that had no F-curve before (the rig's keyed
     channels are looked at again when its F-curves change)."""
-    rig, target = chain_rig()
-    first = rig.pose.bones["bone0"]
-    for frame, angle in ((1, 0.0), (11, 0.8)):
-        first.rotation_quaternion = (math.cos(angle / 2), math.sin(angle / 2), 0.0, 0.0)
-        first.keyframe_insert("rotation_quaternion", frame=frame)
-    scene = bpy.context.scene
-    scene.frame_set(6)
+    rig, target = keyed_chain_rig()
     for name in ("bone0", "bone1"):  # (bone1: no F-curve until now)
         pb = rig.pose.bones[name]
         solved = tuple(pb.rotation_quaternion)
