@@ -102,10 +102,18 @@ def build_scene() -> None:
 
 def chain_names(rig) -> set[str]:
     """Bones the add-on may write on a rig: every effector's chain (by the names the effectors hold now) and every
-    bone it keeps written values for (live solving off gives those back)."""
-    names = {entry.name for entry in rig.fabrik.held}
+    bone it keeps written values for (live solving off gives those back). A name that is no longer a bone (renamed
+    while the add-on was off, and not followed yet) counts by the bone in the place the add-on follows it to: the
+    held entry's or the effector's noted place among the bones."""
+    bones = rig.data.bones
+
+    def followed(name: str, index: int) -> str:
+        return name if name in bones or not 0 <= index < len(bones) else bones[index].name
+
+    names = {followed(entry.name, entry.index) for entry in rig.fabrik.held}
     for effector in rig.fabrik.effectors:
-        bone = rig.data.bones.get(effector.bone)
+        ref = effector.bone_refs.get("bone")
+        bone = bones.get(followed(effector.bone, ref.index if ref is not None else -1))
         count = 0
         while bone is not None and (effector.chain_length == 0 or count < effector.chain_length):
             names.add(bone.name)
