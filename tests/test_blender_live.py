@@ -833,10 +833,11 @@ def test_a_long_chain_ends_on_screen_where_the_solve_put_it():
 
 @pytest.mark.parametrize("case", ["free chain", "hinged", "chain made shorter", "stretched before"])
 def test_the_channels_remembered_after_a_solve_are_the_channels_it_left(case):
-    """Live solving remembers the channels as its solve left them, to tell its own writes from anyone else's;
-    where only the lean write touched them they are what the solve read and wrote, not read again. After every
-    kind of solve they must equal a fresh read: the free chain's lean path, the general path (a hinge), bones
-    given back when a chain is made shorter, and a scale given back after IK stretch (on the lean path)."""
+    """Live solving remembers the channels as its solve left them, to tell its own writes from anyone else's:
+    the arrays the solve read and wrote its rotations into, not a second read (what it wrote by other means is
+    read again). After every kind of solve they must equal a fresh read: the free chain's lean path, the general
+    path (a hinge), bones given back when a chain is made shorter, IK stretch written (on the general path) and
+    a scale given back after it (on the lean path)."""
     from fabrik_addon.blender import live
 
     rig, target = chain_rig(target_at=(1.5, 0.0, 2.5) if case != "stretched before" else (0.0, 0.0, 6.0))
@@ -847,8 +848,10 @@ def test_the_channels_remembered_after_a_solve_are_the_channels_it_left(case):
     if case == "stretched before":
         rig.pose.bones["bone1"].ik_stretch = 0.5
         rig.fabrik.effectors[0].use_stretch = True
+        target.location.z += 0.5  # (the frame's solve writes another stretch than the one on switching it on)
     scene = bpy.context.scene
     scene.frame_set(2)
+    assert live._last_inputs["Rig"][1] == solving.read_pose(rig).snapshot()  # (stretched: on the general path)
     if case == "chain made shorter":
         rig.fabrik.effectors[0].chain_length = 2
     if case == "stretched before":

@@ -246,8 +246,8 @@ def _solve(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: so
         if not bpy.app.background and not bpy.app.timers.is_registered(tag_put_off):
             bpy.app.timers.register(tag_put_off, first_interval=0.0)
         return
-    # The channels as the solve left them: what it read and wrote, where it wrote nothing else.
-    _last_inputs[obj.name] = (inputs, (pose if pose.current else solving.read_pose(obj)).snapshot())
+    # The channels as the solve left them: what it read and wrote (what it wrote by other means read again).
+    _last_inputs[obj.name] = (inputs, pose.snapshot())
 
 
 #: Live rigs whose solve was put off to the next update (`solving.again`), for `tag_put_off`.

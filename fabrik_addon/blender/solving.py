@@ -331,6 +331,7 @@ def prepare(
     previous: dict[int, np.ndarray] | None = None,
     keep_fk: bool = True,
     gathered: Gathered | None = None,
+    pose_read: PoseRead | None = None,
 ) -> tuple[RigStatus, Problem | None]:
     """Read one armature's solve from Blender: goals in armature space and the start pose.
 
@@ -338,7 +339,9 @@ def prepare(
     "Previous Solution" setting) the moving bones start where that solution
     left them. Without `keep_fk` the FK rotations of bones that start from
     `previous` are not read (nothing will stash them). Raises ValueError for
-    problems with the rig as a whole. `gathered` is what `gather` read already.
+    problems with the rig as a whole. `gathered` is what `gather` read already,
+    `pose_read` what the solve read of the pose (the channels are read from it,
+    and a write of the solution sets its values there too).
     """
     settings = obj.fabrik
     skeleton, goals, used, problems, began = gathered or gather(obj, depsgraph)
@@ -357,7 +360,7 @@ def prepare(
     keep_fk = keep_fk or influence is not None  # (the blend needs every moving bone's FK rotation)
     read = [b for b in tree.bones if keep_fk or not warm or b not in previous]
     at = rig.pose_bone_order(obj)[read].tolist()
-    channels = _read_channels(obj, [skeleton.names[b] for b in read], at, depsgraph)
+    channels = _read_channels(obj, [skeleton.names[b] for b in read], at, depsgraph, pose_read)
     fk_values = dict(zip(read, channels.fk_values))
     fk = dict(zip(read, channel_matrices(channels.modes, channels.fk_values)))
     rotations = dict(fk)
@@ -474,10 +477,11 @@ def compute(
 
 
 def _compute_general(
-    obj, depsgraph, previous: dict[int, np.ndarray] | None, keep_fk: bool, gathered: Gathered
+    obj, depsgraph, previous: dict[int, np.ndarray] | None, keep_fk: bool, gathered: Gathered,
+    pose_read: PoseRead | None = None,
 ) -> tuple[RigStatus, Solution | None]:
-    """`compute` through `prepare` and the core solvers, for every rig."""
-    result, problem = prepare(obj, depsgraph, previous, keep_fk, gathered)
+    """`compute` through `prepare` and the core solvers, for every rig (`pose_read`: as for `prepare`)."""
+    result, problem = prepare(obj, depsgraph, previous, keep_fk, gathered, pose_read)
     if problem is None:
         return result, None
     try:
@@ -502,8 +506,8 @@ def solve_object(
     error: nothing is written, and the next solve after it is fixed works.
     `checked` is the effectors as live solving read and checked them for its
     inputs (`effector_values`), where it has; `pose`, what it read of the pose
-    (the solve reads the rest into it, and says there whether its arrays hold
-    the channels as the solve left them: `PoseRead.current`).
+    (the solve reads the rest into it, and leaves it holding the channels as
+    the solve left them).
     """
     refused = editable.editable(obj) or _unusable_rig(obj, depsgraph)
     if refused:
@@ -523,9 +527,8 @@ def solve_object(
     if result is not None:
         status[obj.name] = _put_off(obj, result) if released else result
         return status[obj.name]
-    pose.current = False  # (the general path reads and writes channels of its own)
     with np.errstate(invalid="ignore", divide="ignore"):  # what is not finite is checked below, and never written
-        result, solution = _compute_general(obj, depsgraph, None, True, gathered)
+        result, solution = _compute_general(obj, depsgraph, None, True, gathered, pose)
     if solution is not None and (unfinished := _not_finite(solution)):
         result = RigStatus(effectors=dict(gathered.problems), message=unfinished, ok=False)
         solution = None
@@ -533,11 +536,13 @@ def solve_object(
         result.message = "; ".join(dict.fromkeys(refusals))  # nothing solved: say why, once per cause
         if hold:
             write_stretch(obj, gathered.skeleton, {})  # (what IK stretch wrote before goes back all the same)
+            pose.forget("scale")
     if solution is not None:
         skeleton = solution.skeleton
         _write_solution(obj, solution, hold)
         _last_solution[obj.name] = solution.unblended or {b: solution.local[b] for b in solution.bones}
         write_stretch(obj, skeleton, solution.scales)
+        pose.forget("scale")
     status[obj.name] = _put_off(obj, result) if released else result
     return status[obj.name]
 
@@ -698,7 +703,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, pose: PoseR
     _last_solution[obj.name] = dict(zip(read.tree.bones, solved))
     if channels.entries is not None and channels.entries[4].any():
         write_stretch(obj, gathered.skeleton, {})  # bones stretched before get their own scale back
-        pose.current = False
+        pose.forget("scale")
     result.seconds = time.perf_counter() - gathered.began
     return result
 
@@ -1321,9 +1326,9 @@ POSE_CHANNELS = (
 
 class PoseRead:
     """A rig's pose channels as one solve reads them: each channel of every pose bone read once, in bulk, when
-    first asked for, and the rotation modes. The solve's write sets its values in these arrays as well, so after
-    a solve that wrote nothing else (`current`) they are the channels as it left them, which live solving keeps
-    to compare its next update with (`snapshot`) without reading them again."""
+    first asked for, and the rotation modes. The solve's rotation write sets its values in these arrays as well,
+    and what is written by other means is forgotten (read again when next asked for), so after a solve they are
+    the channels as it left them, which live solving keeps to compare its next update with (`snapshot`)."""
 
     def __init__(self, obj, count: int | None = None) -> None:
         self.pose_bones = obj.pose.bones
@@ -1331,8 +1336,6 @@ class PoseRead:
         self.count = len(self.pose_bones) if count is None else count
         self.arrays: dict[str, np.ndarray] = {}
         self._modes: np.ndarray | None = None
-        #: Whether the arrays hold the channels as they are (no write but the lean path's went past them).
-        self.current = True
 
     def channel(self, name: str, size: int) -> np.ndarray:
         """One channel of every pose bone, (count, size)."""
@@ -1354,8 +1357,13 @@ class PoseRead:
         bone's mode does not use fails this, and is looked at more closely)."""
         return math.isfinite(sum(float(self.channel(name, size).sum()) for name, size in POSE_CHANNELS))
 
-    def forget(self) -> None:
-        """Read everything again when next asked (the channels were set by other means)."""
+    def forget(self, *channels: str) -> None:
+        """Read these channels (by default every channel and the modes) again when next asked: they were set by
+        other means than the solve's rotation write."""
+        if channels:
+            for name in channels:
+                self.arrays.pop(name, None)
+            return
         self.arrays.clear()
         self._modes = None
 
