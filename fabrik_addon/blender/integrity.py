@@ -203,10 +203,11 @@ def _layer_objects(depsgraph):
 
 def untidy(obj, values) -> bool:
     """Whether `tidy` may have something to do, judged from the effectors as read and checked (`problems_of` with
-    `values`): a renamed bone and a deleted target are problems of their effector; a converted constraint's
-    record and an effector's source bone (which no problem covers) may name a renamed bone. (Where nothing is
-    wrong, which is every frame of playback, the checks are not made twice.)"""
-    if any(value.problem is not None for value in values):
+    `values`): a renamed bone and a deleted target are problems of their effector (a rig's switch turning one off,
+    which starts with "disabled", is none it can mend); a converted constraint's record and an effector's source
+    bone (which no problem covers) may name a renamed bone. (Where nothing is wrong, which is every frame of
+    playback, the checks are not made twice.)"""
+    if any(value.problem is not None and not value.problem.startswith("disabled") for value in values):
         return True
     bones = obj.data.bones
     if any(value.source_bone and value.source_bone not in bones for value in values):

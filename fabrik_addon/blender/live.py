@@ -210,8 +210,8 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
                 with rig.frozen_structure(obj, _unchanged_parts(obj, updated)):
                     watched.add(obj.name)
                     inputs, values = _inputs_of(obj, depsgraph)
-                    if integrity.untidy(obj, values):  # effectors follow renamed bones; deleted targets are let go
-                        integrity.tidy(obj, depsgraph)
+                    # Effectors follow renamed bones and let deleted targets go; read again where that changed one.
+                    if integrity.untidy(obj, values) and integrity.tidy(obj, depsgraph):
                         inputs, values = _inputs_of(obj, depsgraph)
                     pose = solving.read_pose(obj)
                     # A frame change always solves: the channels are read before only where they are compared
