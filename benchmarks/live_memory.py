@@ -18,7 +18,7 @@ from typing import Callable
 
 import bpy
 
-from fabrik_addon.blender import live, solving
+from fabrik_addon.blender import animdata, live, solving
 from fabrik_addon.blender import rig as addon_rig
 
 #: The animation each long playback loops over (as Blender's playback does), frames.
@@ -83,7 +83,7 @@ def per_rig_tables() -> dict[str, dict]:
         ("rig._limit_problems", addon_rig, "_limit_problems"),
         ("live._ik_animation", live, "_ik_animation"),
         ("solving._cones_bound", solving, "_cones_bound"),
-        ("solving._keyed_paths", solving, "_keyed_paths"),
+        ("animdata._fcurve_paths", animdata, "_fcurve_paths"),
     ):
         table = getattr(module, name, None)
         if isinstance(table, dict):

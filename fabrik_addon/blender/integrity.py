@@ -154,7 +154,12 @@ def _all_there(obj) -> bool:
                 armature = bones.id_data if field in ("bone", "source_bone") else _armature_of(obj, effector, field)
                 if armature is not None and name not in armature.bones:
                     return False
-    return all(not r.bone or r.bone in bones for r in obj.fabrik.converted)
+    return _records_there(obj, bones)
+
+
+def _records_there(obj, bones) -> bool:
+    """Whether every bone the records of converted constraints name is among these bones."""
+    return all(not record.bone or record.bone in bones for record in obj.fabrik.converted)
 
 
 def remember_bones(obj, effector) -> None:
@@ -210,9 +215,9 @@ def untidy(obj, values) -> bool:
     if any(value.problem is not None and not value.problem.startswith("disabled") for value in values):
         return True
     bones = obj.data.bones
-    if any(value.source_bone and value.source_bone not in bones for value in values):
-        return True
-    return not all(not record.bone or record.bone in bones for record in obj.fabrik.converted)
+    return any(value.source_bone and value.source_bone not in bones for value in values) or not _records_there(
+        obj, bones
+    )
 
 
 def _in_view_layer(target, layer_objects) -> bool:

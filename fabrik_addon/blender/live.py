@@ -88,18 +88,18 @@ def _inputs_of(obj, depsgraph) -> tuple[tuple, list[EffectorValues]]:
     # The skeleton is rebuilt (a new object) only when bones, rest pose, IK limits or stretch factors change.
     snapshot = [
         integrity.problems_of(obj, depsgraph, values),
-        _as_tuple(_world_of(obj, "", depsgraph)),
+        _as_tuple(_world_or_none(obj, "", depsgraph)),
         settings.solver, settings.iterations, settings.tolerance, settings.start, settings.influence,
         id(rig.skeleton_of(obj)),
     ]
     for value in values:
-        value.target_world = _world_of(value.target, value.subtarget, depsgraph)
-        value.pole_world = _world_of(value.pole_target, value.pole_subtarget, depsgraph)
+        value.target_world = _world_or_none(value.target, value.subtarget, depsgraph)
+        value.pole_world = _world_or_none(value.pole_target, value.pole_subtarget, depsgraph)
         snapshot.append((_as_tuple(value.target_world), _as_tuple(value.pole_world), value.solved()))
     return tuple(snapshot), values
 
 
-def _world_of(target, subtarget: str, depsgraph):
+def _world_or_none(target, subtarget: str, depsgraph):
     """World matrix of an object or of one of its bones, a copy (None when there is none)."""
     if target is None:
         return None
@@ -152,24 +152,18 @@ _ik_animation: dict[str, tuple] = {}
 
 def _ik_animated(obj) -> bool:
     """Whether the rig's animation (its action's F-curves, NLA strips) or drivers may set an IK setting: looked at
-    again only when the action, its slot or the number of F-curves, drivers or NLA tracks changes."""
+    again only when its F-curves' paths (`animdata.fcurve_paths`) or the number of drivers or NLA tracks change."""
     animation_data = obj.animation_data
     if animation_data is None:
         return False
-    fcurves = animdata.fcurves(obj)
     drivers = animation_data.drivers
-    action = animation_data.action
-    slot = getattr(animation_data, "action_slot", None)
-    key = (
-        action.as_pointer() if action is not None else 0, slot.as_pointer() if slot is not None else 0,
-        len(fcurves) if fcurves is not None else 0, len(drivers), len(animation_data.nla_tracks),
-    )
+    paths = animdata.fcurve_paths(obj)
+    key = (paths, len(drivers), len(animation_data.nla_tracks))  # (the same paths are the same object: cheap)
     known = _ik_animation.get(obj.name)
     if known is not None and known[0] == key:
         return known[1]
-    paths = [f.data_path for f in fcurves or ()] + [d.data_path for d in drivers]
     # An NLA strip's action may animate anything: treated as animating the settings.
-    animated = bool(len(animation_data.nla_tracks)) or any(path.endswith(_IK_PATHS) for path in paths)
+    animated = bool(key[2]) or any(path.endswith(_IK_PATHS) for path in [*paths, *(d.data_path for d in drivers)])
     _ik_animation[obj.name] = (key, animated)
     return animated
 
@@ -190,7 +184,6 @@ class _Updates:
         if self.pointers is None:
             self.pointers = {update.id.original.as_pointer() for update in self.depsgraph.updates}
         return id_data.as_pointer() in self.pointers
-
 
 
 def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:

@@ -80,14 +80,14 @@ def forget(obj_name: str | None = None) -> None:
         _last_solution.clear()
         _held_in_memory.clear()
         _cones_bound.clear()
-        _keyed_paths.clear()
+        animdata.forget()
         return
     status.pop(obj_name, None)
     again.discard(obj_name)
     _last_solution.pop(obj_name, None)
     _held_in_memory.pop(obj_name, None)
     _cones_bound.pop(obj_name, None)
-    _keyed_paths.pop(obj_name, None)
+    animdata.forget(obj_name)
 
 
 #: Rigs whose last solve was put off to the next update (`solve_object`): live solving must not take the pose
@@ -97,7 +97,7 @@ again: set[str] = set()
 
 def remembered_rigs() -> set[str]:
     """Names of the rigs in-memory state is kept for."""
-    return set(status) | set(_last_solution) | set(_held_in_memory) | set(_cones_bound) | set(_keyed_paths)
+    return set(status) | set(_last_solution) | set(_held_in_memory) | set(_cones_bound) | animdata.remembered()
 
 
 class EffectorError(ValueError):
@@ -150,7 +150,7 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
             raise EffectorError(f"target bone '{effector.subtarget}' is part of the chain it should pull")
     elif _parented_to_chain(target, obj, moving_names):
         raise EffectorError(f"target '{target.name}' is parented to a bone of its own chain")
-    world = _world_of(effector, "target_world", target, effector.subtarget, depsgraph)
+    world = _world_of(effector, "target", depsgraph)
     point = to_armature @ world.translation
     if not all(math.isfinite(c) for c in point):
         raise EffectorError(f"target '{target.name}' is not at a finite location")
@@ -162,7 +162,7 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
         rotation = tuple(local.normalized().to_quaternion().normalized())
     pole = None
     if effector.pole_target is not None:
-        pole_world = _world_of(effector, "pole_world", effector.pole_target, effector.pole_subtarget, depsgraph)
+        pole_world = _world_of(effector, "pole", depsgraph)
         pole = tuple(to_armature @ pole_world.translation)
         if not all(math.isfinite(c) for c in pole):
             raise EffectorError(f"pole target '{effector.pole_target.name}' is not at a finite location")
@@ -179,11 +179,15 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
     )
 
 
-def _world_of(effector, read: str, target, subtarget: str, depsgraph) -> Matrix:
-    """`world_matrix` of an effector's target or pole, as its values were read (`EffectorValues`, attribute
-    `read`) where they have it."""
-    world = getattr(effector, read, None)
-    return world if world is not None else world_matrix(target, subtarget, depsgraph)
+def _world_of(effector, role: str, depsgraph) -> Matrix:
+    """`world_matrix` of an effector's target (`role` "target") or pole ("pole"): as live solving read it with
+    the effector's values (`EffectorValues`), else read now."""
+    world = getattr(effector, f"{role}_world", None)
+    if world is not None:
+        return world
+    if role == "target":
+        return world_matrix(effector.target, effector.subtarget, depsgraph)
+    return world_matrix(effector.pole_target, effector.pole_subtarget, depsgraph)
 
 
 def world_matrix(target, subtarget: str, depsgraph) -> Matrix:
@@ -535,14 +539,12 @@ def solve_object(
     if solution is None and refusals and not gathered.goals:
         result.message = "; ".join(dict.fromkeys(refusals))  # nothing solved: say why, once per cause
         if hold:
-            write_stretch(obj, gathered.skeleton, {})  # (what IK stretch wrote before goes back all the same)
-            pose.forget("scale")
+            write_stretch(obj, gathered.skeleton, {}, pose)  # (what IK stretch wrote before goes back all the same)
     if solution is not None:
         skeleton = solution.skeleton
         _write_solution(obj, solution, hold)
         _last_solution[obj.name] = solution.unblended or {b: solution.local[b] for b in solution.bones}
-        write_stretch(obj, skeleton, solution.scales)
-        pose.forget("scale")
+        write_stretch(obj, skeleton, solution.scales, pose)
     status[obj.name] = _put_off(obj, result) if released else result
     return status[obj.name]
 
@@ -680,8 +682,9 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, pose: PoseR
     it does not cover.
 
     It covers FABRIK on a free tree (no limits, rotation goals or IK stretch;
-    poles are fine), and on one chain in open cones solved from FK, in any rotation mode: the moving bones' channels are read
-    and written in bulk (one foreach_set per channel kind that changed),
+    poles are fine), and on one chain in open cones solved from FK, in any
+    rotation mode: the moving bones' channels are read and written in bulk
+    (one foreach_set per channel kind that changed),
     `core.local_solve` solves on plain floats, and what `fabrik.held` keeps is
     updated in bulk. The result is the general path's.
     """
@@ -702,8 +705,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, pose: PoseR
     _write_and_hold(obj, channels, values, channels.fk_values, hold)
     _last_solution[obj.name] = dict(zip(read.tree.bones, solved))
     if channels.entries is not None and channels.entries[4].any():
-        write_stretch(obj, gathered.skeleton, {})  # bones stretched before get their own scale back
-        pose.forget("scale")
+        write_stretch(obj, gathered.skeleton, {}, pose)  # bones stretched before get their own scale back
     result.seconds = time.perf_counter() - gathered.began
     return result
 
@@ -802,7 +804,7 @@ def _usable_goals(obj, gathered: Gathered, pose: PoseRead) -> tuple[Gathered, li
     # The pose's channels decide for the common case, each read once in bulk (the solve and live solving's
     # snapshot use them too): every one finite, every scale exactly 1 (whole arrays at once: small numpy
     # operations cost more inside a frame than alone).
-    bad = {} if pose.all_finite() else _channels_not_finite(obj, skeleton)
+    bad = {} if pose.all_finite() else _channels_not_finite(obj, pose)
     scales = pose.channel("scale", 3)
     # A NaN elsewhere in the rig (which compares as not scaled) must not hide a scaled bone in this chain.
     scaled = _scaled_bones(obj, skeleton, scales) if (scales != 1.0).any() else {}
@@ -866,18 +868,14 @@ def _scaled_bones(obj, skeleton, scales: np.ndarray) -> dict[int, tuple[float, .
     return out
 
 
-def _channels_not_finite(obj, skeleton) -> dict[int, str]:
-    """Per bone (skeleton index) with a channel that is not a number: which ('rotation', 'location', 'scale');
-    read in bulk, the rotation in the bone's own mode."""
-    pose_bones = obj.pose.bones
-    n = len(pose_bones)
+def _channels_not_finite(obj, pose: PoseRead) -> dict[int, str]:
+    """Per bone (skeleton index) with a channel that is not a number: which ('rotation', 'location', 'scale'),
+    the rotation in the bone's own mode; from the channels as the solve read them."""
 
     def finite(name: str, size: int) -> np.ndarray:
-        values = np.empty(n * size, dtype=np.float32)
-        pose_bones.foreach_get(name, values)
-        return np.isfinite(values.reshape(n, size)).all(axis=1)
+        return np.isfinite(pose.channel(name, size)).all(axis=1)
 
-    modes = rig.rotation_modes(pose_bones)
+    modes = pose.modes()
     rotation_ok = np.where(
         modes == _QUATERNION_MODE, finite("rotation_quaternion", 4),
         np.where(modes == _AXIS_ANGLE_MODE, finite("rotation_axis_angle", 4), finite("rotation_euler", 3)),
@@ -1199,12 +1197,15 @@ def _let_go(obj, names: list[str]) -> None:
             entry.rotated = False
 
 
-def write_stretch(obj, skeleton, scales: dict[int, float]) -> None:
+def write_stretch(obj, skeleton, scales: dict[int, float], pose: PoseRead | None = None) -> None:
     """Write IK stretch as the bones' uniform scale; bones stretched before and no longer get their own scale back
-    (the animator's, kept with the rig: 1 unless they set another).
+    (the animator's, kept with the rig: 1 unless they set another). `pose`, the solve's read of the pose, reads
+    the scale again when next asked.
 
     Bones whose scale stays 1 and that we did not stretch are never touched.
     """
+    if pose is not None:
+        pose.forget("scale")
     wanted = {skeleton.names[b]: value for b, value in scales.items()}
     for entry in _held(obj):
         if not entry.scaled or abs(wanted.get(entry.name, 1.0) - 1.0) > 1e-9:
@@ -1420,26 +1421,10 @@ def _keyed_channels(obj, depsgraph=None) -> tuple | None:
     collection = animdata.fcurves(obj)
     if collection is None or not len(collection):
         return ()
-    paths = _animated_paths(obj, collection)
+    paths = animdata.fcurve_paths(obj, collection)
     if depsgraph is not None:
         return collection, depsgraph.scene.frame_current_final, paths
     return collection, obj.users_scene[0].frame_current_final if obj.users_scene else 0.0, paths
-
-
-#: Per rig: (its action, slot and number of F-curves, the data paths they animate), for `_animated_paths`.
-_keyed_paths: dict[str, tuple] = {}
-
-
-def _animated_paths(obj, collection) -> frozenset[str]:
-    """The data paths the rig's F-curves animate, looked at again when its action, slot or number of F-curves
-    changes (a lookup per keyed component of every moving bone costs more, every frame)."""
-    animation_data = obj.animation_data
-    slot = getattr(animation_data, "action_slot", None)
-    key = (animation_data.action.as_pointer(), slot.as_pointer() if slot is not None else 0, len(collection))
-    known = _keyed_paths.get(obj.name)
-    if known is None or known[0] != key:
-        known = _keyed_paths[obj.name] = (key, frozenset(fcurve.data_path for fcurve in collection))
-    return known[1]
 
 
 def _animated(keyed: tuple, name: str, channel: str, value: tuple[float, ...]) -> tuple[float, ...]:
