@@ -28,6 +28,7 @@ arrays.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -120,6 +121,8 @@ def start_joints(
     parent that parent's frame and head (None for root bones), as Blender
     composes them: pose = parent pose @ (parent rest^-1 @ rest) @ basis.
     """
+    # (quaternion products written out: on every live frame this runs once per moving bone, and the calls of
+    # quat.mul, rotate and y_axis cost more than their arithmetic)
     tree = local.tree
     frames: list[Quat] = []
     heads: list[Vec] = []
@@ -130,20 +133,48 @@ def start_joints(
         t = translations[k]
         if t is not None:
             offset = add(offset, quat.rotate(rest, t))
-        relative = quat.mul(rest, rotations[k])
+        aw, ax, ay, az = rest
+        bw, bx, by, bz = rotations[k]
+        # relative = rest * rotation
+        w = aw * bw - ax * bx - ay * by - az * bz
+        x = aw * bx + ax * bw + ay * bz - az * by
+        y = aw * by - ax * bz + ay * bw + az * bx
+        z = aw * bz + ax * by - ay * bx + az * bw
         if p >= 0:
             parent_frame, parent_head = frames[p], heads[p]
         else:
             parent = fixed[k]
             parent_frame, parent_head = parent if parent is not None else (None, None)
         if parent_frame is None:
-            frame, head = quat.normalized(relative), offset
+            head = offset
         else:
-            frame = quat.normalized(quat.mul(parent_frame, relative))
-            head = add(parent_head, quat.rotate(parent_frame, offset))
-        frames.append(frame)
+            # frame = parent frame * relative
+            aw, ax, ay, az = parent_frame
+            w, x, y, z = (
+                aw * w - ax * x - ay * y - az * z,
+                aw * x + ax * w + ay * z - az * y,
+                aw * y - ax * z + ay * w + az * x,
+                aw * z + ax * y - ay * x + az * w,
+            )
+            # head = parent head + the offset turned by the parent frame (quat.rotate)
+            vx, vy, vz = offset
+            tx, ty, tz = 2.0 * (ay * vz - az * vy), 2.0 * (az * vx - ax * vz), 2.0 * (ax * vy - ay * vx)
+            head = (
+                parent_head[0] + (vx + aw * tx + ay * tz - az * ty),
+                parent_head[1] + (vy + aw * ty + az * tx - ax * tz),
+                parent_head[2] + (vz + aw * tz + ax * ty - ay * tx),
+            )
+        n = math.sqrt(w * w + x * x + y * y + z * z)
+        w, x, y, z = w / n, x / n, y / n, z / n
+        frames.append((w, x, y, z))
         heads.append(head)
-        tails.append(add(head, scale(quat.y_axis(frame), tree.length[k])))
+        length = tree.length[k]
+        # tail = head + the frame's Y axis (quat.y_axis) times the bone's length
+        tails.append((
+            head[0] + 2.0 * (x * y - w * z) * length,
+            head[1] + (1.0 - 2.0 * (x * x + z * z)) * length,
+            head[2] + 2.0 * (y * z + w * x) * length,
+        ))
     return frames, heads, tails
 
 
@@ -407,21 +438,47 @@ def _local_rotations(
 ) -> list[Quat]:
     """Each node's new local rotation: its start frame swung onto its solved direction, relative to its parent's
     solved frame (or fixed frame) and its rest."""
+    # (the common turn and the products written out, as in `start_joints`: once per moving bone every frame)
     tree = local.tree
+    heads, tails = joints.heads, joints.tails
     solved: list[Quat] = []
     out: list[Quat] = []
     for k, p in enumerate(tree.parent):
-        frame = frames[k]
+        frame = fw, fx, fy, fz = frames[k]
+        head, tail = heads[k], tails[k]
         inverse = 1.0 / tree.length[k]
-        direction = scale(sub(joints.tails[k], joints.heads[k]), inverse)
-        n = (direction[0] ** 2 + direction[1] ** 2 + direction[2] ** 2) ** 0.5
-        direction = scale(direction, 1.0 / n)
-        frame = _swung(frame, quat.y_axis(frame), direction)
+        bx, by, bz = (tail[0] - head[0]) * inverse, (tail[1] - head[1]) * inverse, (tail[2] - head[2]) * inverse
+        n = 1.0 / math.sqrt(bx * bx + by * by + bz * bz)
+        bx, by, bz = bx * n, by * n, bz * n
+        # a: the frame's Y axis (quat.y_axis), the bone's start direction
+        ax, ay, az = 2.0 * (fx * fy - fw * fz), 1.0 - 2.0 * (fx * fx + fz * fz), 2.0 * (fy * fz + fw * fx)
+        d = ax * bx + ay * by + az * bz
+        if d >= -1.0 + 1e-6:
+            # the frame turned by quat.arc(a, b): (1 + a.b, a x b), normalized, then the product normalized
+            tw, tx, ty, tz = 1.0 + d, ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
+            n = math.sqrt(tw * tw + tx * tx + ty * ty + tz * tz)
+            tw, tx, ty, tz = tw / n, tx / n, ty / n, tz / n
+            w = tw * fw - tx * fx - ty * fy - tz * fz
+            x = tw * fx + tx * fw + ty * fz - tz * fy
+            y = tw * fy - tx * fz + ty * fw + tz * fx
+            z = tw * fz + tx * fy - ty * fx + tz * fw
+            n = math.sqrt(w * w + x * x + y * y + z * z)
+            frame = (w / n, x / n, y / n, z / n)
+        else:
+            frame = _swung(frame, (ax, ay, az), (bx, by, bz))
         solved.append(frame)
         if p >= 0:
             parent = solved[p]
         else:
             parent = fixed[k][0] if fixed[k] is not None else None
         zero = local.rest[k] if parent is None else quat.mul(parent, local.rest[k])
-        out.append(quat.normalized(quat.mul(quat.conj(zero), frame)))
+        # conj(zero) * frame, normalized
+        aw, ax, ay, az = zero[0], -zero[1], -zero[2], -zero[3]
+        fw, fx, fy, fz = frame
+        w = aw * fw - ax * fx - ay * fy - az * fz
+        x = aw * fx + ax * fw + ay * fz - az * fy
+        y = aw * fy - ax * fz + ay * fw + az * fx
+        z = aw * fz + ax * fy - ay * fx + az * fw
+        n = math.sqrt(w * w + x * x + y * y + z * z)
+        out.append((w / n, x / n, y / n, z / n))
     return out
