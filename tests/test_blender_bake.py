@@ -434,6 +434,43 @@ def test_frames_the_batch_leaves_short_are_solved_again_as_live_solving_does(bui
     assert_keys_replay(rig, live)
 
 
+def chain_whose_influence_dips():
+    """The animated chain with its influence keyed down to a half on frame 10 only."""
+    rig = animated_chain()
+    for frame, value in ((1, 1.0), (9, 1.0), (10, 0.5), (11, 1.0)):
+        rig.fabrik.influence = value
+        rig.fabrik.keyframe_insert("influence", frame=frame)
+    return rig
+
+
+@pytest.mark.parametrize(
+    "build, alone",
+    [(animated_chain, []), (open_hand, []), (arm_on_a_moving_shoulder, []), (gapped_arm_on_a_moving_shoulder, []),
+     (chain_whose_influence_dips, [9])],
+    ids=["chain", "offset-tree", "moving-parent", "moving-parent-offsets", "influence-dips"],
+)
+def test_continuous_bakes_solve_each_frame_as_they_read_it_and_replay_the_live_solve(build, alone):
+    """A continuous bake of a free tree reads each frame in bulk and solves it at once on plain floats from the
+    frame before (a connected chain goes on from the joints its last solve left while nothing above it moves,
+    and the local rotations of those frames are worked out together at the end); its keys replay the live
+    solve that starts from the previous solution to 1e-5. A frame the batch cannot take (an influence below 1)
+    is solved as live solving does, and the frames after it go on from there."""
+    rig = build()
+    rig.fabrik.start = "PREVIOUS"
+    solving.forget(rig.name)
+    live = play(rig)
+    for name in bake.bake_bones(rig, "CHAINS"):
+        rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+    solving.forget(rig.name)
+    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
+    result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    assert not result.problems and result.frames == len(FRAMES)
+    in_turn = baker._batch.rotations_in_turn()[0]
+    # (the first frame has no solution to start from: the general way, as live solving's first frame)
+    assert in_turn == [i for i in range(1, len(FRAMES)) if i not in alone]
+    assert_keys_replay(rig, live)
+
+
 def test_cancel_while_solving_leaves_everything_as_it_was(monkeypatch):
     """Esc after every frame is read, between chunks of the batched solve, still writes nothing."""
     rig = open_hand()

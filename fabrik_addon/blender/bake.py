@@ -106,7 +106,10 @@ class Baker:
         self.scaled: set[int] = set()
         self.scale_as_was: dict[int, dict[int, tuple[float, ...]]] = {}
         self._problems: list[tuple[int, str]] = []
+        #: A continuous bake's last solution by `solving.compute`: each moving bone's local rotation; or, where
+        #: `_batch_went_on`, the FrameBatch solved the frame before and goes on from what it left.
         self._previous = None
+        self._batch_went_on = False
         #: Per-frame bakes: frames read into a FrameBatch, and the other frames' solve problems.
         self._batch = None
         self._batched: list[int] = []
@@ -152,8 +155,11 @@ class Baker:
         if self.index < len(self.frames):
             self._read()
             self.index += 1
-            if self.index == len(self.frames) and not self.warm_start:
-                self._plan()
+            if self.index == len(self.frames):
+                if self.warm_start:
+                    self._keep_in_turn()
+                else:
+                    self._plan()
         elif self._queue:
             self._frames_solved += self._queue.pop(0)()
 
@@ -162,17 +168,11 @@ class Baker:
         i = self.index
         self.scene.frame_set(self.frames[i])
         depsgraph = bpy.context.evaluated_depsgraph_get()
-        if self.warm_start:
-            status, solution = solving.compute(self.obj, depsgraph, self._previous, keep_fk=False)
-            self._record(i, status, solution)
-            if solution is not None:
-                # A rotation that is not finite (a parent scaled to zero) must not seed the next frames.
-                # (a continuous bake goes on from the solve itself, not from its blend with FK under an influence)
-                solved = solution.unblended or {b: solution.local[b] for b in solution.bones}
-                self._previous = {b: m for b, m in solved.items() if np.isfinite(m).all()}
-            return
         if i == 0:
             self._batch = FrameBatch.start(self.obj, depsgraph, self.bones)
+        if self.warm_start:
+            self._solve_in_turn(i, depsgraph)
+            return
         if self._batch is not None and self._batch.read(depsgraph):
             self._batched.append(i)
             return
@@ -181,6 +181,40 @@ class Baker:
             self._record(i, status, None)
         else:
             self._pending[i] = problem
+
+    def _solve_in_turn(self, i: int, depsgraph) -> None:
+        """Solve frame i of a continuous bake from the previous frame's solution: read and solved by the FrameBatch
+        where it can (the first frame, and any it cannot, by `solving.compute`)."""
+        batch_read = self._batch is not None and self._batch.read(depsgraph)
+        if batch_read and (self._previous is not None or self._batch_went_on):
+            # (after the batch's own solve of the frame before, it goes on from what that left)
+            status = self._batch.solve_last(i, None if self._batch_went_on else self._previous)
+            if status is not None:
+                self._batch_went_on = True
+                self.solved[i] = True
+                self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
+                return
+        previous = self._previous
+        if self._batch_went_on:
+            previous = self._batch.last_rotations()
+            self._batch_went_on = False
+        if previous is not None:
+            previous = {b: solving._as_matrix(m) for b, m in previous.items()}
+        status, solution = solving.compute(self.obj, depsgraph, previous, keep_fk=False)
+        self._record(i, status, solution)
+        if solution is not None:
+            # A rotation that is not finite (a parent scaled to zero) must not seed the next frames.
+            # (a continuous bake goes on from the solve itself, not from its blend with FK under an influence)
+            solved = solution.unblended or {b: solution.local[b] for b in solution.bones}
+            self._previous = {b: m for b, m in solved.items() if np.isfinite(m).all()}
+
+    def _keep_in_turn(self) -> None:
+        """Give the frames the FrameBatch solved in turn their local rotations, all at once."""
+        if self._batch is None or not self._batch.solved_in_turn:
+            return
+        indices, matrices = self._batch.rotations_in_turn()
+        moving = {b: k for k, b in enumerate(self._batch.moving)}
+        self.locals[indices] = matrices[:, [moving[b] for b in self._columns]]
 
     def _plan(self) -> None:
         """Queue the solving of the frames read: batches of frames where they can go together, else one by one."""

@@ -1,23 +1,32 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Per-frame bakes of unlimited trees: read each frame cheaply, then solve many frames at once.
+"""Bakes of unlimited trees: read each frame cheaply, then solve many frames at once, or each in turn.
 
 Reading a frame here is the targets' world positions and, where animation
 may change them, every pose bone's rotation and location channels (one
-`foreach_get` each). The forward kinematics of the start poses (once per
-distinct pose), the FABRIK solve (`core.batch`) and the local rotations then
-run in numpy over many frames together. The result is the same as solving
-each frame with `solving.compute` from this frame's FK pose.
+`foreach_get` each). In a per-frame bake the forward kinematics of the start
+poses (once per distinct pose), the FABRIK solve (`core.batch`) and the local
+rotations then run in numpy over many frames together. The result is the same
+as solving each frame with `solving.compute` from this frame's FK pose.
+
+A continuous bake cannot wait: each frame starts from the one before. There
+each frame read is solved at once on plain floats (`core.local_solve`), from
+the previous frame's local rotations, as `solving.compute` solves it with that
+previous solution; what `compute` reads besides (every bone's pose, the rig's
+checks) is what the read here leaves out.
 """
 
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import replace
 
 import bpy
 import numpy as np
 
-from ..core import batch, rotation
+from ..core import batch, local_solve, quat, quat_arrays, rotation
 from ..core.fabrik import moving_tree
+from ..core.quat import Quat
 from . import animdata, rig, solving
 
 
@@ -74,11 +83,20 @@ class FrameBatch:
         self.static_channels = paths is not None and not any(path.startswith(prefixes) for path in paths)
         #: The rig's solve settings as the batch solves them (animation may change them frame by frame).
         self.settings: tuple | None = None  # (taken at the first frame read)
-        self.solve_settings = solving.solve_settings_of(obj.fabrik, warm=False, size=solving.rig_size(skeleton, tree))
+        size = solving.rig_size(skeleton, tree)
+        self.solve_settings = solving.solve_settings_of(obj.fabrik, warm=False, size=size)
+        #: A continuous bake's settings: each frame starts from the previous solution (`solve_last`).
+        self.warm_settings = solving.solve_settings_of(obj.fabrik, warm=True, size=size)
         self.targets: list[list[tuple]] = []
         self.channels: dict[str, list[np.ndarray]] = {"quat": [], "euler": [], "axis": [], "loc": []}
         self.parents: list[np.ndarray] = []
         self.problems: list[dict[int, str]] = []
+        #: A continuous bake's frames solved by `solve_last`, per frame index: the moving bones' frames (armature
+        #: space) and the fixed frames they hang from, or (fixed None) their local rotations.
+        self._in_turn: dict[int, tuple[list, list | None]] = {}
+        self._last_index = -1
+        #: What the last frame's solve left to go on from: ((translations, fixed), (frames, heads, tails)), or None.
+        self._last: tuple | None = None
 
     def read(self, depsgraph) -> bool:
         """Read the current frame; False when its goals or settings differ from the batch's (the caller
@@ -163,6 +181,98 @@ class FrameBatch:
         )
         return self._local_rotations(solved, parent_frames), iterations, errors
 
+    def solve_last(self, index: int, previous: dict[int, np.ndarray | Quat] | None) -> solving.RigStatus | None:
+        """Solve the frame read last (the bake's frame `index`) as `solving.compute` solves it from `previous` (each moving bone's local
+        rotation: a continuous bake's previous solution), or without it from where this batch's own solve of the
+        frame before left the bones; the status. None where this read does not do: a bone without a previous
+        rotation, a bone above a chain without a usable frame, a result that is not a number (`compute` says
+        why); the frame is then not solved here, and `last_rotations` still gives the solve before.
+
+        A free connected tree goes on from the joints and frames its last solve left, as long as nothing above it
+        moved (forward kinematics of its local rotations would put them back where they are); the local
+        rotations of the frames solved so are worked out together (`rotations_in_turn`).
+        """
+        local = local_solve.local_tree(self.skeleton, self.tree)
+        translations = [tuple(t) if any(t) else None for t in self.channels["loc"][-1][self.moving].tolist()]
+        fixed = self._fixed_now(local)
+        if fixed is None:
+            return None
+        goals = [replace(goal, target=tuple(point)) for goal, point in zip(self.goals, self.targets[-1])]
+        began = time.perf_counter()
+        if local_solve.goes_on(local, goals):
+            start = None
+            if previous is None and self._last is not None and self._last[0] == (translations, fixed):
+                start = self._last[1]
+            if start is None:
+                previous = previous if previous is not None else self.last_rotations()
+                if not all(b in previous for b in self.moving):
+                    return None
+                rotations = [solving._as_quaternion(previous[b]) for b in self.moving]
+                start = local_solve.start_joints(local, rotations, translations, fixed)
+            solved, report = local_solve.solve_on(local, goals, start, self.warm_settings)
+            if not math.isfinite(sum(map(sum, solved[0]))):
+                return None
+            self._in_turn[index] = (solved[0], fixed)
+            self._last = ((translations, fixed), solved)
+        else:
+            previous = previous if previous is not None else self.last_rotations()
+            if not all(b in previous for b in self.moving):
+                return None
+            rotations = [solving._as_quaternion(previous[b]) for b in self.moving]
+            outcome = local_solve.solve(local, goals, rotations, translations, fixed, self.warm_settings)
+            if outcome is None or not math.isfinite(sum(map(sum, outcome[0]))):
+                return None
+            rotations, report = outcome
+            self._in_turn[index] = (rotations, None)
+            self._last = None
+        self._last_index = index
+        result = solving.RigStatus(effectors=dict(self.problems[-1]))
+        problem = solving.Problem(
+            result, self.skeleton, goals, self.used, self.moving, {}, None, self.warm_settings, "FABRIK", [], began
+        )
+        return solving.conclude_status(problem, report)
+
+    def _fixed_now(self, local) -> list | None:
+        """Per node of the frame read last, the frame and head of the fixed bone it hangs from (None for none);
+        None when such a bone has no usable frame (scaled to zero, not a number)."""
+        fixed = [None] * len(self.moving)
+        if self.fixed_parents:
+            matrices = self.parents[-1]
+            for k, (p, b) in enumerate(zip(self.tree.parent, local.parent_bone)):
+                if p < 0 and b >= 0:
+                    matrix = matrices[self.fixed_parents.index(b)]
+                    if not (np.isfinite(matrix).all() and abs(np.linalg.det(matrix[:3, :3])) > 1e-12):
+                        return None
+                    fixed[k] = solving._fixed_frame(matrix.tolist())
+        return fixed
+
+    def last_rotations(self) -> dict[int, Quat]:
+        """The moving bones' local rotations of the last frame `solve_last` solved."""
+        solved, fixed = self._in_turn[self._last_index]
+        if fixed is not None:
+            solved = local_solve.tracked_rotations(local_solve.local_tree(self.skeleton, self.tree), solved, fixed)
+        return dict(zip(self.moving, solved))
+
+    @property
+    def solved_in_turn(self) -> bool:
+        """Whether `solve_last` solved any frame."""
+        return bool(self._in_turn)
+
+    def rotations_in_turn(self) -> tuple[list[int], np.ndarray]:
+        """The frame indices `solve_last` solved and their moving bones' local rotations (frames, m, 3, 3), worked
+        out together."""
+        indices = sorted(self._in_turn)
+        quaternions = np.empty((len(indices), len(self.moving), 4))
+        swung = [(row, i) for row, i in enumerate(indices) if self._in_turn[i][1] is not None]
+        for row, i in enumerate(indices):
+            if self._in_turn[i][1] is None:
+                quaternions[row] = self._in_turn[i][0]
+        if swung:
+            local = local_solve.local_tree(self.skeleton, self.tree)
+            quaternions[[row for row, _ in swung]] = _tracked_rotations(local, [self._in_turn[i] for _, i in swung])
+        matrices = rotation.quaternion_to_matrix(quaternions.reshape(-1, 4)).reshape(len(indices), -1, 3, 3)
+        return indices, matrices
+
     def _start_poses(self, channels: dict[str, np.ndarray], fixed) -> tuple[np.ndarray, np.ndarray]:
         """Forward kinematics of the moving bones, as Skeleton.with_local_rotations composes them: heads
         (U, m, 3) and frames (U, m, 3, 3) for U sets of channel values (and fixed parents' heads and frames)."""
@@ -239,6 +349,25 @@ class FrameBatch:
                 same = np.all(np.abs(values - np.asarray(written)[None, :]) <= 1e-6, axis=1)
                 fk[same, k] = matrix
         return fk
+
+
+def _tracked_rotations(local, solved: list[tuple[list, list]]) -> np.ndarray:
+    """`local_solve.tracked_rotations` of many frames at once: per frame, the nodes' frames and the fixed frames
+    they hang from; the local rotations (frames, m, 4)."""
+    tree = local.tree
+    frames = np.array([f for f, _ in solved])
+    parents = np.empty_like(frames)
+    for k, p in enumerate(tree.parent):
+        if p >= 0:
+            parents[:, k] = frames[:, p]
+        elif all(fixed[k] is None for _, fixed in solved):
+            parents[:, k] = quat.IDENTITY
+        else:
+            parents[:, k] = [fixed[k][0] if fixed[k] is not None else quat.IDENTITY for _, fixed in solved]
+    count = len(solved)
+    rest = np.broadcast_to(np.array(local.rest), frames.shape).reshape(-1, 4)
+    zero = quat_arrays.mul(parents.reshape(-1, 4), rest)
+    return quat_arrays.normalized(quat_arrays.mul(quat_arrays.conj(zero), frames.reshape(-1, 4))).reshape(count, -1, 4)
 
 
 def _distinct_rows(rows: np.ndarray) -> tuple[list[int], np.ndarray]:

@@ -45,7 +45,10 @@ from .quat import Quat
 from .skeleton import Skeleton
 from .vec import Vec, add, dist, perpendicular, scale, sub
 
-__all__ = ["LocalTree", "applies", "applies_open", "local_tree", "solve", "solve_open"]
+__all__ = [
+    "LocalTree", "applies", "applies_open", "goes_on", "local_tree", "solve", "solve_on", "solve_open", "swung_frames",
+    "tracked_rotations",
+]
 
 
 @dataclass(frozen=True)
@@ -210,11 +213,34 @@ def solve(
         report = _iterate_framed(tree, joints, goals, settings, pole.holds(tree, joints, goals, settings.tolerance) if poled else [])
         if not report.converged:
             return None
-        return _tracked_rotations(local, joints.final_frames(tree), fixed), report
+        return tracked_rotations(local, joints.final_frames(tree), fixed), report
     report, moved = _iterate(tree, joints, goals, settings, window)
     if not moved:  # reached at the start: the pose stays as it was
         return [quat.normalized(q) for q in rotations], report
-    return _local_rotations(local, frames, joints, fixed), report
+    return tracked_rotations(local, swung_frames(tree, frames, joints), fixed), report
+
+
+def goes_on(local: LocalTree, goals: Sequence[Goal]) -> bool:
+    """Whether `solve_on` solves this tree: a free connected tree in one part, pulled by position goals without
+    poles (the case where each bone's frame is its start frame swung, nothing carried through the passes)."""
+    tree = local.tree
+    return not local.parts and not tree.needs_frames and applies(tree, goals) and all(g.pole is None for g in goals)
+
+
+def solve_on(
+    local: LocalTree, goals: Sequence[Goal], start: tuple[list[Quat], list[Vec], list[Vec]], settings: SolveSettings
+) -> tuple[tuple[list[Quat], list[Vec], list[Vec]], SolveReport]:
+    """`solve` where `goes_on`, from the nodes' frames, heads and tails as they are (`start_joints` of the start
+    rotations: in a continuous solve, what the previous frame's solve left where nothing above the tree moved
+    since): the new frames (each start frame swung onto its solved direction), heads and tails, and the
+    report. `tracked_rotations` gives the local rotations of those frames."""
+    tree = local.tree
+    frames, heads, tails = start
+    joints = _joints(tree, list(heads), list(tails))
+    report, moved = _iterate(tree, joints, goals, settings)
+    if not moved:
+        return start, report
+    return (swung_frames(tree, frames, joints), joints.heads, joints.tails), report
 
 
 def solve_open(
@@ -348,14 +374,24 @@ def _iterate_framed(
     return report
 
 
-def _tracked_rotations(local: LocalTree, frames: list[Quat], fixed: Sequence[tuple[Quat, Vec] | None]) -> list[Quat]:
-    """Each node's local rotation from the frames the passes carried: relative to its parent's and its rest."""
+def tracked_rotations(local: LocalTree, frames: list[Quat], fixed: Sequence[tuple[Quat, Vec] | None]) -> list[Quat]:
+    """Each node's local rotation from its frame (armature space): relative to its parent's frame (or the fixed
+    bone's it hangs from) and its rest."""
+    # (the products written out, as in `start_joints`: once per moving bone every frame)
     tree = local.tree
     out: list[Quat] = []
     for k, p in enumerate(tree.parent):
         parent = frames[p] if p >= 0 else (fixed[k][0] if fixed[k] is not None else None)
         zero = local.rest[k] if parent is None else quat.mul(parent, local.rest[k])
-        out.append(quat.normalized(quat.mul(quat.conj(zero), frames[k])))
+        # conj(zero) * frame, normalized
+        aw, ax, ay, az = zero[0], -zero[1], -zero[2], -zero[3]
+        fw, fx, fy, fz = frames[k]
+        w = aw * fw - ax * fx - ay * fy - az * fz
+        x = aw * fx + ax * fw + ay * fz - az * fy
+        y = aw * fy - ax * fz + ay * fw + az * fx
+        z = aw * fz + ax * fy - ay * fx + az * fw
+        n = math.sqrt(w * w + x * x + y * y + z * z)
+        out.append((w / n, x / n, y / n, z / n))
     return out
 
 
@@ -433,18 +469,13 @@ def _swung(frame: Quat, a: Vec, b: Vec) -> Quat:
     return quat.normalized(quat.mul(turn, frame))
 
 
-def _local_rotations(
-    local: LocalTree, frames: list[Quat], joints: Joints, fixed: Sequence[tuple[Quat, Vec] | None]
-) -> list[Quat]:
-    """Each node's new local rotation: its start frame swung onto its solved direction, relative to its parent's
-    solved frame (or fixed frame) and its rest."""
-    # (the common turn and the products written out, as in `start_joints`: once per moving bone every frame)
-    tree = local.tree
+def swung_frames(tree: MovingTree, frames: list[Quat], joints: Joints) -> list[Quat]:
+    """Each node's start frame turned the shortest way onto its solved direction (as `rotation.swung_frames`)."""
+    # (the common turn and its product written out, as in `start_joints`: once per moving bone every frame)
     heads, tails = joints.heads, joints.tails
     solved: list[Quat] = []
-    out: list[Quat] = []
-    for k, p in enumerate(tree.parent):
-        frame = fw, fx, fy, fz = frames[k]
+    for k, frame in enumerate(frames):
+        fw, fx, fy, fz = frame
         head, tail = heads[k], tails[k]
         inverse = 1.0 / tree.length[k]
         bx, by, bz = (tail[0] - head[0]) * inverse, (tail[1] - head[1]) * inverse, (tail[2] - head[2]) * inverse
@@ -467,18 +498,4 @@ def _local_rotations(
         else:
             frame = _swung(frame, (ax, ay, az), (bx, by, bz))
         solved.append(frame)
-        if p >= 0:
-            parent = solved[p]
-        else:
-            parent = fixed[k][0] if fixed[k] is not None else None
-        zero = local.rest[k] if parent is None else quat.mul(parent, local.rest[k])
-        # conj(zero) * frame, normalized
-        aw, ax, ay, az = zero[0], -zero[1], -zero[2], -zero[3]
-        fw, fx, fy, fz = frame
-        w = aw * fw - ax * fx - ay * fy - az * fz
-        x = aw * fx + ax * fw + ay * fz - az * fy
-        y = aw * fy - ax * fz + ay * fw + az * fx
-        z = aw * fz + ax * fy - ay * fx + az * fw
-        n = math.sqrt(w * w + x * x + y * y + z * z)
-        out.append((w / n, x / n, y / n, z / n))
-    return out
+    return solved
