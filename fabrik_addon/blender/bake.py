@@ -199,7 +199,7 @@ class Baker:
             previous = self._batch.last_rotations()
             self._batch_went_on = False
         if previous is not None:
-            previous = {b: solving._as_matrix(m) for b, m in previous.items()}
+            previous = {b: solving.as_matrix(m) for b, m in previous.items()}
         status, solution = solving.compute(self.obj, depsgraph, previous, keep_fk=False)
         self._record(i, status, solution)
         if solution is not None:

@@ -92,11 +92,13 @@ class FrameBatch:
         self.parents: list[np.ndarray] = []
         self.problems: list[dict[int, str]] = []
         #: A continuous bake's frames solved by `solve_last`, per frame index: the moving bones' frames (armature
-        #: space) and the fixed frames they hang from, or (fixed None) their local rotations.
-        self._in_turn: dict[int, tuple[list, list | None]] = {}
+        #: space) and the fixed frames they hang from, where the solve went on from joints (`solve_on`); the
+        #: moving bones' local rotations, where it started from them.
+        self._swung: dict[int, tuple[list[Quat], list]] = {}
+        self._rotated: dict[int, list[Quat]] = {}
         self._last_index = -1
         #: What the last frame's solve left to go on from: ((translations, fixed), (frames, heads, tails)), or None.
-        self._last: tuple | None = None
+        self._left: tuple | None = None
 
     def read(self, depsgraph) -> bool:
         """Read the current frame; False when its goals or settings differ from the batch's (the caller
@@ -182,11 +184,12 @@ class FrameBatch:
         return self._local_rotations(solved, parent_frames), iterations, errors
 
     def solve_last(self, index: int, previous: dict[int, np.ndarray | Quat] | None) -> solving.RigStatus | None:
-        """Solve the frame read last (the bake's frame `index`) as `solving.compute` solves it from `previous` (each moving bone's local
-        rotation: a continuous bake's previous solution), or without it from where this batch's own solve of the
-        frame before left the bones; the status. None where this read does not do: a bone without a previous
-        rotation, a bone above a chain without a usable frame, a result that is not a number (`compute` says
-        why); the frame is then not solved here, and `last_rotations` still gives the solve before.
+        """Solve the frame read last (the bake's frame `index`) as `solving.compute` solves it from `previous`
+        (each moving bone's local rotation: a continuous bake's previous solution), or without it from where this
+        batch's own solve of the frame before left the bones; the status. None where this read does not do: a
+        bone without a previous rotation, a bone above a chain without a usable frame, a result that is not a
+        number (`compute` says why); the frame is then not solved here, and `last_rotations` still gives the
+        solve before.
 
         A free connected tree goes on from the joints and frames its last solve left, as long as nothing above it
         moved (forward kinematics of its local rotations would put them back where they are); the local
@@ -201,36 +204,41 @@ class FrameBatch:
         began = time.perf_counter()
         if local_solve.goes_on(local, goals):
             start = None
-            if previous is None and self._last is not None and self._last[0] == (translations, fixed):
-                start = self._last[1]
+            if previous is None and self._left is not None and self._left[0] == (translations, fixed):
+                start = self._left[1]
             if start is None:
-                previous = previous if previous is not None else self.last_rotations()
-                if not all(b in previous for b in self.moving):
+                rotations = self._start_rotations(previous)
+                if rotations is None:
                     return None
-                rotations = [solving._as_quaternion(previous[b]) for b in self.moving]
                 start = local_solve.start_joints(local, rotations, translations, fixed)
             solved, report = local_solve.solve_on(local, goals, start, self.warm_settings)
             if not math.isfinite(sum(map(sum, solved[0]))):
                 return None
-            self._in_turn[index] = (solved[0], fixed)
-            self._last = ((translations, fixed), solved)
+            self._swung[index] = (solved[0], fixed)
+            self._left = ((translations, fixed), solved)
         else:
-            previous = previous if previous is not None else self.last_rotations()
-            if not all(b in previous for b in self.moving):
+            rotations = self._start_rotations(previous)
+            if rotations is None:
                 return None
-            rotations = [solving._as_quaternion(previous[b]) for b in self.moving]
             outcome = local_solve.solve(local, goals, rotations, translations, fixed, self.warm_settings)
             if outcome is None or not math.isfinite(sum(map(sum, outcome[0]))):
                 return None
-            rotations, report = outcome
-            self._in_turn[index] = (rotations, None)
-            self._last = None
+            self._rotated[index], report = outcome
+            self._left = None
         self._last_index = index
         result = solving.RigStatus(effectors=dict(self.problems[-1]))
         problem = solving.Problem(
             result, self.skeleton, goals, self.used, self.moving, {}, None, self.warm_settings, "FABRIK", [], began
         )
         return solving.conclude_status(problem, report)
+
+    def _start_rotations(self, previous: dict | None) -> list[Quat] | None:
+        """The moving bones' local rotations a solve starts from: `previous`'s, or without it the last frame's
+        solve's; None when some bone has none."""
+        previous = previous if previous is not None else self.last_rotations()
+        if not all(b in previous for b in self.moving):
+            return None
+        return [solving.as_quaternion(previous[b]) for b in self.moving]
 
     def _fixed_now(self, local) -> list | None:
         """Per node of the frame read last, the frame and head of the fixed bone it hangs from (None for none);
@@ -243,33 +251,34 @@ class FrameBatch:
                     matrix = matrices[self.fixed_parents.index(b)]
                     if not (np.isfinite(matrix).all() and abs(np.linalg.det(matrix[:3, :3])) > 1e-12):
                         return None
-                    fixed[k] = solving._fixed_frame(matrix.tolist())
+                    fixed[k] = solving.fixed_frame(matrix.tolist())
         return fixed
 
     def last_rotations(self) -> dict[int, Quat]:
         """The moving bones' local rotations of the last frame `solve_last` solved."""
-        solved, fixed = self._in_turn[self._last_index]
-        if fixed is not None:
-            solved = local_solve.tracked_rotations(local_solve.local_tree(self.skeleton, self.tree), solved, fixed)
-        return dict(zip(self.moving, solved))
+        if self._last_index in self._rotated:
+            return dict(zip(self.moving, self._rotated[self._last_index]))
+        frames, fixed = self._swung[self._last_index]
+        local = local_solve.local_tree(self.skeleton, self.tree)
+        return dict(zip(self.moving, local_solve.tracked_rotations(local, frames, fixed)))
 
     @property
     def solved_in_turn(self) -> bool:
         """Whether `solve_last` solved any frame."""
-        return bool(self._in_turn)
+        return bool(self._swung or self._rotated)
 
     def rotations_in_turn(self) -> tuple[list[int], np.ndarray]:
         """The frame indices `solve_last` solved and their moving bones' local rotations (frames, m, 3, 3), worked
         out together."""
-        indices = sorted(self._in_turn)
+        indices = sorted([*self._swung, *self._rotated])
+        row_of = {i: row for row, i in enumerate(indices)}
         quaternions = np.empty((len(indices), len(self.moving), 4))
-        swung = [(row, i) for row, i in enumerate(indices) if self._in_turn[i][1] is not None]
-        for row, i in enumerate(indices):
-            if self._in_turn[i][1] is None:
-                quaternions[row] = self._in_turn[i][0]
-        if swung:
+        if self._rotated:
+            quaternions[[row_of[i] for i in self._rotated]] = list(self._rotated.values())
+        if self._swung:
             local = local_solve.local_tree(self.skeleton, self.tree)
-            quaternions[[row for row, _ in swung]] = _tracked_rotations(local, [self._in_turn[i] for _, i in swung])
+            swung = _tracked_rotations_at_once(local, list(self._swung.values()))
+            quaternions[[row_of[i] for i in self._swung]] = swung
         matrices = rotation.quaternion_to_matrix(quaternions.reshape(-1, 4)).reshape(len(indices), -1, 3, 3)
         return indices, matrices
 
@@ -351,7 +360,7 @@ class FrameBatch:
         return fk
 
 
-def _tracked_rotations(local, solved: list[tuple[list, list]]) -> np.ndarray:
+def _tracked_rotations_at_once(local, solved: list[tuple[list, list]]) -> np.ndarray:
     """`local_solve.tracked_rotations` of many frames at once: per frame, the nodes' frames and the fixed frames
     they hang from; the local rotations (frames, m, 4)."""
     tree = local.tree

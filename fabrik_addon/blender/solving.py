@@ -242,12 +242,12 @@ _cones_bound: dict[str, int] = {}
 CONES_RETRY = 8
 
 
-def _as_matrix(rotation) -> np.ndarray:
+def as_matrix(rotation) -> np.ndarray:
     """A remembered local rotation as a 3x3 matrix."""
     return np.array(quat.to_matrix(rotation)) if isinstance(rotation, tuple) else rotation
 
 
-def _as_quaternion(rotation) -> tuple[float, ...]:
+def as_quaternion(rotation) -> tuple[float, ...]:
     """A remembered local rotation as a unit quaternion."""
     return rotation if isinstance(rotation, tuple) else quat.from_matrix(rotation.tolist())
 
@@ -358,7 +358,7 @@ def prepare(
     if previous is None and settings.start == 'PREVIOUS':
         previous = _last_solution.get(obj.name)
         if previous is not None:
-            previous = {b: _as_matrix(m) for b, m in previous.items()}
+            previous = {b: as_matrix(m) for b, m in previous.items()}
     warm = previous is not None
     influence = influences(obj, depsgraph, tree, used)
     keep_fk = keep_fk or influence is not None  # (the blend needs every moving bone's FK rotation)
@@ -623,7 +623,7 @@ def _read_free_tree(
     ]
     rotations = fk_rotations
     if previous is not None:
-        rotations = [_as_quaternion(previous[b]) if b in previous else r for b, r in zip(tree.bones, rotations)]
+        rotations = [as_quaternion(previous[b]) if b in previous else r for b, r in zip(tree.bones, rotations)]
     translations = [tuple(t) if any(t) else None for t in pose.channel("location", 3)[at].tolist()]
     local = local_solve.local_tree(skeleton, free or tree)
     # (copies: each element read of a pose bone's own matrix goes through RNA again)
@@ -631,7 +631,7 @@ def _read_free_tree(
                  for p, b in zip(tree.parent, local.parent_bone)]
     if not all(m is None or _usable_frame(m) for m in hung_from):
         return None  # a bone above a chain scaled to zero or not a number: the general path says which
-    fixed = [None if m is None else _fixed_frame(m) for m in hung_from]
+    fixed = [None if m is None else fixed_frame(m) for m in hung_from]
     solve_settings = solve_settings_of(settings, previous is not None, rig_size(skeleton, tree))
     validate_goals(skeleton, goals)
     validate_settings(solve_settings)
@@ -937,7 +937,7 @@ def _pose_indices(obj, skeleton, tree) -> np.ndarray:
     return at
 
 
-def _fixed_frame(matrix) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def fixed_frame(matrix) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """A fixed bone's pose matrix as (frame quaternion, head), its axes made unit as `rig.current_pose` does."""
     rows = [tuple(matrix[i][:3]) for i in range(3)]
     columns = [math.sqrt(sum(rows[i][j] ** 2 for i in range(3))) for j in range(3)]
