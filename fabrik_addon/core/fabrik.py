@@ -429,7 +429,8 @@ def _bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...
     if dist(joints.tails[chain[0]], goal.target) <= tolerance:
         return  # reached as it is: bent, it would only have to crawl back straight
     axis = scale(axis, 1.0 / length)
-    points = [joints.tails[k] for k in chain] + [goal.target]
+    # (the target first: off the line, as it mostly is, it ends the check at once)
+    points = [goal.target] + [joints.tails[k] for k in chain]
     for point in points:
         d = sub(point, base)
         if norm(sub(d, scale(axis, dot(d, axis)))) > 1e-5 * length:
