@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabrik_addon.core import Goal, SolveSettings, batch, batch_offsets, fabrik, skeleton_from_points, solve
+from fabrik_addon.core import Goal, SolveSettings, batch, batch_offsets, fabrik, limits, quat, skeleton_from_points, solve
 from fabrik_addon.core.limits import JointLimit
 from skeletons import hand, random_rotations, skeletons, straight_chain
 
@@ -147,3 +147,53 @@ def test_batched_bend_of_a_straight_chain_matches_the_per_frame_solver():
         pose, _ = solve(skeleton, frame_goals, starts[f])
         np.testing.assert_allclose(poses[f].heads, pose.heads, atol=1e-12)
         np.testing.assert_allclose(poses[f].frames, pose.frames, atol=1e-12)
+
+
+def test_batched_free_passes_on_open_cones_stop_where_the_per_frame_solver_hands_over():
+    """A chain in open cones, solved as the free chain in a batch (`free`): every frame stops where `fabrik.solve`
+    stops those passes (converged, out of reach, or handed over once they crawl: `fabrik.SLOW_WINDOW`), with the
+    same iterations, errors and frames."""
+    cone = JointLimit(use_limit_x=True, use_limit_z=True, min_x=-0.6, max_x=0.6, min_z=-0.5, max_z=0.7)
+    skeleton = straight_chain(12, 0.4).with_limits({k: cone for k in range(1, 12)})
+    goals = [Goal(11, (0.0, 0.0, 0.0))]
+    tree = fabrik.moving_tree(skeleton, goals)
+    free = fabrik.open_cones_as_free(tree)
+    assert free is not None
+    targets, starts = frames_of(skeleton, [11], 40, 12)
+    rng = np.random.default_rng(5)
+    for f in range(30, 40):  # nearly the whole reach away: the passes crawl there
+        direction = rng.normal(size=3)
+        targets[f, 0] = skeleton.rest_heads[0] + 4.8 * 0.999 * direction / np.linalg.norm(direction)
+    bones = list(tree.bones)
+    settings = SolveSettings(tolerance=1e-6)
+    solved, iterations, errors = batch.solve_moving(
+        skeleton, goals, targets, np.stack([p.heads[bones] for p in starts]),
+        np.stack([p.frames[bones] for p in starts]), settings, lambda f: starts[f], free,
+    )
+    stopped = []
+    for f, start in enumerate(starts):
+        pose, report = fabrik._solve_as_free(skeleton, tree, [Goal(11, tuple(targets[f, 0]))], start, settings)
+        stopped.append(report.stopped_by)
+        assert iterations[f] == report.iterations, f"frame {f}"
+        np.testing.assert_allclose(errors[f], report.errors, atol=1e-9, err_msg=f"frame {f}")
+        np.testing.assert_allclose(solved[f], pose.frames[bones], atol=1e-9, err_msg=f"frame {f}")
+    assert {"converged", "unreachable", "handover"} <= set(stopped), stopped
+
+
+def test_open_cones_are_checked_in_bulk_as_one_by_one():
+    """`limits.allows_rows` says what `limits.allows` says of each rotation, inside, outside and on the rim."""
+    rng = np.random.default_rng(3)
+    cone = JointLimit(use_limit_x=True, use_limit_y=True, use_limit_z=True, min_x=-0.5, max_x=0.7, min_z=-0.3,
+                      max_z=0.4, min_y=-0.6, max_y=0.2)
+    rows = rng.normal(size=(20000, 4))
+    rows /= np.linalg.norm(rows, axis=1)[:, None]
+    inside = np.array([limits.sample(cone, rng) for _ in range(3000)])
+    rim = np.array([quat.from_swing_twist(0.7 * np.cos(a) if np.cos(a) >= 0 else 0.5 * np.cos(a),
+                                          0.4 * np.sin(a) if np.sin(a) >= 0 else 0.3 * np.sin(a), 0.2)
+                    for a in np.linspace(0.0, 2.0 * np.pi, 400)])
+    rows = np.concatenate([rows, inside, rim, -inside[:100]])
+    one_by_one = np.array([limits.allows(cone, tuple(q)) for q in rows.tolist()])
+    assert one_by_one.sum() > 3000 and not one_by_one.all()
+    np.testing.assert_array_equal(limits.allows_rows(cone, rows), one_by_one)
+    with pytest.raises(ValueError, match="open cones"):
+        limits.allows_rows(JointLimit(lock_x=True), rows)

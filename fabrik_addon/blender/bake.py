@@ -169,7 +169,7 @@ class Baker:
         self.scene.frame_set(self.frames[i])
         depsgraph = bpy.context.evaluated_depsgraph_get()
         if i == 0:
-            self._batch = FrameBatch.start(self.obj, depsgraph, self.bones)
+            self._batch = FrameBatch.start(self.obj, depsgraph, self.bones, in_turn=self.warm_start)
         if self.warm_start:
             self._solve_in_turn(i, depsgraph)
             return

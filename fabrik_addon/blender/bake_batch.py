@@ -24,8 +24,9 @@ from dataclasses import replace
 import bpy
 import numpy as np
 
-from ..core import batch, local_solve, quat, quat_arrays, rotation
-from ..core.fabrik import moving_tree
+from ..core import batch, fabrik, local_solve, quat, quat_arrays, refine, rotation, stretch
+from ..core import limits as joint_limits
+from ..core.fabrik import moving_tree, open_cones_as_free
 from ..core.quat import Quat
 from . import animdata, rig, solving
 
@@ -34,25 +35,35 @@ class FrameBatch:
     """The inputs of many frames of one rig's per-frame solve, and their joint solve."""
 
     @classmethod
-    def start(cls, obj, depsgraph, bake_bones: list[str]) -> "FrameBatch | None":
-        """A batch for this rig, or None when its solve cannot be batched (another solver, limits, goal rotations...)."""
+    def start(cls, obj, depsgraph, bake_bones: list[str], in_turn: bool = False) -> "FrameBatch | None":
+        """A batch for this rig, or None when its solve cannot be batched (another solver, limits, goal rotations...).
+        Where frames are solved in turn (`solve_last`: a continuous bake), only free trees."""
         if obj.fabrik.solver != 'FABRIK':
             return None
         skeleton = rig.skeleton_of(obj)
         goals, used, problems = solving.gather_goals(obj, depsgraph, skeleton)
-        if not goals or not batch.supports(skeleton, goals):
+        if not goals:
             return None
         tree = moving_tree(skeleton, goals)
+        free = None
+        if not batch.supports(skeleton, goals):
+            # One chain in open cones, solved from this frame's pose: the free chain's passes first, as
+            # `fabrik.solve` runs them there (`solve` checks the limits on what they give).
+            free = open_cones_as_free(tree) if not in_turn else None
+            if free is None or not local_solve.applies_open(free, goals) or stretch.applies(skeleton, goals):
+                return None
         if not {skeleton.index(name) for name in bake_bones} <= set(tree.bones):
             return None
         if any(p >= 0 and skeleton.parents[b] != tree.bones[p] for b, p in zip(tree.bones, tree.parent)):
             return None  # a fixed bone between two moving ones: its pose would need following too
         if solving.influences(obj, depsgraph, tree, used) is not None:
             return None  # blended with FK: frame by frame (`solving.conclude` blends)
-        return cls(obj, skeleton, goals, used, problems, tree)
+        return cls(obj, skeleton, goals, used, problems, tree, free)
 
-    def __init__(self, obj, skeleton, goals, used, problems, tree) -> None:
+    def __init__(self, obj, skeleton, goals, used, problems, tree, free=None) -> None:
         self.obj, self.skeleton, self.goals, self.tree = obj, skeleton, goals, tree
+        #: The tree without its open cones, where they are solved as the free chain first (else None).
+        self.free = free
         #: The effector index of each goal.
         self.used = used
         self.layout = goal_layout(goals)
@@ -179,9 +190,39 @@ class FrameBatch:
             return pose
 
         solved, iterations, errors = batch.solve_moving(
-            skeleton, self.goals, targets, heads, frames, self.solve_settings, start_pose
+            skeleton, self.goals, targets, heads, frames, self.solve_settings, start_pose, self.free
         )
-        return self._local_rotations(solved, parent_frames), iterations, errors
+        local = self._local_rotations(solved, parent_frames)
+        if self.free is not None:
+            self._inside_cones(local, self._local_rotations(frames, parent_frames), targets, iterations, errors, start_pose)
+        return local, iterations, errors
+
+    def _inside_cones(self, local, start, targets, iterations, errors, start_pose) -> None:
+        """What `fabrik.solve` makes of the free chain's passes on a chain in open cones, for the frames solved
+        together (local and start rotations (F, m, 3, 3), changed in place with the iterations and errors): a
+        frame that converged with every joint inside its limit keeps that pose, its leaf's twist (which moves no
+        goal) back at the start's; every other frame is solved again alone, limits and all, from its start."""
+        skeleton, tree = self.skeleton, self.tree
+        count = len(local)
+        good = errors.max(axis=1) <= self.solve_settings.tolerance
+        quaternions = rotation.quaternions_from_matrices(local.reshape(-1, 3, 3)).reshape(count, -1, 4)
+        for k, limit in enumerate(tree.limits):
+            if limit is not None:
+                good &= joint_limits.allows_rows(limit, quaternions[:, k])
+        leaves = [k for k, limit in enumerate(tree.limits) if limit is not None and not tree.children[k]]
+        if leaves and good.any():
+            begun = rotation.quaternions_from_matrices(start[:, leaves].reshape(-1, 3, 3)).reshape(count, -1, 4)
+            for f in np.flatnonzero(good).tolist():
+                for j, k in enumerate(leaves):
+                    limit = tree.limits[k]
+                    sx, sz, _ = refine.limited_angles(limit, quat.IDENTITY, tuple(quaternions[f, k].tolist()))
+                    twist = refine.limited_angles(limit, quat.IDENTITY, tuple(begun[f, j].tolist()))[2]
+                    local[f, k] = quat.to_matrix(quat.from_swing_twist(sx, sz, twist))
+        for f in np.flatnonzero(~good).tolist():
+            goals = [replace(g, target=tuple(map(float, targets[f, i]))) for i, g in enumerate(self.goals)]
+            pose, report = fabrik.solve(skeleton, goals, start_pose(f), self.solve_settings)
+            local[f] = skeleton.local_rotations(pose)[self.moving]
+            iterations[f], errors[f] = report.iterations, report.errors
 
     def solve_last(self, index: int, previous: dict[int, np.ndarray | Quat] | None) -> solving.RigStatus | None:
         """Solve the frame read last (the bake's frame `index`) as `solving.compute` solves it from `previous`

@@ -66,6 +66,7 @@ def solve_moving(
     start_frames: np.ndarray,
     settings: SolveSettings = SolveSettings(),
     start_pose: Callable[[int], Pose] | None = None,
+    free: fabrik.MovingTree | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Like `solve_frames`, for the moving bones only: start heads (F, m, 3) and frames (F, m, 3, 3) in the
     moving tree's order in, their solved frames (F, m, 3, 3), the iterations and the errors out.
@@ -74,8 +75,14 @@ def solve_moving(
     per-frame solver finishes (trees with offsets, see `_solve`); without it
     that pose is the rest pose with the moving bones as given, which is right
     when the bones the chains hang from are at rest.
+
+    With `free` (one chain whose limits are open cones, as the free chain
+    `fabrik.open_cones_as_free` makes of it) the free chain's passes run as
+    `fabrik.solve` first runs them there, handing over once they crawl
+    (`fabrik.SLOW_WINDOW`): the frames that end short are not finished here,
+    and whether the others are inside the limits is the caller's to check.
     """
-    tree = moving_tree(skeleton, goals)
+    tree = free or moving_tree(skeleton, goals)
     if start_pose is None:
         bones = list(tree.bones)
 
@@ -85,20 +92,22 @@ def solve_moving(
             return pose
 
     _, frames, iterations, errors = _solve(
-        skeleton, tree, goals, targets, start_heads, start_frames, settings, start_pose
+        skeleton, tree, goals, targets, start_heads, start_frames, settings, start_pose,
+        fabrik.SLOW_WINDOW if free is not None else 0,
     )
     return frames, iterations, errors
 
 
-def _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings, start_pose):
+def _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings, start_pose, window=0):
     """Solved heads and frames of the moving bones, iterations and errors, by whichever form the tree needs.
 
     Trees with offsets: where FABRIK's phase (`batch_offsets`) ends short of
     the targets, `fabrik.solve` goes on with its refinement, so those frames
     are solved again one by one from their start poses (`start_pose(f)`).
+    A `window` (one free chain pulled at its tip) hands over as `fabrik.iterate_chain` does.
     """
     validate_settings(settings)
-    if not supports(skeleton, goals):
+    if not supports(skeleton, goals) and not (window and all(limit is None for limit in tree.limits)):
         raise ValueError("batched solving needs position goals only and no joint limits on the moving bones")
     groups = fabrik.components(tree)
     if len(groups) > 1:  # chains that share no bones: each stops when it has reached, as `fabrik.solve` does
@@ -129,7 +138,9 @@ def _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings, 
             heads[f], frames[f] = pose.heads[bones], pose.frames[bones]
             iterations[f], errors[f] = report.iterations, report.errors
         return heads, frames, iterations, errors
-    heads, tails, iterations, errors, keep_start = _iterate(tree, goals, targets, start_heads, start_frames, settings)
+    heads, tails, iterations, errors, keep_start = _iterate(
+        tree, goals, targets, start_heads, start_frames, settings, window
+    )
     frames = _turned_frames(start_frames, heads, tails, np.asarray(tree.length))
     frames[keep_start] = start_frames[keep_start]
     heads[keep_start] = start_heads[keep_start]
@@ -150,8 +161,9 @@ def _out_of_reach(skeleton, tree, goals, targets, start_heads, tolerance) -> np.
     return out
 
 
-def _iterate(tree, goals, targets, start_heads, start_frames, settings):
-    """The FABRIK iterations for all frames; heads, tails, iterations, errors and which frames kept their start."""
+def _iterate(tree, goals, targets, start_heads, start_frames, settings, window=0):
+    """The FABRIK iterations for all frames; heads, tails, iterations, errors and which frames kept their start.
+    With a `window`, a frame also stops once its best error has not halved over that many iterations."""
     count = len(start_heads)
     length = np.asarray(tree.length)
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
@@ -194,7 +206,8 @@ def _iterate(tree, goals, targets, start_heads, start_frames, settings):
     node_heads, node_tails = heads.transpose(1, 2, 0).copy(), tails.transpose(1, 2, 0).copy()
     node_base, node_targets = base.transpose(1, 2, 0).copy(), targets.transpose(1, 2, 0).copy()
     best_heads, best_tails = node_heads.copy(), node_tails.copy()
-    for _ in range(settings.max_iterations):
+    history = [best_error.copy()]  # (for the window: every frame's best error after each iteration)
+    for iteration in range(1, settings.max_iterations + 1):
         active = np.flatnonzero(~done)
         if not len(active):
             break
@@ -227,6 +240,10 @@ def _iterate(tree, goals, targets, start_heads, start_frames, settings):
         without_progress[stuck] += 1
         done[active[converged]] = True
         done[stuck[without_progress[stuck] >= settings.patience]] = True
+        if window:
+            history.append(best_error.copy())
+            if iteration >= window:
+                done[active[best_error[active] > 0.5 * history[iteration - window][active]]] = True
     return best_heads.transpose(2, 0, 1), best_tails.transpose(2, 0, 1), iterations, best_errors, keep_start
 
 

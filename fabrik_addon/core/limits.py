@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import quat
 from .quat import Quat
 
@@ -151,6 +153,40 @@ def constrain(limit: JointLimit, local: Quat, previous: Quat | None = None) -> Q
 def allows(limit: JointLimit, local: Quat) -> bool:
     """Whether a local rotation is inside the limit (`constrain` leaves it as it is)."""
     return constrain(limit, local) is local
+
+
+def allows_rows(limit: JointLimit, local: np.ndarray) -> np.ndarray:
+    """`allows` for many local rotations at once ((N, 4) unit quaternions), for a limit whose ranges all contain
+    the rest (an open cone, as `fabrik.open_cones_as_free` asks; no stiffness): the same swing and twist
+    arithmetic row by row, and `allows` itself for the rows within a hair of the limit."""
+    lo_x, hi_x = limit.x_range
+    lo_z, hi_z = limit.z_range
+    lo_y, hi_y = limit.y_range
+    if not (lo_x < 0.0 < hi_x and lo_z < 0.0 < hi_z and lo_y <= 0.0 <= hi_y) or limit.is_stiff:
+        raise ValueError("allows_rows takes open cones only")
+    q = np.where(local[:, :1] < 0.0, -local, local)  # (as quat.swing_twist: w made non-negative)
+    w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    tn = np.sqrt(w * w + y * y)
+    degenerate = tn < 1e-12
+    safe = np.where(degenerate, 1.0, tn)
+    tw, ty = np.where(degenerate, 1.0, w / safe), np.where(degenerate, 0.0, y / safe)
+    twist = 2.0 * np.arctan2(ty, tw)
+    sw, sx, sz = w * tw + y * ty, x * tw + z * ty, z * tw - x * ty
+    s = np.sqrt(sx * sx + sz * sz)
+    angle = 2.0 * np.arctan2(s, sw)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        swing_x = np.where(s < 1e-15, 0.0, angle * sx / s)
+        swing_z = np.where(s < 1e-15, 0.0, angle * sz / s)
+    a = np.where(swing_x >= 0.0, hi_x, -lo_x)  # the ellipse's semi-axes in each row's quadrant
+    b = np.where(swing_z >= 0.0, hi_z, -lo_z)
+    r = (swing_x / a) ** 2 + (swing_z / b) ** 2
+    inside = (r <= 1.0) & (lo_y <= twist) & (twist <= hi_y) & (-math.pi < twist)
+    near = (np.abs(r - 1.0) < 1e-9) | (np.abs(twist - lo_y) < 1e-9) | (np.abs(twist - hi_y) < 1e-9) | (
+        np.abs(np.abs(twist) - math.pi) < 1e-9
+    )
+    for i in np.flatnonzero(near).tolist():
+        inside[i] = allows(limit, tuple(local[i].tolist()))
+    return inside
 
 
 def _wrap(angle: float) -> float:
