@@ -471,6 +471,67 @@ def test_continuous_bakes_solve_each_frame_as_they_read_it_and_replay_the_live_s
     assert_keys_replay(rig, live)
 
 
+def chain_in_cones(degrees: float):
+    """The animated chain with every bone but the first in an open cone of this half-angle (Blender's IK
+    settings), its tip twisted about itself in its FK pose (a twist no goal moves)."""
+    rig = animated_chain()
+    for pose_bone in rig.pose.bones[1:]:
+        pose_bone.use_ik_limit_x = pose_bone.use_ik_limit_z = True
+        pose_bone.ik_min_x = pose_bone.ik_min_z = -math.radians(degrees)
+        pose_bone.ik_max_x = pose_bone.ik_max_z = math.radians(degrees)
+    return rig
+
+
+def pose_matrices(rig) -> list[np.ndarray]:
+    """Every bone's evaluated pose matrix (twists included) at every test frame."""
+    scene = bpy.context.scene
+    out = []
+    for frame in FRAMES:
+        scene.frame_set(frame)
+        evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        out.append(np.array([np.array(pb.matrix) for pb in evaluated.pose.bones]))
+    return out
+
+
+@pytest.mark.parametrize("degrees", [130.0, 90.0], ids=["wide", "binding"])
+def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees, monkeypatch):
+    """A per-frame bake of a chain in open cones runs the free chain's passes for all frames at once, as live
+    solving runs them first; the frames where they end inside every cone keep that pose (the tip's twist, which
+    no goal moves, kept from its FK pose), the others are solved again alone, limits and all. The keys replay
+    the live solve, twists included (1e-5)."""
+    from fabrik_addon.core import fabrik
+
+    rig = chain_in_cones(degrees)
+    rig.fabrik.start = "FK"
+    twist = (math.cos(0.15), 0.0, math.sin(0.15), 0.0)
+
+    def fk_pose():
+        for pose_bone in rig.pose.bones:
+            pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+        rig.pose.bones[-1].rotation_quaternion = twist
+        solving.forget(rig.name)
+
+    fk_pose()
+    live = pose_matrices(rig)
+    fk_pose()
+    solved_alone = []
+    whole = fabrik.solve
+    monkeypatch.setattr(fabrik, "solve", lambda *args: solved_alone.append(1) or whole(*args))
+    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    while not baker.done:
+        baker.step()
+    assert baker._batch is not None and baker._batch.free is not None
+    assert len(baker._batched) == len(FRAMES) and not baker._pending
+    # (wide cones bind on a frame or two of this circle, narrower ones on more, never on all)
+    assert 0 < len(solved_alone) < (len(FRAMES) // 4 if degrees > 100.0 else len(FRAMES)), len(solved_alone)
+    baker.finish(new_action=False, cleanup=None, keep_live=False)
+    fabrik_addon.unregister()
+    for frame, expected, got in zip(FRAMES, live, pose_matrices(rig)):
+        np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=f"frame {frame}")
+    twisted = np.array(live[0][-1])[:3, :3] @ np.array([1.0, 0.0, 0.0])
+    assert abs(twisted @ np.array(live[0][-2])[:3, 0]) < 0.999  # (the tip's X axis is not its parent's: twisted)
+
+
 def test_cancel_while_solving_leaves_everything_as_it_was(monkeypatch):
     """Esc after every frame is read, between chunks of the batched solve, still writes nothing."""
     rig = open_hand()
