@@ -8,7 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabrik_addon.core import Goal, SolveSettings, batch, batch_offsets, fabrik, limits, quat, skeleton_from_points, solve
+from fabrik_addon.core import (
+    Goal, SolveSettings, batch, batch_offsets, fabrik, limits, quat, skeleton_from_points, solve,
+)
 from fabrik_addon.core.limits import JointLimit
 from skeletons import hand, random_rotations, skeletons, straight_chain
 

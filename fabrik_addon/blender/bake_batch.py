@@ -8,6 +8,11 @@ poses (once per distinct pose), the FABRIK solve (`core.batch`) and the local
 rotations then run in numpy over many frames together. The result is the same
 as solving each frame with `solving.compute` from this frame's FK pose.
 
+One chain in open cones is solved so too, as `fabrik.solve` starts on it: the
+free chain's passes for all frames at once, the limits checked on their
+result in bulk (`limits.allows_rows`), and the frames where a cone binds (or
+the passes crawl) solved again alone, limits and all.
+
 A continuous bake cannot wait: each frame starts from the one before. There
 each frame read is solved at once on plain floats (`core.local_solve`), from
 the previous frame's local rotations, as `solving.compute` solves it with that
@@ -194,7 +199,8 @@ class FrameBatch:
         )
         local = self._local_rotations(solved, parent_frames)
         if self.free is not None:
-            self._inside_cones(local, self._local_rotations(frames, parent_frames), targets, iterations, errors, start_pose)
+            start = self._local_rotations(frames, parent_frames)
+            self._inside_cones(local, start, targets, iterations, errors, start_pose)
         return local, iterations, errors
 
     def _inside_cones(self, local, start, targets, iterations, errors, start_pose) -> None:
