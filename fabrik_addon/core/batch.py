@@ -27,14 +27,15 @@ from .vec import EPSILON
 
 
 
-def supports(skeleton: Skeleton, goals: Sequence[Goal]) -> bool:
+def supports(skeleton: Skeleton, goals: Sequence[Goal], tree: fabrik.MovingTree | None = None) -> bool:
     """True when these goals can be solved here (position goals only, no joint limits on the moving bones, no
-    IK stretch: the bones' lengths would differ from frame to frame)."""
+    IK stretch: the bones' lengths would differ from frame to frame). `tree`: the moving tree solved, where it
+    is not the goals' own (`solve_moving`'s `free`)."""
     if not goals or any(g.rotation is not None or g.pole is not None for g in goals):
         return False
     if stretch.applies(skeleton, goals):
         return False
-    return all(limit is None for limit in moving_tree(skeleton, goals).limits)
+    return all(limit is None for limit in (tree or moving_tree(skeleton, goals)).limits)
 
 
 def solve_frames(
@@ -107,7 +108,7 @@ def _solve(skeleton, tree, goals, targets, start_heads, start_frames, settings, 
     A `window` (one free chain pulled at its tip) hands over as `fabrik.iterate_chain` does.
     """
     validate_settings(settings)
-    if not supports(skeleton, goals) and not (window and all(limit is None for limit in tree.limits)):
+    if not supports(skeleton, goals, tree):
         raise ValueError("batched solving needs position goals only and no joint limits on the moving bones")
     groups = fabrik.components(tree)
     if len(groups) > 1:  # chains that share no bones: each stops when it has reached, as `fabrik.solve` does
