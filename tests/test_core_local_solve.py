@@ -202,7 +202,7 @@ def test_a_nearly_opposite_turn_keeps_the_careful_roll():
     b = quat.rotate(quat.about_axis(quat.x_axis(frame), np.pi - 1e-5), a)
 
     expected = rotation.swung_frames(np.array([quat.to_matrix(frame)]), np.array([b]))[0]
-    np.testing.assert_allclose(quat.to_matrix(local_solve._swung(frame, a, b)), expected, atol=1e-9)
+    np.testing.assert_allclose(quat.to_matrix(local_solve._swung_half_round(frame, a, b)), expected, atol=1e-9)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

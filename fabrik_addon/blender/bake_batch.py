@@ -29,7 +29,7 @@ from dataclasses import replace
 import bpy
 import numpy as np
 
-from ..core import batch, fabrik, local_solve, quat, quat_arrays, refine, rotation, stretch
+from ..core import batch, fabrik, local_solve, quat, rotation, stretch
 from ..core import limits as joint_limits
 from ..core.fabrik import moving_tree, open_cones_as_free
 from ..core.quat import Quat
@@ -108,9 +108,9 @@ class FrameBatch:
         self.parents: list[np.ndarray] = []
         self.problems: list[dict[int, str]] = []
         #: A continuous bake's frames solved by `solve_last`, per frame index: the moving bones' frames (armature
-        #: space) and the fixed frames they hang from, where the solve went on from joints (`solve_on`); the
-        #: moving bones' local rotations, where it started from them.
-        self._swung: dict[int, tuple[list[Quat], list]] = {}
+        #: space) and the row of the frame read, where the solve went on from joints (`solve_on`); the moving
+        #: bones' local rotations, where it started from them.
+        self._swung: dict[int, tuple[list[Quat], int]] = {}
         self._rotated: dict[int, list[Quat]] = {}
         self._last_index = -1
         #: What the last frame's solve left to go on from: ((translations, fixed), (frames, heads, tails)), or None.
@@ -167,11 +167,7 @@ class FrameBatch:
         count = len(self.targets[rows])
         channels = {key: np.asarray(values[rows], dtype=np.float64) for key, values in self.channels.items() if values}
         parent_pose = np.asarray(self.parents[rows]).reshape(count, len(self.fixed_parents), 4, 4) if self.parents else None
-        parent_frames = None
-        if parent_pose is not None:
-            m = parent_pose[:, :, :3, :3]
-            with np.errstate(invalid="ignore", divide="ignore"):  # a parent scaled to zero: NaN, the bake skips it
-                parent_frames = m / np.linalg.norm(m, axis=2, keepdims=True)
+        parent_frames = None if parent_pose is None else _unit_frames(parent_pose)
 
         # Frames that repeat a start pose (unanimated chains: all of them) share its forward kinematics.
         keys = [values.reshape(count, -1) for values in channels.values()]
@@ -220,10 +216,10 @@ class FrameBatch:
             begun = rotation.quaternions_from_matrices(start[:, leaves].reshape(-1, 3, 3)).reshape(count, -1, 4)
             for f in np.flatnonzero(good).tolist():
                 for j, k in enumerate(leaves):
-                    limit = tree.limits[k]
-                    sx, sz, _ = refine.limited_angles(limit, quat.IDENTITY, tuple(quaternions[f, k].tolist()))
-                    twist = refine.limited_angles(limit, quat.IDENTITY, tuple(begun[f, j].tolist()))[2]
-                    local[f, k] = quat.to_matrix(quat.from_swing_twist(sx, sz, twist))
+                    twisted = local_solve.with_start_twist(
+                        tree.limits[k], tuple(quaternions[f, k].tolist()), tuple(begun[f, j].tolist())
+                    )
+                    local[f, k] = quat.to_matrix(twisted)
         for f in np.flatnonzero(~good).tolist():
             goals = [replace(g, target=tuple(map(float, targets[f, i]))) for i, g in enumerate(self.goals)]
             pose, report = fabrik.solve(skeleton, goals, start_pose(f), self.solve_settings)
@@ -261,7 +257,7 @@ class FrameBatch:
             solved, report = local_solve.solve_on(local, goals, start, self.warm_settings)
             if not math.isfinite(sum(map(sum, solved[0]))):
                 return None
-            self._swung[index] = (solved[0], fixed)
+            self._swung[index] = (solved[0], len(self.targets) - 1)
             self._left = ((translations, fixed), solved)
         else:
             rotations = self._start_rotations(previous)
@@ -301,13 +297,11 @@ class FrameBatch:
                     fixed[k] = solving.fixed_frame(matrix.tolist())
         return fixed
 
-    def last_rotations(self) -> dict[int, Quat]:
+    def last_rotations(self) -> dict[int, np.ndarray | Quat]:
         """The moving bones' local rotations of the last frame `solve_last` solved."""
         if self._last_index in self._rotated:
             return dict(zip(self.moving, self._rotated[self._last_index]))
-        frames, fixed = self._swung[self._last_index]
-        local = local_solve.local_tree(self.skeleton, self.tree)
-        return dict(zip(self.moving, local_solve.tracked_rotations(local, frames, fixed)))
+        return dict(zip(self.moving, self._swung_rotations([self._swung[self._last_index]])[0]))
 
     @property
     def solved_in_turn(self) -> bool:
@@ -319,15 +313,24 @@ class FrameBatch:
         out together."""
         indices = sorted([*self._swung, *self._rotated])
         row_of = {i: row for row, i in enumerate(indices)}
-        quaternions = np.empty((len(indices), len(self.moving), 4))
+        matrices = np.empty((len(indices), len(self.moving), 3, 3))
         if self._rotated:
-            quaternions[[row_of[i] for i in self._rotated]] = list(self._rotated.values())
+            quaternions = np.array(list(self._rotated.values())).reshape(-1, 4)
+            matrices[[row_of[i] for i in self._rotated]] = rotation.quaternion_to_matrix(quaternions).reshape(
+                len(self._rotated), -1, 3, 3
+            )
         if self._swung:
-            local = local_solve.local_tree(self.skeleton, self.tree)
-            swung = _tracked_rotations_at_once(local, list(self._swung.values()))
-            quaternions[[row_of[i] for i in self._swung]] = swung
-        matrices = rotation.quaternion_to_matrix(quaternions.reshape(-1, 4)).reshape(len(indices), -1, 3, 3)
+            matrices[[row_of[i] for i in self._swung]] = self._swung_rotations(list(self._swung.values()))
         return indices, matrices
+
+    def _swung_rotations(self, swung: list[tuple[list[Quat], int]]) -> np.ndarray:
+        """The local rotations (frames, m, 3, 3) of frames `solve_on` left (armature space), each with the row of
+        the frame read (its fixed parents' pose)."""
+        frames = rotation.quaternion_to_matrix(np.array([f for f, _ in swung]).reshape(-1, 4))
+        parent_frames = None
+        if self.fixed_parents:
+            parent_frames = _unit_frames(np.asarray([self.parents[row] for _, row in swung]))
+        return self._local_rotations(frames.reshape(len(swung), -1, 3, 3), parent_frames)
 
     def _start_poses(self, channels: dict[str, np.ndarray], fixed) -> tuple[np.ndarray, np.ndarray]:
         """Forward kinematics of the moving bones, as Skeleton.with_local_rotations composes them: heads
@@ -407,23 +410,11 @@ class FrameBatch:
         return fk
 
 
-def _tracked_rotations_at_once(local, solved: list[tuple[list, list]]) -> np.ndarray:
-    """`local_solve.tracked_rotations` of many frames at once: per frame, the nodes' frames and the fixed frames
-    they hang from; the local rotations (frames, m, 4)."""
-    tree = local.tree
-    frames = np.array([f for f, _ in solved])
-    parents = np.empty_like(frames)
-    for k, p in enumerate(tree.parent):
-        if p >= 0:
-            parents[:, k] = frames[:, p]
-        elif all(fixed[k] is None for _, fixed in solved):
-            parents[:, k] = quat.IDENTITY
-        else:
-            parents[:, k] = [fixed[k][0] if fixed[k] is not None else quat.IDENTITY for _, fixed in solved]
-    count = len(solved)
-    rest = np.broadcast_to(np.array(local.rest), frames.shape).reshape(-1, 4)
-    zero = quat_arrays.mul(parents.reshape(-1, 4), rest)
-    return quat_arrays.normalized(quat_arrays.mul(quat_arrays.conj(zero), frames.reshape(-1, 4))).reshape(count, -1, 4)
+def _unit_frames(pose: np.ndarray) -> np.ndarray:
+    """Pose matrices' (..., 4, 4) rotations with their axes made unit, as `rig.current_pose` makes them."""
+    m = pose[..., :3, :3]
+    with np.errstate(invalid="ignore", divide="ignore"):  # a parent scaled to zero: NaN, the bake skips it
+        return m / np.linalg.norm(m, axis=-2, keepdims=True)
 
 
 def _distinct_rows(rows: np.ndarray) -> tuple[list[int], np.ndarray]:

@@ -47,7 +47,7 @@ from .vec import Vec, add, dist, perpendicular, scale, sub
 
 __all__ = [
     "LocalTree", "applies", "applies_open", "goes_on", "local_tree", "solve", "solve_on", "solve_open", "swung_frames",
-    "tracked_rotations",
+    "tracked_rotations", "with_start_twist",
 ]
 
 
@@ -272,10 +272,15 @@ def solve_open(
         if not joint_limits.allows(limit, solved[k]):
             return None
         if not tree.children[k]:  # (a leaf: its twist moves no goal)
-            sx, sz, _ = refine.limited_angles(limit, quat.IDENTITY, solved[k])
-            twist = refine.limited_angles(limit, quat.IDENTITY, rotations[k])[2]
-            solved[k] = quat.from_swing_twist(sx, sz, twist)
+            solved[k] = with_start_twist(limit, solved[k], rotations[k])
     return solved, report
+
+
+def with_start_twist(limit: JointLimit, solved: Quat, start: Quat) -> Quat:
+    """A limited leaf's solved local rotation with the twist it started with (a leaf's twist moves no position
+    goal), as `refine.start_twists` reads it: both read into the limit's coordinates."""
+    sx, sz, _ = refine.limited_angles(limit, quat.IDENTITY, solved)
+    return quat.from_swing_twist(sx, sz, refine.limited_angles(limit, quat.IDENTITY, start)[2])
 
 
 def _solve_apart(
@@ -453,19 +458,16 @@ def _iterate(
     return report, True
 
 
-def _swung(frame: Quat, a: Vec, b: Vec) -> Quat:
-    """The frame turned the shortest way from its Y axis a onto unit b, as `rotation.swung_frames` turns it
-    (nearly opposite: a half turn about its X axis made perpendicular to a, then the short rest)."""
-    d = a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-    if d >= -1.0 + 1e-6:
-        turn = quat.arc(a, b, a)
-    else:
-        x = quat.x_axis(frame)
-        kd = a[0] * x[0] + a[1] * x[1] + a[2] * x[2]
-        k = (x[0] - kd * a[0], x[1] - kd * a[1], x[2] - kd * a[2])
-        n = (k[0] * k[0] + k[1] * k[1] + k[2] * k[2]) ** 0.5
-        k = scale(k, 1.0 / n) if n > 1e-9 else perpendicular(a)
-        turn = quat.mul(quat.arc((-a[0], -a[1], -a[2]), b, k), (0.0, k[0], k[1], k[2]))
+def _swung_half_round(frame: Quat, a: Vec, b: Vec) -> Quat:
+    """The frame turned from its Y axis a onto unit b nearly opposite (a.b below -1 + 1e-6), as
+    `rotation.swung_frames` turns it there: a half turn about its X axis made perpendicular to a, then the short
+    rest. (`swung_frames` turns every other frame itself.)"""
+    x = quat.x_axis(frame)
+    kd = a[0] * x[0] + a[1] * x[1] + a[2] * x[2]
+    k = (x[0] - kd * a[0], x[1] - kd * a[1], x[2] - kd * a[2])
+    n = (k[0] * k[0] + k[1] * k[1] + k[2] * k[2]) ** 0.5
+    k = scale(k, 1.0 / n) if n > 1e-9 else perpendicular(a)
+    turn = quat.mul(quat.arc((-a[0], -a[1], -a[2]), b, k), (0.0, k[0], k[1], k[2]))
     return quat.normalized(quat.mul(turn, frame))
 
 
@@ -496,6 +498,6 @@ def swung_frames(tree: MovingTree, frames: list[Quat], joints: Joints) -> list[Q
             n = math.sqrt(w * w + x * x + y * y + z * z)
             frame = (w / n, x / n, y / n, z / n)
         else:
-            frame = _swung(frame, (ax, ay, az), (bx, by, bz))
+            frame = _swung_half_round(frame, (ax, ay, az), (bx, by, bz))
         solved.append(frame)
     return solved
