@@ -44,3 +44,8 @@ class EffectorValues:
 def read(obj) -> list[EffectorValues]:
     """Every effector of the rig, read once."""
     return [EffectorValues(effector, index) for index, effector in enumerate(obj.fabrik.effectors)]
+
+
+def comparable(matrix) -> tuple | None:
+    """A matrix as nested tuples, for a snapshot to compare (None stays None)."""
+    return None if matrix is None else tuple(map(tuple, matrix))

@@ -8,8 +8,8 @@ import traceback
 import bpy
 from bpy.app.handlers import persistent
 
-from . import animdata, effector_values, integrity, rig, solving
-from .effector_values import EffectorValues
+from . import animdata, effector_values, integrity, rig, solving, steady
+from .effector_values import EffectorValues, comparable
 
 # Our own pose writes tag the rig for another depsgraph update; this guard and
 # the input signature below keep us from reacting to them.
@@ -31,11 +31,12 @@ def _forget_deleted_rigs() -> int:
     if count == _objects_seen:
         return count
     _objects_seen = count
-    remembered = set(_last_inputs) | set(_ik_animation) | set(solving.status)
+    remembered = set(_last_inputs) | set(_ik_animation) | set(solving.status) | steady.remembered()
     for name in remembered | rig.cached_rigs() | solving.remembered_rigs():
         if objects.get(name) is None:
             _last_inputs.pop(name, None)
             _ik_animation.pop(name, None)
+            steady.forget(name)
             solving.forget(name)
             rig.forget(name)
     return count
@@ -44,6 +45,7 @@ def _forget_deleted_rigs() -> int:
 def forget_inputs(obj_name: str) -> None:
     """Make the next update solve this rig even if nothing it reads has changed (live switched, settings)."""
     _last_inputs.pop(obj_name, None)
+    steady.forget(obj_name)
 
 
 #: Per scene (by pointer): the object counts (the file's, the scene's) at its last scan, and its armature objects.
@@ -88,14 +90,14 @@ def _inputs_of(obj, depsgraph) -> tuple[tuple, list[EffectorValues]]:
     # The skeleton is rebuilt (a new object) only when bones, rest pose, IK limits or stretch factors change.
     snapshot = [
         integrity.problems_of(obj, depsgraph, values),
-        _as_tuple(_world_or_none(obj, "", depsgraph)),
+        comparable(_world_or_none(obj, "", depsgraph)),
         settings.solver, settings.iterations, settings.tolerance, settings.start, settings.influence,
         id(rig.skeleton_of(obj)),
     ]
     for value in values:
         value.target_world = _world_or_none(value.target, value.subtarget, depsgraph)
         value.pole_world = _world_or_none(value.pole_target, value.pole_subtarget, depsgraph)
-        snapshot.append((_as_tuple(value.target_world), _as_tuple(value.pole_world), value.solved()))
+        snapshot.append((comparable(value.target_world), comparable(value.pole_world), value.solved()))
     return tuple(snapshot), values
 
 
@@ -107,11 +109,6 @@ def _world_or_none(target, subtarget: str, depsgraph):
         return solving.world_matrix(target, subtarget, depsgraph).copy()
     except solving.EffectorError:
         return None  # a missing bone: the solve reports it
-
-
-def _as_tuple(matrix) -> tuple | None:
-    """A matrix as nested tuples, comparable (None stays None)."""
-    return None if matrix is None else tuple(map(tuple, matrix))
 
 
 #: Live rigs our handlers checked at the last evaluation they were told of. Every change to a rig's structure
@@ -199,6 +196,13 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
         updated = _Updates(depsgraph) if depsgraph is not None and rigs and not only_if_inputs_changed else None
         for obj in rigs:
             try:
+                if updated is not None:
+                    # A frame where only the targets moved solves from what the last solve read.
+                    steady_inputs = steady.solve_frame(obj, scene, depsgraph, updated, obj.name in _watched)
+                    if steady_inputs is not None:
+                        watched.add(obj.name)
+                        _last_inputs[obj.name] = steady_inputs
+                        continue
                 # The rig's structure is read and checked once here; the solve uses what was read.
                 with rig.frozen_structure(obj, _unchanged_parts(obj, updated)):
                     watched.add(obj.name)
@@ -214,6 +218,7 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
                     _solve(obj, depsgraph, inputs, values, pose)
             except Exception as exc:  # never raise into Blender's event loop
                 _last_inputs.pop(obj.name, None)
+                steady.forget(obj.name)
                 obj.fabrik.live = False
                 solving.status[obj.name] = solving.RigStatus(message=f"live solving stopped: {exc}", ok=False)
                 print(f"FABRIK: live solving of '{obj.name}' stopped:\n{traceback.format_exc()}")
@@ -226,6 +231,7 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
 def _solve(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: solving.PoseRead | None = None) -> None:
     """Solve one rig from its effectors as its inputs read them (and its pose as read, where it was), and remember
     the inputs with the channels as the solve left them."""
+    steady.forget(obj.name)
     pose = pose or solving.read_pose(obj)
     solving.solve_object(obj, depsgraph, checked=values, pose=pose)
     if obj.name in solving.again:  # put off to the next update: nothing on screen counts as solved yet
@@ -241,6 +247,8 @@ def _solve(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: so
         return
     # The channels as the solve left them: what it read and wrote (what it wrote by other means read again).
     _last_inputs[obj.name] = (inputs, pose.snapshot())
+    if depsgraph is not None:
+        steady.remember(obj, depsgraph, inputs, values, pose)
 
 
 #: Live rigs whose solve was put off to the next update (`solving.again`), for `tag_put_off`.
@@ -295,6 +303,7 @@ def on_load(_filepath) -> None:
     _last_inputs.clear()
     _ik_animation.clear()
     _armatures_in.clear()
+    steady.forget()
     solving.forget()
     rig.clear_cache()
 
@@ -305,6 +314,7 @@ def on_undo(*_args) -> None:
     _watched.clear()
     _ik_animation.clear()
     _armatures_in.clear()
+    steady.forget()
 
 
 _handlers = (

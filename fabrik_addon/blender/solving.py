@@ -80,6 +80,7 @@ def forget(obj_name: str | None = None) -> None:
         _last_solution.clear()
         _held_in_memory.clear()
         _cones_bound.clear()
+        _lean_reads.clear()
         animdata.forget()
         return
     status.pop(obj_name, None)
@@ -87,6 +88,7 @@ def forget(obj_name: str | None = None) -> None:
     _last_solution.pop(obj_name, None)
     _held_in_memory.pop(obj_name, None)
     _cones_bound.pop(obj_name, None)
+    _lean_reads.pop(obj_name, None)
     animdata.forget(obj_name)
 
 
@@ -243,13 +245,15 @@ CONES_RETRY = 8
 
 
 def as_matrix(rotation) -> np.ndarray:
-    """A remembered local rotation as a 3x3 matrix."""
-    return np.array(quat.to_matrix(rotation)) if isinstance(rotation, tuple) else rotation
+    """A remembered local rotation (a unit quaternion, or a 3x3 matrix) as a 3x3 matrix."""
+    return np.array(quat.to_matrix(as_quaternion(rotation))) if len(rotation) == 4 else rotation
 
 
 def as_quaternion(rotation) -> tuple[float, ...]:
-    """A remembered local rotation as a unit quaternion."""
-    return rotation if isinstance(rotation, tuple) else quat.from_matrix(rotation.tolist())
+    """A remembered local rotation (a unit quaternion, or a 3x3 matrix) as a unit quaternion."""
+    if isinstance(rotation, tuple):
+        return rotation
+    return tuple(rotation.tolist()) if len(rotation) == 4 else quat.from_matrix(rotation.tolist())
 
 
 def solve_settings_of(settings, warm: bool, size: float) -> SolveSettings:
@@ -513,6 +517,7 @@ def solve_object(
     (the solve reads the rest into it, and leaves it holding the channels as
     the solve left them).
     """
+    _lean_reads.pop(obj.name, None)  # (only this solve's own may be taken)
     refused = editable.editable(obj) or _unusable_rig(obj, depsgraph)
     if refused:
         result = status[obj.name] = RigStatus(message=refused, ok=False)
@@ -657,6 +662,11 @@ def _solve_read(obj, gathered: Gathered, read: _FreeTree) -> tuple[RigStatus, li
     solved, report = solved
     if not math.isfinite(sum(map(sum, solved))):
         return None  # never written nor remembered: the general path says which bone
+    return lean_status(obj, gathered, read, report), solved
+
+
+def lean_status(obj, gathered: Gathered, read: _FreeTree, report: SolveReport) -> RigStatus:
+    """The status of a lean solve of what `_read_free_tree` read, with its report."""
     result = RigStatus(effectors=dict(gathered.problems))
     problem = Problem(
         result, gathered.skeleton, gathered.goals, gathered.used, list(read.tree.bones), {}, None, read.settings,
@@ -665,7 +675,7 @@ def _solve_read(obj, gathered: Gathered, read: _FreeTree) -> tuple[RigStatus, li
     conclude_status(problem, report)
     if read.influence is not None:
         _say_influence(result, read.influence)
-    return result, solved
+    return result
 
 
 def _shown(read: _FreeTree, solved: list) -> list:
@@ -703,14 +713,32 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, pose: PoseR
         for q, now, mode in zip(_shown(read, solved), channels.current, channels.modes)
     ]
     _write_and_hold(obj, channels, values, channels.fk_values, hold)
-    _last_solution[obj.name] = dict(zip(read.tree.bones, solved))
+    remember_solution(obj.name, read.tree.bones, solved)
     if channels.entries is not None and channels.entries[4].any():
         write_stretch(obj, gathered.skeleton, {}, pose)  # bones stretched before get their own scale back
     result.seconds = time.perf_counter() - gathered.began
+    if hold:
+        _lean_reads[obj.name] = (read, gathered, result)
     return result
 
 
-def _write_channels(obj, at, modes: list[str], arrays: dict, current: list, values: list) -> list[tuple[float, ...]]:
+#: Per rig: what its last live solve on the lean path read, with its status, until live solving takes it
+#: (`take_lean_read`: `steady` solves the next frames from it).
+_lean_reads: dict[str, tuple] = {}
+
+
+def take_lean_read(obj_name: str) -> tuple | None:
+    """(read, gathered, status) of the rig's solve just made on the lean path, if it went that way; forgotten."""
+    return _lean_reads.pop(obj_name, None)
+
+
+def remember_solution(obj_name: str, bones, solved) -> None:
+    """Keep a solve's local rotations (unit quaternions) per bone, for the next solve to start from (Start From:
+    Previous)."""
+    _last_solution[obj_name] = dict(zip(bones, solved))
+
+
+def write_channels(obj, at, modes: list[str], arrays: dict, current: list, values: list) -> list[tuple[float, ...]]:
     """Set the rotation channels of the pose bones at `at` (each in its mode) to `values` in bulk, one foreach_set
     per channel kind that changed; `arrays` and `current` are what `_rotation_values` read. A channel that
     already holds its value in single precision is left alone, so an unchanged pose does not tag the rig for an
@@ -755,7 +783,7 @@ def _write_solution(obj, solution: Solution, hold: bool) -> None:
 def _write_and_hold(obj, channels: _Channels, values: list, fk_values: list, hold: bool) -> None:
     """Set the channels read to `values` in bulk, and hold the FK values under them, or without `hold` let
     them go."""
-    written = _write_channels(obj, channels.at, channels.modes, channels.arrays, channels.current, values)
+    written = write_channels(obj, channels.at, channels.modes, channels.arrays, channels.current, values)
     if hold:
         _hold_in_bulk(obj, channels.held, channels.names, channels.modes, written, fk_values, channels.entries)
     else:
@@ -962,7 +990,7 @@ class _HeldEntry:
         object.__setattr__(self, name, value)
 
 
-class _HeldInMemory:
+class HeldInMemory:
     """What live solving holds for a library override, in memory: Blender refuses to add items to an override's
     collections (`held.add()`: "not supported for this collection"), and keeps no property we could add to the
     override in its file. It offers the parts of the `fabrik.held` collection this module uses."""
@@ -1006,8 +1034,8 @@ class _HeldInMemory:
             setattr(entry, name, row if row.size > 1 else row[0].item())
 
 
-#: Per library override (by name): what live solving holds for it (see _HeldInMemory).
-_held_in_memory: dict[str, _HeldInMemory] = {}
+#: Per library override (by name): what live solving holds for it (see HeldInMemory).
+_held_in_memory: dict[str, HeldInMemory] = {}
 
 
 def _held(obj):
@@ -1017,7 +1045,7 @@ def _held(obj):
         return obj.fabrik.held
     held = _held_in_memory.get(obj.name)
     if held is None:
-        held = _held_in_memory[obj.name] = _HeldInMemory()
+        held = _held_in_memory[obj.name] = HeldInMemory()
     return held
 
 
@@ -1047,6 +1075,13 @@ def follow_held_renames(obj, bone_names=None) -> None:
         bone = bones[entry.index]
         if bone.name not in names and (bone.head_local - Vector(entry.head)).length < 1e-5 * (1.0 + bone.length):
             entry.name = bone.name
+
+
+def held_written(held) -> np.ndarray:
+    """The held entries' written rotations, (m, 4) in single precision as the file keeps them."""
+    written = np.empty(len(held) * 4, dtype=np.float32)
+    held.foreach_get("written", written)
+    return written.reshape(-1, 4)
 
 
 def _held_arrays(held):
@@ -1117,8 +1152,8 @@ def _hold_in_bulk(obj, held, names, modes, written, fk_values, entries) -> None:
         i = index[name]
         if i not in matched:
             unmatched.append((i, mode))
-        new_written[i] = _pad(value, 4)
-        new_fk[i] = _pad(fk, 4)
+        new_written[i] = pad(value, 4)
+        new_fk[i] = pad(fk, 4)
     if unmatched:
         items = list(held)  # (one pass: indexing the collection walks it from its first item each time)
         for i, mode in unmatched:
@@ -1127,15 +1162,15 @@ def _hold_in_bulk(obj, held, names, modes, written, fk_values, entries) -> None:
                 entry.rotated = True
             if entry.mode != mode:
                 entry.mode = mode
-    rows = _stored_entries(obj, held)
-    _set_held_vectors(held, rows, "written", old_written, new_written)
-    _set_held_vectors(held, rows, "fk", old_fk, new_fk)
+    rows = stored_entries(obj, held)
+    set_held_vectors(held, rows, "written", old_written, new_written)
+    set_held_vectors(held, rows, "fk", old_fk, new_fk)
 
 
-def _stored_entries(obj, held) -> list | None:
+def stored_entries(obj, held) -> list | None:
     """The held entries as the file stores them (ID property groups, in the collection's order), or None where
     they are not there to set (held in memory, or none stored yet)."""
-    if isinstance(held, _HeldInMemory):
+    if isinstance(held, HeldInMemory):
         return None
     stored = compat.stored_properties(obj)
     stored = stored.get("fabrik") if stored is not None else None
@@ -1143,10 +1178,10 @@ def _stored_entries(obj, held) -> list | None:
     return rows if rows is not None and len(rows) == len(held) else None
 
 
-def _set_held_vectors(held, rows: list | None, name: str, old: np.ndarray, new: np.ndarray) -> None:
+def set_held_vectors(held, rows: list | None, name: str, old: np.ndarray, new: np.ndarray) -> None:
     """Set the held entries' `name` vectors from `old` to `new` ((m, k) each), only the rows that changed.
 
-    Not through RNA where it can be helped (`rows`: `_stored_entries`): there
+    Not through RNA where it can be helped (`rows`: `stored_entries`): there
     every write tags the rig for transform, geometry and animation, and
     Blender evaluates all of that again after the solve. The values matter
     only to our own next read, so they are set where they are stored, which
@@ -1183,7 +1218,7 @@ def _finite(value) -> bool:
     return all(math.isfinite(x) for x in value)
 
 
-def _pad(value, size: int) -> tuple[float, ...]:
+def pad(value, size: int) -> tuple[float, ...]:
     """A channel value padded with zeros to a held vector's size (Euler values have 3 of its 4)."""
     return tuple(value) + (0.0,) * (size - len(value))
 

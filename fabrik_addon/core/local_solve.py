@@ -32,6 +32,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from . import limits as joint_limits
 from . import pole, quat, refine
 from .fabrik import (
@@ -46,8 +48,8 @@ from .skeleton import Skeleton
 from .vec import Vec, add, dist, perpendicular, scale, sub
 
 __all__ = [
-    "LocalTree", "applies", "applies_open", "goes_on", "local_tree", "solve", "solve_on", "solve_open", "swung_frames",
-    "tracked_rotations", "with_start_twist",
+    "LocalTree", "applies", "applies_open", "goes_on", "local_tree", "solve", "solve_from_start", "solve_on", "solve_open",
+    "swung_frames", "tracked_rotations", "with_start_twist",
 ]
 
 
@@ -243,6 +245,26 @@ def solve_on(
     return (swung_frames(tree, frames, joints), joints.heads, joints.tails), report
 
 
+def solve_from_start(
+    local: LocalTree,
+    goals: Sequence[Goal],
+    rotations: Sequence[Quat],
+    start: tuple[list[Quat], list[Vec], list[Vec]],
+    fixed: Sequence[tuple[Quat, Vec] | None],
+    settings: SolveSettings,
+) -> tuple[np.ndarray, SolveReport]:
+    """`solve` where `goes_on`, from the start joints `start_joints` gave for these rotations (kept by a caller
+    that solves the same start pose again and again, on other targets): the local rotations as an (n, 4) array,
+    and the report."""
+    tree = local.tree
+    frames, heads, tails = start
+    joints = _joints(tree, list(heads), list(tails))
+    report, moved = _iterate(tree, joints, goals, settings)
+    if not moved:  # reached at the start: the pose stays as it was
+        return np.array([quat.normalized(q) for q in rotations]), report
+    return np.array(tracked_rotations(local, swung_frames(tree, frames, joints), fixed)), report
+
+
 def solve_open(
     local: LocalTree,
     limits: Sequence[JointLimit | None],
@@ -421,20 +443,23 @@ def _iterate(
     Returns the report and whether the pose moved (not when the start already reaches every goal).
     """
     count = len(goals)
-    targets = [tuple(float(c) for c in g.target) for g in goals]
     for chain, goal in zip(tree.goal_chain, goals):
         _bend_if_straight_at(tree, joints, chain, goal, settings.tolerance)
+    tolerance = settings.tolerance
+    if pulled_at_tip(tree, goals):  # the paper's own case, without the tree's bookkeeping
+        error = dist(joints.tails[-1], goals[0].target)
+        if error <= tolerance:
+            return SolveReport(0, [error], True, "converged", rotation_errors=[0.0]), False
+        paper = solve_chain(tree, joints, goals, settings, window)
+        if paper is not None:
+            return paper, True
+    targets = [tuple(float(c) for c in g.target) for g in goals]
     weights = [float(g.weight) for g in goals]
     node_of_goal = [tree.bones.index(g.bone) for g in goals]
     branch = branch_weights(tree, weights)
-    tolerance = settings.tolerance
     errors = goal_errors(tree, joints, goals, node_of_goal)
     if max(errors) <= tolerance:
         return SolveReport(0, errors, True, "converged", rotation_errors=[0.0] * count), False
-
-    paper = solve_chain(tree, joints, goals, settings, window)  # (the paper's own case, without the tree's bookkeeping)
-    if paper is not None:
-        return paper, True
     report = SolveReport(0, errors, False, "max_iterations", rotation_errors=[0.0] * count)
     progress = Progress(settings, sum(errors))
     best_joints, best_errors = joints.snapshot(), errors

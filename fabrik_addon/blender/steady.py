@@ -1,0 +1,239 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Live frames where only the targets moved: the last solve's reading kept, the solve run again on new targets.
+
+In playback the common frame changes nothing of a rig but where its targets
+are: the rig is not animated itself (its targets are), nobody edits it. The
+full live frame reads and checks the rig's settings, effectors, pose channels
+and what `fabrik.held` keeps, to find exactly that, at several times the cost
+of the solve on small rigs. So after a live solve on the lean path
+(`solving._solve_free_tree`) what it read is kept here as a `Plan`, and the
+next frame change solves from it directly while nothing it read can have
+changed:
+
+* Blender's evaluation updated neither the rig nor its armature (every edit of
+  a setting, an effector, a bone, a channel through RNA or an operator, a key
+  or driver that moves the rig tags it), and live solving saw the evaluation
+  before (`live._watched`);
+* as many effectors and objects as then (adding or removing an effector tags
+  nothing; deleting a target or unlinking it changes the counts), and each
+  target hanging from the same parents (a target parented to its own chain);
+* the targets' matrices are finite, and the solve converges on the lean path
+  as before (else the full frame runs, and says why).
+
+What cannot be seen is a channel set by `foreach_set` without a tag, which
+Blender does not show either until something tags the rig. Any full live
+solve of the rig replaces or drops its plan.
+
+The frame solves, writes and holds as the full one does (the same functions,
+from the same inputs: the result is the same), and leaves the status and the
+inputs live solving compares its next update with.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+
+import bpy
+import numpy as np
+
+from ..core import local_solve, rotation
+from . import rig, solving
+from .effector_values import EffectorValues, comparable
+
+
+@dataclass
+class Plan:
+    """What a live frame of one rig solves from while only its targets move (see the module)."""
+
+    obj: object
+    #: The file's and the scene's object counts, and the rig's effector count, when it was made.
+    counts: tuple[int, int, int]
+    values: list[EffectorValues]
+    #: Per effector, its target's and pole's parents as `_parents` reads them.
+    parents: list[tuple]
+    to_armature: object
+    gathered: solving.Gathered
+    read: object
+    #: The start joints of a tree `local_solve.solve_on` solves (FK of the held pose), else None.
+    start: tuple | None
+    pose: solving.PoseRead
+    #: The held entries' written rotations ((m, 4), single precision), and the chain's rows among them.
+    held_written: np.ndarray
+    held_rows: list[int]
+    #: The live inputs' snapshot before its per-effector part (`live._inputs_of`).
+    prefix: tuple
+    #: The rotation channel every chain bone is posed by, where they share one (else None), and their rows.
+    channel: str | None
+    rows: np.ndarray
+
+
+#: Per rig name: its plan.
+_plans: dict[str, Plan] = {}
+
+
+def forget(obj_name: str | None = None) -> None:
+    """Drop one rig's plan, or all."""
+    if obj_name is None:
+        _plans.clear()
+    else:
+        _plans.pop(obj_name, None)
+
+
+def remembered() -> set[str]:
+    """Names of the rigs a plan is kept for."""
+    return set(_plans)
+
+
+def _parents(target) -> tuple:
+    """What a target hangs from: each parent up its chain, with how (None: no target)."""
+    if target is None:
+        return ()
+    out = []
+    child = target.parent
+    while child is not None:
+        out.append((child, target.parent_type, target.parent_bone))
+        target, child = child, child.parent
+    return tuple(out)
+
+
+def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: solving.PoseRead) -> None:
+    """Keep what the live solve of obj just read, where it went the lean path and the next frames can solve from
+    it (see the module); otherwise forget the rig's plan."""
+    _plans.pop(obj.name, None)
+    lean = solving.take_lean_read(obj.name)
+    if lean is None:
+        return
+    read, gathered, result = lean
+    channels = read.channels
+    entries = channels.entries
+    if (
+        not result.ok or read.limits is not None or read.influence is not None
+        or read.rotations is not read.fk_rotations  # (a warm start: from the previous solution)
+        or gathered.problems or len(gathered.used) != len(values) or entries is None or entries[4].any()
+        or isinstance(channels.held, solving.HeldInMemory) or depsgraph.scene is None
+    ):
+        return
+    index = entries[0]
+    if any(name not in index for name in channels.names):
+        return
+    kinds = {rig.rotation_channel(mode)[0] for mode in channels.modes}
+    start = None
+    if local_solve.goes_on(read.local, gathered.goals):
+        start = local_solve.start_joints(read.local, read.rotations, read.translations, read.fixed)
+    _plans[obj.name] = Plan(
+        obj, (len(bpy.data.objects), len(depsgraph.scene.objects), len(values)), values,
+        [(_parents(v.target), _parents(v.pole_target)) for v in values],
+        rig.world_to_armature(obj.evaluated_get(depsgraph)), gathered, read, start, pose,
+        solving.held_written(channels.held), [index[name] for name in channels.names], inputs[: len(inputs) - len(values)],
+        kinds.pop() if len(kinds) == 1 else None, np.array(channels.at),
+    )
+
+
+def solve_frame(obj, scene, depsgraph, updated, watched: bool) -> tuple | None:
+    """Solve a frame of obj from its plan, where nothing the plan read can have changed (see the module): the
+    live inputs as the full frame would have read them, with the channels as the solve left them (what live
+    solving compares its next update with); None, having touched nothing, where the full frame must run. `updated` tells what the evaluation updated (`live._Updates`); `watched`, whether live solving saw the
+    rig at the evaluation before."""
+    plan = _plans.get(obj.name)
+    if plan is None:
+        return None
+    began = time.perf_counter()
+    if (
+        not watched or plan.obj != obj or updated.has(obj) or updated.has(obj.data)
+        or plan.counts != (len(bpy.data.objects), len(scene.objects), len(obj.fabrik.effectors))
+        or len(plan.read.channels.held) != len(plan.held_written)  # (entries removed by a script: no tag either)
+    ):
+        return None
+    gathered, read = plan.gathered, plan.read
+    goals, tails = [], []
+    try:
+        for value, goal, (target_parents, pole_parents) in zip(plan.values, gathered.goals, plan.parents):
+            if _parents(value.target) != target_parents or _parents(value.pole_target) != pole_parents:
+                return None
+            world = solving.world_matrix(value.target, value.subtarget, depsgraph)
+            point = tuple(plan.to_armature @ world.translation)
+            pole = pole_world = None
+            if value.pole_target is not None:
+                pole_world = solving.world_matrix(value.pole_target, value.pole_subtarget, depsgraph)
+                pole = tuple(plan.to_armature @ pole_world.translation)
+            if not math.isfinite(sum(point) + (sum(pole) if pole is not None else 0.0)):
+                return None  # the full frame says which
+            goals.append(replace(goal, target=point) if pole is None else replace(goal, target=point, pole=pole))
+            tails.append((comparable(world), comparable(pole_world), value.solved()))
+    except (ReferenceError, solving.EffectorError):
+        return None  # a target removed meanwhile, or a target bone gone: the full frame says so
+    solved = _solve(plan, goals)
+    if solved is None:
+        return None
+    solved, report = solved
+    gathered = gathered._replace(goals=goals, began=began)
+    result = solving.lean_status(obj, gathered, read, report)
+    channels = read.channels
+    if plan.channel is None:
+        values = [
+            rotation.channel_from_quaternion(mode, q, now)
+            for q, now, mode in zip(solved.tolist(), channels.current, channels.modes)
+        ]
+        written = solving.write_channels(obj, channels.at, channels.modes, channels.arrays, channels.current, values)
+        _hold(obj, plan, np.array([solving.pad(v, 4) for v in written], dtype=np.float32))
+    else:
+        written = _write_at_once(obj, plan, solved)
+    channels.current = written
+    solving.remember_solution(obj.name, read.tree.bones, solved)
+    result.seconds = time.perf_counter() - began
+    solving.status[obj.name] = result
+    return plan.prefix + tuple(tails), plan.pose.snapshot()
+
+
+def _solve(plan: Plan, goals: list) -> tuple[np.ndarray, object] | None:
+    """The lean solve of the plan's tree on new goals (as `solving._solve_read` solves it): the local rotations
+    (n, 4) and the report; None where it must go the general path or is not finite."""
+    read = plan.read
+    if plan.start is None:
+        outcome = local_solve.solve(read.local, goals, read.rotations, read.translations, read.fixed, read.settings)
+        if outcome is None:
+            return None
+        solved, report = np.array(outcome[0]), outcome[1]
+    else:
+        solved, report = local_solve.solve_from_start(
+            read.local, goals, read.rotations, plan.start, read.fixed, read.settings
+        )
+    if not np.isfinite(solved).all():
+        return None
+    return solved, report
+
+
+def _write_at_once(obj, plan: Plan, solved: list) -> list:
+    """`solving.write_channels` of the solved rotations for chain bones that share one rotation channel, in one
+    array operation, then `_hold`: the values the channels now hold."""
+    channels = plan.read.channels
+    array = channels.arrays[plan.channel]
+    if plan.channel == "rotation_quaternion":
+        values = rotation.compatible_quaternions(solved, array[plan.rows])
+    else:
+        values = [
+            rotation.channel_from_quaternion(mode, q, now)
+            for q, now, mode in zip(solved.tolist(), channels.current, channels.modes)
+        ]
+    # (rounded as the channel stores them: a channel that holds its value already is left as it is, and an
+    # unchanged pose does not tag the rig)
+    rows = np.array(values, dtype=np.float32)
+    if not np.array_equal(rows, array[plan.rows]):
+        array[plan.rows] = rows
+        obj.pose.bones.foreach_set(plan.channel, array.ravel())
+        obj.update_tag(refresh={'OBJECT'})  # (as `solving.write_channels`, which says why)
+    _hold(obj, plan, rows if rows.shape[1] == 4 else np.pad(rows, ((0, 0), (0, 4 - rows.shape[1]))))
+    return rows.tolist()
+
+
+def _hold(obj, plan: Plan, written: np.ndarray) -> None:
+    """Note in `fabrik.held` the rotations just written ((n, 4), single precision; the animator's under them are
+    as they were)."""
+    old = plan.held_written
+    new = old.copy()
+    new[plan.held_rows] = written
+    held = plan.read.channels.held
+    solving.set_held_vectors(held, solving.stored_entries(obj, held), "written", old, new)
+    plan.held_written = new
