@@ -198,7 +198,7 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
             try:
                 if updated is not None:
                     # A frame where only the targets moved solves from what the last solve read.
-                    steady_inputs = steady.solve_frame(obj, scene, depsgraph, updated, obj.name in _watched)
+                    steady_inputs = steady.solve_frame(obj, depsgraph, updated, obj.name in _watched)
                     if steady_inputs is not None:
                         watched.add(obj.name)
                         _last_inputs[obj.name] = steady_inputs

@@ -14,9 +14,9 @@ changed:
   a setting, an effector, a bone, a channel through RNA or an operator, a key
   or driver that moves the rig tags it), and live solving saw the evaluation
   before (`live._watched`);
-* as many effectors and objects as then (adding or removing an effector tags
-  nothing; deleting a target or unlinking it changes the counts), and each
-  target hanging from the same parents (a target parented to its own chain);
+* as many effectors as then (adding or removing one tags nothing; deleting,
+  unlinking or parenting a target rebuilds the relations, which updates every
+  object, and a deleted target's reference fails);
 * the targets' matrices are finite, and the solve converges on the lean path
   as before (else the full frame runs, and says why).
 
@@ -35,7 +35,6 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-import bpy
 import numpy as np
 
 from ..core import local_solve, rotation
@@ -48,11 +47,9 @@ class Plan:
     """What a live frame of one rig solves from while only its targets move (see the module)."""
 
     obj: object
-    #: The file's and the scene's object counts, and the rig's effector count, when it was made.
-    counts: tuple[int, int, int]
+    #: How many effectors the rig had.
+    effectors: int
     values: list[EffectorValues]
-    #: Per effector, its target's and pole's parents as `_parents` reads them.
-    parents: list[tuple]
     to_armature: object
     gathered: solving.Gathered
     read: object
@@ -86,18 +83,6 @@ def remembered() -> set[str]:
     return set(_plans)
 
 
-def _parents(target) -> tuple:
-    """What a target hangs from: each parent up its chain, with how (None: no target)."""
-    if target is None:
-        return ()
-    out = []
-    child = target.parent
-    while child is not None:
-        out.append((child, target.parent_type, target.parent_bone))
-        target, child = child, child.parent
-    return tuple(out)
-
-
 def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: solving.PoseRead) -> None:
     """Keep what the live solve of obj just read, where it went the lean path and the next frames can solve from
     it (see the module); otherwise forget the rig's plan."""
@@ -110,12 +95,12 @@ def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: 
     entries = channels.entries
     if (
         not result.ok or read.limits is not None or read.influence is not None
-        or read.rotations is not read.fk_rotations  # (a warm start: from the previous solution)
-        or gathered.problems or len(gathered.used) != len(values) or entries is None or entries[4].any()
-        or isinstance(channels.held, solving.HeldInMemory) or depsgraph.scene is None
+        or obj.fabrik.start != 'FK'  # (from the previous solution: another start every frame)
+        or gathered.problems or len(gathered.used) != len(values) or (entries is not None and entries[4].any())
+        or isinstance(channels.held, solving.HeldInMemory)
     ):
         return
-    index = entries[0]
+    index = {name: i for i, name in enumerate(channels.held.keys())}  # (the solve may have added entries)
     if any(name not in index for name in channels.names):
         return
     kinds = {rig.rotation_channel(mode)[0] for mode in channels.modes}
@@ -123,15 +108,14 @@ def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: 
     if local_solve.goes_on(read.local, gathered.goals):
         start = local_solve.start_joints(read.local, read.rotations, read.translations, read.fixed)
     _plans[obj.name] = Plan(
-        obj, (len(bpy.data.objects), len(depsgraph.scene.objects), len(values)), values,
-        [(_parents(v.target), _parents(v.pole_target)) for v in values],
+        obj, len(values), values,
         rig.world_to_armature(obj.evaluated_get(depsgraph)), gathered, read, start, pose,
         solving.held_written(channels.held), [index[name] for name in channels.names], inputs[: len(inputs) - len(values)],
         kinds.pop() if len(kinds) == 1 else None, np.array(channels.at),
     )
 
 
-def solve_frame(obj, scene, depsgraph, updated, watched: bool) -> tuple | None:
+def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
     """Solve a frame of obj from its plan, where nothing the plan read can have changed (see the module): the
     live inputs as the full frame would have read them, with the channels as the solve left them (what live
     solving compares its next update with); None, having touched nothing, where the full frame must run. `updated` tells what the evaluation updated (`live._Updates`); `watched`, whether live solving saw the
@@ -142,16 +126,14 @@ def solve_frame(obj, scene, depsgraph, updated, watched: bool) -> tuple | None:
     began = time.perf_counter()
     if (
         not watched or plan.obj != obj or updated.has(obj) or updated.has(obj.data)
-        or plan.counts != (len(bpy.data.objects), len(scene.objects), len(obj.fabrik.effectors))
+        or plan.effectors != len(obj.fabrik.effectors)
         or len(plan.read.channels.held) != len(plan.held_written)  # (entries removed by a script: no tag either)
     ):
         return None
     gathered, read = plan.gathered, plan.read
     goals, tails = [], []
     try:
-        for value, goal, (target_parents, pole_parents) in zip(plan.values, gathered.goals, plan.parents):
-            if _parents(value.target) != target_parents or _parents(value.pole_target) != pole_parents:
-                return None
+        for value, goal in zip(plan.values, gathered.goals):
             world = solving.world_matrix(value.target, value.subtarget, depsgraph)
             point = tuple(plan.to_armature @ world.translation)
             pole = pole_world = None

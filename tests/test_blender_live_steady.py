@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Live frames where only the targets moved (`steady`): solved from the last solve's reading exactly as the
+full live frame solves them, and every change the full frame would see sends the frame back to it."""
+
+from __future__ import annotations
+
+import math
+
+import bpy
+import numpy as np
+import pytest
+
+from blender_scenes import chain_rig, rigbuild, target_world, tip_world
+from fabrik_addon.blender import live, solving, steady
+
+pytestmark = pytest.mark.usefixtures("clean_scene")
+
+FRAMES = range(1, 41)
+
+
+@pytest.fixture
+def steady_frames(monkeypatch) -> list[bool]:
+    """Per frame live solving looked at a rig with a plan: whether `steady` solved it (False: the full frame)."""
+    taken: list[bool] = []
+    solve_frame = steady.solve_frame
+
+    def counted(obj, *args):
+        planned = obj.name in steady.remembered()
+        result = solve_frame(obj, *args)
+        if planned:
+            taken.append(result is not None)
+        return result
+
+    monkeypatch.setattr(steady, "solve_frame", counted)
+    return taken
+
+
+def moving_target(target) -> None:
+    """Key the target along a path the chain reaches on every frame."""
+    rigbuild.key_path(
+        target, FRAMES, lambda f: (1.2 * math.sin(f * 0.2), 0.4 * math.cos(f * 0.3), 2.2 + 0.3 * math.sin(f * 0.1))
+    )
+
+
+def chain(modes: str):
+    """A six-bone chain pulled at its tip by a moving target; its bones in quaternions, in one Euler order, or
+    in mixed modes (each bone holding a turn of its own)."""
+    rig, target = chain_rig(count=6)
+    for k, pb in enumerate(rig.pose.bones):
+        if modes == "euler":
+            pb.rotation_mode = 'ZXY'
+            pb.rotation_euler = (0.1 * k, -0.05, 0.02 * k)
+        elif modes == "mixed":
+            pb.rotation_mode = ('QUATERNION', 'XYZ', 'AXIS_ANGLE', 'YZX', 'QUATERNION', 'ZXY')[k]
+    rig.pose.bones[2].rotation_quaternion = (0.95, 0.1, 0.2, 0.0)
+    moving_target(target)
+    return rig
+
+
+def hand():
+    """A palm with two two-bone fingers off its tail (offsets: the framed solve), two moving targets."""
+    bones = [("palm", (0, 0, 0), (0, 0, 1), None, False)]
+    for side, x in (("L", -0.3), ("R", 0.3)):
+        bones += [
+            (f"f1.{side}", (x, 0, 1.1), (x, 0, 1.6), "palm", False),
+            (f"f2.{side}", (x, 0, 1.6), (x, 0, 2.0), f"f1.{side}", True),
+        ]
+    rig = rigbuild.make_armature("Rig", bones)
+    for side, sign in (("L", -1.0), ("R", 1.0)):
+        target = rigbuild.make_target(f"T.{side}", (0.3 * sign, 0.2, 1.8))
+        rigbuild.key_path(target, FRAMES, lambda f, s=sign: (s * (0.3 + 0.2 * math.sin(f * 0.2)), 0.3 * math.cos(f * 0.25), 1.7))
+        rigbuild.add_effector(rig, f"f2.{side}", target)
+    rig.fabrik.live = True
+    return rig
+
+
+def hanging_chain():
+    """A three-bone chain that hangs from a fixed bone turned away from rest (its frame is the chain's base)."""
+    rig, target = chain_rig(count=5)
+    rig.fabrik.effectors[0].chain_length = 3
+    rig.pose.bones[1].rotation_quaternion = (0.9, 0.3, 0.0, 0.1)
+    moving_target(target)
+    return rig
+
+
+RIGS = {"quaternions": lambda: chain("quaternions"), "one Euler order": lambda: chain("euler"),
+        "mixed modes": lambda: chain("mixed"), "hand": hand, "hanging chain": hanging_chain}
+
+
+def state(rig) -> tuple[np.ndarray, str]:
+    """Every rotation channel, what the rig holds of the animator's pose, and the status line."""
+    parts = []
+    for channel, size in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4)):
+        values = np.empty(len(rig.pose.bones) * size, dtype=np.float32)
+        rig.pose.bones.foreach_get(channel, values)
+        parts.append(values)
+    parts.append(np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in rig.fabrik.held]).ravel())
+    status = solving.status[rig.name]
+    return np.concatenate(parts), f"{status.message} | {sorted(status.effectors.items())}"
+
+
+def play(make, frames) -> list:
+    """The states after each frame of a fresh rig."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    rig = make()
+    out = []
+    for frame in frames:
+        bpy.context.scene.frame_set(frame)
+        out.append(state(rig))
+    return out
+
+
+@pytest.mark.parametrize("kind", RIGS)
+def test_frames_where_only_targets_move_solve_as_the_full_frame(kind, steady_frames, monkeypatch):
+    """Channels, held values and status after every frame agree with the full live frame's, frame by frame."""
+    frames = [1, 2, 3, 5, 9, 8, 20, 20, 33, 12, 40]
+    quick = play(RIGS[kind], frames)
+    assert steady_frames == [True] * (len(frames) - 1), steady_frames  # every frame after the first
+    monkeypatch.setattr(steady, "solve_frame", lambda *args: None)
+    full = play(RIGS[kind], frames)
+    for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
+        assert a_status == b_status, f"frame {frame}"
+        np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
+
+
+def _nan_target(rig, target) -> None:
+    target.delta_location = (math.nan, 0.0, 0.0)
+
+
+def _parent_to_chain(rig, target) -> None:
+    target.parent, target.parent_type, target.parent_bone = rig, 'BONE', "bone2"
+
+
+def _unlink(rig, target) -> None:
+    bpy.context.scene.collection.objects.unlink(target)
+
+
+def _hand_edit(rig, target) -> None:
+    rig.pose.bones["bone1"].rotation_quaternion = (0.9, 0.0, 0.0, 0.4)
+
+
+def _clear_pose(rig, target) -> None:
+    for pb in rig.pose.bones:
+        pb.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+
+
+#: Changes between two frames, each of which the full frame must see: (change, what the status then says, or
+#: None where the chain still reaches).
+CHANGES = {
+    "an effector setting": (lambda rig, target: setattr(rig.fabrik.effectors[0], "chain_length", 3), None),
+    "a live setting": (lambda rig, target: setattr(rig.fabrik, "iterations", 7), None),
+    "an effector added": (lambda rig, target: rig.fabrik.effectors.add(), "no tip bone set"),
+    "the effector removed": (lambda rig, target: rig.fabrik.effectors.remove(0), "no effector to solve"),
+    "the target deleted": (lambda rig, target: bpy.data.objects.remove(target), "no target object"),
+    "the target unlinked": (_unlink, "target 'Target'"),
+    "the target parented to its chain": (_parent_to_chain, "parented to a bone of its own chain"),
+    "the target not a number": (_nan_target, "not at a finite location"),
+    "a chain bone turned by hand": (_hand_edit, None),
+    "the pose cleared": (_clear_pose, None),
+    "the rig moved": (lambda rig, target: setattr(rig, "location", (0.5, 0.0, -0.3)), None),
+    "a chain bone renamed": (lambda rig, target: setattr(rig.data.bones["bone1"], "name", "upper"), None),
+    "the held values removed": (lambda rig, target: rig.fabrik.held.clear(), None),
+}
+
+
+def changed(change: str) -> list:
+    """The states after frames 3, 4 and 5 of a fresh chain with the change made between frames 3 and 4."""
+    make, _ = CHANGES[change]
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    rig = chain("quaternions")
+    scene = bpy.context.scene
+    out = []
+    for frame in (1, 2, 3, 4, 5):
+        if frame == 4:
+            make(rig, bpy.data.objects["Target"])
+        scene.frame_set(frame)
+        out.append(state(rig))
+    assert rig.fabrik.live, solving.status[rig.name].message
+    return out[2:]
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_change_between_frames_goes_the_full_frame(change, steady_frames, monkeypatch):
+    """After each kind of change the next frame is the full live frame's: it says what the change did, and the
+    frames agree with those of live solving without `steady`."""
+    quick = changed(change)
+    assert steady_frames[:3] == [True, True, False]
+    rig = bpy.data.objects["Rig"]
+    status = solving.status[rig.name]
+    says = CHANGES[change][1]
+    if says is None:
+        assert status.reached and all(status.reached.values()), status.message
+        if len(rig.fabrik.effectors):
+            assert (tip_world(rig, rig.fabrik.effectors[0].bone) - target_world(bpy.data.objects["Target"])).length < 1e-3
+    else:
+        assert says in " ".join([status.message, *status.effectors.values()])
+    monkeypatch.setattr(steady, "solve_frame", lambda *args: None)
+    full = changed(change)
+    for frame, (a, a_status), (b, b_status) in zip((3, 4, 5), quick, full):
+        assert a_status == b_status, f"frame {frame}"
+        np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
+
+
+def test_the_plan_goes_with_the_file_undo_and_live_solving(steady_frames):
+    """A loaded file, an undo step and live solving switched off each leave no plan to solve from."""
+    rig = chain("quaternions")
+    scene = bpy.context.scene
+    for frame in (1, 2):
+        scene.frame_set(frame)
+    assert steady.remembered() == {"Rig"}
+    live.on_undo()
+    assert not steady.remembered()
+    scene.frame_set(3)
+    assert steady.remembered() == {"Rig"}
+    rig.fabrik.live = False
+    assert not steady.remembered()
+    rig.fabrik.live = True
+    scene.frame_set(4)
+    assert steady.remembered() == {"Rig"}
+    live.on_load(None)
+    assert not steady.remembered()
+    assert steady_frames == [True]  # frame 2 only: 3 and 4 went the full frame
