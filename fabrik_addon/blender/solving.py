@@ -518,7 +518,7 @@ def solve_object(
     the solve left them).
     """
     _lean_reads.pop(obj.name, None)  # (only this solve's own may be taken)
-    refused = editable.editable(obj) or _unusable_rig(obj, depsgraph)
+    refused = editable.editable(obj) or unusable_rig(obj, depsgraph)
     if refused:
         result = status[obj.name] = RigStatus(message=refused, ok=False)
         return result
@@ -634,7 +634,7 @@ def _read_free_tree(
     # (copies: each element read of a pose bone's own matrix goes through RNA again)
     hung_from = [pose_bones[skeleton.names[b]].matrix.copy() if p < 0 and b >= 0 else None
                  for p, b in zip(tree.parent, local.parent_bone)]
-    if not all(m is None or _usable_frame(m) for m in hung_from):
+    if not all(m is None or usable_frame(m) for m in hung_from):
         return None  # a bone above a chain scaled to zero or not a number: the general path says which
     fixed = [None if m is None else fixed_frame(m) for m in hung_from]
     solve_settings = solve_settings_of(settings, previous is not None, rig_size(skeleton, tree))
@@ -811,7 +811,7 @@ def _compute_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None
     return result, Solution(skeleton, bones, local, {}, {}, fk_values, unblended)
 
 
-def _unusable_rig(obj, depsgraph) -> str | None:
+def unusable_rig(obj, depsgraph) -> str | None:
     """Why no effector of the rig can be solved before anything is read (its transform is not a number), or None."""
     world = (obj.evaluated_get(depsgraph) if depsgraph else obj).matrix_world
     if not _finite_matrix(world):
@@ -847,7 +847,7 @@ def _usable_goals(obj, gathered: Gathered, pose: PoseRead) -> tuple[Gathered, li
         reason = None
         if parent >= 0:
             if parent not in usable:
-                usable[parent] = _usable_frame(pose_bones[skeleton.names[parent]].matrix.copy())
+                usable[parent] = usable_frame(pose_bones[skeleton.names[parent]].matrix.copy())
             if not usable[parent]:
                 reason = _why_no_frame(obj, skeleton, parent, bad)
         if reason is None and bad:
@@ -918,7 +918,7 @@ def _channels_not_finite(obj, pose: PoseRead) -> dict[int, str]:
     return bad
 
 
-def _usable_frame(matrix) -> bool:
+def usable_frame(matrix) -> bool:
     """Whether a pose matrix gives a frame: finite, no axis scaled to (nearly) zero (NaN fails the comparison)."""
     return abs(matrix.to_3x3().determinant()) > 1e-12 and _finite_matrix(matrix)
 
@@ -935,7 +935,7 @@ def _why_no_frame(obj, skeleton, bone: int, bad: dict[int, str]) -> str:
         matrix = pose_bones[skeleton.names[b]].matrix
         if b in bad:
             return f"bone '{skeleton.names[b]}' above the chain has a {bad[b]} that is not a number: nothing to solve"
-        if not _usable_frame(matrix):
+        if not usable_frame(matrix):
             if all(_finite(row) for row in matrix):
                 return f"bone '{skeleton.names[b]}' above the chain is scaled to zero: nothing to solve"
             return f"bone '{skeleton.names[b]}' above the chain has a pose that is not a number: nothing to solve"

@@ -35,10 +35,12 @@ import math
 import time
 from dataclasses import dataclass, replace
 
+import bpy
 import numpy as np
+from mathutils import Matrix
 
 from ..core import local_solve, rotation
-from . import rig, solving
+from . import animdata, rig, solving
 from .effector_values import EffectorValues, comparable
 
 
@@ -64,6 +66,21 @@ class Plan:
     #: The rotation channel every chain bone is posed by, where they share one (else None), and their rows.
     channel: str | None
     rows: np.ndarray
+    #: Where the rig's own animation moves it (but no chain bone's channel nor any setting): what each frame
+    #: reads again (see `_read_animated`); None for a rig nothing animates.
+    animated: "_Animated | None"
+
+
+@dataclass
+class _Animated:
+    """What a frame of an animated rig reads again: the bones the chains hang from, whose frames move with the
+    animation (per node of the moving tree, the pose bone's name; and their matrices as last read), the bones
+    above the chains, whose scale must stay 1, and the rotation channels the chains are written by."""
+
+    hung: list[tuple[int, str]]
+    matrices: list
+    above: np.ndarray
+    written: list[tuple[str, int]]
 
 
 #: Per rig name: its plan.
@@ -104,6 +121,11 @@ def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: 
     if any(name not in index for name in channels.names):
         return
     kinds = {rig.rotation_channel(mode)[0] for mode in channels.modes}
+    animated = None
+    if _animates(obj):
+        animated = _animated(obj, read, gathered, kinds)
+        if animated is None:
+            return
     start = None
     if local_solve.goes_on(read.local, gathered.goals):
         start = local_solve.start_joints(read.local, read.rotations, read.translations, read.fixed)
@@ -111,7 +133,38 @@ def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: 
         obj, len(values), values,
         rig.world_to_armature(obj.evaluated_get(depsgraph)), gathered, read, start, pose,
         solving.held_written(channels.held), [index[name] for name in channels.names], inputs[: len(inputs) - len(values)],
-        kinds.pop() if len(kinds) == 1 else None, np.array(channels.at),
+        kinds.pop() if len(kinds) == 1 else None, np.array(channels.at), animated,
+    )
+
+
+def _animates(obj) -> bool:
+    """Whether the rig has animation of its own (an action, NLA tracks or drivers)."""
+    animation_data = obj.animation_data
+    return animation_data is not None and bool(
+        animation_data.action is not None or len(animation_data.nla_tracks) or len(animation_data.drivers)
+    )
+
+
+def _animated(obj, read, gathered: solving.Gathered, kinds: set[str]) -> _Animated | None:
+    """What each frame of an animated rig reads again, where its animation reaches no chain bone's channel and
+    no setting (those change what the full frame reads: None)."""
+    animation_data = obj.animation_data
+    if len(animation_data.nla_tracks):
+        return None  # (a strip's action may animate anything)
+    paths = [*animdata.fcurve_paths(obj), *(driver.data_path for driver in animation_data.drivers)]
+    chain = tuple(f'pose.bones["{bpy.utils.escape_identifier(name)}"]' for name in read.channels.names)
+    if any(path.startswith(chain) or path.startswith("fabrik") for path in paths):
+        return None
+    skeleton = gathered.skeleton
+    tree, local = read.tree, read.local
+    hung = [(k, skeleton.names[b]) for k, (p, b) in enumerate(zip(tree.parent, local.parent_bone)) if p < 0 and b >= 0]
+    moving = set(tree.bones)
+    above = sorted({b for k, _ in hung for b in skeleton.path_to_root(local.parent_bone[k])} - moving)
+    order = rig.pose_bone_order(obj)  # (skeleton bone -> pose bone row)
+    pose_bones = obj.pose.bones
+    return _Animated(
+        hung, [comparable(pose_bones[name].matrix) for _, name in hung], np.array([order[b] for b in above], dtype=int),
+        [(kind, 4 if kind != "rotation_euler" else 3) for kind in sorted(kinds)],
     )
 
 
@@ -125,11 +178,18 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
         return None
     began = time.perf_counter()
     if (
-        not watched or plan.obj != obj or updated.has(obj) or updated.has(obj.data)
-        or plan.effectors != len(obj.fabrik.effectors)
+        not watched or plan.obj != obj or updated.has(obj.data) or plan.effectors != len(obj.fabrik.effectors)
         or len(plan.read.channels.held) != len(plan.held_written)  # (entries removed by a script: no tag either)
     ):
         return None
+    pose = plan.pose
+    if updated.has(obj):
+        # Animation moved the rig (an edit would have updated its armature as well): what it moves is read again.
+        if plan.animated is None:
+            return None
+        pose = _read_animated(plan, obj, depsgraph)
+        if pose is None:
+            return None
     gathered, read = plan.gathered, plan.read
     goals, tails = [], []
     try:
@@ -158,15 +218,48 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
             rotation.channel_from_quaternion(mode, q, now)
             for q, now, mode in zip(solved.tolist(), channels.current, channels.modes)
         ]
-        written = solving.write_channels(obj, channels.at, channels.modes, channels.arrays, channels.current, values)
+        written = solving.write_channels(obj, channels.at, channels.modes, pose.arrays, channels.current, values)
         _hold(obj, plan, np.array([solving.pad(v, 4) for v in written], dtype=np.float32))
     else:
-        written = _write_at_once(obj, plan, solved)
+        written = _write_at_once(obj, plan, solved, pose.arrays)
     channels.current = written
+    plan.pose = pose
     solving.remember_solution(obj.name, read.tree.bones, solved)
     result.seconds = time.perf_counter() - began
     solving.status[obj.name] = result
-    return plan.prefix + tuple(tails), plan.pose.snapshot()
+    return plan.prefix + tuple(tails), pose.snapshot()
+
+
+def _read_animated(plan: Plan, obj, depsgraph) -> solving.PoseRead | None:
+    """Read again what animation moves of a rig (`_Animated`): the pose channels (the chain bones' are as the
+    plan's: nothing animates them); the bones above the chains unscaled; the frames the chains hang from (the
+    start joints made anew where they moved); the rig's transform. The pose read, or None where the full frame
+    must run (it says why)."""
+    animated, read = plan.animated, plan.read
+    pose = solving.PoseRead(obj, plan.pose.count)
+    for name, size in animated.written:
+        pose.channel(name, size)
+    if not (pose.channel("scale", 3)[animated.above] == 1.0).all():
+        return None  # (the full frame says which bone is scaled)
+    pose_bones = obj.pose.bones
+    matrices = [comparable(pose_bones[name].matrix) for _, name in animated.hung]
+    if matrices != animated.matrices:
+        fixed = list(read.fixed)
+        for (k, _), matrix in zip(animated.hung, matrices):
+            matrix = Matrix(matrix)
+            if not solving.usable_frame(matrix):
+                return None
+            fixed[k] = solving.fixed_frame(matrix)
+        read.fixed, animated.matrices = fixed, matrices
+        if plan.start is not None:
+            plan.start = local_solve.start_joints(read.local, read.rotations, read.translations, fixed)
+    world = obj.evaluated_get(depsgraph).matrix_world
+    if comparable(world) != plan.prefix[1]:
+        if solving.unusable_rig(obj, depsgraph) is not None:
+            return None
+        plan.to_armature = rig.world_to_armature(obj.evaluated_get(depsgraph))
+        plan.prefix = plan.prefix[:1] + (comparable(world),) + plan.prefix[2:]
+    return pose
 
 
 def _solve(plan: Plan, goals: list) -> tuple[np.ndarray, object] | None:
@@ -187,11 +280,11 @@ def _solve(plan: Plan, goals: list) -> tuple[np.ndarray, object] | None:
     return solved, report
 
 
-def _write_at_once(obj, plan: Plan, solved: list) -> list:
+def _write_at_once(obj, plan: Plan, solved: np.ndarray, arrays: dict) -> list:
     """`solving.write_channels` of the solved rotations for chain bones that share one rotation channel, in one
-    array operation, then `_hold`: the values the channels now hold."""
+    array operation (over the pose's `arrays`), then `_hold`: the values the channels now hold."""
     channels = plan.read.channels
-    array = channels.arrays[plan.channel]
+    array = arrays[plan.channel]
     if plan.channel == "rotation_quaternion":
         values = rotation.compatible_quaternions(solved, array[plan.rows])
     else:
