@@ -55,7 +55,8 @@ class Plan:
     to_armature: object
     gathered: solving.Gathered
     read: object
-    #: The start joints of a tree `local_solve.solve_on` solves (FK of the held pose), else None.
+    #: The start joints (`local_solve.start_joints` of the held pose) of a tree `local_solve.solve_from_start`
+    #: solves, else None.
     start: tuple | None
     pose: solving.PoseRead
     #: The held entries' written rotations ((m, 4), single precision), and the chain's rows among them.
@@ -127,7 +128,7 @@ def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: 
         if animated is None:
             return
     start = None
-    if local_solve.goes_on(read.local, gathered.goals):
+    if not read.local.parts and local_solve.placed_by_start(read.local, gathered.goals):
         start = local_solve.start_joints(read.local, read.rotations, read.translations, read.fixed)
     _plans[obj.name] = Plan(
         obj, len(values), values,
@@ -263,21 +264,20 @@ def _read_animated(plan: Plan, obj, depsgraph) -> solving.PoseRead | None:
 
 
 def _solve(plan: Plan, goals: list) -> tuple[np.ndarray, object] | None:
-    """The lean solve of the plan's tree on new goals (as `solving._solve_read` solves it): the local rotations
-    (n, 4) and the report; None where it must go the general path or is not finite."""
+    """The lean solve of the plan's tree on new goals (as `solving._solve_read` solves it), from the start joints
+    the plan keeps where it has them: the local rotations (n, 4) and the report; None where it must go the
+    general path or is not finite."""
     read = plan.read
     if plan.start is None:
         outcome = local_solve.solve(read.local, goals, read.rotations, read.translations, read.fixed, read.settings)
-        if outcome is None:
-            return None
-        solved, report = np.array(outcome[0]), outcome[1]
     else:
-        solved, report = local_solve.solve_from_start(
-            read.local, goals, read.rotations, plan.start, read.fixed, read.settings
-        )
+        outcome = local_solve.solve_from_start(read.local, goals, read.rotations, plan.start, read.fixed, read.settings)
+    if outcome is None:
+        return None
+    solved = np.array(outcome[0])
     if not np.isfinite(solved).all():
         return None
-    return solved, report
+    return solved, outcome[1]
 
 
 def _write_at_once(obj, plan: Plan, solved: np.ndarray, arrays: dict) -> list:

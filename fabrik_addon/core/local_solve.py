@@ -32,8 +32,6 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
-
 from . import limits as joint_limits
 from . import pole, quat, refine
 from .fabrik import (
@@ -48,8 +46,8 @@ from .skeleton import Skeleton
 from .vec import Vec, add, dist, perpendicular, scale, sub
 
 __all__ = [
-    "LocalTree", "applies", "applies_open", "goes_on", "local_tree", "solve", "solve_from_start", "solve_on", "solve_open",
-    "swung_frames", "tracked_rotations", "with_start_twist",
+    "LocalTree", "applies", "applies_open", "goes_on", "local_tree", "placed_by_start", "solve", "solve_from_start",
+    "solve_on", "solve_open", "swung_frames", "tracked_rotations", "with_start_twist",
 ]
 
 
@@ -201,14 +199,37 @@ def solve(
     """
     if local.parts:  # chains that share no bones: each stops when it has reached, as `fabrik.solve` does
         return _solve_apart(local, goals, rotations, translations, fixed, settings)
-    tree = local.tree
-    poled = any(g.pole is not None for g in goals)
-    framed = tree.needs_frames or poled
-    if framed and any(p >= 0 and local.parent_bone[k] != tree.bones[p] for k, p in enumerate(tree.parent)):
+    if not placed_by_start(local, goals):
         return None  # a node hangs from its moving parent through fixed bones: `start_joints` does not place it
-    frames, heads, tails = start_joints(local, rotations, translations, fixed)
-    joints = _joints(tree, heads, tails)
-    if framed:
+    start = start_joints(local, rotations, translations, fixed)
+    return solve_from_start(local, goals, rotations, start, fixed, settings, window)
+
+
+def placed_by_start(local: LocalTree, goals: Sequence[Goal]) -> bool:
+    """Whether `start_joints` places the tree's nodes as the passes need them: not where the tree carries frames
+    and a node hangs from its moving parent through bones that do not move."""
+    tree = local.tree
+    if not (tree.needs_frames or any(g.pole is not None for g in goals)):
+        return True
+    return all(p < 0 or local.parent_bone[k] == tree.bones[p] for k, p in enumerate(tree.parent))
+
+
+def solve_from_start(
+    local: LocalTree,
+    goals: Sequence[Goal],
+    rotations: Sequence[Quat],
+    start: tuple[list[Quat], list[Vec], list[Vec]],
+    fixed: Sequence[tuple[Quat, Vec] | None],
+    settings: SolveSettings,
+    window: int = 0,
+) -> tuple[list[Quat], SolveReport] | None:
+    """`solve` of a tree in one part that `placed_by_start`, from the frames, heads and tails `start_joints` gave
+    for these rotations (which a caller solving the same start pose on other targets keeps)."""
+    tree = local.tree
+    frames, heads, tails = start
+    joints = _joints(tree, list(heads), list(tails))
+    poled = any(g.pole is not None for g in goals)
+    if tree.needs_frames or poled:
         _carry_frames(tree, joints, frames, poled)
         # As `fabrik.solve`: a tree with offsets hands over to the refinement once FABRIK crawls; with poles
         # FABRIK goes on (and where it stops short, tries again less carefully: the general path's).
@@ -243,26 +264,6 @@ def solve_on(
     if not moved:
         return start, report
     return (swung_frames(tree, frames, joints), joints.heads, joints.tails), report
-
-
-def solve_from_start(
-    local: LocalTree,
-    goals: Sequence[Goal],
-    rotations: Sequence[Quat],
-    start: tuple[list[Quat], list[Vec], list[Vec]],
-    fixed: Sequence[tuple[Quat, Vec] | None],
-    settings: SolveSettings,
-) -> tuple[np.ndarray, SolveReport]:
-    """`solve` where `goes_on`, from the start joints `start_joints` gave for these rotations (kept by a caller
-    that solves the same start pose again and again, on other targets): the local rotations as an (n, 4) array,
-    and the report."""
-    tree = local.tree
-    frames, heads, tails = start
-    joints = _joints(tree, list(heads), list(tails))
-    report, moved = _iterate(tree, joints, goals, settings)
-    if not moved:  # reached at the start: the pose stays as it was
-        return np.array([quat.normalized(q) for q in rotations]), report
-    return np.array(tracked_rotations(local, swung_frames(tree, frames, joints), fixed)), report
 
 
 def solve_open(
