@@ -1077,13 +1077,6 @@ def follow_held_renames(obj, bone_names=None) -> None:
             entry.name = bone.name
 
 
-def held_written(held) -> np.ndarray:
-    """The held entries' written rotations, (m, 4) in single precision as the file keeps them."""
-    written = np.empty(len(held) * 4, dtype=np.float32)
-    held.foreach_get("written", written)
-    return written.reshape(-1, 4)
-
-
 def _held_arrays(held):
     """The held entries in bulk: (index by name, rotated, written (m, 4), fk (m, 4), scaled, set()), or None when
     there are none."""
@@ -1163,8 +1156,8 @@ def _hold_in_bulk(obj, held, names, modes, written, fk_values, entries) -> None:
             if entry.mode != mode:
                 entry.mode = mode
     rows = stored_entries(obj, held)
-    set_held_vectors(held, rows, "written", old_written, new_written)
-    set_held_vectors(held, rows, "fk", old_fk, new_fk)
+    _set_held_vectors(held, rows, "written", old_written, new_written)
+    _set_held_vectors(held, rows, "fk", old_fk, new_fk)
 
 
 def stored_entries(obj, held) -> list | None:
@@ -1178,7 +1171,7 @@ def stored_entries(obj, held) -> list | None:
     return rows if rows is not None and len(rows) == len(held) else None
 
 
-def set_held_vectors(held, rows: list | None, name: str, old: np.ndarray, new: np.ndarray) -> None:
+def _set_held_vectors(held, rows: list | None, name: str, old: np.ndarray, new: np.ndarray) -> None:
     """Set the held entries' `name` vectors from `old` to `new` ((m, k) each), only the rows that changed.
 
     Not through RNA where it can be helped (`rows`: `stored_entries`): there

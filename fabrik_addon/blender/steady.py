@@ -59,8 +59,8 @@ class Plan:
     #: solves, else None.
     start: tuple | None
     pose: solving.PoseRead
-    #: The held entries' written rotations ((m, 4), single precision), and the chain's rows among them.
-    held_written: np.ndarray
+    #: How many held entries there are, and the chain bones' rows among them.
+    held: int
     held_rows: list[int]
     #: The live inputs' snapshot before its per-effector part (`live._inputs_of`).
     prefix: tuple
@@ -133,7 +133,7 @@ def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: 
     _plans[obj.name] = Plan(
         obj, len(values), values,
         rig.world_to_armature(obj.evaluated_get(depsgraph)), gathered, read, start, pose,
-        solving.held_written(channels.held), [index[name] for name in channels.names], inputs[: len(inputs) - len(values)],
+        len(index), [index[name] for name in channels.names], inputs[: len(inputs) - len(values)],
         kinds.pop() if len(kinds) == 1 else None, np.array(channels.at), animated,
     )
 
@@ -180,7 +180,7 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
     began = time.perf_counter()
     if (
         not watched or plan.obj != obj or updated.has(obj.data) or plan.effectors != len(obj.fabrik.effectors)
-        or len(plan.read.channels.held) != len(plan.held_written)  # (entries removed by a script: no tag either)
+        or len(plan.read.channels.held) != plan.held  # (entries removed by a script: no tag either)
     ):
         return None
     pose = plan.pose
@@ -220,7 +220,7 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
             for q, now, mode in zip(solved.tolist(), channels.current, channels.modes)
         ]
         written = solving.write_channels(obj, channels.at, channels.modes, pose.arrays, channels.current, values)
-        _hold(obj, plan, np.array([solving.pad(v, 4) for v in written], dtype=np.float32))
+        _hold(obj, plan, written)
     else:
         written = _write_at_once(obj, plan, solved, pose.arrays)
     channels.current = written
@@ -280,12 +280,17 @@ def _solve(plan: Plan, goals: list) -> tuple[np.ndarray, object] | None:
     return solved, outcome[1]
 
 
+#: From how many chain bones on the quaternion channels are made continuous on arrays (quicker there; below, on
+#: plain floats).
+ARRAYS_FROM = 16
+
+
 def _write_at_once(obj, plan: Plan, solved: np.ndarray, arrays: dict) -> list:
     """`solving.write_channels` of the solved rotations for chain bones that share one rotation channel, in one
     array operation (over the pose's `arrays`), then `_hold`: the values the channels now hold."""
     channels = plan.read.channels
     array = arrays[plan.channel]
-    if plan.channel == "rotation_quaternion":
+    if plan.channel == "rotation_quaternion" and len(solved) >= ARRAYS_FROM:
         values = rotation.compatible_quaternions(solved, array[plan.rows])
     else:
         values = [
@@ -299,16 +304,22 @@ def _write_at_once(obj, plan: Plan, solved: np.ndarray, arrays: dict) -> list:
         array[plan.rows] = rows
         obj.pose.bones.foreach_set(plan.channel, array.ravel())
         obj.update_tag(refresh={'OBJECT'})  # (as `solving.write_channels`, which says why)
-    _hold(obj, plan, rows if rows.shape[1] == 4 else np.pad(rows, ((0, 0), (0, 4 - rows.shape[1]))))
-    return rows.tolist()
+    written = rows.tolist()
+    _hold(obj, plan, written)
+    return written
 
 
-def _hold(obj, plan: Plan, written: np.ndarray) -> None:
-    """Note in `fabrik.held` the rotations just written ((n, 4), single precision; the animator's under them are
-    as they were)."""
-    old = plan.held_written
-    new = old.copy()
-    new[plan.held_rows] = written
+def _hold(obj, plan: Plan, written: list) -> None:
+    """Note in `fabrik.held` the rotation values just written (the animator's under them are as they were), where
+    the file keeps them (as `solving._set_held_vectors` does, which says why)."""
     held = plan.read.channels.held
-    solving.set_held_vectors(held, solving.stored_entries(obj, held), "written", old, new)
-    plan.held_written = new
+    stored = solving.stored_entries(obj, held)
+    items = None
+    for row, value in zip(plan.held_rows, written):
+        value = solving.pad(value, 4)
+        vector = stored[row].get("written") if stored is not None else None
+        if vector is not None and len(vector) == 4:
+            vector[:] = value
+        else:  # never set where the file keeps it: RNA makes it
+            items = items or list(held)
+            items[row].written = value
