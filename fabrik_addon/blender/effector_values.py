@@ -46,6 +46,7 @@ def read(obj) -> list[EffectorValues]:
     return [EffectorValues(effector, index) for index, effector in enumerate(obj.fabrik.effectors)]
 
 
-def comparable(matrix) -> tuple | None:
-    """A matrix as nested tuples, for a snapshot to compare (None stays None)."""
-    return None if matrix is None else tuple(map(tuple, matrix))
+def comparable(matrix):
+    """A matrix as a value for a snapshot to compare: a copy (mathutils compares matrices by value); None stays
+    None."""
+    return None if matrix is None else matrix.copy()

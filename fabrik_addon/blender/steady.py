@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import bpy
 import numpy as np
 from mathutils import Matrix
 
-from ..core import local_solve, rotation
+from ..core import Goal, local_solve, rotation
 from . import animdata, rig, solving
 from .effector_values import EffectorValues, comparable
 
@@ -52,6 +52,8 @@ class Plan:
     #: How many effectors the rig had.
     effectors: int
     values: list[EffectorValues]
+    #: Per effector, the properties its solve reads (`EffectorValues.solved`).
+    solved: list[tuple]
     to_armature: object
     gathered: solving.Gathered
     read: object
@@ -131,7 +133,7 @@ def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: 
     if not read.local.parts and local_solve.placed_by_start(read.local, gathered.goals):
         start = local_solve.start_joints(read.local, read.rotations, read.translations, read.fixed)
     _plans[obj.name] = Plan(
-        obj, len(values), values,
+        obj, len(values), values, [value.solved() for value in values],
         rig.world_to_armature(obj.evaluated_get(depsgraph)), gathered, read, start, pose,
         len(index), [index[name] for name in channels.names], inputs[: len(inputs) - len(values)],
         kinds.pop() if len(kinds) == 1 else None, np.array(channels.at), animated,
@@ -194,17 +196,17 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
     gathered, read = plan.gathered, plan.read
     goals, tails = [], []
     try:
-        for value, goal in zip(plan.values, gathered.goals):
+        for value, goal, properties in zip(plan.values, gathered.goals, plan.solved):
             world = solving.world_matrix(value.target, value.subtarget, depsgraph)
-            point = tuple(plan.to_armature @ world.translation)
-            pole = pole_world = None
-            if value.pole_target is not None:
+            point = (plan.to_armature @ world.translation)[:]
+            pole, pole_world = goal.pole, None
+            if pole is not None:
                 pole_world = solving.world_matrix(value.pole_target, value.pole_subtarget, depsgraph)
-                pole = tuple(plan.to_armature @ pole_world.translation)
+                pole = (plan.to_armature @ pole_world.translation)[:]
             if not math.isfinite(sum(point) + (sum(pole) if pole is not None else 0.0)):
                 return None  # the full frame says which
-            goals.append(replace(goal, target=point) if pole is None else replace(goal, target=point, pole=pole))
-            tails.append((comparable(world), comparable(pole_world), value.solved()))
+            goals.append(_moved(goal, point, pole))
+            tails.append((comparable(world), comparable(pole_world), properties))
     except (ReferenceError, solving.EffectorError):
         return None  # a target removed meanwhile, or a target bone gone: the full frame says so
     solved = _solve(plan, goals)
@@ -261,6 +263,14 @@ def _read_animated(plan: Plan, obj, depsgraph) -> solving.PoseRead | None:
         plan.to_armature = rig.world_to_armature(obj.evaluated_get(depsgraph))
         plan.prefix = plan.prefix[:1] + (comparable(world),) + plan.prefix[2:]
     return pose
+
+
+def _moved(goal: Goal, target: tuple, pole: tuple | None) -> Goal:
+    """The goal with a new target and pole (`dataclasses.replace`, spelled out: it runs per effector every frame)."""
+    return Goal(
+        goal.bone, target, goal.weight, goal.chain_length, goal.rotation, goal.rotation_weight, pole, goal.pole_angle,
+        goal.stretch,
+    )
 
 
 def _solve(plan: Plan, goals: list) -> tuple[np.ndarray, object] | None:
