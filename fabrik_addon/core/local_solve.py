@@ -236,7 +236,8 @@ def solve_from_start(
         report = _iterate_framed(tree, joints, goals, settings, pole.holds(tree, joints, goals, settings.tolerance) if poled else [])
         if not report.converged:
             return None
-        return tracked_rotations(local, joints.final_frames(tree), fixed), report
+        final = joints.frames if joints.carried is None else swung_frames(tree, joints.frames, joints, joints.carried)
+        return tracked_rotations(local, final, fixed), report
     report, moved = _iterate(tree, joints, goals, settings, window)
     if not moved:  # reached at the start: the pose stays as it was
         return [quat.normalized(q) for q in rotations], report
@@ -497,12 +498,18 @@ def _swung_half_round(frame: Quat, a: Vec, b: Vec) -> Quat:
     return quat.normalized(quat.mul(turn, frame))
 
 
-def swung_frames(tree: MovingTree, frames: list[Quat], joints: Joints) -> list[Quat]:
-    """Each node's start frame turned the shortest way onto its solved direction (as `rotation.swung_frames`)."""
+def swung_frames(
+    tree: MovingTree, frames: list[Quat], joints: Joints, carried: Sequence[bool] | None = None
+) -> list[Quat]:
+    """Each node's start frame turned the shortest way onto its solved direction (as `rotation.swung_frames`);
+    the frames of nodes the passes `carried` (`Joints.carried`) as they are (as `Joints.final_frames`)."""
     # (the common turn and its product written out, as in `start_joints`: once per moving bone every frame)
     heads, tails = joints.heads, joints.tails
     solved: list[Quat] = []
     for k, frame in enumerate(frames):
+        if carried is not None and carried[k]:
+            solved.append(frame)
+            continue
         fw, fx, fy, fz = frame
         head, tail = heads[k], tails[k]
         inverse = 1.0 / tree.length[k]
