@@ -1125,14 +1125,20 @@ def pulls(tree: MovingTree, weights: list[float], branch: list[float]) -> list[t
     return out
 
 
-def branch_weights(tree: MovingTree, weights: list[float]) -> list[float]:
-    """For each node, the summed weight of the effectors at or below it."""
+def branch_weights(tree: MovingTree, weights: list[float]) -> tuple[float, ...]:
+    """For each node, the summed weight of the effectors at or below it (kept with the tree for the last weights
+    asked: a live rig asks for the same every frame)."""
+    key = tuple(weights)
+    known = tree.derived.get("branch")
+    if known is not None and known[0] == key:
+        return known[1]
     branch = [sum(weights[g] for g in goals) for goals in tree.goals_at]
     for k in reversed(range(len(tree.bones))):
         p = tree.parent[k]
         if p >= 0:
             branch[p] += branch[k]
-    return branch
+    tree.derived["branch"] = (key, tuple(branch))
+    return tree.derived["branch"][1]
 
 
 def _pose_from_joints(skeleton: Skeleton, start: Pose, tree: MovingTree, joints: Joints | None) -> Pose:
