@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import live, solving, steady
+from fabrik_addon.blender import animdata, live, solving, steady
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -261,6 +261,50 @@ def test_a_change_between_frames_goes_the_full_frame(change, steady_frames, monk
     monkeypatch.setattr(steady, "solve_frame", lambda *args: None)
     full = changed(change)
     for frame, (a, a_status), (b, b_status) in zip((3, 4, 5), quick, full):
+        assert a_status == b_status, f"frame {frame}"
+        np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
+
+
+def key_chain_bone(rig) -> None:
+    """Key a chain bone of the rig (two keys, so it moves), as an animator pressing I mid-playback."""
+    pose_bone = rig.pose.bones["bone3"]
+    for at, turn in ((1, 0.0), (40, 0.4)):
+        pose_bone.rotation_quaternion = (1.0, turn, 0.0, 0.0)
+        pose_bone.keyframe_insert("rotation_quaternion", frame=at)
+
+
+def key_influence(rig) -> None:
+    """Key the effector's influence down to a half, through the action's F-curves (as a script or an add-on
+    would: no property is set, so nothing but the animation is updated)."""
+    animdata.ensure_action(rig, False, "Keys")
+    fcurve = animdata.ensure_fcurve(animdata.fcurves(rig, create=True), "fabrik.effectors[0].influence", 0, "FABRIK")
+    for at in (1, 40):
+        fcurve.keyframe_points.insert(at, 0.5)
+
+
+@pytest.mark.parametrize("keyed", [key_chain_bone, key_influence])
+@pytest.mark.parametrize("kind", ["animated rig", "quaternions"])
+def test_keys_added_mid_playback_go_the_full_frame(kind, keyed, steady_frames, monkeypatch):
+    """Keys inserted on a chain bone or a setting mid-playback make it the animation's: the next frames are the
+    full frame's, on a rig animated already as on one that was not."""
+    frames = [1, 2, 3, 4, 5, 6]
+
+    def play_keyed() -> list:
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        rig = RIGS[kind]()
+        out = []
+        for frame in frames:
+            if frame == 4:
+                keyed(rig)
+            bpy.context.scene.frame_set(frame)
+            out.append(state(rig))
+        return out
+
+    quick = play_keyed()
+    assert steady_frames == [True, True, False]  # 2 and 3; then no plan: the animation reaches what a solve reads
+    monkeypatch.setattr(steady, "solve_frame", lambda *args: None)
+    full = play_keyed()
+    for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
         np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
 

@@ -84,6 +84,10 @@ class _Animated:
     matrices: list
     above: np.ndarray
     written: list[tuple[str, int]]
+    #: The data paths the rig's F-curves animated (`animdata.fcurve_paths`: the same object while they are the
+    #: same) and how many drivers it had.
+    paths: frozenset
+    drivers: int
 
 
 #: Per rig name: its plan.
@@ -154,7 +158,8 @@ def _animated(obj, read, gathered: solving.Gathered, kinds: set[str]) -> _Animat
     animation_data = obj.animation_data
     if len(animation_data.nla_tracks):
         return None  # (a strip's action may animate anything)
-    paths = [*animdata.fcurve_paths(obj), *(driver.data_path for driver in animation_data.drivers)]
+    fcurve_paths = animdata.fcurve_paths(obj)
+    paths = [*fcurve_paths, *(driver.data_path for driver in animation_data.drivers)]
     chain = tuple(f'pose.bones["{bpy.utils.escape_identifier(name)}"]' for name in read.channels.names)
     if any(path.startswith(chain) or path.startswith("fabrik") for path in paths):
         return None
@@ -167,7 +172,8 @@ def _animated(obj, read, gathered: solving.Gathered, kinds: set[str]) -> _Animat
     pose_bones = obj.pose.bones
     return _Animated(
         hung, [comparable(pose_bones[name].matrix) for _, name in hung], np.array([order[b] for b in above], dtype=int),
-        [(kind, 4 if kind != "rotation_euler" else 3) for kind in sorted(kinds)],
+        [(kind, 4 if kind != "rotation_euler" else 3) for kind in sorted(kinds)], fcurve_paths,
+        len(animation_data.drivers),
     )
 
 
@@ -234,14 +240,21 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
 
 
 def _read_animated(plan: Plan, obj, depsgraph) -> solving.PoseRead | None:
-    """Read again what animation moves of a rig (`_Animated`): the pose channels (the chain bones' are as the
-    plan's: nothing animates them); the bones above the chains unscaled; the frames the chains hang from (the
-    start joints made anew where they moved); the rig's transform. The pose read, or None where the full frame
-    must run (it says why)."""
+    """Read again what animation moves of a rig (`_Animated`), where it animates what it did (keys inserted on
+    a chain bone update the rig as animation does): the pose channels, the chain bones' as the plan's; the
+    bones above the chains unscaled; the frames the chains hang from (the start joints made anew where they
+    moved); the rig's transform. The pose read, or None where the full frame must run (it says why)."""
     animated, read = plan.animated, plan.read
+    animation_data = obj.animation_data
+    if (
+        animation_data is None or animdata.fcurve_paths(obj) is not animated.paths
+        or len(animation_data.drivers) != animated.drivers or len(animation_data.nla_tracks)
+    ):
+        return None
     pose = solving.PoseRead(obj, plan.pose.count)
     for name, size in animated.written:
-        pose.channel(name, size)
+        if not np.array_equal(pose.channel(name, size)[plan.rows], plan.pose.arrays[name][plan.rows]):
+            return None  # (set by other means than a key: the full frame takes it for the animator's)
     if not (pose.channel("scale", 3)[animated.above] == 1.0).all():
         return None  # (the full frame says which bone is scaled)
     pose_bones = obj.pose.bones
