@@ -18,7 +18,7 @@ from typing import Callable
 
 import bpy
 
-from fabrik_addon.blender import animdata, live, solving
+from fabrik_addon.blender import animdata, live, solving, steady
 from fabrik_addon.blender import rig as addon_rig
 
 #: The animation each long playback loops over (as Blender's playback does), frames.
@@ -84,6 +84,8 @@ def per_rig_tables() -> dict[str, dict]:
         ("live._ik_animation", live, "_ik_animation"),
         ("solving._cones_bound", solving, "_cones_bound"),
         ("animdata._fcurve_paths", animdata, "_fcurve_paths"),
+        ("solving._lean_reads", solving, "_lean_reads"),
+        ("steady._plans", steady, "_plans"),
     ):
         table = getattr(module, name, None)
         if isinstance(table, dict):
