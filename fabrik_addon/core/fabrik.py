@@ -1087,9 +1087,14 @@ def _solve_from(
     return joints, report
 
 
-def chain_reach(tree: MovingTree, chain: Sequence[int]) -> float:
-    """The summed length of a chain's bones: the scale at which a rotation goal's angle counts as a distance."""
-    return sum(tree.length[k] for k in chain)
+def chain_reach(tree: MovingTree, chain: tuple[int, ...]) -> float:
+    """The summed length of a chain's bones: the scale at which a rotation goal's angle counts as a distance
+    (kept with the tree: every solve's status asks for each goal's)."""
+    key = ("reach", chain)
+    reach = tree.derived.get(key)
+    if reach is None:
+        reach = tree.derived[key] = sum(tree.length[k] for k in chain)
+    return reach
 
 
 def rotation_errors(joints: Joints, rotation_goals: list, count: int) -> list[float]:
