@@ -68,7 +68,9 @@ def hand():
     rig = rigbuild.make_armature("Rig", bones)
     for side, sign in (("L", -1.0), ("R", 1.0)):
         target = rigbuild.make_target(f"T.{side}", (0.3 * sign, 0.2, 1.8))
-        rigbuild.key_path(target, FRAMES, lambda f, s=sign: (s * (0.3 + 0.2 * math.sin(f * 0.2)), 0.3 * math.cos(f * 0.25), 1.7))
+        rigbuild.key_path(
+            target, FRAMES, lambda f, s=sign: (s * (0.3 + 0.2 * math.sin(f * 0.2)), 0.3 * math.cos(f * 0.25), 1.7)
+        )
         rigbuild.add_effector(rig, f"f2.{side}", target)
     rig.fabrik.live = True
     return rig
@@ -89,7 +91,8 @@ def animated_rig():
     rig = hanging_chain()
     for frame in FRAMES:
         for name, size in (("bone0", 0.1), ("bone1", 0.2)):
-            rig.pose.bones[name].rotation_quaternion = (1.0, size * math.sin(frame * 0.3), 0.0, 0.1 * math.cos(frame * 0.2))
+            turn = (1.0, size * math.sin(frame * 0.3), 0.0, 0.1 * math.cos(frame * 0.2))
+            rig.pose.bones[name].rotation_quaternion = turn
             rig.pose.bones[name].keyframe_insert("rotation_quaternion", frame=frame)
         rig.location = (0.1 * math.sin(frame * 0.2), 0.0, 0.0)
         rig.keyframe_insert("location", frame=frame)
@@ -255,7 +258,8 @@ def test_a_change_between_frames_goes_the_full_frame(change, steady_frames, monk
     if says is None:
         assert status.reached and all(status.reached.values()), status.message
         if len(rig.fabrik.effectors):
-            assert (tip_world(rig, rig.fabrik.effectors[0].bone) - target_world(bpy.data.objects["Target"])).length < 1e-3
+            tip = tip_world(rig, rig.fabrik.effectors[0].bone)
+            assert (tip - target_world(bpy.data.objects["Target"])).length < 1e-3
     else:
         assert says in " ".join([status.message, *status.effectors.values()])
     monkeypatch.setattr(steady, "solve_frame", lambda *args: None)

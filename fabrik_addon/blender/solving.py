@@ -735,7 +735,9 @@ def take_lean_read(obj_name: str) -> tuple | None:
 def remember_solution(obj_name: str, bones, solved) -> None:
     """Keep a solve's local rotations (unit quaternions) per bone, for the next solve to start from (Start From:
     Previous)."""
-    _last_solution[obj_name] = dict(zip(bones, map(tuple, solved.tolist()) if isinstance(solved, np.ndarray) else solved))
+    if isinstance(solved, np.ndarray):
+        solved = map(tuple, solved.tolist())
+    _last_solution[obj_name] = dict(zip(bones, solved))
 
 
 def write_channels(obj, at, modes: list[str], arrays: dict, current: list, values: list) -> list[tuple[float, ...]]:

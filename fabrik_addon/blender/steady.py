@@ -180,8 +180,9 @@ def _animated(obj, read, gathered: solving.Gathered, kinds: set[str]) -> _Animat
 def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
     """Solve a frame of obj from its plan, where nothing the plan read can have changed (see the module): the
     live inputs as the full frame would have read them, with the channels as the solve left them (what live
-    solving compares its next update with); None, having touched nothing, where the full frame must run. `updated` tells what the evaluation updated (`live._Updates`); `watched`, whether live solving saw the
-    rig at the evaluation before."""
+    solving compares its next update with); None, having touched nothing, where the full frame must run.
+    `updated` tells what the evaluation updated (`live._Updates`); `watched`, whether live solving saw the rig
+    at the evaluation before."""
     plan = _plans.get(obj.name)
     if plan is None:
         return None
