@@ -332,3 +332,19 @@ def test_the_plan_goes_with_the_file_undo_and_live_solving(steady_frames):
     live.on_load(None)
     assert not steady.remembered()
     assert steady_frames == [True]  # frame 2 only: 3 and 4 went the full frame
+
+
+def test_a_deferred_status_is_put_into_words_once_when_first_read():
+    """A steady frame's status is concluded when something reads it, once, keeping what was set on it before."""
+    made = []
+
+    def conclude() -> solving.RigStatus:
+        made.append(True)
+        return solving.RigStatus(message="reached, 3 iterations", effectors={0: "reached (miss 1e-05)"}, seconds=9.0)
+
+    status = solving.DeferredStatus(conclude)
+    status.seconds = 0.5
+    assert made == []
+    assert status.message == "reached, 3 iterations" and status.effectors == {0: "reached (miss 1e-05)"}
+    assert status.seconds == 0.5 and status.ok and status.kind(0) == 'ERROR'  # (an effector line, nothing reached)
+    assert made == [True]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import bpy
 import numpy as np
@@ -419,6 +419,24 @@ def conclude(problem: Problem, pose, report: SolveReport) -> tuple[RigStatus, So
     )
 
 
+class DeferredStatus(RigStatus):
+    """A status put into words when first read: live playback solves a frame many times a second, the panel
+    reads the status a few times. `conclude` makes the status; what is set on this one before (the report, the
+    time) stays."""
+
+    def __init__(self, conclude: Callable[[], RigStatus]) -> None:
+        self.__dict__["_conclude"] = conclude
+
+    def __getattribute__(self, name: str):
+        # (every read, fields with a class default too: the first one concludes)
+        values = object.__getattribute__(self, "__dict__")
+        conclude = values.pop("_conclude", None)
+        if conclude is not None:
+            for key, value in conclude().__dict__.items():
+                values.setdefault(key, value)
+        return object.__getattribute__(self, name)
+
+
 def _say_influence(result: RigStatus, influence: list[float]) -> None:
     """Add to the rig's status that the pose on screen is blended with FK (so a tip off its target is no miss)."""
     result.message += f" (influence {min(influence):.0%}" + (f" to {max(influence):.0%})" if max(influence) > min(influence) else ")")
@@ -662,15 +680,18 @@ def _solve_read(obj, gathered: Gathered, read: _FreeTree) -> tuple[RigStatus, li
     solved, report = solved
     if not math.isfinite(sum(map(sum, solved))):
         return None  # never written nor remembered: the general path says which bone
-    return lean_status(obj, gathered, read, report), solved
+    return lean_status(gathered, read, report, obj.fabrik.solver, rig.limit_problems(obj)), solved
 
 
-def lean_status(obj, gathered: Gathered, read: _FreeTree, report: SolveReport) -> RigStatus:
-    """The status of a lean solve of what `_read_free_tree` read, with its report."""
+def lean_status(
+    gathered: Gathered, read: _FreeTree, report: SolveReport, solver: str, limit_problems: list[str]
+) -> RigStatus:
+    """The status of a lean solve of what `_read_free_tree` read, with its report (`solver` and `limit_problems`:
+    the rig's, as `Problem` has them)."""
     result = RigStatus(effectors=dict(gathered.problems))
     problem = Problem(
         result, gathered.skeleton, gathered.goals, gathered.used, list(read.tree.bones), {}, None, read.settings,
-        obj.fabrik.solver, rig.limit_problems(obj), gathered.began,
+        solver, limit_problems, gathered.began,
     )
     conclude_status(problem, report)
     if read.influence is not None:

@@ -66,6 +66,9 @@ class Plan:
     held_rows: list[int]
     #: The live inputs' snapshot before its per-effector part (`live._inputs_of`).
     prefix: tuple
+    #: The rig's solver and the messages about limits its structure ignored (for the status).
+    solver: str
+    limit_problems: list[str]
     #: The rotation channel every chain bone is posed by, where they share one (else None), and their rows.
     channel: str | None
     rows: np.ndarray
@@ -140,6 +143,7 @@ def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: 
         obj, len(values), values, [value.solved() for value in values],
         rig.world_to_armature(obj.evaluated_get(depsgraph)), gathered, read, start, pose,
         len(index), [index[name] for name in channels.names], inputs[: len(inputs) - len(values)],
+        obj.fabrik.solver, list(rig.limit_problems(obj)),
         kinds.pop() if len(kinds) == 1 else None, np.array(channels.at), animated,
     )
 
@@ -221,7 +225,10 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
         return None
     solved, report = solved
     gathered = gathered._replace(goals=goals, began=began)
-    result = solving.lean_status(obj, gathered, read, report)
+    result = solving.DeferredStatus(
+        lambda: solving.lean_status(gathered, read, report, plan.solver, plan.limit_problems)
+    )
+    result.report = report
     channels = read.channels
     if plan.channel is None:
         values = [
