@@ -136,16 +136,21 @@ RIGS = {"quaternions": lambda: chain("quaternions"), "one Euler order": lambda: 
 PLANLESS = {"a keyed chain bone": keyed_chain_bone, "a keyed influence": keyed_influence}
 
 
-def state(rig) -> tuple[np.ndarray, str]:
-    """Every rotation channel, what the rig holds of the animator's pose, and the status line."""
+def rotation_channels(rig) -> np.ndarray:
+    """Every rotation channel of every bone, in every mode, as one array."""
     parts = []
     for channel, size in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4)):
         values = np.empty(len(rig.pose.bones) * size, dtype=np.float32)
         rig.pose.bones.foreach_get(channel, values)
         parts.append(values)
-    parts.append(np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in rig.fabrik.held]).ravel())
+    return np.concatenate(parts)
+
+
+def state(rig) -> tuple[np.ndarray, str]:
+    """Every rotation channel, what the rig holds of the animator's pose, and the status line."""
+    held = np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in rig.fabrik.held]).ravel()
     status = solving.status[rig.name]
-    return np.concatenate(parts), f"{status.message} | {sorted(status.effectors.items())}"
+    return np.concatenate([rotation_channels(rig), held]), f"{status.message} | {sorted(status.effectors.items())}"
 
 
 def play(make, frames) -> list:
@@ -348,3 +353,30 @@ def test_a_deferred_status_is_put_into_words_once_when_first_read():
     assert status.message == "reached, 3 iterations" and status.effectors == {0: "reached (miss 1e-05)"}
     assert status.seconds == 0.5 and status.ok and status.kind(0) == 'ERROR'  # (an effector line, nothing reached)
     assert made == [True]
+
+
+def test_after_steady_frames_live_off_gives_the_pose_back_and_a_reload_solves_the_same(steady_frames, tmp_path):
+    """What steady frames keep in the file is the full frame's: a file saved between them solves the next frame
+    the same after reloading, and live solving off gives every channel back exactly as the animator left it."""
+    rig = chain("mixed")
+    animator = rotation_channels(rig)
+    scene = bpy.context.scene
+    for frame in (1, 2, 3, 4):
+        scene.frame_set(frame)
+    assert steady_frames == [True, True, True]
+    path = str(tmp_path / "steady.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    scene.frame_set(9)
+    expected = state(rig)
+    assert steady_frames[-1] is True
+    bpy.ops.wm.open_mainfile(filepath=path)
+    rig = bpy.data.objects["Rig"]
+    bpy.context.scene.frame_set(9)  # (a loaded file has no plan: the full frame, from what the file kept)
+    again = state(rig)
+    assert again[1] == expected[1]
+    np.testing.assert_allclose(again[0], expected[0], atol=2e-7)
+    bpy.context.scene.frame_set(12)
+    assert steady_frames[-1] is True
+    assert not np.array_equal(rotation_channels(rig), animator)
+    rig.fabrik.live = False
+    np.testing.assert_array_equal(rotation_channels(rig), animator)
