@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import bpy
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "samples"))
@@ -30,6 +31,16 @@ def target_world(obj):
     """World position of an object as Blender evaluates it."""
     depsgraph = bpy.context.evaluated_depsgraph_get()
     return obj.evaluated_get(depsgraph).matrix_world.translation.copy()
+
+
+def rotation_channels(rig):
+    """Every rotation channel of every pose bone, in every mode, as one array (single precision, as stored)."""
+    parts = []
+    for channel, size in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4)):
+        values = np.empty(len(rig.pose.bones) * size, dtype=np.float32)
+        rig.pose.bones.foreach_get(channel, values)
+        parts.append(values)
+    return np.concatenate(parts)
 
 
 def chain_rig(count: int = 4, length: float = 1.0, target_at=(1.5, 0.0, 2.5), live: bool = True):

@@ -10,7 +10,7 @@ import bpy
 import numpy as np
 import pytest
 
-from blender_scenes import rigbuild
+from blender_scenes import rigbuild, rotation_channels
 from fabrik_addon.blender import solving, steady
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -63,7 +63,7 @@ def play(general: bool, start: str, keyed: bool, monkeypatch, mixed: bool = Fals
         seen += after_frame(rig, frame)
         messages.append(solving.status["Rig"].message)
     rig.fabrik.live = False
-    seen.append(channels(rig))
+    seen.append(rotation_channels(rig))
     return seen, messages, sum(taken)
 
 
@@ -92,17 +92,7 @@ def count_bulk(general: bool, monkeypatch) -> list[bool]:
 def after_frame(rig, frame: int) -> list[np.ndarray]:
     """Go to the frame: every rotation channel, and what the rig holds of the animator's pose."""
     bpy.context.scene.frame_set(frame)
-    return [channels(rig), np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in rig.fabrik.held])]
-
-
-def channels(rig) -> np.ndarray:
-    """Every rotation channel of every bone, in one array."""
-    parts = []
-    for channel, size in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4)):
-        values = np.empty(len(rig.pose.bones) * size, dtype=np.float32)
-        rig.pose.bones.foreach_get(channel, values)
-        parts.append(values)
-    return np.concatenate(parts)
+    return [rotation_channels(rig), np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in rig.fabrik.held])]
 
 
 @pytest.mark.parametrize(
@@ -147,7 +137,7 @@ def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str],
         messages.append(solving.status["Rig"].message)
         assert solving.status["Rig"].reached, f"frame {frame}: {messages[-1]}"
     rig.fabrik.live = False
-    seen.append(channels(rig))
+    seen.append(rotation_channels(rig))
     return seen, messages, answered
 
 

@@ -10,7 +10,7 @@ import bpy
 import numpy as np
 import pytest
 
-from blender_scenes import chain_rig, rigbuild, target_world, tip_world
+from blender_scenes import chain_rig, rigbuild, rotation_channels, target_world, tip_world
 from fabrik_addon.blender import animdata, live, solving, steady
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -134,16 +134,6 @@ RIGS = {"quaternions": lambda: chain("quaternions"), "one Euler order": lambda: 
 
 #: Rigs whose animation reaches what the full frame must read each frame: no frame is solved from a plan.
 PLANLESS = {"a keyed chain bone": keyed_chain_bone, "a keyed influence": keyed_influence}
-
-
-def rotation_channels(rig) -> np.ndarray:
-    """Every rotation channel of every bone, in every mode, as one array."""
-    parts = []
-    for channel, size in (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4)):
-        values = np.empty(len(rig.pose.bones) * size, dtype=np.float32)
-        rig.pose.bones.foreach_get(channel, values)
-        parts.append(values)
-    return np.concatenate(parts)
 
 
 def state(rig) -> tuple[np.ndarray, str]:
