@@ -84,7 +84,6 @@ def per_rig_tables() -> dict[str, dict]:
         ("live._ik_animation", live, "_ik_animation"),
         ("solving._cones_bound", solving, "_cones_bound"),
         ("animdata._fcurve_paths", animdata, "_fcurve_paths"),
-        ("solving._lean_reads", solving, "_lean_reads"),
         ("steady._plans", steady, "_plans"),
     ):
         table = getattr(module, name, None)

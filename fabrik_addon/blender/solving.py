@@ -80,7 +80,6 @@ def forget(obj_name: str | None = None) -> None:
         _last_solution.clear()
         _held_in_memory.clear()
         _cones_bound.clear()
-        _lean_reads.clear()
         animdata.forget()
         return
     status.pop(obj_name, None)
@@ -88,7 +87,6 @@ def forget(obj_name: str | None = None) -> None:
     _last_solution.pop(obj_name, None)
     _held_in_memory.pop(obj_name, None)
     _cones_bound.pop(obj_name, None)
-    _lean_reads.pop(obj_name, None)
     animdata.forget(obj_name)
 
 
@@ -535,7 +533,6 @@ def solve_object(
     (the solve reads the rest into it, and leaves it holding the channels as
     the solve left them).
     """
-    _lean_reads.pop(obj.name, None)  # (only this solve's own may be taken)
     refused = editable.editable(obj) or unusable_rig(obj, depsgraph)
     if refused:
         result = status[obj.name] = RigStatus(message=refused, ok=False)
@@ -543,7 +540,7 @@ def solve_object(
     gathered = gather(obj, depsgraph, checked)
     pose = pose or read_pose(obj)
     follow_held_renames(obj, gathered.skeleton.positions)
-    gathered, refusals = _usable_goals(obj, gathered, pose)  # once: both paths below start from it
+    gathered, refusals = usable_goals(obj, gathered, pose)  # once: both paths below start from it
     released = False
     if hold and not refusals:  # (a chain left out for bad input keeps its pose: nothing it should not change does)
         tree = moving_tree(gathered.skeleton, gathered.goals) if gathered.goals else None
@@ -637,7 +634,6 @@ def _read_free_tree(
         return None
     if stretch.applies(skeleton, goals):
         return None
-    pose_bones = obj.pose.bones
     pose = pose or read_pose(obj)
     at = _pose_indices(obj, skeleton, tree)
     channels = _read_channels(obj, [skeleton.names[b] for b in tree.bones], at.tolist(), depsgraph, pose)
@@ -649,12 +645,9 @@ def _read_free_tree(
         rotations = [as_quaternion(previous[b]) if b in previous else r for b, r in zip(tree.bones, rotations)]
     translations = [tuple(t) if any(t) else None for t in pose.channel("location", 3)[at].tolist()]
     local = local_solve.local_tree(skeleton, free or tree)
-    # (copies: each element read of a pose bone's own matrix goes through RNA again)
-    hung_from = [pose_bones[skeleton.names[b]].matrix.copy() if p < 0 and b >= 0 else None
-                 for p, b in zip(tree.parent, local.parent_bone)]
-    if not all(m is None or usable_frame(m) for m in hung_from):
+    fixed = hung_frames(obj, skeleton, tree, local)
+    if fixed is None:
         return None  # a bone above a chain scaled to zero or not a number: the general path says which
-    fixed = [None if m is None else fixed_frame(m) for m in hung_from]
     solve_settings = solve_settings_of(settings, previous is not None, rig_size(skeleton, tree))
     validate_goals(skeleton, goals)
     validate_settings(solve_settings)
@@ -662,6 +655,18 @@ def _read_free_tree(
         tree, local, limits, channels, fk_rotations, rotations, translations, fixed, solve_settings,
         influences(obj, depsgraph, tree, gathered.used),
     )
+
+
+def hung_frames(obj, skeleton, tree, local) -> list | None:
+    """Per node of the moving tree, the (frame, head) of the fixed bone it hangs from (`fixed_frame`; None for a
+    node with a moving parent, or a root bone), as posed now; None where one has no usable frame."""
+    pose_bones = obj.pose.bones
+    # (copies: each element read of a pose bone's own matrix goes through RNA again)
+    hung_from = [pose_bones[skeleton.names[b]].matrix.copy() if p < 0 and b >= 0 else None
+                 for p, b in zip(tree.parent, local.parent_bone)]
+    if not all(m is None or usable_frame(m) for m in hung_from):
+        return None
+    return [None if m is None else fixed_frame(m) for m in hung_from]
 
 
 def _solve_read(obj, gathered: Gathered, read: _FreeTree) -> tuple[RigStatus, list] | None:
@@ -727,45 +732,52 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, pose: PoseR
     if outcome is None:
         return None
     result, solved = outcome
-    # Each value made continuous with what the channel holds (as mathutils' make_compatible does).
     channels = read.channels
-    values = [
-        rotation.channel_from_quaternion(mode, q, now)
-        for q, now, mode in zip(_shown(read, solved), channels.current, channels.modes)
-    ]
+    values = channel_values(channels.modes, _shown(read, solved), channels.current)
     _write_and_hold(obj, channels, values, channels.fk_values, hold)
     remember_solution(obj.name, read.tree.bones, solved)
     if channels.entries is not None and channels.entries[4].any():
         write_stretch(obj, gathered.skeleton, {}, pose)  # bones stretched before get their own scale back
     result.seconds = time.perf_counter() - gathered.began
     if hold:
-        _lean_reads[obj.name] = (read, gathered, result)
+        pose.lean = (read, gathered, result)
     return result
 
 
-#: Per rig: what its last live solve on the lean path read, with its status, until live solving takes it
-#: (`take_lean_read`: `steady` solves the next frames from it).
-_lean_reads: dict[str, tuple] = {}
-
-
-def take_lean_read(obj_name: str) -> tuple | None:
-    """(read, gathered, status) of the rig's solve just made on the lean path, if it went that way; forgotten."""
-    return _lean_reads.pop(obj_name, None)
-
-
-def remember_solution(obj_name: str, bones, solved) -> None:
+def remember_solution(obj_name: str, bones, solved: list) -> None:
     """Keep a solve's local rotations (unit quaternions) per bone, for the next solve to start from (Start From:
     Previous)."""
-    if isinstance(solved, np.ndarray):
-        solved = map(tuple, solved.tolist())
     _last_solution[obj_name] = dict(zip(bones, solved))
+
+
+#: From how many bones on, quaternion channel values are made on arrays (quicker there; below, on plain floats).
+ARRAYS_FROM = 16
+
+
+def channel_values(modes: list[str], solved: list, current: list) -> list:
+    """Each solved local rotation (a unit quaternion) as a value of its bone's rotation channel, continuous with
+    what the channel holds now (`current`: no sign or 2 pi jumps, as mathutils' make_compatible does)."""
+    if len(solved) >= ARRAYS_FROM and modes[0] == 'QUATERNION' and len(set(modes)) == 1:
+        return rotation.compatible_quaternions(np.array(solved), np.array(current)).tolist()
+    return [rotation.channel_from_quaternion(mode, q, now) for q, now, mode in zip(solved, current, modes)]
 
 
 def write_channels(obj, at, modes: list[str], arrays: dict, current: list, values: list) -> list[tuple[float, ...]]:
     """Set the rotation channels of the pose bones at `at` (each in its mode) to `values` in bulk, one foreach_set
     per channel kind that changed; `arrays` and `current` are what `_rotation_values` read. A channel that
     already holds its value in single precision is left alone, so an unchanged pose does not tag the rig for an
-    update. Returns the values the channels now hold."""
+    update. Returns the values the channels now hold. (Bones all in one mode, the common case, are compared and
+    set as one array.)"""
+    pose_bones = obj.pose.bones
+    if modes and len(set(modes)) == 1:
+        channel = rig.rotation_channel(modes[0])[0]
+        array = arrays[channel]
+        rows = np.array(values, dtype=np.float32)  # (rounded as the channel stores them)
+        if not np.array_equal(rows, array[at]):
+            array[at] = rows
+            pose_bones.foreach_set(channel, array.ravel())
+            _tag_written(obj)
+        return rows.tolist()
     written = []
     changed = set()
     for k, (value, now, mode) in enumerate(zip(values, current, modes)):
@@ -777,15 +789,22 @@ def write_channels(obj, at, modes: list[str], arrays: dict, current: list, value
         arrays[channel][at[k]] = value
         changed.add(channel)
         written.append(value)
-    pose_bones = obj.pose.bones
     for channel in changed:
         pose_bones.foreach_set(channel, arrays[channel].ravel())
     if changed:
-        # foreach_set tags nothing. A transform tag evaluates the pose again and all that hangs from it (deforming
-        # meshes, bone children), as a data tag does, but less besides (measured alone on the 159-bone humanoid:
-        # 0.37 against 0.55 ms for Blender's evaluation after the write).
-        obj.update_tag(refresh={'OBJECT'})
+        _tag_written(obj)
     return written
+
+
+def _tag_written(obj) -> None:
+    """Tag the rig for the evaluation its pose write needs.
+
+    foreach_set tags nothing. A transform tag evaluates the pose again and all
+    that hangs from it (deforming meshes, bone children), as a data tag does,
+    but less besides (measured alone on the 159-bone humanoid: 0.37 against
+    0.55 ms for Blender's evaluation after the write).
+    """
+    obj.update_tag(refresh={'OBJECT'})
 
 
 def _write_solution(obj, solution: Solution, hold: bool) -> None:
@@ -844,7 +863,7 @@ def unusable_rig(obj, depsgraph) -> str | None:
     return None
 
 
-def _usable_goals(obj, gathered: Gathered, pose: PoseRead) -> tuple[Gathered, list[str]]:
+def usable_goals(obj, gathered: Gathered, pose: PoseRead) -> tuple[Gathered, list[str]]:
     """The gathered goals without those whose chain has a channel that is not a number, or hangs from a bone
     without a usable frame (scaled to zero, not a number); each one left out says why in its effector's line.
     Also the reasons, in effector order."""
@@ -1205,19 +1224,21 @@ def _set_held_vectors(held, rows: list | None, name: str, old: np.ndarray, new: 
     frame on the 159-bone humanoid).
     """
     changed = np.flatnonzero((new != old).any(axis=1)).tolist()
-    if not changed:
-        return
-    if rows is None:
-        held.foreach_set(name, new.ravel())
-        return
+    if changed:
+        set_held_rows(held, rows, name, {i: new[i].tolist() for i in changed})
+
+
+def set_held_rows(held, rows: list | None, name: str, values: dict[int, list]) -> None:
+    """Set some held entries' `name` vectors ({entry index: value}), where the file stores them where it can
+    (`rows`: `stored_entries`; see `_set_held_vectors` for why)."""
     items = None
-    for i in changed:
-        values = rows[i].get(name)
-        if values is not None and len(values) == new.shape[1]:
-            values[:] = new[i].tolist()
-        else:  # never set: RNA makes it, with its type
+    for i, value in values.items():
+        vector = rows[i].get(name) if rows is not None else None
+        if vector is not None and len(vector) == len(value):
+            vector[:] = value
+        else:  # never set where the file keeps it, or held in memory: RNA (or the entry) makes it, with its type
             items = items or list(held)
-            setattr(items[i], name, new[i].tolist())
+            setattr(items[i], name, value)
 
 
 def _same(a, b, tolerance: float = 1e-6) -> bool:
@@ -1388,6 +1409,9 @@ class PoseRead:
         self.count = len(self.pose_bones) if count is None else count
         self.arrays: dict[str, np.ndarray] = {}
         self._modes: np.ndarray | None = None
+        #: Where the solve went the lean path holding the animator's pose: what it read, (`_FreeTree`,
+        #: `Gathered`, status), for live solving to solve the next frames from (`steady`).
+        self.lean: tuple | None = None
 
     def channel(self, name: str, size: int) -> np.ndarray:
         """One channel of every pose bone, (count, size)."""

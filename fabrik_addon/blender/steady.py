@@ -6,7 +6,8 @@ are: the rig is not animated itself (its targets are), nobody edits it. The
 full live frame reads and checks the rig's settings, effectors, pose channels
 and what `fabrik.held` keeps, to find exactly that, at several times the cost
 of the solve on small rigs. So after a live solve on the lean path
-(`solving._solve_free_tree`) what it read is kept here as a `Plan`, and the
+(`solving._solve_free_tree`, which leaves what it read with the solve's
+`PoseRead`) what it read is kept here as a `Plan`, and the
 next frame change solves from it directly while nothing it read can have
 changed:
 
@@ -20,9 +21,11 @@ changed:
 * the targets' matrices are finite, and the solve converges on the lean path
   as before (else the full frame runs, and says why).
 
-What cannot be seen is a channel set by `foreach_set` without a tag, which
-Blender does not show either until something tags the rig. Any full live
-solve of the rig replaces or drops its plan.
+On a rig animated itself, whose animation reaches no chain bone and no
+setting, each frame also reads the pose again (`_read_animated`). On one
+that is not, what cannot be seen is a channel set by `foreach_set` without a
+tag, which Blender does not show either until something tags the rig. Any
+full live solve of the rig replaces or drops its plan.
 
 The frame solves, writes and holds as the full one does (the same functions,
 from the same inputs: the result is the same), and leaves the status and the
@@ -36,10 +39,8 @@ import time
 from dataclasses import dataclass
 
 import bpy
-import numpy as np
-from mathutils import Matrix
 
-from ..core import Goal, local_solve, rotation
+from ..core import Goal, local_solve
 from . import animdata, rig, solving
 from .effector_values import EffectorValues, comparable
 
@@ -69,28 +70,11 @@ class Plan:
     #: The rig's solver and the messages about limits its structure ignored (for the status).
     solver: str
     limit_problems: list[str]
-    #: The rotation channel every chain bone is posed by, where they share one (else None), and their rows.
-    channel: str | None
-    rows: np.ndarray
-    #: Where the rig's own animation moves it (but no chain bone's channel nor any setting): what each frame
-    #: reads again (see `_read_animated`); None for a rig nothing animates.
-    animated: "_Animated | None"
-
-
-@dataclass
-class _Animated:
-    """What a frame of an animated rig reads again: the bones the chains hang from, whose frames move with the
-    animation (per node of the moving tree, the pose bone's name; and their matrices as last read), the bones
-    above the chains, whose scale must stay 1, and the rotation channels the chains are written by."""
-
-    hung: list[tuple[int, str]]
-    matrices: list
-    above: np.ndarray
-    written: list[tuple[str, int]]
-    #: The data paths the rig's F-curves animated (`animdata.fcurve_paths`: the same object while they are the
-    #: same) and how many drivers it had.
-    paths: frozenset
-    drivers: int
+    #: Where the rig is animated itself (but nothing animates a chain bone's channel or a setting): the data
+    #: paths its F-curves animated (`animdata.fcurve_paths`: the same object while they are the same) and how
+    #: many drivers it had; each frame then reads what the animation moves (`_read_animated`). None for a rig
+    #: nothing animates.
+    animation: tuple[frozenset, int] | None
 
 
 #: Per rig name: its plan.
@@ -111,13 +95,11 @@ def remembered() -> set[str]:
 
 
 def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: solving.PoseRead) -> None:
-    """Keep what the live solve of obj just read, where it went the lean path and the next frames can solve from
-    it (see the module); otherwise forget the rig's plan."""
-    _plans.pop(obj.name, None)
-    lean = solving.take_lean_read(obj.name)
-    if lean is None:
+    """Keep what the live solve of obj just read (`pose`: its read of the pose, with what the lean path read), where
+    it went the lean path and the next frames can solve from it (see the module)."""
+    if pose.lean is None:
         return
-    read, gathered, result = lean
+    read, gathered, result = pose.lean
     channels = read.channels
     entries = channels.entries
     if (
@@ -130,11 +112,10 @@ def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: 
     index = {name: i for i, name in enumerate(channels.held.keys())}  # (the solve may have added entries)
     if any(name not in index for name in channels.names):
         return
-    kinds = {rig.rotation_channel(mode)[0] for mode in channels.modes}
-    animated = None
+    animation = None
     if _animates(obj):
-        animated = _animated(obj, read, gathered, kinds)
-        if animated is None:
+        animation = _animation(obj, read)
+        if animation is None:
             return
     start = None
     if not read.local.parts and local_solve.placed_by_start(read.local, gathered.goals):
@@ -143,8 +124,7 @@ def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: 
         obj, len(values), values, [value.solved() for value in values],
         rig.world_to_armature(obj.evaluated_get(depsgraph)), gathered, read, start, pose,
         len(index), [index[name] for name in channels.names], inputs[: len(inputs) - len(values)],
-        obj.fabrik.solver, list(rig.limit_problems(obj)),
-        kinds.pop() if len(kinds) == 1 else None, np.array(channels.at), animated,
+        obj.fabrik.solver, list(rig.limit_problems(obj)), animation,
     )
 
 
@@ -156,9 +136,9 @@ def _animates(obj) -> bool:
     )
 
 
-def _animated(obj, read, gathered: solving.Gathered, kinds: set[str]) -> _Animated | None:
-    """What each frame of an animated rig reads again, where its animation reaches no chain bone's channel and
-    no setting (those change what the full frame reads: None)."""
+def _animation(obj, read) -> tuple[frozenset, int] | None:
+    """An animated rig's F-curve paths and driver count (`Plan.animation`), where its animation reaches no chain
+    bone's channel and no setting (those change what the full frame reads: None)."""
     animation_data = obj.animation_data
     if len(animation_data.nla_tracks):
         return None  # (a strip's action may animate anything)
@@ -167,18 +147,7 @@ def _animated(obj, read, gathered: solving.Gathered, kinds: set[str]) -> _Animat
     chain = tuple(f'pose.bones["{bpy.utils.escape_identifier(name)}"]' for name in read.channels.names)
     if any(path.startswith(chain) or path.startswith("fabrik") for path in paths):
         return None
-    skeleton = gathered.skeleton
-    tree, local = read.tree, read.local
-    hung = [(k, skeleton.names[b]) for k, (p, b) in enumerate(zip(tree.parent, local.parent_bone)) if p < 0 and b >= 0]
-    moving = set(tree.bones)
-    above = sorted({b for k, _ in hung for b in skeleton.path_to_root(local.parent_bone[k])} - moving)
-    order = rig.pose_bone_order(obj)  # (skeleton bone -> pose bone row)
-    pose_bones = obj.pose.bones
-    return _Animated(
-        hung, [comparable(pose_bones[name].matrix) for _, name in hung], np.array([order[b] for b in above], dtype=int),
-        [(kind, 4 if kind != "rotation_euler" else 3) for kind in sorted(kinds)], fcurve_paths,
-        len(animation_data.drivers),
-    )
+    return fcurve_paths, len(animation_data.drivers)
 
 
 def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
@@ -199,7 +168,7 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
     pose = plan.pose
     if updated.has(obj):
         # Animation moved the rig (an edit would have updated its armature as well): what it moves is read again.
-        if plan.animated is None:
+        if plan.animation is None:
             return None
         pose = _read_animated(plan, obj, depsgraph)
         if pose is None:
@@ -230,16 +199,13 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
     )
     result.report = report
     channels = read.channels
-    if plan.channel is None:
-        values = [
-            rotation.channel_from_quaternion(mode, q, now)
-            for q, now, mode in zip(solved.tolist(), channels.current, channels.modes)
-        ]
-        written = solving.write_channels(obj, channels.at, channels.modes, pose.arrays, channels.current, values)
-        _hold(obj, plan, written)
-    else:
-        written = _write_at_once(obj, plan, solved, pose.arrays)
-    channels.current = written
+    values = solving.channel_values(channels.modes, solved, channels.current)
+    channels.current = solving.write_channels(obj, channels.at, channels.modes, pose.arrays, channels.current, values)
+    # The animator's pose under the write is as it was: only what was written is noted.
+    solving.set_held_rows(
+        channels.held, solving.stored_entries(obj, channels.held), "written",
+        {row: solving.pad(value, 4) for row, value in zip(plan.held_rows, channels.current)},
+    )
     plan.pose = pose
     solving.remember_solution(obj.name, read.tree.bones, solved)
     result.seconds = time.perf_counter() - began
@@ -248,33 +214,30 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
 
 
 def _read_animated(plan: Plan, obj, depsgraph) -> solving.PoseRead | None:
-    """Read again what animation moves of a rig (`_Animated`), where it animates what it did (keys inserted on
-    a chain bone update the rig as animation does): the pose channels, the chain bones' as the plan's; the
-    bones above the chains unscaled; the frames the chains hang from (the start joints made anew where they
-    moved); the rig's transform. The pose read, or None where the full frame must run (it says why)."""
-    animated, read = plan.animated, plan.read
+    """Read again what animation moves of a rig, where it animates what it did (keys inserted on a chain bone
+    update the rig as animation does): the pose, the chain bones' channels as the plan's and every chain usable
+    as the full frame judges it (`solving.usable_goals`); the frames the chains hang from (the start joints made
+    anew where they moved); the rig's transform. The pose read, or None where the full frame must run (it says
+    why)."""
+    read = plan.read
     animation_data = obj.animation_data
     if (
-        animation_data is None or animdata.fcurve_paths(obj) is not animated.paths
-        or len(animation_data.drivers) != animated.drivers or len(animation_data.nla_tracks)
+        animation_data is None or (animdata.fcurve_paths(obj), len(animation_data.drivers)) != plan.animation
+        or len(animation_data.nla_tracks)
     ):
         return None
     pose = solving.PoseRead(obj, plan.pose.count)
-    for name, size in animated.written:
-        if not np.array_equal(pose.channel(name, size)[plan.rows], plan.pose.arrays[name][plan.rows]):
+    at = read.channels.at
+    for name, size in {rig.rotation_channel(mode) for mode in read.channels.modes}:
+        if (pose.channel(name, size)[at] != plan.pose.arrays[name][at]).any():
             return None  # (set by other means than a key: the full frame takes it for the animator's)
-    if not (pose.channel("scale", 3)[animated.above] == 1.0).all():
-        return None  # (the full frame says which bone is scaled)
-    pose_bones = obj.pose.bones
-    matrices = [comparable(pose_bones[name].matrix) for _, name in animated.hung]
-    if matrices != animated.matrices:
-        fixed = list(read.fixed)
-        for (k, _), matrix in zip(animated.hung, matrices):
-            matrix = Matrix(matrix)
-            if not solving.usable_frame(matrix):
-                return None
-            fixed[k] = solving.fixed_frame(matrix)
-        read.fixed, animated.matrices = fixed, matrices
+    if solving.usable_goals(obj, plan.gathered, pose)[1]:
+        return None
+    fixed = solving.hung_frames(obj, plan.gathered.skeleton, read.tree, read.local)
+    if fixed is None:
+        return None
+    if fixed != read.fixed:
+        read.fixed = fixed
         if plan.start is not None:
             plan.start = local_solve.start_joints(read.local, read.rotations, read.translations, fixed)
     world = obj.evaluated_get(depsgraph).matrix_world
@@ -294,63 +257,15 @@ def _moved(goal: Goal, target: tuple, pole: tuple | None) -> Goal:
     )
 
 
-def _solve(plan: Plan, goals: list) -> tuple[np.ndarray, object] | None:
+def _solve(plan: Plan, goals: list) -> tuple[list, object] | None:
     """The lean solve of the plan's tree on new goals (as `solving._solve_read` solves it), from the start joints
-    the plan keeps where it has them: the local rotations (n, 4) and the report; None where it must go the
-    general path or is not finite."""
+    the plan keeps where it has them: the local rotations and the report; None where it must go the general path
+    or is not finite."""
     read = plan.read
     if plan.start is None:
         outcome = local_solve.solve(read.local, goals, read.rotations, read.translations, read.fixed, read.settings)
     else:
         outcome = local_solve.solve_from_start(read.local, goals, read.rotations, plan.start, read.fixed, read.settings)
-    if outcome is None:
+    if outcome is None or not math.isfinite(sum(map(sum, outcome[0]))):
         return None
-    solved = np.array(outcome[0])
-    if not np.isfinite(solved).all():
-        return None
-    return solved, outcome[1]
-
-
-#: From how many chain bones on the quaternion channels are made continuous on arrays (quicker there; below, on
-#: plain floats).
-ARRAYS_FROM = 16
-
-
-def _write_at_once(obj, plan: Plan, solved: np.ndarray, arrays: dict) -> list:
-    """`solving.write_channels` of the solved rotations for chain bones that share one rotation channel, in one
-    array operation (over the pose's `arrays`), then `_hold`: the values the channels now hold."""
-    channels = plan.read.channels
-    array = arrays[plan.channel]
-    if plan.channel == "rotation_quaternion" and len(solved) >= ARRAYS_FROM:
-        values = rotation.compatible_quaternions(solved, array[plan.rows])
-    else:
-        values = [
-            rotation.channel_from_quaternion(mode, q, now)
-            for q, now, mode in zip(solved.tolist(), channels.current, channels.modes)
-        ]
-    # (rounded as the channel stores them: a channel that holds its value already is left as it is, and an
-    # unchanged pose does not tag the rig)
-    rows = np.array(values, dtype=np.float32)
-    if not np.array_equal(rows, array[plan.rows]):
-        array[plan.rows] = rows
-        obj.pose.bones.foreach_set(plan.channel, array.ravel())
-        obj.update_tag(refresh={'OBJECT'})  # (as `solving.write_channels`, which says why)
-    written = rows.tolist()
-    _hold(obj, plan, written)
-    return written
-
-
-def _hold(obj, plan: Plan, written: list) -> None:
-    """Note in `fabrik.held` the rotation values just written (the animator's under them are as they were), where
-    the file keeps them (as `solving._set_held_vectors` does, which says why)."""
-    held = plan.read.channels.held
-    stored = solving.stored_entries(obj, held)
-    items = None
-    for row, value in zip(plan.held_rows, written):
-        value = solving.pad(value, 4)
-        vector = stored[row].get("written") if stored is not None else None
-        if vector is not None and len(vector) == 4:
-            vector[:] = value
-        else:  # never set where the file keeps it: RNA makes it
-            items = items or list(held)
-            items[row].written = value
+    return outcome
