@@ -733,7 +733,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, pose: PoseR
         return None
     result, solved = outcome
     channels = read.channels
-    values = channel_values(channels.modes, _shown(read, solved), channels.current)
+    values = channel_values(channels.modes, _shown(read, solved), channels.current, channels.arrays, channels.at)
     _write_and_hold(obj, channels, values, channels.fk_values, hold)
     remember_solution(obj.name, read.tree.bones, solved)
     if channels.entries is not None and channels.entries[4].any():
@@ -754,11 +754,12 @@ def remember_solution(obj_name: str, bones, solved: list) -> None:
 ARRAYS_FROM = 16
 
 
-def channel_values(modes: list[str], solved: list, current: list) -> list:
+def channel_values(modes: list[str], solved: list, current: list, arrays: dict, at) -> list:
     """Each solved local rotation (a unit quaternion) as a value of its bone's rotation channel, continuous with
-    what the channel holds now (`current`: no sign or 2 pi jumps, as mathutils' make_compatible does)."""
+    what the channel holds now (`current`, also in the pose's `arrays` at `at`: no sign or 2 pi jumps, as
+    mathutils' make_compatible does)."""
     if len(solved) >= ARRAYS_FROM and modes[0] == 'QUATERNION' and len(set(modes)) == 1:
-        return rotation.compatible_quaternions(np.array(solved), np.array(current)).tolist()
+        return rotation.compatible_quaternions(np.array(solved), arrays["rotation_quaternion"][at]).tolist()
     return [rotation.channel_from_quaternion(mode, q, now) for q, now, mode in zip(solved, current, modes)]
 
 
