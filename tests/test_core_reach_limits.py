@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from fabrik_addon.core import Goal, SolveSettings, fabrik, skeleton_from_points
+from fabrik_addon.core import Goal, SolveSettings, fabrik, refine, skeleton_from_points
 from fabrik_addon.core.limits import JointLimit
 from limit_checks import assert_within, swing_and_twist
 
@@ -221,6 +221,36 @@ def test_warm_starts_follow_a_smooth_path_without_jumps_and_close_the_loop():
     assert math.degrees(worst) < 30.0
     # The path ends where it began, and so does the pose.
     np.testing.assert_allclose(previous, first, atol=1e-2)
+
+
+def test_warm_starts_near_their_target_are_refined_first_and_fabrik_follows_where_that_stalls(monkeypatch):
+    """Continuity mode refines a start near its target as it is; where that stalls (near the edge of what the
+    cones reach), FABRIK's attempt follows, and it does reach some of those targets."""
+    skeleton = tentacle(12, 15.0)
+    settings = SolveSettings(tolerance=1e-4, explore=False)
+    reach = 1.2
+    refinements = []
+    solve_refinement = refine.solve
+    monkeypatch.setattr(refine, "solve", lambda *a: refinements.append(solve_refinement(*a)) or refinements[-1])
+    rng = np.random.default_rng(0)
+    stalled = rescued = 0
+    for _ in range(150):
+        start = skeleton.pose_from_local(inside_limits(skeleton, rng))
+        direction = rng.normal(size=3)
+        target = tuple(start.tails[11] + direction / np.linalg.norm(direction) * reach * rng.uniform(0.01, 0.09))
+        if np.linalg.norm(target) >= reach:
+            continue  # (beyond reach FABRIK stretches towards it first)
+        refinements.clear()
+        _, report = fabrik.solve(skeleton, [Goal(11, target)], start, settings)
+        assert refinements and refinements[0].iterations > 0  # (refined from the start: no FABRIK pass before)
+        if not refinements[0].converged:
+            stalled += 1
+            assert len(refinements) == 2  # FABRIK's attempt, then its refinement
+            assert report.max_error <= refinements[0].errors[0]
+            rescued += report.converged
+        else:
+            assert report.converged
+    assert stalled and rescued
 
 
 def test_the_same_start_and_targets_give_the_same_pose_every_time():

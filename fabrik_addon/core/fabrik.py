@@ -677,6 +677,10 @@ def solve(
 #: many iterations (`batch_offsets` stops its frames by the same rule).
 SLOW_WINDOW = 5
 
+#: In continuity mode, a limited solve whose start has every goal within this share of its chain's reach is
+#: refined from the start as it is before FABRIK runs (see `_solve_limited`).
+NEAR = 0.1
+
 
 def _solve_offsets(
     skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Pose, settings: SolveSettings
@@ -723,6 +727,15 @@ def _solve_offsets(
     if not report.converged:
         report.stopped_by = "max_iterations" if used >= budget else "stalled"
     return pose, report
+
+
+def _near(tree: MovingTree, problem: refine.Problem, start: Pose) -> bool:
+    """Whether every goal that pulls is within NEAR of its chain's reach of its target in the start pose."""
+    tails = start.tails
+    return all(
+        w <= 0.0 or dist(tuple(tails[tree.bones[node]].tolist()), target) <= NEAR * size
+        for node, target, w, size in zip(problem.nodes, problem.targets, problem.weights, problem.reach)
+    )
 
 
 def _settling_aim(tree: MovingTree, holds: list[pole.PoleHold], to_rest: bool) -> refine.Aim:
@@ -842,20 +855,30 @@ def _solve_limited(
     best: tuple[refine.AngleRig | None, Pose | None, SolveReport] | None = None  # (the rig, or else the pose)
     # Every attempt's idle twists go back to the start pose's.
     twists = refine.start_twists(skeleton, tree, problem, start)
+    # In continuity mode a start near its targets (the previous frame's solution) is refined as it is first:
+    # FABRIK's straight-line moves would scatter the joints the goals leave free, which settling then brings
+    # back, at several times the cost; where that does not converge, FABRIK's attempt follows.
+    near_first = not settings.explore and not out_of_reach and _near(tree, problem, start)
     while True:
         left = replace(settings, max_iterations=budget - used)
         joints = None  # FABRIK's result, where it ran and moved the attempt's start
-        if attempt == 1:
+        rig = None
+        if attempt == (0 if near_first else 1):
             # The first other start is the same pose without FABRIK: on arms that turn mostly about their
             # own bones (twists) FABRIK's moves can lead away from where the angles would have gone.
-            report = _report_at(skeleton, tree, goals, attempt_start, settings.tolerance)
+            rig = refine.AngleRig(skeleton, tree, attempt_start)
+            errors, rotation_errors = refine.goal_errors_of(rig, problem)
+            converged = problem.reached(errors, rotation_errors, settings.tolerance)
+            report = SolveReport(
+                0, errors, converged, "converged" if converged else "stalled", rotation_errors=rotation_errors
+            )
         else:
             # Stretching towards a target out of reach is FABRIK's own move: let it go on until it stalls there.
             joints, report = _solve_from(skeleton, tree, goals, attempt_start, left, careful=True, handover=not out_of_reach)
         moved = None if joints is None else (joints.heads, joints.frames)
         used += report.iterations
         refined_rig = None
-        if not report.converged:
+        if not report.converged and rig is None:
             # What is kept is the pose as the limits' coordinates read it (the refinement starts from it too):
             # where FABRIK's best was a start outside the limits (a pole's turn can take the first bone out of
             # them) that no pass beat, that start comes back inside and its tip moves, so its errors are measured
@@ -883,7 +906,10 @@ def _solve_limited(
             best[2].errors, best[2].rotation_errors
         ):
             best = refined_rig, pose, report
-        if best[2].converged or out_of_reach or not settings.explore or used >= budget or attempt >= settings.restarts:
+        fallback = near_first and attempt == 0  # (FABRIK's attempt after the refinement's own, in any mode)
+        if best[2].converged or out_of_reach or used >= budget or (
+            not fallback and (not settings.explore or attempt >= settings.restarts)
+        ):
             break
         attempt += 1
         if attempt > 1 and rng is None:
