@@ -831,6 +831,11 @@ def _solve_limited(
     them is tried (the same ones every time: deterministic), keeping the
     coordinates that cannot move any goal (a tool's roll without a rotation
     goal) where they were.
+
+    In continuity mode (warm starts) a start near its targets, the previous
+    frame's solution, is refined as it is first, and FABRIK's attempt follows
+    only where that stalls: the refinement keeps the pose among the settled
+    ones, where FABRIK's moves would scatter the joints the goals leave free.
     """
     budget = settings.max_iterations
     problem = refine.Problem(tree, goals)
