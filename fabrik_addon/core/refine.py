@@ -136,17 +136,39 @@ class AngleRig:
         """Heads and frames of every node from the coordinates; from node `first` on where only nodes from there on
         changed (nodes come parents first, so the ones before it are as they were)."""
         parent, heads, frames, zero_frames = self.tree.parent, self.heads, self.frames, self.zero_frames
+        zero, link, local = self.zero, self.link, self.local
+        # (quat.mul and quat.rotate written out: this runs for every node at every step of a limited solve)
         for k in range(first, len(parent)):
             p = parent[k]
             if p < 0:
-                zero_frames[k] = self.zero[k]
-                heads[k] = self.link[k]
+                zw, zx, zy, zz = zero_frames[k] = zero[k]
+                heads[k] = link[k]
             else:
-                zero_frames[k] = quat.mul(frames[p], self.zero[k])
-                o = quat.rotate(frames[p], self.link[k])
-                h = heads[p]
-                heads[k] = (h[0] + o[0], h[1] + o[1], h[2] + o[2])
-            frames[k] = quat.mul(zero_frames[k], self.local[k])
+                aw, ax, ay, az = frames[p]
+                bw, bx, by, bz = zero[k]
+                zw = aw * bw - ax * bx - ay * by - az * bz
+                zx = aw * bx + ax * bw + ay * bz - az * by
+                zy = aw * by - ax * bz + ay * bw + az * bx
+                zz = aw * bz + ax * by - ay * bx + az * bw
+                zero_frames[k] = (zw, zx, zy, zz)
+                # the link turned by the parent's frame: v + w t + q x t, t = 2 q x v
+                vx, vy, vz = link[k]
+                tx = 2.0 * (ay * vz - az * vy)
+                ty = 2.0 * (az * vx - ax * vz)
+                tz = 2.0 * (ax * vy - ay * vx)
+                hx, hy, hz = heads[p]
+                heads[k] = (
+                    hx + vx + aw * tx + ay * tz - az * ty,
+                    hy + vy + aw * ty + az * tx - ax * tz,
+                    hz + vz + aw * tz + ax * ty - ay * tx,
+                )
+            bw, bx, by, bz = local[k]
+            frames[k] = (
+                zw * bw - zx * bx - zy * by - zz * bz,
+                zw * bx + zx * bw + zy * bz - zz * by,
+                zw * by - zx * bz + zy * bw + zz * bx,
+                zw * bz + zx * by - zy * bx + zz * bw,
+            )
 
     def tip(self, k: int) -> Vec:
         """Node k's tail."""
