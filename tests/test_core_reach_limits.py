@@ -224,8 +224,9 @@ def test_warm_starts_follow_a_smooth_path_without_jumps_and_close_the_loop():
 
 
 def test_warm_starts_near_their_target_are_refined_first_and_fabrik_follows_where_that_stalls(monkeypatch):
-    """Continuity mode refines a start near its target as it is; where that stalls (near the edge of what the
-    cones reach), FABRIK's attempt follows, and it does reach some of those targets."""
+    """Continuity mode refines a start near its target as it is (these random starts are far from settled, so
+    one settling step seldom does); where that stalls (near the edge of what the cones reach), FABRIK's attempt
+    follows, and it does reach some of those targets."""
     skeleton = tentacle(12, 15.0)
     settings = SolveSettings(tolerance=1e-4, explore=False)
     reach = 1.2
@@ -242,7 +243,10 @@ def test_warm_starts_near_their_target_are_refined_first_and_fabrik_follows_wher
             continue  # (beyond reach FABRIK stretches towards it first)
         refinements.clear()
         _, report = fabrik.solve(skeleton, [Goal(11, target)], start, settings)
-        assert refinements and refinements[0].iterations > 0  # (refined from the start: no FABRIK pass before)
+        if not refinements:
+            assert report.converged  # (one settling step reached it: `refine.follow`)
+            continue
+        assert refinements[0].iterations > 0  # (refined from the start: no FABRIK pass before)
         if not refinements[0].converged:
             stalled += 1
             assert len(refinements) == 2  # FABRIK's attempt, then its refinement
@@ -251,6 +255,55 @@ def test_warm_starts_near_their_target_are_refined_first_and_fabrik_follows_wher
         else:
             assert report.converged
     assert stalled and rescued
+
+
+def test_a_warm_started_tentacle_follows_a_loop_a_step_a_frame_and_comes_back_to_the_same_poses():
+    """Continuity mode on a chain in cones: from the pose the frame before settled, each frame reaches its target
+    in one settling step (`refine.follow`, its leftover pull left to the next frame), turns no joint far, and
+    the second round of a closed path gives the first round's poses."""
+    skeleton = tentacle(30, 15.0)
+    settings = SolveSettings(tolerance=1e-4, explore=False)
+    frames = 90
+    path = [(0.9 + 0.4 * math.cos(a), 0.4 * math.sin(a), 2.2) for a in np.linspace(0, 2 * math.pi, frames, endpoint=False)]
+    pose, rounds, steps = None, [], []
+    for _ in range(3):
+        poses = []
+        for target in path:
+            pose, report = fabrik.solve(skeleton, [Goal(29, target)], pose, settings)
+            assert report.converged
+            steps.append(report.iterations)
+            poses.append(skeleton.local_rotations(pose))
+        rounds.append(poses)
+    followed = steps[frames:]  # (the first round starts from rest, far from its first target)
+    assert np.median(followed) <= 2 and max(followed) <= 10
+    worst = max(
+        math.acos(np.clip((np.trace(a.T @ b) - 1) / 2, -1, 1))
+        for before, after in zip(rounds[1], rounds[1][1:]) for a, b in zip(before, after)
+    )
+    assert math.degrees(worst) < 10.0
+    for second, third in zip(rounds[1], rounds[2]):
+        np.testing.assert_allclose(third, second, atol=1e-3)
+
+
+def test_follow_reaches_a_nearby_target_in_one_step_and_leaves_a_far_one_to_the_solver():
+    """`refine.follow` from a settled pose: a target moved a little is reached by one settling step (two
+    iterations at most); one moved far is not, and the rig is put back as it was."""
+    skeleton = tentacle(12, 15.0)
+    settings = SolveSettings(tolerance=1e-4, explore=False)
+    settled, report = fabrik.solve(skeleton, [Goal(11, (0.3, 0.2, 1.0))], None, settings)
+    assert report.converged
+    tree = fabrik.moving_tree(skeleton, [Goal(11, (0.3, 0.2, 1.0))])
+    for target, reached in (((0.31, 0.21, 1.0), True), ((-0.6, 0.1, 0.5), False)):
+        problem = refine.Problem(tree, [Goal(11, target)])
+        rig = refine.AngleRig(skeleton, tree, settled)
+        before = rig.snapshot()
+        steps, followed = refine.follow(rig, problem, settings.tolerance, 100)
+        assert followed is reached and 1 <= steps <= 2
+        errors, _ = refine.goal_errors_of(rig, problem)
+        if reached:
+            assert errors[0] <= settings.tolerance
+        else:
+            assert rig.snapshot() == before
 
 
 def test_the_same_start_and_targets_give_the_same_pose_every_time():

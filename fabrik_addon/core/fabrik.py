@@ -868,21 +868,29 @@ def _solve_limited(
         left = replace(settings, max_iterations=budget - used)
         joints = None  # FABRIK's result, where it ran and moved the attempt's start
         rig = None
+        followed_rig = False  # (the attempt's rig reached its goals by `refine.follow`)
         if attempt == (0 if near_first else 1):
             # The first other start is the same pose without FABRIK: on arms that turn mostly about their
             # own bones (twists) FABRIK's moves can lead away from where the angles would have gone.
             rig = refine.AngleRig(skeleton, tree, attempt_start)
             errors, rotation_errors = refine.goal_errors_of(rig, problem)
             converged = problem.reached(errors, rotation_errors, settings.tolerance)
+            steps = 0
+            if near_first and not converged and not any(g.pole is not None for g in goals):
+                # (from the pose the last frame settled, one step reaches and settles: see `refine.follow`)
+                steps, followed = refine.follow(rig, problem, settings.tolerance, budget - used, refine.rest_aim)
+                if followed:
+                    errors, rotation_errors = refine.goal_errors_of(rig, problem)
+                    converged = followed_rig = True
             report = SolveReport(
-                0, errors, converged, "converged" if converged else "stalled", rotation_errors=rotation_errors
+                steps, errors, converged, "converged" if converged else "stalled", rotation_errors=rotation_errors
             )
         else:
             # Stretching towards a target out of reach is FABRIK's own move: let it go on until it stalls there.
             joints, report = _solve_from(skeleton, tree, goals, attempt_start, left, careful=True, handover=not out_of_reach)
         moved = None if joints is None else (joints.heads, joints.frames)
         used += report.iterations
-        refined_rig = None
+        refined_rig = rig if followed_rig else None
         if not report.converged and rig is None:
             # What is kept is the pose as the limits' coordinates read it (the refinement starts from it too):
             # where FABRIK's best was a start outside the limits (a pole's turn can take the first bone out of
@@ -925,10 +933,11 @@ def _solve_limited(
         pole.holds(tree, Joints(skeleton, tree, start, framed=True), goals, settings.tolerance)
         if any(g.pole for g in goals) else []
     )
-    if report.converged and (holds or not settings.explore) and used < budget:
+    if report.converged and (holds or not settings.explore) and used < budget and not followed_rig:
         # The joints the goals leave free settle: into the plane the poles ask for (the refinement and the
         # restarts know nothing of poles), and in continuity mode (warm starts) towards rest, so paths that
-        # close, close.
+        # close, close. (A pose `refine.follow` reached took its settling step on the way: what is left of the
+        # pull is the next frame's.)
         rig = rig or refine.AngleRig(skeleton, tree, pose)
         aim = _settling_aim(tree, holds, to_rest=not settings.explore)
         used += refine.settle(rig, problem, settings.tolerance, budget - used, aim)

@@ -572,39 +572,70 @@ def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: in
     the plane a pole asks for.
     """
     free = freedom(rig, problem)
-    coordinates, lo, hi = free.coordinates, free.lo, free.hi
-    if not coordinates:
+    if not free.coordinates:
         return 0
     damping = DAMPING_RANGE[0] * max(problem.reach)
     gain = SETTLE_GAIN
     iteration = 0
     while iteration < max_iterations and gain > SETTLE_GAIN / 64.0:
-        iteration += 1
+        used, outcome = _settling_step(
+            rig, problem, free, aim, gain, damping, tolerance, max_iterations - iteration, SETTLED * gain / SETTLE_GAIN
+        )
+        iteration += used
+        if outcome is None:
+            break
+        gain = min(SETTLE_GAIN, 2.0 * gain) if outcome else 0.5 * gain
+    return iteration
+
+
+def follow(
+    rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int, aim: Aim = rest_aim
+) -> tuple[int, bool]:
+    """From a pose near its targets (a warm start), one settling step that also reaches them: the iterations
+    it took, and whether it did (else the rig is put back).
+
+    A warm-started solve that reaches and then settles spends an iteration
+    on each; from the pose the last frame settled, one step does both.
+    """
+    free = freedom(rig, problem)
+    if not free.coordinates or max_iterations < 1:
+        return 0, False
+    damping = DAMPING_RANGE[0] * max(problem.reach)
+    used, outcome = _settling_step(rig, problem, free, aim, SETTLE_GAIN, damping, tolerance, max_iterations, -1.0)
+    return used, bool(outcome)
+
+
+def _settling_step(
+    rig: AngleRig, problem: Problem, free: "Freedom", aim: Aim, gain: float, damping: float, tolerance: float,
+    max_iterations: int, settled: float,
+) -> tuple[int, bool | None]:
+    """One step of `settle`: the iterations used, and whether every goal is reached after it (else the rig is put
+    back); None, nothing moved, where the pull the goals leave free is under `settled` already."""
+    lo, hi = free.lo, free.hi
+    table = rig.table(free)
+    j, e = _linearised(rig, problem, free, table)
+    values = rig.get(free, table)
+    wanted = aim(rig, free)
+    pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
+    gram = j @ j.T + damping * damping * np.eye(len(e))
+    free_pull = pull - j.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
+    if np.abs(free_pull).max(initial=0.0) < settled:
+        return 1, None
+    before = rig.snapshot()
+    rig.step(free, np.clip(values + j.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values)
+    used = 1
+    if used < max_iterations and not problem.reached(*goal_errors_of(rig, problem), tolerance):
+        # The null space is flat only to first order: one plain step puts the goals back.
+        used += 1
         table = rig.table(free)
         j, e = _linearised(rig, problem, free, table)
         values = rig.get(free, table)
-        wanted = aim(rig, free)
-        pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
         gram = j @ j.T + damping * damping * np.eye(len(e))
-        free_pull = pull - j.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
-        if np.abs(free_pull).max(initial=0.0) < SETTLED * gain / SETTLE_GAIN:
-            break
-        before = rig.snapshot()
-        rig.step(free, np.clip(values + j.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values)
-        if iteration < max_iterations and not problem.reached(*goal_errors_of(rig, problem), tolerance):
-            # The null space is flat only to first order: one plain step puts the goals back.
-            iteration += 1
-            table = rig.table(free)
-            j, e = _linearised(rig, problem, free, table)
-            values = rig.get(free, table)
-            gram = j @ j.T + damping * damping * np.eye(len(e))
-            rig.step(free, np.clip(values + j.T @ np.linalg.solve(gram, e), lo, hi) - values)
-        if not problem.reached(*goal_errors_of(rig, problem), tolerance):
-            rig.restore(before)
-            gain *= 0.5
-        else:
-            gain = min(SETTLE_GAIN, 2.0 * gain)
-    return iteration
+        rig.step(free, np.clip(values + j.T @ np.linalg.solve(gram, e), lo, hi) - values)
+    if not problem.reached(*goal_errors_of(rig, problem), tolerance):
+        rig.restore(before)
+        return used, False
+    return used, True
 
 
 def values_after_turn(rig: "AngleRig", coordinates: Sequence[Coordinate], node: int, turn: Quat) -> dict[int, float]:
