@@ -703,7 +703,7 @@ def _solve_offsets(
         if report.stopped_by == "handover":
             report.stopped_by = "stalled"
         return pose, report
-    if problem.out_of_reach(start, skeleton, settings.tolerance):
+    if problem.out_of_reach(refine.node_heads(tree, start), skeleton, settings.tolerance):
         # No pose reaches every target: FABRIK's stretch towards them is as good an answer, and the
         # per-frame bake (`batch`) need not solve such frames again.
         report.stopped_by = "unreachable"
@@ -729,13 +729,31 @@ def _solve_offsets(
     return pose, report
 
 
-def _near(tree: MovingTree, problem: refine.Problem, start: Pose) -> bool:
-    """Whether every goal that pulls is within NEAR of its chain's reach of its target in the start pose."""
-    tails = start.tails
+def _near(problem: refine.Problem, rig: refine.AngleRig) -> bool:
+    """Whether every goal that pulls is within NEAR of its chain's reach of its target as the rig is posed."""
     return all(
-        w <= 0.0 or dist(tuple(tails[tree.bones[node]].tolist()), target) <= NEAR * size
+        w <= 0.0 or dist(rig.tip(node), target) <= NEAR * size
         for node, target, w, size in zip(problem.nodes, problem.targets, problem.weights, problem.reach)
     )
+
+
+def follow_limited(
+    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], rig: refine.AngleRig, settings: SolveSettings
+) -> SolveReport | None:
+    """Continuity mode's move on a limited tree (`_solve_limited`): from the rig as the start poses it (the last
+    frame's solution), where every goal is near its target and in reach and no pole turns a chain, one settling
+    step that reaches every goal (`refine.follow`); what is left of the pull towards rest is the next frame's.
+    The report, or None with the rig as it was, where the whole solve must run."""
+    if settings.explore or any(g.pole is not None for g in goals):
+        return None
+    problem = refine.Problem(tree, goals)
+    if problem.out_of_reach(rig.heads, skeleton, settings.tolerance) or not _near(problem, rig):
+        return None
+    steps, followed = refine.follow(rig, problem, settings.tolerance, settings.max_iterations, refine.rest_aim)
+    if not followed:
+        return None
+    errors, rotation_errors = refine.goal_errors_of(rig, problem)
+    return SolveReport(steps, errors, True, "converged", rotation_errors=rotation_errors)
 
 
 def _settling_aim(tree: MovingTree, holds: list[pole.PoleHold], to_rest: bool) -> refine.Aim:
@@ -832,12 +850,21 @@ def _solve_limited(
     coordinates that cannot move any goal (a tool's roll without a rotation
     goal) where they were.
 
-    In continuity mode (warm starts) a start near its targets, the previous
-    frame's solution, is refined as it is first, and FABRIK's attempt follows
-    only where that stalls: the refinement keeps the pose among the settled
-    ones, where FABRIK's moves would scatter the joints the goals leave free.
+    In continuity mode (warm starts) the start is the previous frame's
+    solution, settled towards rest: near its targets, one settling step that
+    reaches them is the answer (`follow_limited`). Where it does not reach, a
+    start near its targets is refined as it is first, and FABRIK's attempt
+    follows only where that stalls: the refinement keeps the pose among the
+    settled ones, where FABRIK's moves would scatter the joints the goals
+    leave free.
     """
     budget = settings.max_iterations
+    start_rig = None  # (continuity mode: the start as the limits' coordinates read it)
+    if not settings.explore:
+        start_rig = refine.AngleRig(skeleton, tree, start)
+        report = follow_limited(skeleton, tree, goals, start_rig, settings)
+        if report is not None:
+            return start_rig.pose(skeleton, start), report
     problem = refine.Problem(tree, goals)
     used, attempt_start = 0, start
     free = _solve_as_free(skeleton, tree, goals, start, settings)
@@ -849,7 +876,7 @@ def _solve_limited(
         # Some joint left its limit: the limited solve goes on from FABRIK's pose, so that where the limits
         # begin to bind from one frame to the next, the pose moves on from where the free passes had it.
         attempt_start = pose
-    aims = problem.out_of_reach(start, skeleton, settings.tolerance)
+    aims = problem.out_of_reach(refine.node_heads(tree, start), skeleton, settings.tolerance)
     if aims:
         # Beyond reach: get as close as the limits allow, aiming at the nearest point in reach.
         asked, goals = goals, [replace(g, target=aims[i]) if i in aims else g for i, g in enumerate(goals)]
@@ -863,34 +890,26 @@ def _solve_limited(
     # In continuity mode a start near its targets (the previous frame's solution) is refined as it is first:
     # FABRIK's straight-line moves would scatter the joints the goals leave free, which settling then brings
     # back, at several times the cost; where that does not converge, FABRIK's attempt follows.
-    near_first = not settings.explore and not out_of_reach and _near(tree, problem, start)
+    near_first = start_rig is not None and not out_of_reach and _near(problem, start_rig)
     while True:
         left = replace(settings, max_iterations=budget - used)
         joints = None  # FABRIK's result, where it ran and moved the attempt's start
         rig = None
-        followed_rig = False  # (the attempt's rig reached its goals by `refine.follow`)
         if attempt == (0 if near_first else 1):
             # The first other start is the same pose without FABRIK: on arms that turn mostly about their
             # own bones (twists) FABRIK's moves can lead away from where the angles would have gone.
-            rig = refine.AngleRig(skeleton, tree, attempt_start)
+            rig = start_rig if attempt == 0 else refine.AngleRig(skeleton, tree, attempt_start)
             errors, rotation_errors = refine.goal_errors_of(rig, problem)
             converged = problem.reached(errors, rotation_errors, settings.tolerance)
-            steps = 0
-            if near_first and not converged and not any(g.pole is not None for g in goals):
-                # (from the pose the last frame settled, one step reaches and settles: see `refine.follow`)
-                steps, followed = refine.follow(rig, problem, settings.tolerance, budget - used, refine.rest_aim)
-                if followed:
-                    errors, rotation_errors = refine.goal_errors_of(rig, problem)
-                    converged = followed_rig = True
             report = SolveReport(
-                steps, errors, converged, "converged" if converged else "stalled", rotation_errors=rotation_errors
+                0, errors, converged, "converged" if converged else "stalled", rotation_errors=rotation_errors
             )
         else:
             # Stretching towards a target out of reach is FABRIK's own move: let it go on until it stalls there.
             joints, report = _solve_from(skeleton, tree, goals, attempt_start, left, careful=True, handover=not out_of_reach)
         moved = None if joints is None else (joints.heads, joints.frames)
         used += report.iterations
-        refined_rig = rig if followed_rig else None
+        refined_rig = None
         if not report.converged and rig is None:
             # What is kept is the pose as the limits' coordinates read it (the refinement starts from it too):
             # where FABRIK's best was a start outside the limits (a pole's turn can take the first bone out of
@@ -933,11 +952,10 @@ def _solve_limited(
         pole.holds(tree, Joints(skeleton, tree, start, framed=True), goals, settings.tolerance)
         if any(g.pole for g in goals) else []
     )
-    if report.converged and (holds or not settings.explore) and used < budget and not followed_rig:
+    if report.converged and (holds or not settings.explore) and used < budget:
         # The joints the goals leave free settle: into the plane the poles ask for (the refinement and the
         # restarts know nothing of poles), and in continuity mode (warm starts) towards rest, so paths that
-        # close, close. (A pose `refine.follow` reached took its settling step on the way: what is left of the
-        # pull is the next frame's.)
+        # close, close.
         rig = rig or refine.AngleRig(skeleton, tree, pose)
         aim = _settling_aim(tree, holds, to_rest=not settings.explore)
         used += refine.settle(rig, problem, settings.tolerance, budget - used, aim)

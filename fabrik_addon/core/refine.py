@@ -379,9 +379,12 @@ class Problem:
             for g, goal in enumerate(self.goals)
         )
 
-    def out_of_reach(self, start: Pose, skeleton: Skeleton, tolerance: float) -> dict[int, tuple[float, float, float]]:
+    def out_of_reach(
+        self, heads: Sequence[Vec], skeleton: Skeleton, tolerance: float
+    ) -> dict[int, tuple[float, float, float]]:
         """Goals whose target lies beyond all their chain could reach from a base that never moves, each with the
         nearest point it could reach instead: on the line to the target, the tolerance inside the chain's reach.
+        `heads`: each node's head in the start pose (`node_heads`, or an `AngleRig`'s).
 
         The chain's reach here is the longest it could be: bones and rigid
         offsets laid end to end. No pose inside any limits gets further, and
@@ -400,7 +403,7 @@ class Problem:
             longest = longest_of.get(chain)
             if longest is None:
                 longest = longest_of[chain] = longest_reach(skeleton, tree, chain)
-            base = start.heads[tree.bones[top]].tolist()
+            base = heads[top]
             target = self.targets[g]
             away = (target[0] - base[0], target[1] - base[1], target[2] - base[2])
             distance = math.sqrt(away[0] * away[0] + away[1] * away[1] + away[2] * away[2])
@@ -408,6 +411,11 @@ class Problem:
                 share = max(0.0, longest - tolerance) / distance
                 aims[g] = (base[0] + away[0] * share, base[1] + away[1] * share, base[2] + away[2] * share)
         return aims
+
+
+def node_heads(tree: "MovingTree", pose: Pose) -> list[Vec]:
+    """Each node's head in the pose."""
+    return [tuple(h) for h in pose.heads[list(tree.bones)].tolist()]
 
 
 def longest_reach(skeleton: Skeleton, tree: "MovingTree", chain: Sequence[int]) -> float:
