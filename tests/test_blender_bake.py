@@ -591,3 +591,69 @@ def test_frames_whose_solve_settings_are_animated_keep_their_own_settings():
     assert baker._batched == list(range(12)), "frames 13 on have other settings than the batch"
     assert result.frames == len(FRAMES)
     assert_keys_replay(rig, live)
+
+
+def limited_arm_on_a_moving_shoulder():
+    """The arm on its animated shoulder, each arm bone in a cone: the rig the continuous bake follows is made
+    anew every frame, from the pose the shoulder has then."""
+    rig = arm_on_a_moving_shoulder()
+    for pose_bone in rig.pose.bones[1:]:
+        pose_bone.use_ik_limit_x = pose_bone.use_ik_limit_z = True
+        pose_bone.ik_min_x = pose_bone.ik_min_z = -math.radians(120)
+        pose_bone.ik_max_x = pose_bone.ik_max_z = math.radians(120)
+    return rig
+
+
+def cones_whose_target_jumps():
+    """The chain in cones with its target thrown across the chain at frame 12 (and back at 13)."""
+    rig = chain_in_cones(90.0)
+    target = bpy.data.objects["Target"]
+    target.location = (-1.2, -0.8, 1.5)
+    target.keyframe_insert("location", frame=12)
+    return rig
+
+
+@pytest.mark.parametrize(
+    "build", [lambda: chain_in_cones(90.0), limited_chain, limited_arm_on_a_moving_shoulder, cones_whose_target_jumps],
+    ids=["cones", "hinges", "moving-parent", "target-jumps"],
+)
+def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_replay_the_live_solve(
+    build, monkeypatch
+):
+    """A continuous bake of a limited rig goes on from the limits' coordinates its last frame's solve left
+    (`fabrik.follow_limited`, as live solving from the previous solution moves first), without reading the
+    whole rig again: on the frames live solving moved so. Frames that take the whole solve (a target thrown
+    far) are solved as live solving does. The keys replay the live solve, twists included (1e-5)."""
+    from fabrik_addon.core import fabrik
+
+    followed = []
+    follow = fabrik.follow_limited
+    monkeypatch.setattr(fabrik, "follow_limited", lambda *a: followed.append(follow(*a)) or followed[-1])
+    rig = build()
+    rig.fabrik.start = "PREVIOUS"
+    solving.forget(rig.name)
+    live, moved = [], []
+    for frame in FRAMES:
+        followed.clear()
+        live += pose_matrices_at(rig, frame)
+        moved.append(any(report is not None for report in followed))
+    for name in bake.bake_bones(rig, "CHAINS"):
+        rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+    solving.forget(rig.name)
+    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
+    result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    assert result.frames == len(FRAMES) and baker._batch.limited
+    in_turn = baker._batch.rotations_in_turn()[0]
+    if build is cones_whose_target_jumps:
+        assert not moved[11] and not moved[12]  # (frames 12 and 13: the target thrown far and back)
+    assert in_turn == [i for i, went in enumerate(moved) if went] and len(in_turn) >= len(FRAMES) // 2
+    fabrik_addon.unregister()
+    for frame, expected in zip(FRAMES, live):
+        np.testing.assert_allclose(pose_matrices_at(rig, frame)[0], expected, atol=1e-5, err_msg=f"frame {frame}")
+
+
+def pose_matrices_at(rig, frame: int) -> list[np.ndarray]:
+    """Every bone's evaluated pose matrix at one frame (as `pose_matrices`)."""
+    bpy.context.scene.frame_set(frame)
+    evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return [np.array([np.array(pb.matrix) for pb in evaluated.pose.bones])]

@@ -29,7 +29,7 @@ from dataclasses import replace
 import bpy
 import numpy as np
 
-from ..core import batch, fabrik, local_solve, quat, rotation, stretch
+from ..core import batch, fabrik, local_solve, quat, refine, rotation, stretch
 from ..core import limits as joint_limits
 from ..core.fabrik import moving_tree, open_cones_as_free
 from ..core.quat import Quat
@@ -51,10 +51,16 @@ class FrameBatch:
             return None
         tree = moving_tree(skeleton, goals)
         free = None
-        if not batch.supports(skeleton, goals):
+        limited = False
+        if in_turn and not batch.supports(skeleton, goals):
+            # A limited tree followed frame by frame from the rig its last solve left (`fabrik.follow_limited`).
+            limited = fabrik.follows_limited(tree, goals) and not stretch.applies(skeleton, goals)
+            if not limited or rig.limit_problems(obj):
+                return None
+        elif not batch.supports(skeleton, goals):
             # One chain in open cones, solved from this frame's pose: the free chain's passes first, as
             # `fabrik.solve` runs them there (`solve` checks the limits on what they give).
-            free = open_cones_as_free(tree) if not in_turn else None
+            free = open_cones_as_free(tree)
             if free is None or not local_solve.applies_open(free, goals) or stretch.applies(skeleton, goals):
                 return None
         if not {skeleton.index(name) for name in bake_bones} <= set(tree.bones):
@@ -63,12 +69,16 @@ class FrameBatch:
             return None  # a fixed bone between two moving ones: its pose would need following too
         if solving.influences(obj, depsgraph, tree, used) is not None:
             return None  # blended with FK: frame by frame (`solving.conclude` blends)
-        return cls(obj, skeleton, goals, used, problems, tree, free)
+        return cls(obj, skeleton, goals, used, problems, tree, free, limited)
 
-    def __init__(self, obj, skeleton, goals, used, problems, tree, free=None) -> None:
+    def __init__(self, obj, skeleton, goals, used, problems, tree, free=None, limited: bool = False) -> None:
         self.obj, self.skeleton, self.goals, self.tree = obj, skeleton, goals, tree
         #: The tree without its open cones, where they are solved as the free chain first (else None).
         self.free = free
+        #: A limited tree a continuous bake follows from the rig its last solve left (`_follow`).
+        self.limited = limited
+        #: That rig, with what it was made for (the moving bones' locations and the fixed parents' pose).
+        self._kept: tuple[bytes, refine.AngleRig] | None = None
         #: The effector index of each goal.
         self.used = used
         self.layout = goal_layout(goals)
@@ -238,6 +248,8 @@ class FrameBatch:
         moved (forward kinematics of its local rotations would put them back where they are); the local
         rotations of the frames solved so are worked out together (`rotations_in_turn`).
         """
+        if self.limited:
+            return self._follow(index, previous)
         local = local_solve.local_tree(self.skeleton, self.tree)
         translations = [tuple(t) if any(t) else None for t in self.channels["loc"][-1][self.moving].tolist()]
         fixed = self._fixed_now(local)
@@ -268,6 +280,37 @@ class FrameBatch:
                 return None
             self._rotated[index], report = outcome
             self._left = None
+        self._last_index = index
+        result = solving.RigStatus(effectors=dict(self.problems[-1]))
+        problem = solving.Problem(
+            result, self.skeleton, goals, self.used, self.moving, {}, None, self.warm_settings, "FABRIK", [], began
+        )
+        return solving.conclude_status(problem, report)
+
+    def _follow(self, index: int, previous: dict[int, np.ndarray | Quat] | None) -> solving.RigStatus | None:
+        """`solve_last` for a limited tree: `fabrik.follow_limited` from the rig the last frame's solve left (made
+        anew from `previous`, or where the bones' locations or the fixed parents' pose changed), as
+        `fabrik.solve` moves it first from that solution; None where it does not reach (the rig is dropped)."""
+        began = time.perf_counter()
+        made_for = self.channels["loc"][-1][self.moving].tobytes() + (
+            self.parents[-1].tobytes() if self.fixed_parents else b""
+        )
+        if previous is not None or self._kept is None or self._kept[0] != made_for:
+            rotations = self._start_rotations(previous)
+            if rotations is None:
+                return None
+            start = solving.start_pose(
+                self.obj, self.skeleton, {b: solving.as_matrix(q) for b, q in zip(self.moving, rotations)}
+            )
+            self._kept = made_for, refine.AngleRig(self.skeleton, self.tree, start)
+        angle_rig = self._kept[1]
+        goals = [replace(goal, target=tuple(point)) for goal, point in zip(self.goals, self.targets[-1])]
+        report = fabrik.follow_limited(self.skeleton, self.tree, goals, angle_rig, self.warm_settings)
+        if report is None or not math.isfinite(sum(map(sum, angle_rig.local))):
+            self._kept = None
+            return None
+        self._rotated[index] = list(angle_rig.local)
+        self._left = None
         self._last_index = index
         result = solving.RigStatus(effectors=dict(self.problems[-1]))
         problem = solving.Problem(

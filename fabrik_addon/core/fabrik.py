@@ -737,6 +737,15 @@ def _near(problem: refine.Problem, rig: refine.AngleRig) -> bool:
     )
 
 
+def follows_limited(tree: MovingTree, goals: Sequence[Goal]) -> bool:
+    """Whether `solve` in continuity mode moves this tree by `follow_limited` where it can: one limited tree
+    (chains that share no bones are solved apart) without poles."""
+    return (
+        any(limit is not None for limit in tree.limits) and len(components(tree)) == 1
+        and all(g.pole is None for g in goals)
+    )
+
+
 def follow_limited(
     skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], rig: refine.AngleRig, settings: SolveSettings
 ) -> SolveReport | None:
