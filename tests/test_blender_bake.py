@@ -613,6 +613,29 @@ def cones_whose_target_jumps():
     return rig
 
 
+def test_a_continuous_bake_of_a_limited_rig_with_a_rotation_goal_replays_the_live_solve():
+    """A rotation goal on a limited chain: its target turns from frame to frame, which the follow read (target
+    positions) would miss, so each frame is solved as live solving does; the keys replay it (1e-5)."""
+    rig = chain_in_cones(90.0)
+    target = bpy.data.objects["Target"]
+    for frame in FRAMES:
+        target.rotation_euler = (0.05 * frame, 0.0, 0.03 * frame)
+        target.keyframe_insert("rotation_euler", frame=frame)
+    rig.fabrik.effectors[0].use_rotation = True
+    rig.fabrik.start = "PREVIOUS"
+    solving.forget(rig.name)
+    live = pose_matrices(rig)
+    for name in bake.bake_bones(rig, "CHAINS"):
+        rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+    solving.forget(rig.name)
+    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
+    result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    assert result.frames == len(FRAMES) and baker._batch is None
+    fabrik_addon.unregister()
+    for frame, expected, got in zip(FRAMES, live, pose_matrices(rig)):
+        np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=f"frame {frame}")
+
+
 @pytest.mark.parametrize(
     "build", [lambda: chain_in_cones(90.0), limited_chain, limited_arm_on_a_moving_shoulder, cones_whose_target_jumps],
     ids=["cones", "hinges", "moving-parent", "target-jumps"],
