@@ -264,7 +264,8 @@ def test_a_warm_started_tentacle_follows_a_loop_a_step_a_frame_and_comes_back_to
     skeleton = tentacle(30, 15.0)
     settings = SolveSettings(tolerance=1e-4, explore=False)
     frames = 90
-    path = [(0.9 + 0.4 * math.cos(a), 0.4 * math.sin(a), 2.2) for a in np.linspace(0, 2 * math.pi, frames, endpoint=False)]
+    angles = np.linspace(0, 2 * math.pi, frames, endpoint=False)
+    path = [(0.9 + 0.4 * math.cos(a), 0.4 * math.sin(a), 2.2) for a in angles]
     pose, rounds, steps = None, [], []
     for _ in range(3):
         poses = []
