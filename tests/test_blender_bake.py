@@ -459,16 +459,21 @@ def test_continuous_bakes_solve_each_frame_as_they_read_it_and_replay_the_live_s
     rig.fabrik.start = "PREVIOUS"
     solving.forget(rig.name)
     live = play(rig)
-    for name in bake.bake_bones(rig, "CHAINS"):
-        rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-    solving.forget(rig.name)
-    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
-    result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    baker, result = bake_in_turn(rig)
     assert not result.problems and result.frames == len(FRAMES)
     in_turn = baker._batch.rotations_in_turn()[0]
     # (the first frame has no solution to start from: the general way, as live solving's first frame)
     assert in_turn == [i for i in range(1, len(FRAMES)) if i not in alone]
     assert_keys_replay(rig, live)
+
+
+def bake_in_turn(rig):
+    """A continuous bake of the rig's chains from rest (as its live playback started): the baker and result."""
+    for name in bake.bake_bones(rig, "CHAINS"):
+        rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+    solving.forget(rig.name)
+    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
+    return baker, baker.finish(new_action=False, cleanup=None, keep_live=False)
 
 
 def chain_in_cones(degrees: float):
@@ -625,11 +630,7 @@ def test_a_continuous_bake_of_a_limited_rig_with_a_rotation_goal_replays_the_liv
     rig.fabrik.start = "PREVIOUS"
     solving.forget(rig.name)
     live = pose_matrices(rig)
-    for name in bake.bake_bones(rig, "CHAINS"):
-        rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-    solving.forget(rig.name)
-    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
-    result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    baker, result = bake_in_turn(rig)
     assert result.frames == len(FRAMES) and baker._batch is None
     fabrik_addon.unregister()
     for frame, expected, got in zip(FRAMES, live, pose_matrices(rig)):
@@ -660,11 +661,7 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
         followed.clear()
         live += pose_matrices_at(rig, frame)
         moved.append(any(report is not None for report in followed))
-    for name in bake.bake_bones(rig, "CHAINS"):
-        rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-    solving.forget(rig.name)
-    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
-    result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    baker, result = bake_in_turn(rig)
     assert result.frames == len(FRAMES) and baker._batch.limited
     in_turn = baker._batch.rotations_in_turn()[0]
     if build is cones_whose_target_jumps:

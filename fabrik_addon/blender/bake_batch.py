@@ -284,12 +284,7 @@ class FrameBatch:
                 return None
             self._rotated[index], report = outcome
             self._left = None
-        self._last_index = index
-        result = solving.RigStatus(effectors=dict(self.problems[-1]))
-        problem = solving.Problem(
-            result, self.skeleton, goals, self.used, self.moving, {}, None, self.warm_settings, "FABRIK", [], began
-        )
-        return solving.conclude_status(problem, report)
+        return self._solved_last(index, goals, report, began)
 
     def _follow(self, index: int, previous: dict[int, np.ndarray | Quat] | None) -> solving.RigStatus | None:
         """`solve_last` for a limited tree: `fabrik.follow_limited` from the rig the last frame's solve left (made
@@ -315,6 +310,10 @@ class FrameBatch:
             return None
         self._rotated[index] = list(angle_rig.local)
         self._left = None
+        return self._solved_last(index, goals, report, began)
+
+    def _solved_last(self, index: int, goals: list, report, began: float) -> solving.RigStatus:
+        """The status of frame `index`, solved by `solve_last` (the one `last_rotations` now gives)."""
         self._last_index = index
         result = solving.RigStatus(effectors=dict(self.problems[-1]))
         problem = solving.Problem(
