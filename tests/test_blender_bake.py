@@ -651,8 +651,8 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
     from fabrik_addon.core import fabrik
 
     followed = []
-    follow = fabrik.follow_limited
-    monkeypatch.setattr(fabrik, "follow_limited", lambda *a: followed.append(follow(*a)) or followed[-1])
+    follow = fabrik._followed
+    monkeypatch.setattr(fabrik, "_followed", lambda *a: followed.append(follow(*a)) or followed[-1])
     rig = build()
     rig.fabrik.start = "PREVIOUS"
     solving.forget(rig.name)

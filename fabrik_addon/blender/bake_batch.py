@@ -55,10 +55,7 @@ class FrameBatch:
         if in_turn and not batch.supports(skeleton, goals):
             # A limited tree followed frame by frame from the rig its last solve left (`fabrik.follow_limited`);
             # position goals only, as the read here takes only the targets' positions.
-            limited = (
-                fabrik.follows_limited(tree, goals) and not stretch.applies(skeleton, goals)
-                and all(g.rotation is None for g in goals)
-            )
+            limited = fabrik.follows_limited(skeleton, tree, goals) and all(g.rotation is None for g in goals)
             if not limited or rig.limit_problems(obj):
                 return None
         elif not batch.supports(skeleton, goals):

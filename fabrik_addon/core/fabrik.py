@@ -677,8 +677,9 @@ def solve(
 #: many iterations (`batch_offsets` stops its frames by the same rule).
 SLOW_WINDOW = 5
 
-#: In continuity mode, a limited solve whose start has every goal within this share of its chain's reach is
-#: refined from the start as it is before FABRIK runs (see `_solve_limited`).
+#: In continuity mode, a limited solve whose start has every goal within this share of its chain's reach moves
+#: by one settling step where that reaches, else is refined from the start as it is before FABRIK runs (see
+#: `_solve_limited`).
 NEAR = 0.1
 
 
@@ -737,12 +738,12 @@ def _near(problem: refine.Problem, rig: refine.AngleRig) -> bool:
     )
 
 
-def follows_limited(tree: MovingTree, goals: Sequence[Goal]) -> bool:
+def follows_limited(skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal]) -> bool:
     """Whether `solve` in continuity mode moves this tree by `follow_limited` where it can: one limited tree
-    (chains that share no bones are solved apart) without poles."""
+    (chains that share no bones are solved apart) without poles or IK stretch."""
     return (
         any(limit is not None for limit in tree.limits) and len(components(tree)) == 1
-        and all(g.pole is None for g in goals)
+        and all(g.pole is None for g in goals) and not ik_stretch.applies(skeleton, goals)
     )
 
 
@@ -758,7 +759,13 @@ def follow_limited(
     problem = refine.Problem(tree, goals)
     if problem.out_of_reach(rig.heads, skeleton, settings.tolerance) or not _near(problem, rig):
         return None
-    steps, followed = refine.follow(rig, problem, settings.tolerance, settings.max_iterations, refine.rest_aim)
+    return _followed(problem, rig, settings)
+
+
+def _followed(problem: refine.Problem, rig: refine.AngleRig, settings: SolveSettings) -> SolveReport | None:
+    """`follow_limited` where its conditions hold: the report of the settling step, or None where it did not
+    reach (the rig as it was)."""
+    steps, followed = refine.follow(rig, problem, settings.tolerance, settings.max_iterations)
     if not followed:
         return None
     errors, rotation_errors = refine.goal_errors_of(rig, problem)
@@ -868,12 +875,6 @@ def _solve_limited(
     leave free.
     """
     budget = settings.max_iterations
-    start_rig = None  # (continuity mode: the start as the limits' coordinates read it)
-    if not settings.explore:
-        start_rig = refine.AngleRig(skeleton, tree, start)
-        report = follow_limited(skeleton, tree, goals, start_rig, settings)
-        if report is not None:
-            return start_rig.pose(skeleton, start), report
     problem = refine.Problem(tree, goals)
     used, attempt_start = 0, start
     free = _solve_as_free(skeleton, tree, goals, start, settings)
@@ -891,15 +892,20 @@ def _solve_limited(
         asked, goals = goals, [replace(g, target=aims[i]) if i in aims else g for i, g in enumerate(goals)]
         problem = refine.Problem(tree, goals)
     out_of_reach = bool(aims)
+    # In continuity mode the start is the last frame's settled solution: near its targets, one settling step
+    # may reach them (`follow_limited`); else it is refined as it is first (below). FABRIK's straight-line moves
+    # would scatter the joints the goals leave free, which settling then brings back, at several times the cost.
+    start_rig = None if settings.explore or out_of_reach else refine.AngleRig(skeleton, tree, start)
+    near_first = start_rig is not None and _near(problem, start_rig)
+    if near_first and all(g.pole is None for g in goals):
+        report = _followed(problem, start_rig, settings)
+        if report is not None:
+            return start_rig.pose(skeleton, start), report
     rng = None  # (made when a random start is first needed)
     attempt = 0
     best: tuple[refine.AngleRig | None, Pose | None, SolveReport] | None = None  # (the rig, or else the pose)
     # Every attempt's idle twists go back to the start pose's.
     twists = refine.start_twists(skeleton, tree, problem, start)
-    # In continuity mode a start near its targets (the previous frame's solution) is refined as it is first:
-    # FABRIK's straight-line moves would scatter the joints the goals leave free, which settling then brings
-    # back, at several times the cost; where that does not converge, FABRIK's attempt follows.
-    near_first = start_rig is not None and not out_of_reach and _near(problem, start_rig)
     while True:
         left = replace(settings, max_iterations=budget - used)
         joints = None  # FABRIK's result, where it ran and moved the attempt's start
