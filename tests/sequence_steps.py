@@ -16,6 +16,7 @@ import numpy as np
 from mathutils import Vector
 
 from blender_scenes import rigbuild
+from fabrik_addon.blender.held import held_bones
 
 import rig_classes  # noqa: E402  (blender_scenes puts samples/ on the path)
 
@@ -110,7 +111,7 @@ def chain_names(rig) -> set[str]:
     def followed(name: str, index: int) -> str:
         return name if name in bones or not 0 <= index < len(bones) else bones[index].name
 
-    names = {followed(entry.name, entry.index) for entry in rig.fabrik.held}
+    names = {followed(entry.name, entry.index) for entry in held_bones(rig)}
     for effector in rig.fabrik.effectors:
         ref = effector.bone_refs.get("bone")
         bone = bones.get(followed(effector.bone, ref.index if ref is not None else -1))

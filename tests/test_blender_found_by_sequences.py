@@ -10,6 +10,7 @@ import pytest
 
 import sequence_steps as steps
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
+from fabrik_addon.blender.held import held_bones
 from fabrik_addon.blender import bake, solving
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -92,7 +93,7 @@ def test_live_off_gives_a_renamed_bone_its_pose_back():
     rig.fabrik.live = False
     for pose_bone in rig.pose.bones:
         assert tuple(pose_bone.rotation_quaternion) == pytest.approx((1.0, 0.0, 0.0, 0.0), abs=1e-6), pose_bone.name
-    assert not len(rig.fabrik.held)
+    assert not len(held_bones(rig))
 
 
 def test_a_bake_follows_a_renamed_tip_bone():

@@ -12,6 +12,7 @@ import pytest
 from mathutils import Euler, Vector
 
 from blender_scenes import RecordingLayout, chain_rig, rigbuild, target_world, tip_world
+from fabrik_addon.blender.held import held_bones
 from fabrik_addon.blender import solving, steady
 
 TOLERANCE = 1e-3
@@ -310,7 +311,7 @@ def test_clearing_the_pose_re_solves_from_the_cleared_pose(solves):
     assert solves == ["Rig"]
     assert solving.status["Rig"] is not before and solving.status["Rig"].reached[0]
     assert np.abs(matrices(rig) - matrices(twin)).max() < 1e-6
-    assert all(tuple(entry.fk) == (0.0, 0.0, 0.0, 0.0) for entry in rig.fabrik.held)
+    assert all(tuple(entry.fk) == (0.0, 0.0, 0.0, 0.0) for entry in held_bones(rig))
 
 
 def test_rotating_a_chain_bone_by_hand_re_solves_from_there(solves):
@@ -322,7 +323,7 @@ def test_rotating_a_chain_bone_by_hand_re_solves_from_there(solves):
     bpy.context.view_layer.update()
     assert solves == ["Rig"]
     assert (tip_world(rig, "bone3") - target_world(target)).length < TOLERANCE
-    assert tuple(rig.fabrik.held["bone1"].fk) == pytest.approx((0.9, 0.0, 0.0, 0.4359))
+    assert tuple(held_bones(rig)["bone1"].fk) == pytest.approx((0.9, 0.0, 0.0, 0.4359))
     rig.pose.bones["bone1"].rotation_mode = "XYZ"  # a rotation mode switch changes the pose too
     bpy.context.view_layer.update()
     assert solves == ["Rig", "Rig"]
@@ -348,10 +349,43 @@ def test_a_reloaded_file_solves_a_frame_as_before(tmp_path):
     bpy.ops.wm.save_as_mainfile(filepath=path)
     bpy.ops.wm.open_mainfile(filepath=path)
     rig = bpy.data.objects["Rig"]
-    assert len(rig.fabrik.held) == 4
+    assert len(held_bones(rig)) == 4
     bpy.context.scene.frame_set(15)
     assert np.abs(matrices(rig) - solved).max() < 1e-6
     rig.fabrik.live = False  # and the animator's pose is there to give back
+    given_back = np.array([tuple(pb.rotation_euler) for pb in rig.pose.bones])
+    assert np.abs(given_back - [(0.3 * k, -0.2, 0.1) for k in range(4)]).max() < 1e-7
+
+
+def test_a_file_that_held_the_pose_in_a_collection_solves_and_gives_it_back_as_before(tmp_path):
+    """Files saved before the held entries became arrays keep them in the `fabrik.held` collection: reloaded, the
+    entries move into the arrays, a frame solves as before and live off gives the animator's pose back."""
+    rig, target = chain_rig()
+    rigbuild.key_circle(target, (0.0, 0.0, 2.0), 1.5, range(1, 21), axis="XZ")
+    for k, pb in enumerate(rig.pose.bones):
+        pb.rotation_mode = "XYZ"
+        pb.rotation_euler = (0.3 * k, -0.2, 0.1)
+    scene = bpy.context.scene
+    scene.frame_set(15)
+    solved = matrices(rig)
+    scene.frame_set(7)
+    held = held_bones(rig)
+    assert len(held) == 4
+    for entry in held:  # the entries as the older layout kept them
+        old = rig.fabrik.held.add()
+        for name in ("name", "rotated", "index", "head", "mode", "written", "fk", "scaled", "written_scale",
+                     "fk_scale"):
+            setattr(old, name, getattr(entry, name))
+    held.clear()
+    path = str(tmp_path / "rig.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    bpy.ops.wm.open_mainfile(filepath=path)
+    rig = bpy.data.objects["Rig"]
+    assert len(rig.fabrik.held) == 4
+    bpy.context.scene.frame_set(15)
+    assert np.abs(matrices(rig) - solved).max() < 1e-6
+    assert len(rig.fabrik.held) == 0 and held_bones(rig).keys() == ["bone0", "bone1", "bone2", "bone3"]
+    rig.fabrik.live = False
     given_back = np.array([tuple(pb.rotation_euler) for pb in rig.pose.bones])
     assert np.abs(given_back - [(0.3 * k, -0.2, 0.1) for k in range(4)]).max() < 1e-7
 
@@ -380,7 +414,7 @@ def test_live_off_gives_every_channel_back_exactly():
     assert abs(solved["bone0"][4][1] - 1.2) > 0.1  # stretched (the children inherit its scale)
     rig.fabrik.live = False
     assert channels(rig) == as_left
-    assert len(rig.fabrik.held) == 0 and "Rig" not in solving.status
+    assert len(held_bones(rig)) == 0 and "Rig" not in solving.status
 
 
 def test_live_off_keeps_what_was_set_since_the_solve():
@@ -436,12 +470,12 @@ def test_keying_the_solved_pose_makes_it_the_animators_where_the_channel_still_h
     for name in ("bone0", "bone1"):  # (bone1: no F-curve until now)
         pb = rig.pose.bones[name]
         solved = tuple(pb.rotation_quaternion)
-        assert tuple(rig.fabrik.held[name].fk) != pytest.approx(solved, abs=1e-3)  # the animator's pose differs
+        assert tuple(held_bones(rig)[name].fk) != pytest.approx(solved, abs=1e-3)  # the animator's pose differs
         pb.keyframe_insert("rotation_quaternion", frame=6)
         assert tuple(pb.rotation_quaternion) == solved  # (the channel holds what live solving wrote)
         target.location += Vector((0.2, -0.1, 0.1))
         bpy.context.view_layer.update()
-        assert tuple(rig.fabrik.held[name].fk) == pytest.approx(solved, abs=1e-6), name
+        assert tuple(held_bones(rig)[name].fk) == pytest.approx(solved, abs=1e-6), name
     assert (tip_world(rig, "bone3") - target_world(target)).length < TOLERANCE
 
 
@@ -486,7 +520,7 @@ def test_restore_with_other_effectors_left_gives_back_and_solves_those_again():
     assert {name: channels(rig)[name] for name in ("a0", "a1")} == {name: as_left[name] for name in ("a0", "a1")}
     bpy.context.view_layer.update()
     assert (tip_world(rig, "b1") - target_world(own_target)).length < TOLERANCE
-    assert {entry.name for entry in rig.fabrik.held if entry.rotated} == {"b0", "b1"}
+    assert {entry.name for entry in held_bones(rig) if entry.rotated} == {"b0", "b1"}
 
 
 def test_solve_now_with_live_off_makes_the_solved_pose_the_animators():
@@ -494,7 +528,7 @@ def test_solve_now_with_live_off_makes_the_solved_pose_the_animators():
     rig, target = chain_rig(live=False)
     bpy.ops.fabrik.solve()
     solved = channels(rig)
-    assert not any(entry.rotated for entry in rig.fabrik.held)
+    assert not any(entry.rotated for entry in held_bones(rig))
     rig.fabrik.live = True
     bpy.context.view_layer.update()
     rig.fabrik.live = False

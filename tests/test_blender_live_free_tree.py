@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from blender_scenes import rigbuild, rotation_channels
+from fabrik_addon.blender.held import held_bones
 from fabrik_addon.blender import solving, steady
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -92,7 +93,7 @@ def count_bulk(general: bool, monkeypatch) -> list[bool]:
 def after_frame(rig, frame: int) -> list[np.ndarray]:
     """Go to the frame: every rotation channel, and what the rig holds of the animator's pose."""
     bpy.context.scene.frame_set(frame)
-    return [rotation_channels(rig), np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in rig.fabrik.held])]
+    return [rotation_channels(rig), np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in held_bones(rig)])]
 
 
 @pytest.mark.parametrize(

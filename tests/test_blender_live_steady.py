@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from blender_scenes import chain_rig, rigbuild, rotation_channels, target_world, tip_world
+from fabrik_addon.blender.held import held_bones
 from fabrik_addon.blender import animdata, live, solving, steady
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -138,7 +139,7 @@ PLANLESS = {"a keyed chain bone": keyed_chain_bone, "a keyed influence": keyed_i
 
 def state(rig) -> tuple[np.ndarray, str]:
     """Every rotation channel, what the rig holds of the animator's pose, and the status line."""
-    held = np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in rig.fabrik.held]).ravel()
+    held = np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in held_bones(rig)]).ravel()
     status = solving.status[rig.name]
     return np.concatenate([rotation_channels(rig), held]), f"{status.message} | {sorted(status.effectors.items())}"
 
@@ -221,7 +222,7 @@ CHANGES = {
     "the pose cleared": (_clear_pose, None),
     "the rig moved": (lambda rig, target: setattr(rig, "location", (0.5, 0.0, -0.3)), None),
     "a chain bone renamed": (lambda rig, target: setattr(rig.data.bones["bone1"], "name", "upper"), None),
-    "the held values removed": (lambda rig, target: rig.fabrik.held.clear(), None),
+    "the held values removed": (lambda rig, target: held_bones(rig).clear(), None),
 }
 
 

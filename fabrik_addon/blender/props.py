@@ -142,13 +142,8 @@ DEFAULT_ITERATIONS = 200
 
 
 class FabrikHeldBone(PropertyGroup):
-    """One bone live solving has written: the values it wrote and the animator's values they replaced.
-
-    Kept in the file (the item's name is the bone's), so a reloaded file solves
-    from the same pose and live solving off gives the animator's channels back.
-    Float vectors hold single precision, as the channels do, so values come
-    back exactly.
-    """
+    """One bone live solving had written, as files saved before `held.py`'s layout keep it: the values it wrote
+    and the animator's values they replaced (the item's name is the bone's). Read once, to move them there."""
 
     rotated: BoolProperty(name="Rotated", description="Live solving wrote this bone's rotation")
     # Which bone it is, beyond its name: a renamed bone keeps its place among the bones and its rest head.
@@ -342,7 +337,8 @@ class FabrikSettings(PropertyGroup):
         description="The effector the panel shows; picking one in the list makes its tip bone the active bone",
         update=_active_effector_changed,
     )
-    #: What live solving wrote and what the animator had there before, per bone (see FabrikHeldBone).
+    #: What live solving wrote and what the animator had there before, per bone, in files saved before
+    #: `held.py`'s layout (which holds it now, beside these settings).
     held: CollectionProperty(type=FabrikHeldBone)
     #: The IK constraints "Convert IK Constraints" muted, for Restore (see FabrikConverted).
     converted: CollectionProperty(type=FabrikConverted)

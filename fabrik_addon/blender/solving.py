@@ -15,8 +15,10 @@ from mathutils import Matrix, Vector
 from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, local_solve, quat, rotation, stretch
 from ..core.fabrik import chain_reach, moving_tree, open_cones_as_free
 from ..core.problem import goal_reached, turned_off, validate_goals, validate_settings
-from . import animdata, compat, editable, integrity, rig
+from . import animdata, editable, integrity, rig
 from .effector_values import EffectorValues
+from . import held as held_module
+from .held import HeldBones, held_bones
 
 
 @dataclass
@@ -77,15 +79,15 @@ def forget(obj_name: str | None = None) -> None:
     if obj_name is None:
         status.clear()
         again.clear()
+        held_module.forget()
         _last_solution.clear()
-        _held_in_memory.clear()
         _cones_bound.clear()
         animdata.forget()
         return
     status.pop(obj_name, None)
     again.discard(obj_name)
+    held_module.forget(obj_name)
     _last_solution.pop(obj_name, None)
-    _held_in_memory.pop(obj_name, None)
     _cones_bound.pop(obj_name, None)
     animdata.forget(obj_name)
 
@@ -97,7 +99,7 @@ again: set[str] = set()
 
 def remembered_rigs() -> set[str]:
     """Names of the rigs in-memory state is kept for."""
-    return set(status) | set(_last_solution) | set(_held_in_memory) | set(_cones_bound) | animdata.remembered()
+    return set(status) | set(_last_solution) | held_module.remembered() | set(_cones_bound) | animdata.remembered()
 
 
 class EffectorError(ValueError):
@@ -925,7 +927,7 @@ def _scaled_bones(obj, skeleton, scales: np.ndarray) -> dict[int, tuple[float, .
     off = np.abs(scales - 1.0).max(axis=1) > 1e-5
     if not off.any():
         return {}
-    held = _held(obj)
+    held = held_bones(obj)
     out = {}
     for b, pose_index in enumerate(rig.pose_bone_order(obj).tolist()):
         if not off[pose_index]:
@@ -1016,82 +1018,6 @@ def fixed_frame(matrix) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return quat.from_matrix(frame), (matrix[0][3], matrix[1][3], matrix[2][3])
 
 
-class _HeldEntry:
-    """One bone's held values, as `FabrikHeldBone` keeps them (vectors rounded to single precision, as there)."""
-
-    _VECTORS = {"written": 4, "fk": 4, "written_scale": 3, "fk_scale": 3}
-
-    def __init__(self) -> None:
-        self.name, self.rotated, self.mode, self.scaled, self.index = "", False, "", False, -1
-        self.head = (0.0,) * 3
-        self.written = self.fk = (0.0,) * 4
-        self.written_scale, self.fk_scale = (0.0,) * 3, (1.0,) * 3
-
-    def __setattr__(self, name, value) -> None:
-        if name in self._VECTORS:
-            value = tuple(np.asarray(value, dtype=np.float32).tolist())
-        object.__setattr__(self, name, value)
-
-
-class HeldInMemory:
-    """What live solving holds for a library override, in memory: Blender refuses to add items to an override's
-    collections (`held.add()`: "not supported for this collection"), and keeps no property we could add to the
-    override in its file. It offers the parts of the `fabrik.held` collection this module uses."""
-
-    def __init__(self) -> None:
-        self._entries: list[_HeldEntry] = []
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __iter__(self):
-        return iter(list(self._entries))
-
-    def __getitem__(self, key):
-        if isinstance(key, str):
-            entry = self.get(key)
-            if entry is None:
-                raise KeyError(key)
-            return entry
-        return self._entries[key]
-
-    def get(self, name: str):
-        return next((entry for entry in self._entries if entry.name == name), None)
-
-    def keys(self) -> list[str]:
-        return [entry.name for entry in self._entries]
-
-    def add(self) -> _HeldEntry:
-        self._entries.append(_HeldEntry())
-        return self._entries[-1]
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def foreach_get(self, name: str, out: np.ndarray) -> None:
-        out[:] = np.array([getattr(entry, name) for entry in self._entries], dtype=out.dtype).ravel()
-
-    def foreach_set(self, name: str, values) -> None:
-        rows = np.asarray(values).reshape(len(self._entries), -1)
-        for entry, row in zip(self._entries, rows):
-            setattr(entry, name, row if row.size > 1 else row[0].item())
-
-
-#: Per library override (by name): what live solving holds for it (see HeldInMemory).
-_held_in_memory: dict[str, HeldInMemory] = {}
-
-
-def _held(obj):
-    """Where live solving keeps obj's held values: its `fabrik.held` collection, in the file; for a library
-    override, in memory (for this session: live solving off still gives the animator's pose back)."""
-    if getattr(obj, "override_library", None) is None:
-        return obj.fabrik.held
-    held = _held_in_memory.get(obj.name)
-    if held is None:
-        held = _held_in_memory[obj.name] = HeldInMemory()
-    return held
-
-
 def _new_entry(obj, held, name: str):
     """A held entry for a bone, noting which bone it is (so it follows a rename: `follow_held_renames`)."""
     entry = held.add()
@@ -1106,7 +1032,7 @@ def _new_entry(obj, held, name: str):
 def follow_held_renames(obj, bone_names=None) -> None:
     """Held entries of bones renamed since follow them (the same place among the bones, the same rest head).
     `bone_names`, when the caller has them, are the armature's bone names (a set or dict, for the quick check)."""
-    held = _held(obj)
+    held = held_bones(obj)
     bones = obj.data.bones
     names = held.keys()
     known = bone_names or bones
@@ -1120,22 +1046,15 @@ def follow_held_renames(obj, bone_names=None) -> None:
             entry.name = bone.name
 
 
-def _held_arrays(held):
+def _held_arrays(held: HeldBones):
     """The held entries in bulk: (index by name, rotated, written (m, 4), fk (m, 4), scaled, set()), or None when
     there are none."""
-    m = len(held)
-    if not m:
+    if not len(held):
         return None
-    rotated = np.empty(m, dtype=bool)
-    held.foreach_get("rotated", rotated)
-    written = np.empty(m * 4, dtype=np.float32)
-    held.foreach_get("written", written)
-    fk = np.empty(m * 4, dtype=np.float32)
-    held.foreach_get("fk", fk)
-    scaled = np.empty(m, dtype=bool)
-    held.foreach_get("scaled", scaled)
+    rotated = held.column("rotated").astype(bool)
+    written, fk = held.column("written").copy(), held.column("fk").copy()
+    scaled = held.column("scaled").astype(bool)
     index = {name: i for i, name in enumerate(held.keys())}
-    written, fk = written.reshape(m, 4), fk.reshape(m, 4)
     # An entry that is not finite (from a file saved before they were refused) holds nothing: the channel is the
     # animator's, so a rig whose NaN was cleared solves again.
     rotated &= np.isfinite(written).all(axis=1) & np.isfinite(fk).all(axis=1)
@@ -1158,8 +1077,7 @@ def _fk_in_bulk(obj, names, modes, current, entries, depsgraph=None) -> list[tup
         size = len(value)
         if i is not None and rotated[i] and _same(value, written[i][:size]):
             if held_modes is None:
-                # (one pass over the collection: indexing it is a walk from its first item each time)
-                held_modes = [entry.mode for entry in _held(obj)]
+                held_modes = held_bones(obj).modes()
             if held_modes[i] == mode:
                 matched.add(i)
                 value = tuple(fk[i][:size])
@@ -1181,65 +1099,18 @@ def _hold_in_bulk(obj, held, names, modes, written, fk_values, entries) -> None:
                 _new_entry(obj, held, name)
         entries = _held_arrays(held)
         index = entries[0]
-    _, rotated, old_written, old_fk, _, matched = entries
-    new_written, new_fk = old_written.copy(), old_fk.copy()
-    unmatched = []
-    for name, mode, value, fk in zip(names, modes, written, fk_values):
+    matched = entries[5]
+    unmatched = {}
+    for name, mode in zip(names, modes):
         i = index[name]
         if i not in matched:
-            unmatched.append((i, mode))
-        new_written[i] = pad(value, 4)
-        new_fk[i] = pad(fk, 4)
+            unmatched[i] = mode
     if unmatched:
-        items = list(held)  # (one pass: indexing the collection walks it from its first item each time)
-        for i, mode in unmatched:
-            entry = items[i]
-            if not entry.rotated:
-                entry.rotated = True
-            if entry.mode != mode:
-                entry.mode = mode
-    rows = stored_entries(obj, held)
-    _set_held_vectors(held, rows, "written", old_written, new_written)
-    _set_held_vectors(held, rows, "fk", old_fk, new_fk)
-
-
-def stored_entries(obj, held) -> list | None:
-    """The held entries as the file stores them (ID property groups, in the collection's order), or None where
-    they are not there to set (held in memory, or none stored yet)."""
-    if isinstance(held, HeldInMemory):
-        return None
-    stored = compat.stored_properties(obj)
-    stored = stored.get("fabrik") if stored is not None else None
-    rows = stored.get("held") if stored is not None else None
-    return rows if rows is not None and len(rows) == len(held) else None
-
-
-def _set_held_vectors(held, rows: list | None, name: str, old: np.ndarray, new: np.ndarray) -> None:
-    """Set the held entries' `name` vectors from `old` to `new` ((m, k) each), only the rows that changed.
-
-    Not through RNA where it can be helped (`rows`: `stored_entries`): there
-    every write tags the rig for transform, geometry and animation, and
-    Blender evaluates all of that again after the solve. The values matter
-    only to our own next read, so they are set where they are stored, which
-    tags nothing (with the pose write's transform tag, 2.01 -> 1.92 ms a
-    frame on the 159-bone humanoid).
-    """
-    changed = np.flatnonzero((new != old).any(axis=1)).tolist()
-    if changed:
-        set_held_rows(held, rows, name, {i: new[i].tolist() for i in changed})
-
-
-def set_held_rows(held, rows: list | None, name: str, values: dict[int, list]) -> None:
-    """Set some held entries' `name` vectors ({entry index: value}), where the file stores them where it can
-    (`rows`: `stored_entries`; see `_set_held_vectors` for why)."""
-    items = None
-    for i, value in values.items():
-        vector = rows[i].get(name) if rows is not None else None
-        if vector is not None and len(vector) == len(value):
-            vector[:] = value
-        else:  # never set where the file keeps it, or held in memory: RNA (or the entry) makes it, with its type
-            items = items or list(held)
-            setattr(items[i], name, value)
+        held.column("rotated")[list(unmatched)] = 1
+        held.set_strings("mode", unmatched)
+    rows = [index[name] for name in names]
+    held.vectors("written", rows, written)
+    held.vectors("fk", rows, fk_values)
 
 
 def _same(a, b, tolerance: float = 1e-6) -> bool:
@@ -1263,7 +1134,7 @@ def pad(value, size: int) -> tuple[float, ...]:
 
 def _let_go(obj, names: list[str]) -> None:
     """Forget the held rotations of these bones: what they hold now is the animator's."""
-    held = _held(obj)
+    held = held_bones(obj)
     for name in names:
         entry = held.get(name)
         if entry is not None and entry.rotated:
@@ -1280,14 +1151,14 @@ def write_stretch(obj, skeleton, scales: dict[int, float], pose: PoseRead | None
     if pose is not None:
         pose.forget("scale")
     wanted = {skeleton.names[b]: value for b, value in scales.items()}
-    for entry in _held(obj):
+    for entry in held_bones(obj):
         if not entry.scaled or abs(wanted.get(entry.name, 1.0) - 1.0) > 1e-9:
             continue  # not stretched by us, or still stretched: written below
         pose_bone = obj.pose.bones.get(entry.name)
         if pose_bone is not None and _same(pose_bone.scale, entry.written_scale):
             pose_bone.scale = entry.fk_scale
         entry.scaled = False
-    held = _held(obj)
+    held = held_bones(obj)
     stretched = {}
     for name, value in wanted.items():
         if abs(value - 1.0) <= 1e-9:
@@ -1311,7 +1182,7 @@ def _release_others(obj, moving: set[str]) -> bool:
     """Give the bones that left every chain (a chain made shorter, an effector removed or switched off) the
     animator's rotation back, where they still hold what live solving wrote, and stop holding them; whether a
     channel changed."""
-    held = _held(obj)
+    held = held_bones(obj)
     if not len(held):
         return False
     rotated = np.empty(len(held), dtype=bool)
@@ -1343,7 +1214,7 @@ def give_back(obj) -> None:
     """Put back the animator's values in every channel live solving wrote and that still holds what it wrote
     (the others have been set since, by animation or by hand, and keep that); then forget what was held."""
     follow_held_renames(obj)
-    held = _held(obj)
+    held = held_bones(obj)
     _give_back_rotations(obj, [entry.name for entry in held if entry.rotated])
     for entry in held:
         pose_bone = obj.pose.bones.get(entry.name)
@@ -1355,7 +1226,7 @@ def give_back(obj) -> None:
 
 def stashed_fk(obj, bone_name: str) -> tuple[tuple[float, ...], np.ndarray] | None:
     """(the rotation value live solving last wrote, the FK rotation it replaced) for a bone, if any."""
-    entry = _held(obj).get(bone_name)
+    entry = held_bones(obj).get(bone_name)
     pose_bone = obj.pose.bones.get(bone_name)
     if entry is None or not entry.rotated or pose_bone is None or entry.mode != pose_bone.rotation_mode:
         return None
@@ -1479,7 +1350,7 @@ def _read_channels(obj, names: list[str], at: list[int], depsgraph=None, pose: P
     modes = [rig.MODE_NAMES[m] for m in pose.modes()[at].tolist()]
     arrays = pose.arrays
     current = _rotation_values(pose, at, modes)
-    held = _held(obj)
+    held = held_bones(obj)
     entries = _held_arrays(held)
     return _Channels(at, names, modes, arrays, current, held, entries, _fk_in_bulk(obj, names, modes, current, entries, depsgraph))
 

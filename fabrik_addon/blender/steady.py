@@ -43,6 +43,7 @@ import bpy
 from ..core import Goal, local_solve
 from . import animdata, rig, solving
 from .effector_values import EffectorValues, comparable
+from .held import held_bones
 
 
 @dataclass
@@ -106,7 +107,7 @@ def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: 
         not result.ok or read.limits is not None or read.influence is not None
         or obj.fabrik.start != 'FK'  # (from the previous solution: another start every frame)
         or gathered.problems or len(gathered.used) != len(values) or (entries is not None and entries[4].any())
-        or isinstance(channels.held, solving.HeldInMemory)
+        or channels.held.in_memory
     ):
         return
     index = {name: i for i, name in enumerate(channels.held.keys())}  # (the solve may have added entries)
@@ -160,11 +161,11 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
     if plan is None:
         return None
     began = time.perf_counter()
-    if (
-        not watched or plan.obj != obj or updated.has(obj.data) or plan.effectors != len(obj.fabrik.effectors)
-        or len(plan.read.channels.held) != plan.held  # (entries removed by a script: no tag either)
-    ):
+    if not watched or plan.obj != obj or updated.has(obj.data) or plan.effectors != len(obj.fabrik.effectors):
         return None
+    held = held_bones(obj)  # (where the file keeps it now: an undo or a script may have replaced it)
+    if len(held) != plan.held:
+        return None  # (entries removed by a script: no tag either)
     pose = plan.pose
     if updated.has(obj):
         # Animation moved the rig (an edit would have updated its armature as well): what it moves is read again.
@@ -202,10 +203,7 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
     values = solving.channel_values(channels.modes, solved, channels.current, pose.arrays, channels.at)
     channels.current = solving.write_channels(obj, channels.at, channels.modes, pose.arrays, channels.current, values)
     # The animator's pose under the write is as it was: only what was written is noted.
-    solving.set_held_rows(
-        channels.held, solving.stored_entries(obj, channels.held), "written",
-        {row: solving.pad(value, 4) for row, value in zip(plan.held_rows, channels.current)},
-    )
+    held.vectors("written", plan.held_rows, channels.current)
     plan.pose = pose
     solving.remember_solution(obj.name, read.tree.bones, solved)
     result.seconds = time.perf_counter() - began
