@@ -735,7 +735,7 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, pose: PoseR
         return None
     result, solved = outcome
     channels = read.channels
-    values = channel_values(channels.modes, _shown(read, solved), channels.current, channels.arrays, channels.at)
+    values = channel_values(channels.modes, _shown(read, solved), channels.current)
     _write_and_hold(obj, channels, values, channels.fk_values, hold)
     remember_solution(obj.name, read.tree.bones, solved)
     if channels.entries is not None and channels.entries[4].any():
@@ -752,16 +752,12 @@ def remember_solution(obj_name: str, bones, solved: list) -> None:
     _last_solution[obj_name] = dict(zip(bones, solved))
 
 
-#: From how many bones on, quaternion channel values are made on arrays (quicker there; below, on plain floats).
-ARRAYS_FROM = 16
-
-
-def channel_values(modes: list[str], solved: list, current: list, arrays: dict, at) -> list:
+def channel_values(modes: list[str], solved: list, current: list) -> list:
     """Each solved local rotation (a unit quaternion) as a value of its bone's rotation channel, continuous with
-    what the channel holds now (`current`, also in the pose's `arrays` at `at`: no sign or 2 pi jumps, as
-    mathutils' make_compatible does)."""
-    if len(solved) >= ARRAYS_FROM and modes[0] == 'QUATERNION' and len(set(modes)) == 1:
-        return rotation.compatible_quaternions(np.array(solved), arrays["rotation_quaternion"][at]).tolist()
+    what the channel holds now (`current`: no sign or 2 pi jumps, as mathutils' make_compatible does). (On plain
+    floats: quicker than on arrays for any number of bones, once the list of them is counted in.)"""
+    if modes and modes.count('QUATERNION') == len(modes):
+        return list(map(rotation.compatible_quaternion, solved, current))
     return [rotation.channel_from_quaternion(mode, q, now) for q, now, mode in zip(solved, current, modes)]
 
 

@@ -200,7 +200,7 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
     )
     result.report = report
     channels = read.channels
-    values = solving.channel_values(channels.modes, solved, channels.current, pose.arrays, channels.at)
+    values = solving.channel_values(channels.modes, solved, channels.current)
     channels.current = solving.write_channels(obj, channels.at, channels.modes, pose.arrays, channels.current, values)
     # The animator's pose under the write is as it was: only what was written is noted.
     held.vectors("written", plan.held_rows, channels.current)

@@ -204,15 +204,6 @@ def compatible_quaternion(q: quat.Quat, previous: Sequence[float]) -> tuple[floa
     return (w * length, x * length, y * length, z * length)
 
 
-def compatible_quaternions(q: np.ndarray, previous: np.ndarray) -> np.ndarray:
-    """`compatible_quaternion` of many at once: (n, 4) unit quaternions, each on the side of its previous value
-    and scaled to its length."""
-    previous = previous.astype(np.float64)
-    length = np.sqrt(np.einsum("ij,ij->i", previous, previous))
-    scale = np.where(np.einsum("ij,ij->i", q, previous) < 0.0, -length, length)
-    return q * np.where(length > 1e-4, scale, 1.0)[:, None]  # (a short or not finite previous value: q as it is)
-
-
 def axis_angle_from_quaternion(q: quat.Quat, previous: Sequence[float]) -> tuple[float, float, float, float]:
     """A unit quaternion as (angle, axis x, y, z), with the axis on the side of the previous one and the angle
     the nearest to the previous angle (a zero turn keeps the previous axis, or Y)."""
