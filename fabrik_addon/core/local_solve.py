@@ -411,9 +411,18 @@ def tracked_rotations(local: LocalTree, frames: list[Quat], fixed: Sequence[tupl
     out: list[Quat] = []
     for k, p in enumerate(tree.parent):
         parent = frames[p] if p >= 0 else (fixed[k][0] if fixed[k] is not None else None)
-        zero = local.rest[k] if parent is None else quat.mul(parent, local.rest[k])
+        aw, ax, ay, az = local.rest[k]
+        if parent is not None:
+            # zero = parent * rest (quat.mul)
+            pw, px, py, pz = parent
+            aw, ax, ay, az = (
+                pw * aw - px * ax - py * ay - pz * az,
+                pw * ax + px * aw + py * az - pz * ay,
+                pw * ay - px * az + py * aw + pz * ax,
+                pw * az + px * ay - py * ax + pz * aw,
+            )
         # conj(zero) * frame, normalized
-        aw, ax, ay, az = zero[0], -zero[1], -zero[2], -zero[3]
+        ax, ay, az = -ax, -ay, -az
         fw, fx, fy, fz = frames[k]
         w = aw * fw - ax * fx - ay * fy - az * fz
         x = aw * fx + ax * fw + ay * fz - az * fy
