@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -117,14 +118,14 @@ class MovingTree:
                 below.add(j)
         return sorted(below)
 
-    @property
+    @cached_property  # (the tree is cached per goal layout, and solves ask on every frame)
     def needs_frames(self) -> bool:
         """True when limits or rigid offsets need each bone's frame carried through the passes."""
         return any(limit is not None for limit in self.limits) or not all(
             c for c, p in zip(self.connected, self.parent) if p >= 0
         )
 
-    @property
+    @cached_property
     def offset_parents(self) -> tuple[bool, ...]:
         """Per node, whether a child hangs from it at an offset (the passes place that child by its frame)."""
         return tuple(any(not self.connected[c] for c in children) for children in self.children)
@@ -138,7 +139,7 @@ class MovingTree:
             return None
         return self.offset_parents
 
-    @property
+    @cached_property
     def is_single_chain(self) -> bool:
         """True when the nodes form one unbranched chain."""
         return sum(1 for p in self.parent if p < 0) == 1 and all(len(c) <= 1 for c in self.children)
