@@ -335,3 +335,35 @@ def test_a_stiff_joint_turns_less_while_the_others_make_up_for_it():
         bend = [abs(swing_and_twist(p)[0]) for p in (skeleton.local_rotations(free_pose)[1], stiff.local_rotations(stiff_pose)[1])]
         bent_less += bend[1] < bend[0] - 1e-3
     assert bent_less >= 7
+
+
+def _bends_round_a_loop(skeleton, warm: bool) -> np.ndarray:
+    """Each joint's bend (degrees) on every frame of a loop of targets the 8-bone tentacle's tip follows, each frame
+    solved from the last one's pose (`warm`) or from rest; every target reached inside the limits."""
+    settings = SolveSettings(tolerance=1e-4, explore=False)
+    pose, bends = None, []
+    for a in np.linspace(0.0, 2.0 * math.pi, 31):
+        target = (0.35 * math.cos(a), 0.35 * math.sin(a), 0.6)
+        pose, report = fabrik.solve(skeleton, [Goal(7, target)], pose if warm else None, settings)
+        assert report.converged
+        local = skeleton.local_rotations(pose)
+        for b, limit in enumerate(skeleton.limits):
+            assert_within(limit, local[b], f"bone {b}")
+        bends.append([math.degrees(math.acos(np.clip((np.trace(m) - 1.0) / 2.0, -1.0, 1.0))) for m in local])
+    return np.array(bends)
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["from the last frame", "from rest"])
+def test_stiff_joints_of_a_long_chain_turn_less_where_settling_moves_it(warm):
+    """A chain with more joints than its goal needs settles towards rest after it reaches (and a warm-started one
+    moves by settling steps): stiffness weighs those steps too, so two stiff joints bend less while the others
+    make up for it."""
+    skeleton = tentacle(8, 40.0)
+    stiff = skeleton.with_limits([
+        dataclasses.replace(limit, stiffness_x=0.9, stiffness_z=0.9) if b in (1, 2) else limit
+        for b, limit in enumerate(skeleton.limits)
+    ])
+    free = _bends_round_a_loop(skeleton, warm).mean(axis=0)
+    held = _bends_round_a_loop(stiff, warm).mean(axis=0)
+    assert held[1] + held[2] < 0.5 * (free[1] + free[2])
+    assert held[3:].sum() > free[3:].sum()  # the others bend more

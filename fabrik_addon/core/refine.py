@@ -618,19 +618,30 @@ def _settling_step(
     max_iterations: int, settled: float,
 ) -> tuple[int, bool | None]:
     """One step of `settle`: the iterations used, and whether every goal is reached after it (else the rig is put
-    back); None, nothing moved, where the pull the goals leave free is under `settled` already."""
+    back); None, nothing moved, where the pull the goals leave free is under `settled` already.
+
+    Stiffness weighs both parts of the step, as it weighs the refinement's:
+    the goals' correction and what keeps the goals where the pull would move
+    them fall on the pliant joints (a least-squares step in the metric of the
+    squared pliancies, relative to the most pliant joint's, so that equal
+    stiffness everywhere changes nothing), so a stiff joint settles towards
+    its rest while the others make up for it.
+    """
     lo, hi = free.lo, free.hi
+    weight = free.pliancy * free.pliancy
+    weight = weight / weight.max(initial=1.0)
     table = rig.table(free)
     j, e = _linearised(rig, problem, free, table)
     values = rig.get(free, table)
     wanted = aim(rig, free)
     pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
-    gram = j @ j.T + damping * damping * np.eye(len(e))
-    free_pull = pull - j.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
+    jw = j * weight
+    gram = jw @ j.T + damping * damping * np.eye(len(e))
+    free_pull = pull - jw.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
     if np.abs(free_pull).max(initial=0.0) < settled:
         return 1, None
     before = rig.snapshot()
-    rig.step(free, np.clip(values + j.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values)
+    rig.step(free, np.clip(values + jw.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values)
     used = 1
     if used < max_iterations and not problem.reached(*goal_errors_of(rig, problem), tolerance):
         # The null space is flat only to first order: one plain step puts the goals back.
@@ -638,8 +649,9 @@ def _settling_step(
         table = rig.table(free)
         j, e = _linearised(rig, problem, free, table)
         values = rig.get(free, table)
-        gram = j @ j.T + damping * damping * np.eye(len(e))
-        rig.step(free, np.clip(values + j.T @ np.linalg.solve(gram, e), lo, hi) - values)
+        jw = j * weight
+        gram = jw @ j.T + damping * damping * np.eye(len(e))
+        rig.step(free, np.clip(values + jw.T @ np.linalg.solve(gram, e), lo, hi) - values)
     if not problem.reached(*goal_errors_of(rig, problem), tolerance):
         rig.restore(before)
         return used, False
