@@ -44,8 +44,8 @@ _parsed: dict[str, tuple[list[str], dict[str, int]]] = {}
 
 class HeldBones:
     """The held entries of one rig, kept in `store` (the rig's settings' ID properties, or a dict in memory): the
-    parts of a collection the add-on uses (length, names, entries by name or place, add, clear, bulk get), and
-    bulk writes into the arrays themselves (`vectors`)."""
+    parts of a collection the add-on uses (length, names, entries by name or place, add, clear), and bulk reads
+    and writes of the arrays themselves (`column`, `vectors`, `set_strings`)."""
 
     def __init__(self, store, in_memory: bool = False, make=None) -> None:
         #: Where the entries are kept; None where the rig keeps none yet (`make` makes the store on the first add).
@@ -100,10 +100,6 @@ class HeldBones:
         for name in (*VECTORS, *INTEGERS, *(name + "s" for name in STRINGS)):
             if self.store is not None and name in self.store:
                 del self.store[name]
-
-    def foreach_get(self, name: str, out: np.ndarray) -> None:
-        """Every entry's `name` value into `out` (flat), as a collection's foreach_get."""
-        out[:] = self.column(name).ravel()
 
     def column(self, name: str) -> np.ndarray:
         """Every entry's `name` value as an array ((count, size) for a vector; flags as integers), viewing the

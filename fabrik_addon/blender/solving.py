@@ -1123,11 +1123,6 @@ def _finite(value) -> bool:
     return all(math.isfinite(x) for x in value)
 
 
-def pad(value, size: int) -> tuple[float, ...]:
-    """A channel value padded with zeros to a held vector's size (Euler values have 3 of its 4)."""
-    return tuple(value) + (0.0,) * (size - len(value))
-
-
 def _let_go(obj, names: list[str]) -> None:
     """Forget the held rotations of these bones: what they hold now is the animator's."""
     held = held_bones(obj)
@@ -1181,9 +1176,8 @@ def _release_others(obj, moving: set[str]) -> bool:
     held = held_bones(obj)
     if not len(held):
         return False
-    rotated = np.empty(len(held), dtype=bool)
-    held.foreach_get("rotated", rotated)  # (every frame: in bulk, not an attribute read per entry)
-    others = [name for name, was in zip(held.keys(), rotated.tolist()) if was and name not in moving]
+    rotated = held.column("rotated").tolist()  # (every frame: in bulk, not an attribute read per entry)
+    others = [name for name, was in zip(held.keys(), rotated) if was and name not in moving]
     if not others:
         return False
     changed = _give_back_rotations(obj, others)
