@@ -461,6 +461,9 @@ class Freedom(NamedTuple):
     columns: np.ndarray
     #: Per coordinate, its rest (0) for a limited joint, NaN for a free one (`rest_aim`).
     rest: np.ndarray
+    #: Per coordinate, its squared pliancy relative to the most pliant one's, as settling weighs it; None where
+    #: every coordinate is as pliant as the others (no stiffness, or the same everywhere: weighing changes nothing).
+    settling_weight: np.ndarray | None
 
 
 def freedom(rig: AngleRig, problem: Problem) -> Freedom:
@@ -489,8 +492,9 @@ def freedom(rig: AngleRig, problem: Problem) -> Freedom:
     limited_nodes = list(dict.fromkeys(c.node for c, free in zip(coordinates, loose) if not free))
     row_of = {k: r for r, k in enumerate(limited_nodes)}
     bounded = [i for i, free in enumerate(loose) if not free]
+    pliancy = rig.pliancy(coordinates)
     found = Freedom(
-        coordinates, lo, hi, rig.pliancy(coordinates), nodes,
+        coordinates, lo, hi, pliancy, nodes,
         np.array([c.node + (len(rig.limits) if c.kind == "y" else 0) for c in coordinates], dtype=int),
         local_axes.reshape(-1, 3),
         swings, np.array([row_of[nodes[i]] for i in swings], dtype=int),
@@ -501,6 +505,7 @@ def freedom(rig: AngleRig, problem: Problem) -> Freedom:
         np.array(bounded, dtype=int), np.array([row_of[nodes[i]] for i in bounded], dtype=int),
         np.array([slots[i] for i in bounded], dtype=int),
         np.where(loose, np.nan, 0.0).reshape(-1),
+        None if not len(pliancy) or pliancy.min() == pliancy.max() else (pliancy / pliancy.max()) ** 2,
     )
     for array in found:
         if isinstance(array, np.ndarray):
@@ -627,15 +632,13 @@ def _settling_step(
     stiffness everywhere changes nothing), so a stiff joint settles towards
     its rest while the others make up for it.
     """
-    lo, hi = free.lo, free.hi
-    weight = free.pliancy * free.pliancy
-    weight = weight / weight.max(initial=1.0)
+    lo, hi, weight = free.lo, free.hi, free.settling_weight
     table = rig.table(free)
     j, e = _linearised(rig, problem, free, table)
     values = rig.get(free, table)
     wanted = aim(rig, free)
     pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
-    jw = j * weight
+    jw = j if weight is None else j * weight
     gram = jw @ j.T + damping * damping * np.eye(len(e))
     free_pull = pull - jw.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
     if np.abs(free_pull).max(initial=0.0) < settled:
@@ -649,7 +652,7 @@ def _settling_step(
         table = rig.table(free)
         j, e = _linearised(rig, problem, free, table)
         values = rig.get(free, table)
-        jw = j * weight
+        jw = j if weight is None else j * weight
         gram = jw @ j.T + damping * damping * np.eye(len(e))
         rig.step(free, np.clip(values + jw.T @ np.linalg.solve(gram, e), lo, hi) - values)
     if not problem.reached(*goal_errors_of(rig, problem), tolerance):
