@@ -1142,14 +1142,16 @@ def write_stretch(obj, skeleton, scales: dict[int, float], pose: PoseRead | None
     if pose is not None:
         pose.forget("scale")
     wanted = {skeleton.names[b]: value for b, value in scales.items()}
-    for entry in held_bones(obj):
-        if not entry.scaled or abs(wanted.get(entry.name, 1.0) - 1.0) > 1e-9:
-            continue  # not stretched by us, or still stretched: written below
+    held = held_bones(obj)
+    names = held.keys()
+    for i in np.flatnonzero(held.column("scaled")).tolist():  # (every frame: the flags in bulk)
+        if abs(wanted.get(names[i], 1.0) - 1.0) > 1e-9:
+            continue  # still stretched: written below
+        entry = held[i]
         pose_bone = obj.pose.bones.get(entry.name)
         if pose_bone is not None and _same(pose_bone.scale, entry.written_scale):
             pose_bone.scale = entry.fk_scale
         entry.scaled = False
-    held = held_bones(obj)
     stretched = {}
     for name, value in wanted.items():
         if abs(value - 1.0) <= 1e-9:
