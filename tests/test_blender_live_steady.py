@@ -186,6 +186,42 @@ def test_animation_of_what_the_full_frame_reads_leaves_no_plan(kind, steady_fram
         np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
 
 
+def warm_limited_arm():
+    """A five-bone arm in cones with a hinge, solved live from its previous solution (Start From: Previous
+    Solution, as a robot arm is): continuity mode moves it a settling step a frame."""
+    rig, target = chain_rig(count=5, live=False)
+    for pb in rig.pose.bones:
+        pb.use_ik_limit_x = pb.use_ik_limit_z = True
+        pb.ik_min_x, pb.ik_max_x, pb.ik_min_z, pb.ik_max_z = -1.0, 1.0, -0.7, 0.7
+    rig.pose.bones["bone2"].lock_ik_z = True  # a hinge
+    rig.fabrik.start = 'PREVIOUS'
+    # A slow path, thrown aside from frame 30 on.
+    rigbuild.key_path(target, FRAMES, lambda f: (
+        0.5 + 0.3 * math.sin(f * 0.08),
+        0.3 * math.cos(f * 0.1) + (1.0 if f >= 30 else 0.0),
+        4.4 + 0.1 * math.sin(f * 0.05),
+    ))
+    rig.fabrik.live = True
+    return rig
+
+
+def test_a_warm_started_limited_tree_moves_from_its_last_frame_as_the_full_frame_moves_it(steady_frames, monkeypatch):
+    """Frames of a limited arm that starts from its previous solution go on from the rig the last frame left, in
+    the limits' coordinates, without reading the pose again: channels, held values and status agree with the full
+    frame's (which makes the rig anew from the last solution each frame), and a target thrown far goes the full
+    way."""
+    frames = [*range(1, 21), 33, 34, 35]
+    quick = play(warm_limited_arm, frames)
+    # Frame 1 starts cold (no plan: the next frame starts warm), frame 2 makes the plan; 33 is too far to step to.
+    assert steady_frames == [True] * 18 + [False, True, True], steady_frames
+    assert all(solving.status["Rig"].reached.values())
+    monkeypatch.setattr(steady, "solve_frame", lambda *args: None)
+    full = play(warm_limited_arm, frames)
+    for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
+        assert a_status == b_status, f"frame {frame}"
+        np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
+
+
 def _nan_target(rig, target) -> None:
     target.delta_location = (math.nan, 0.0, 0.0)
 

@@ -515,6 +515,8 @@ def _compute_general(
     except ValueError as exc:  # a solver that cannot take this rig (the two-bone one on a longer chain, say)
         result.ok, result.message = False, f"{DESCRIPTIONS[problem.solver][0]}: {exc}"
         return result, None
+    if pose_read is not None:
+        pose_read.general = problem
     return conclude(problem, pose, report)
 
 
@@ -744,6 +746,11 @@ def _solve_free_tree(obj, depsgraph, hold: bool, gathered: Gathered, pose: PoseR
     if hold:
         pose.lean = (read, gathered, result)
     return result
+
+
+def last_solution(obj_name: str) -> dict | None:
+    """The local rotations (matrices or unit quaternions) per bone of the rig's last solve, where it keeps them."""
+    return _last_solution.get(obj_name)
 
 
 def remember_solution(obj_name: str, bones, solved: list) -> None:
@@ -1276,6 +1283,8 @@ class PoseRead:
         #: Where the solve went the lean path holding the animator's pose: what it read, (`_FreeTree`,
         #: `Gathered`, status), for live solving to solve the next frames from (`steady`).
         self.lean: tuple | None = None
+        #: Where it went the general path: the `Problem` it solved, for the same.
+        self.general: Problem | None = None
 
     def channel(self, name: str, size: int) -> np.ndarray:
         """One channel of every pose bone, (count, size)."""

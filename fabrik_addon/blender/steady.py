@@ -4,12 +4,13 @@
 In playback the common frame changes nothing of a rig but where its targets
 are: the rig is not animated itself (its targets are), nobody edits it. The
 full live frame reads and checks the rig's settings, effectors, pose channels
-and what `fabrik.held` keeps, to find exactly that, at several times the cost
-of the solve on small rigs. So after a live solve on the lean path
-(`solving._solve_free_tree`, which leaves what it read with the solve's
-`PoseRead`) what it read is kept here as a `Plan`, and the
-next frame change solves from it directly while nothing it read can have
-changed:
+and what the rig holds of the animator's pose (`held`), to find exactly
+that, at several times the cost of the solve on small rigs. So after a live
+solve on the lean path (`solving._solve_free_tree`, which leaves what it read
+with the solve's `PoseRead`), or on the general path of a limited tree that
+starts from its previous solution (`_Limited`), what it read is kept here as
+a `Plan`, and the next frame change solves from it directly while nothing it
+read can have changed:
 
 * Blender's evaluation updated neither the rig nor its armature (every edit of
   a setting, an effector, a bone, a channel through RNA or an operator, a key
@@ -19,7 +20,8 @@ changed:
   unlinking or parenting a target rebuilds the relations, which updates every
   object, and a deleted target's reference fails);
 * the targets' matrices are finite, and the solve converges on the lean path
-  as before (else the full frame runs, and says why).
+  as before, or continuity mode's settling step reaches the targets (else the
+  full frame runs, and says why).
 
 On a rig animated itself, whose animation reaches no chain bone and no
 setting, each frame also reads the pose again (`_read_animated`). On one
@@ -28,19 +30,22 @@ tag, which Blender does not show either until something tags the rig. Any
 full live solve of the rig replaces or drops its plan.
 
 The frame solves, writes and holds as the full one does (the same functions,
-from the same inputs: the result is the same), and leaves the status and the
-inputs live solving compares its next update with.
+from the same inputs: the result is the same; a limited tree goes on from the
+rig its last frame left, where the full frame makes the same rig anew from the
+last solution, equal to rounding), and leaves the status and the inputs live
+solving compares its next update with.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import bpy
 
-from ..core import Goal, local_solve
+from ..core import Goal, fabrik, local_solve, refine
+from ..core.fabrik import moving_tree
 from . import animdata, rig, solving
 from .effector_values import EffectorValues, comparable
 from .held import held_bones
@@ -58,7 +63,8 @@ class Plan:
     solved: list[tuple]
     to_armature: object
     gathered: solving.Gathered
-    read: object
+    #: What the lean path read (`solving._FreeTree`); None for a warm-started limited tree (`limited`).
+    read: object | None
     #: The start joints (`local_solve.start_joints` of the held pose) of a tree `local_solve.solve_from_start`
     #: solves, else None.
     start: tuple | None
@@ -76,6 +82,22 @@ class Plan:
     #: many drivers it had; each frame then reads what the animation moves (`_read_animated`). None for a rig
     #: nothing animates.
     animation: tuple[frozenset, int] | None
+    #: For a warm-started limited tree, what its frames go on from (see `_Limited`).
+    limited: _Limited | None = None
+
+
+@dataclass
+class _Limited:
+    """A limited tree that live solving starts from its previous solution (Start From: Previous Solution), where
+    each frame is continuity mode's one settling step from the last (`fabrik.follow_limited`), as the full frame
+    moves it first: the problem as the full frame read it, its tree and the channels it wrote, and the tree in the
+    limits' coordinates as the last frame left it (made from the last solution on the first frame; kept, as the
+    continuous bake keeps it, so a frame does not read the pose again)."""
+
+    problem: solving.Problem
+    tree: object
+    channels: object
+    rig: refine.AngleRig | None = None
 
 
 #: Per rig name: its plan.
@@ -96,22 +118,23 @@ def remembered() -> set[str]:
 
 
 def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: solving.PoseRead) -> None:
-    """Keep what the live solve of obj just read (`pose`: its read of the pose, with what the lean path read), where
-    it went the lean path and the next frames can solve from it (see the module)."""
-    if pose.lean is None:
-        return
+    """Keep what the live solve of obj just read (`pose`: its read of the pose, with what the lean or the general
+    path read), where the next frames can solve from it (see the module)."""
+    if pose.lean is not None:
+        _remember_lean(obj, depsgraph, inputs, values, pose)
+    elif pose.general is not None:
+        _remember_limited(obj, depsgraph, inputs, values, pose)
+
+
+def _remember_lean(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: solving.PoseRead) -> None:
+    """`remember` after the lean path."""
     read, gathered, result = pose.lean
     channels = read.channels
-    entries = channels.entries
     if (
         not result.ok or read.limits is not None or read.influence is not None
         or obj.fabrik.start != 'FK'  # (from the previous solution: another start every frame)
-        or gathered.problems or len(gathered.used) != len(values) or (entries is not None and entries[4].any())
-        or channels.held.in_memory
+        or gathered.problems or len(gathered.used) != len(values) or _unkeepable(channels)
     ):
-        return
-    index = {name: i for i, name in enumerate(channels.held.keys())}  # (the solve may have added entries)
-    if any(name not in index for name in channels.names):
         return
     animation = None
     if _animates(obj):
@@ -121,11 +144,47 @@ def remember(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: 
     start = None
     if not read.local.parts and local_solve.placed_by_start(read.local, gathered.goals):
         start = local_solve.start_joints(read.local, read.rotations, read.translations, read.fixed)
+    _keep(obj, depsgraph, inputs, values, pose, gathered, channels, read, start, animation, None)
+
+
+def _remember_limited(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: solving.PoseRead) -> None:
+    """`remember` after the general path: where it moved a limited tree warm-started from the previous solution,
+    which continuity mode moves by one settling step where it can (`fabrik.follows_limited`)."""
+    problem = pose.general
+    skeleton, goals, channels = problem.skeleton, problem.goals, problem.channels
+    tree = moving_tree(skeleton, goals)
+    settings = obj.fabrik
+    if (
+        not problem.result.ok or problem.result.missed or problem.influence is not None or problem.limit_problems
+        or problem.solver != 'FABRIK' or settings.start != 'PREVIOUS' or len(problem.used) != len(values)
+        # (warm: the first frame of all starts from the animator's pose, with other settings)
+        or problem.settings != solving.solve_settings_of(settings, True, solving.rig_size(skeleton, tree))
+        or any(goal.rotation is not None for goal in goals) or not fabrik.follows_limited(skeleton, tree, goals)
+        or channels is None or _unkeepable(channels) or _animates(obj)
+    ):
+        return
+    gathered = solving.Gathered(skeleton, goals, problem.used, {}, problem.began)
+    _keep(obj, depsgraph, inputs, values, pose, gathered, channels, None, None, None, _Limited(problem, tree, channels))
+
+
+def _unkeepable(channels) -> bool:
+    """Whether the channels a solve wrote rule out a plan: bones IK stretch scaled, entries held in memory, or a
+    written bone that holds no entry."""
+    entries = channels.entries
+    if (entries is not None and entries[4].any()) or channels.held.in_memory:
+        return True
+    names = set(channels.held.keys())  # (the solve may have added entries)
+    return any(name not in names for name in channels.names)
+
+
+def _keep(obj, depsgraph, inputs, values, pose, gathered, channels, read, start, animation, limited) -> None:
+    """Make the rig's plan."""
+    index = {name: i for i, name in enumerate(channels.held.keys())}
     _plans[obj.name] = Plan(
         obj, len(values), values, [value.solved() for value in values],
         rig.world_to_armature(obj.evaluated_get(depsgraph)), gathered, read, start, pose,
         len(index), [index[name] for name in channels.names], inputs[: len(inputs) - len(values)],
-        obj.fabrik.solver, list(rig.limit_problems(obj)), animation,
+        obj.fabrik.solver, list(rig.limit_problems(obj)), animation, limited,
     )
 
 
@@ -190,22 +249,28 @@ def solve_frame(obj, depsgraph, updated, watched: bool) -> tuple | None:
             tails.append((comparable(world), comparable(pole_world), properties))
     except (ReferenceError, solving.EffectorError):
         return None  # a target removed meanwhile, or a target bone gone: the full frame says so
-    solved = _solve(plan, goals)
+    limited = plan.limited
+    solved = _solve(plan, goals) if limited is None else _follow(plan, obj, goals)
     if solved is None:
         return None
     solved, report = solved
-    gathered = gathered._replace(goals=goals, began=began)
-    result = solving.DeferredStatus(
-        lambda: solving.lean_status(gathered, read, report, plan.solver, plan.limit_problems)
-    )
+    if limited is None:
+        gathered = gathered._replace(goals=goals, began=began)
+        result = solving.DeferredStatus(
+            lambda: solving.lean_status(gathered, read, report, plan.solver, plan.limit_problems)
+        )
+        channels, bones = read.channels, read.tree.bones
+    else:
+        problem = replace(limited.problem, result=solving.RigStatus(), goals=goals, began=began)
+        result = solving.DeferredStatus(lambda: solving.conclude_status(problem, report))
+        channels, bones = limited.channels, problem.bones
     result.report = report
-    channels = read.channels
     values = solving.channel_values(channels.modes, solved, channels.current)
     channels.current = solving.write_channels(obj, channels.at, channels.modes, pose.arrays, channels.current, values)
     # The animator's pose under the write is as it was: only what was written is noted.
     held.vectors("written", plan.held_rows, channels.current)
     plan.pose = pose
-    solving.remember_solution(obj.name, read.tree.bones, solved)
+    solving.remember_solution(obj.name, bones, solved)
     result.seconds = time.perf_counter() - began
     solving.status[obj.name] = result
     return plan.prefix + tuple(tails), pose.snapshot()
@@ -245,6 +310,26 @@ def _read_animated(plan: Plan, obj, depsgraph) -> solving.PoseRead | None:
         plan.to_armature = rig.world_to_armature(obj.evaluated_get(depsgraph))
         plan.prefix = plan.prefix[:1] + (comparable(world),) + plan.prefix[2:]
     return pose
+
+
+def _follow(plan: Plan, obj, goals: list) -> tuple[list, object] | None:
+    """A warm-started limited tree's frame: continuity mode's settling step from the rig the last frame left (made
+    from the last solution on the first frame, as the full frame makes its start); the local rotations and the
+    report, or None (the rig dropped) where the step does not reach and the whole solve must run."""
+    limited = plan.limited
+    problem = limited.problem
+    skeleton = problem.skeleton
+    if limited.rig is None:
+        previous = solving.last_solution(obj.name)
+        if previous is None or any(b not in previous for b in problem.bones):
+            return None
+        start = solving.start_pose(obj, skeleton, {b: solving.as_matrix(previous[b]) for b in problem.bones})
+        limited.rig = refine.AngleRig(skeleton, limited.tree, start)
+    report = fabrik.follow_limited(skeleton, limited.tree, goals, limited.rig, problem.settings)
+    if report is None or not math.isfinite(sum(map(sum, limited.rig.local))):
+        limited.rig = None
+        return None
+    return list(limited.rig.local), report
 
 
 def _moved(goal: Goal, target: tuple, pole: tuple | None) -> Goal:
