@@ -5,14 +5,14 @@ Kept in the file with the rig (so a reload solves from the same pose, and
 live solving off gives the animator's channels back) as a few flat arrays in
 the rig's settings, not as a collection of groups. Every pose write tags the
 rig, and Blender then copies the whole object for evaluation, ID properties
-included: a group per bone cost that copy 1 us per bone each frame (53 us on a
-50-bone chain, a seventh of the frame), a handful of arrays costs it next to
+included: a group per bone cost that copy about 1 us a frame each (53 us on a
+50-bone chain, a tenth of its frame), a handful of arrays costs it next to
 nothing.
 
 For a library override the entries live in memory instead: Blender keeps no
-property we could add to an override in its file. Files from before this layout
-held a `fabrik.held` collection (`props.FabrikHeldBone`); `held_bones` moves what it
-holds into the arrays the first time `held_bones` is asked for the rig.
+property we could add to an override in its file. Files from before this
+layout hold a `fabrik.held` collection (`props.FabrikHeldBone`): the first
+`held_bones` of such a rig moves its entries into the arrays.
 """
 
 from __future__ import annotations
