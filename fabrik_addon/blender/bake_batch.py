@@ -295,10 +295,8 @@ class FrameBatch:
             rotations = self._start_rotations(previous)
             if rotations is None:
                 return None
-            start = solving.start_pose(
-                self.obj, self.skeleton, {b: solving.as_matrix(q) for b, q in zip(self.moving, rotations)}
-            )
-            self._kept = made_for, refine.AngleRig(self.skeleton, self.tree, start)
+            start = dict(zip(self.moving, rotations))
+            self._kept = made_for, solving.followed_rig(self.obj, self.skeleton, self.tree, start)
         angle_rig = self._kept[1]
         goals = [replace(goal, target=tuple(point)) for goal, point in zip(self.goals, self.targets[-1])]
         report = fabrik.follow_limited(self.skeleton, self.tree, goals, angle_rig, self.warm_settings)

@@ -83,18 +83,19 @@ class HeldBones:
         index = self._parsed("name")[1].get(name)
         return None if index is None else HeldBone(self, index)
 
-    def add(self) -> HeldBone:
-        """A new entry at the end (values as `_NEW`)."""
+    def add(self, names: list[str]) -> list[HeldBone]:
+        """New entries at the end, one per bone name (other values as `_NEW`), made at once: each array is made
+        anew for any number of them."""
         if self.store is None:
             self.store = self._make()
-        count = len(self)
+        count, added = len(self), len(names)
         for name in VECTORS:
-            self._replace(name, array.array('f', [*self._array(name, 'f'), *_NEW[name]]))
+            self._replace(name, array.array('f', [*self._array(name, 'f'), *_NEW[name] * added]))
         for name in INTEGERS:
-            self._replace(name, array.array('i', [*self._array(name, 'i'), _NEW[name]]))
-        for name in STRINGS:
-            self._set_strings(name, [*self._strings(name), _NEW[name]])
-        return HeldBone(self, count)
+            self._replace(name, array.array('i', [*self._array(name, 'i'), *(_NEW[name],) * added]))
+        self._set_strings("name", [*self._strings("name"), *names])
+        self._set_strings("mode", [*self._strings("mode"), *(_NEW["mode"],) * added])
+        return [HeldBone(self, i) for i in range(count, count + added)]
 
     def clear(self) -> None:
         for name in (*VECTORS, *INTEGERS, *(name + "s" for name in STRINGS)):
@@ -228,12 +229,10 @@ def _made_store(obj):
 
 def _move_legacy(obj, held: HeldBones) -> None:
     """Move the entries of a file from before this layout (`fabrik.held`, a collection) into the arrays."""
-    for old in obj.fabrik.held:
-        if held.get(old.name) is not None:
-            continue
-        entry = held.add()
-        for name in (*VECTORS, *INTEGERS, *STRINGS):
-            setattr(entry, name, getattr(old, name))
+    old = [entry for entry in obj.fabrik.held if held.get(entry.name) is None]
+    for entry, moved in zip(old, held.add([entry.name for entry in old])):
+        for name in (*VECTORS, *INTEGERS, "mode"):
+            setattr(moved, name, getattr(entry, name))
     obj.fabrik.held.clear()
 
 

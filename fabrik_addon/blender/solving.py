@@ -12,13 +12,13 @@ import bpy
 import numpy as np
 from mathutils import Matrix, Vector
 
-from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, local_solve, quat, rotation, stretch
+from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, local_solve, quat, refine, rotation, stretch
 from ..core.fabrik import chain_reach, moving_tree, open_cones_as_free
 from ..core.problem import goal_reached, turned_off, validate_goals, validate_settings
 from . import animdata, editable, integrity, rig
 from .effector_values import EffectorValues
-from . import held as held_module
 from .held import HeldBones, held_bones
+from .held import forget as forget_held, remembered as held_remembered
 
 
 @dataclass
@@ -79,14 +79,14 @@ def forget(obj_name: str | None = None) -> None:
     if obj_name is None:
         status.clear()
         again.clear()
-        held_module.forget()
+        forget_held()
         _last_solution.clear()
         _cones_bound.clear()
         animdata.forget()
         return
     status.pop(obj_name, None)
     again.discard(obj_name)
-    held_module.forget(obj_name)
+    forget_held(obj_name)
     _last_solution.pop(obj_name, None)
     _cones_bound.pop(obj_name, None)
     animdata.forget(obj_name)
@@ -99,7 +99,7 @@ again: set[str] = set()
 
 def remembered_rigs() -> set[str]:
     """Names of the rigs in-memory state is kept for."""
-    return set(status) | set(_last_solution) | held_module.remembered() | set(_cones_bound) | animdata.remembered()
+    return set(status) | set(_last_solution) | held_remembered() | set(_cones_bound) | animdata.remembered()
 
 
 class EffectorError(ValueError):
@@ -391,6 +391,14 @@ def start_pose(obj, skeleton, rotations: dict[int, np.ndarray]):
     moved = located.any(axis=1)
     locations = {b: located[b] for b in rotations if moved[b]}
     return skeleton.with_local_rotations(rig.current_pose(obj, skeleton), rotations, locations)
+
+
+def followed_rig(obj, skeleton, tree, rotations: dict):
+    """The rig continuity mode moves a limited tree on (`fabrik.follow_limited`): the tree in its limits'
+    coordinates, its bones at these local rotations (matrices or unit quaternions, the last solve's) and the
+    rest of the pose as Blender last evaluated it (`start_pose`)."""
+    start = start_pose(obj, skeleton, {b: as_matrix(rotations[b]) for b in tree.bones})
+    return refine.AngleRig(skeleton, tree, start)
 
 
 def fk_start_pose(obj, skeleton, names: list[str]):
@@ -1021,15 +1029,15 @@ def fixed_frame(matrix) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return quat.from_matrix(frame), (matrix[0][3], matrix[1][3], matrix[2][3])
 
 
-def _new_entry(obj, held, name: str):
-    """A held entry for a bone, noting which bone it is (so it follows a rename: `follow_held_renames`)."""
-    entry = held.add()
-    entry.name = name
+def _new_entries(obj, held: HeldBones, names: list[str]) -> list:
+    """Held entries for these bones, noting which bone each is (so it follows a rename: `follow_held_renames`)."""
+    entries = held.add(names)
     bones = obj.data.bones
-    index = bones.find(name)
-    if index >= 0:
-        entry.index, entry.head = index, bones[index].head_local
-    return entry
+    for entry, name in zip(entries, names):
+        index = bones.find(name)
+        if index >= 0:
+            entry.index, entry.head = index, bones[index].head_local
+    return entries
 
 
 def follow_held_renames(obj, bone_names=None) -> None:
@@ -1065,7 +1073,7 @@ def _held_arrays(held: HeldBones):
     return index, rotated, written, fk, scaled, set()
 
 
-def _fk_in_bulk(obj, names, modes, current, entries, depsgraph=None) -> list[tuple[float, ...]]:
+def _fk_in_bulk(obj, held: HeldBones, names, modes, current, entries, depsgraph=None) -> list[tuple[float, ...]]:
     """`fk_channel_values` from channels and held entries read in bulk (`modes`: each bone's rotation mode); the
     depsgraph, when there is one, tells the frame keyed channels are evaluated at."""
     if entries is None:
@@ -1080,7 +1088,7 @@ def _fk_in_bulk(obj, names, modes, current, entries, depsgraph=None) -> list[tup
         size = len(value)
         if i is not None and rotated[i] and _same(value, written[i][:size]):
             if held_modes is None:
-                held_modes = held_bones(obj).modes()
+                held_modes = held.modes()
             if held_modes[i] == mode:
                 matched.add(i)
                 value = tuple(fk[i][:size])
@@ -1097,9 +1105,7 @@ def _hold_in_bulk(obj, held, names, modes, written, fk_values, entries) -> None:
     `_fk_in_bulk` matched need no other write)."""
     index = entries[0] if entries is not None else {}
     if any(name not in index for name in names):
-        for name in names:
-            if name not in index:
-                _new_entry(obj, held, name)
+        _new_entries(obj, held, [name for name in names if name not in index])
         entries = _held_arrays(held)
         index = entries[0]
     matched = entries[5]
@@ -1166,7 +1172,7 @@ def write_stretch(obj, skeleton, scales: dict[int, float], pose: PoseRead | None
         stretched[skeleton.index(name)] = value
         entry = held.get(name)
         if entry is None:
-            entry = _new_entry(obj, held, name)
+            entry = _new_entries(obj, held, [name])[0]
         scale = tuple(obj.pose.bones[name].scale)
         if not (entry.scaled and _same(scale, entry.written_scale)):
             entry.fk_scale = scale  # the bone does not hold our last stretch: its scale is the animator's
@@ -1353,7 +1359,8 @@ def _read_channels(obj, names: list[str], at: list[int], depsgraph=None, pose: P
     current = _rotation_values(pose, at, modes)
     held = held_bones(obj)
     entries = _held_arrays(held)
-    return _Channels(at, names, modes, arrays, current, held, entries, _fk_in_bulk(obj, names, modes, current, entries, depsgraph))
+    fk_values = _fk_in_bulk(obj, held, names, modes, current, entries, depsgraph)
+    return _Channels(at, names, modes, arrays, current, held, entries, fk_values)
 
 
 def _rotation_values(pose: PoseRead, at: list[int], modes: list[str]) -> list[tuple[float, ...]]:

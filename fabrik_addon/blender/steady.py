@@ -168,18 +168,16 @@ def _remember_limited(obj, depsgraph, inputs: tuple, values: list[EffectorValues
 
 
 def _unkeepable(channels) -> bool:
-    """Whether the channels a solve wrote rule out a plan: bones IK stretch scaled, entries held in memory, or a
-    written bone that holds no entry."""
+    """Whether the channels a solve wrote rule out a plan: bones IK stretch scaled, or entries held in memory."""
     entries = channels.entries
-    if (entries is not None and entries[4].any()) or channels.held.in_memory:
-        return True
-    names = set(channels.held.keys())  # (the solve may have added entries)
-    return any(name not in names for name in channels.names)
+    return (entries is not None and entries[4].any()) or channels.held.in_memory
 
 
 def _keep(obj, depsgraph, inputs, values, pose, gathered, channels, read, start, animation, limited) -> None:
-    """Make the rig's plan."""
-    index = {name: i for i, name in enumerate(channels.held.keys())}
+    """Make the rig's plan, where every bone written holds an entry."""
+    index = {name: i for i, name in enumerate(channels.held.keys())}  # (the solve may have added entries)
+    if any(name not in index for name in channels.names):
+        return
     _plans[obj.name] = Plan(
         obj, len(values), values, [value.solved() for value in values],
         rig.world_to_armature(obj.evaluated_get(depsgraph)), gathered, read, start, pose,
@@ -323,8 +321,7 @@ def _follow(plan: Plan, obj, goals: list) -> tuple[list, object] | None:
         previous = solving.last_solution(obj.name)
         if previous is None or any(b not in previous for b in problem.bones):
             return None
-        start = solving.start_pose(obj, skeleton, {b: solving.as_matrix(previous[b]) for b in problem.bones})
-        limited.rig = refine.AngleRig(skeleton, limited.tree, start)
+        limited.rig = solving.followed_rig(obj, skeleton, limited.tree, previous)
     report = fabrik.follow_limited(skeleton, limited.tree, goals, limited.rig, problem.settings)
     if report is None or not math.isfinite(sum(map(sum, limited.rig.local))):
         limited.rig = None

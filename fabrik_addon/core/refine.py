@@ -638,8 +638,7 @@ def _settling_step(
     values = rig.get(free, table)
     wanted = aim(rig, free)
     pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
-    jw = j if weight is None else j * weight
-    gram = jw @ j.T + damping * damping * np.eye(len(e))
+    jw, gram = _weighted_gram(j, weight, damping)
     free_pull = pull - jw.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
     if np.abs(free_pull).max(initial=0.0) < settled:
         return 1, None
@@ -652,13 +651,19 @@ def _settling_step(
         table = rig.table(free)
         j, e = _linearised(rig, problem, free, table)
         values = rig.get(free, table)
-        jw = j if weight is None else j * weight
-        gram = jw @ j.T + damping * damping * np.eye(len(e))
+        jw, gram = _weighted_gram(j, weight, damping)
         rig.step(free, np.clip(values + jw.T @ np.linalg.solve(gram, e), lo, hi) - values)
     if not problem.reached(*goal_errors_of(rig, problem), tolerance):
         rig.restore(before)
         return used, False
     return used, True
+
+
+def _weighted_gram(j: np.ndarray, weight: np.ndarray | None, damping: float) -> tuple[np.ndarray, np.ndarray]:
+    """J's columns weighed (`Freedom.settling_weight`), and the damped Gram matrix J W J^T + damping^2 I of a
+    weighed least-squares step."""
+    jw = j if weight is None else j * weight
+    return jw, jw @ j.T + damping * damping * np.eye(len(j))
 
 
 def values_after_turn(rig: "AngleRig", coordinates: Sequence[Coordinate], node: int, turn: Quat) -> dict[int, float]:
