@@ -452,7 +452,7 @@ def paper_setting(trials: int = 500) -> str:
     import numpy as np
 
     from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
-    from fabrik_addon.core.rotation import quaternion_to_matrix
+    from fabrik_addon.core.matrix_rows import quaternion_to_matrix
 
     n = 10
     skeleton = skeleton_from_points([-1] + list(range(n - 1)), [(0, 0, i) for i in range(n)], [(0, 0, i + 1) for i in range(n)])

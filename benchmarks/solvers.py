@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points  # noqa: E402
-from fabrik_addon.core.rotation import quaternion_to_matrix  # noqa: E402
+from fabrik_addon.core.matrix_rows import quaternion_to_matrix  # noqa: E402
 from fabrik_addon.core.solvers import DESCRIPTIONS, SOLVERS  # noqa: E402
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from fabrik_addon.core import Pose, Skeleton, skeleton_from_points
-from fabrik_addon.core.rotation import quaternion_to_matrix
+from fabrik_addon.core.matrix_rows import quaternion_to_matrix
 
 
 def straight_chain(n: int, length: float = 1.0) -> Skeleton:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
 from fabrik_addon.core import quat
 from fabrik_addon.core.limits import JointLimit, clamp_swing, constrain
-from fabrik_addon.core.rotation import quaternion_to_matrix
+from fabrik_addon.core.matrix_rows import quaternion_to_matrix
 from limit_checks import assert_within, blender_limits, swing_and_twist
 from skeletons import random_chain, skeletons, straight_chain
 

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from fabrik_addon.core import Goal, SolveSettings, batch, fabrik, local_solve, quat, rotation, solve, stretch
+from fabrik_addon.core import Goal, SolveSettings, batch, fabrik, local_solve, matrix_rows, quat, solve, stretch
 from fabrik_addon.core.fabrik import moving_tree
 from fabrik_addon.core.limits import JointLimit
 from skeletons import hand, random_rotations, skeletons, straight_chain
@@ -196,12 +196,12 @@ def test_chains_and_a_hand_solve_as_fabrik_does():
 
 
 def test_a_nearly_opposite_turn_keeps_the_careful_roll():
-    """A bone that turns almost half round swings as rotation.swung_frames swings it."""
+    """A bone that turns almost half round swings as matrix_rows.swung_frames swings it."""
     frame = quat.about_axis((0.0, 0.0, 1.0), 0.3)
     a = quat.y_axis(frame)
     b = quat.rotate(quat.about_axis(quat.x_axis(frame), np.pi - 1e-5), a)
 
-    expected = rotation.swung_frames(np.array([quat.to_matrix(frame)]), np.array([b]))[0]
+    expected = matrix_rows.swung_frames(np.array([quat.to_matrix(frame)]), np.array([b]))[0]
     np.testing.assert_allclose(quat.to_matrix(local_solve._swung_half_round(frame, a, b)), expected, atol=1e-9)
 
 

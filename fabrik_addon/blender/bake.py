@@ -16,7 +16,7 @@ import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from ..core import SOLVERS, SolveReport, batch, rotation
+from ..core import SOLVERS, SolveReport, batch, channels, matrix_rows
 from . import animdata, integrity, rig, solving
 from .editable import action_editable, editable
 from .bake_batch import FrameBatch, goal_layout
@@ -397,7 +397,7 @@ class Baker:
         if quaternion and self.solved.all() and np.isfinite(self.locals[:, quaternion]).all():
             # All frames solved: convert at once and keep the signs continuous (q and -q are the same turn).
             count = len(self.frames)
-            q = rotation.quaternions_from_matrices(self.locals[:, quaternion].reshape(-1, 3, 3)).reshape(count, -1, 4)
+            q = matrix_rows.quaternions_from_matrices(self.locals[:, quaternion].reshape(-1, 3, 3)).reshape(count, -1, 4)
             same_side = np.sign(np.einsum("fbi,fbi->fb", q[1:], q[:-1]))
             same_side[same_side == 0] = 1.0
             q *= np.concatenate((np.ones((1, len(quaternion))), np.cumprod(same_side, axis=0)))[:, :, None]

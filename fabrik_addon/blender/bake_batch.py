@@ -29,7 +29,7 @@ from dataclasses import replace
 import bpy
 import numpy as np
 
-from ..core import batch, fabrik, local_solve, quat, refine, rotation, stretch
+from ..core import batch, channels, fabrik, local_solve, matrix_rows, quat, refine, stretch
 from ..core import limits as joint_limits
 from ..core.fabrik import moving_tree, open_cones_as_free
 from ..core.quat import Quat
@@ -218,13 +218,13 @@ class FrameBatch:
         skeleton, tree = self.skeleton, self.tree
         count = len(local)
         good = errors.max(axis=1) <= self.solve_settings.tolerance
-        quaternions = rotation.quaternions_from_matrices(local.reshape(-1, 3, 3)).reshape(count, -1, 4)
+        quaternions = matrix_rows.quaternions_from_matrices(local.reshape(-1, 3, 3)).reshape(count, -1, 4)
         for k, limit in enumerate(tree.limits):
             if limit is not None:
                 good &= joint_limits.allows_rows(limit, quaternions[:, k])
         leaves = [k for k, limit in enumerate(tree.limits) if limit is not None and not tree.children[k]]
         if leaves and good.any():
-            begun = rotation.quaternions_from_matrices(start[:, leaves].reshape(-1, 3, 3)).reshape(count, -1, 4)
+            begun = matrix_rows.quaternions_from_matrices(start[:, leaves].reshape(-1, 3, 3)).reshape(count, -1, 4)
             for f in np.flatnonzero(good).tolist():
                 for j, k in enumerate(leaves):
                     twisted = local_solve.with_start_twist(
@@ -357,7 +357,7 @@ class FrameBatch:
         matrices = np.empty((len(indices), len(self.moving), 3, 3))
         if self._rotated:
             quaternions = np.array(list(self._rotated.values())).reshape(-1, 4)
-            matrices[[row_of[i] for i in self._rotated]] = rotation.quaternion_to_matrix(quaternions).reshape(
+            matrices[[row_of[i] for i in self._rotated]] = matrix_rows.quaternion_to_matrix(quaternions).reshape(
                 len(self._rotated), -1, 3, 3
             )
         if self._swung:
@@ -367,7 +367,7 @@ class FrameBatch:
     def _swung_rotations(self, swung: list[tuple[list[Quat], int]]) -> np.ndarray:
         """The local rotations (frames, m, 3, 3) of frames `solve_on` left (armature space), each with the row of
         the frame read (its fixed parents' pose)."""
-        frames = rotation.quaternion_to_matrix(np.array([f for f, _ in swung]).reshape(-1, 4))
+        frames = matrix_rows.quaternion_to_matrix(np.array([f for f, _ in swung]).reshape(-1, 4))
         parent_frames = None
         if self.fixed_parents:
             parent_frames = _unit_frames(np.asarray([self.parents[row] for _, row in swung]))
@@ -431,17 +431,17 @@ class FrameBatch:
         for k, (b, mode) in enumerate(zip(self.moving, self.modes)):
             if mode == 'QUATERNION':
                 values = channels["quat"][:, b]
-                fk[:, k] = rotation.quaternion_to_matrix(values)
+                fk[:, k] = matrix_rows.quaternion_to_matrix(values)
             elif mode == 'AXIS_ANGLE':
                 values = channels["axis"][:, b]
                 axis = values[:, 1:]
                 size = np.linalg.norm(axis, axis=1)
                 axis = np.where(size[:, None] > 0.0, axis / np.where(size > 0.0, size, 1.0)[:, None], [0.0, 1.0, 0.0])
                 half = np.where(size > 0.0, values[:, 0] / 2.0, 0.0)  # Blender poses a zero axis as no turn
-                fk[:, k] = rotation.quaternion_to_matrix(np.column_stack((np.cos(half), axis * np.sin(half)[:, None])))
+                fk[:, k] = matrix_rows.quaternion_to_matrix(np.column_stack((np.cos(half), axis * np.sin(half)[:, None])))
             else:
                 values = channels["euler"][:, b]
-                fk[:, k] = rotation.euler_matrices(values, mode)
+                fk[:, k] = matrix_rows.euler_matrices(values, mode)
             stashed = solving.stashed_fk(self.obj, self.skeleton.names[b])
             # A value held for another rotation mode (the bone's mode changed since the batch began) says nothing.
             if stashed is not None and len(stashed[0]) == values.shape[1]:

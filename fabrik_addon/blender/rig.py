@@ -8,7 +8,7 @@ from array import array
 import numpy as np
 from mathutils import Matrix
 
-from ..core import Pose, Skeleton, rotation
+from ..core import Pose, Skeleton, channels
 from ..core.limits import JointLimit
 
 # Skeletons are rebuilt only when the armature's structure or rest pose changes.
@@ -283,7 +283,7 @@ def rotation_value(pose_bone) -> tuple[float, ...]:
 def channel_value(mode: str, local: np.ndarray, previous: tuple[float, ...]) -> tuple[float, ...]:
     """A local 3x3 rotation as a value of the mode's channel, continuous with `previous` (no sign or 2pi jumps)."""
     # In double precision: mathutils' single-precision axis-angle drops turns under about 3e-4 rad.
-    return rotation.channel_from_matrix(mode, local.tolist(), previous)
+    return channels.channel_from_matrix(mode, local.tolist(), previous)
 
 
 def single_precision(value) -> tuple[float, ...]:

@@ -12,7 +12,7 @@ import bpy
 import numpy as np
 from mathutils import Matrix, Vector
 
-from ..core import DESCRIPTIONS, SOLVERS, Goal, SolveReport, SolveSettings, local_solve, quat, refine, rotation, stretch
+from ..core import DESCRIPTIONS, Goal, SOLVERS, SolveReport, SolveSettings, channels, local_solve, matrix_rows, quat, refine, stretch
 from ..core.fabrik import chain_reach, moving_tree, open_cones_as_free
 from ..core.problem import goal_reached, turned_off, validate_goals, validate_settings
 from . import animdata, editable, integrity, rig
@@ -650,7 +650,7 @@ def _read_free_tree(
     at = _pose_indices(obj, skeleton, tree)
     channels = _read_channels(obj, [skeleton.names[b] for b in tree.bones], at.tolist(), depsgraph, pose)
     fk_rotations = [
-        rotation.channel_to_quaternion(mode, value) for mode, value in zip(channels.modes, channels.fk_values)
+        channels.channel_to_quaternion(mode, value) for mode, value in zip(channels.modes, channels.fk_values)
     ]
     rotations = fk_rotations
     if previous is not None:
@@ -772,8 +772,8 @@ def channel_values(modes: list[str], solved: list, current: list) -> list:
     what the channel holds now (`current`: no sign or 2 pi jumps, as mathutils' make_compatible does). (On plain
     floats: quicker than on arrays for any number of bones, once the list of them is counted in.)"""
     if modes and modes.count('QUATERNION') == len(modes):
-        return list(map(rotation.compatible_quaternion, solved, current))
-    return [rotation.channel_from_quaternion(mode, q, now) for q, now, mode in zip(solved, current, modes)]
+        return list(map(channels.compatible_quaternion, solved, current))
+    return [channels.channel_from_quaternion(mode, q, now) for q, now, mode in zip(solved, current, modes)]
 
 
 def write_channels(obj, at, modes: list[str], arrays: dict, current: list, values: list) -> list[tuple[float, ...]]:
@@ -828,9 +828,9 @@ def _write_solution(obj, solution: Solution, hold: bool) -> None:
     channels, bones = solution.channels, solution.bones
     # Every solved rotation as a quaternion at once, then each as its channel's value (in double precision:
     # mathutils' single-precision axis-angle drops turns under about 3e-4 rad).
-    solved = rotation.quaternions_from_matrices(solution.local[bones]).tolist()
+    solved = matrix_rows.quaternions_from_matrices(solution.local[bones]).tolist()
     values = [
-        rotation.channel_from_quaternion(mode, tuple(q), now)
+        channels.channel_from_quaternion(mode, tuple(q), now)
         for q, mode, now in zip(solved, channels.modes, channels.current)
     ]
     _write_and_hold(obj, channels, values, [solution.fk_values[b] for b in bones], hold)
@@ -859,11 +859,11 @@ def _compute_free_tree(obj, depsgraph, gathered: Gathered, previous: dict | None
     skeleton = gathered.skeleton
     local = skeleton.local_rotations(rig.current_pose(obj, skeleton))
     bones = list(read.tree.bones)
-    local[bones] = rotation.quaternion_to_matrix(np.array(_shown(read, solved)))
+    local[bones] = matrix_rows.quaternion_to_matrix(np.array(_shown(read, solved)))
     fk_values = dict(zip(bones, read.channels.fk_values))
     unblended = None
     if read.influence is not None:
-        unblended = dict(zip(bones, rotation.quaternion_to_matrix(np.array(solved))))
+        unblended = dict(zip(bones, matrix_rows.quaternion_to_matrix(np.array(solved))))
     return result, Solution(skeleton, bones, local, {}, {}, fk_values, unblended)
 
 
@@ -1398,10 +1398,10 @@ def _animated(keyed: tuple, name: str, channel: str, value: tuple[float, ...]) -
 
 def channel_matrices(modes: list[str], values: list[tuple[float, ...]]) -> np.ndarray:
     """`channel_matrix` of many values at once, (n, 3, 3)."""
-    quaternions = [rotation.channel_to_quaternion(mode, value) for mode, value in zip(modes, values)]
-    return rotation.quaternion_to_matrix(np.array(quaternions).reshape(-1, 4))
+    quaternions = [channels.channel_to_quaternion(mode, value) for mode, value in zip(modes, values)]
+    return matrix_rows.quaternion_to_matrix(np.array(quaternions).reshape(-1, 4))
 
 
 def channel_matrix(mode: str, value: tuple[float, ...]) -> np.ndarray:
     """A rotation channel value in the given mode as a 3x3 matrix."""
-    return np.array(rotation.channel_to_matrix(mode, value))  # double precision, as Blender reads the value
+    return np.array(channels.channel_to_matrix(mode, value))  # double precision, as Blender reads the value

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import batch_offsets, fabrik, pole, refine, rotation, stretch
+from . import batch_offsets, fabrik, matrix_rows, pole, refine, stretch
 from .fabrik import branch_weights, moving_tree, pulls
 from .problem import Goal, SolveSettings, validate_settings
 from .skeleton import Pose, Skeleton
@@ -271,7 +271,7 @@ def _turned_frames(start_frames: np.ndarray, heads: np.ndarray, tails: np.ndarra
     """Each moving bone's start frame turned the shortest way onto its solved direction, (F, m, 3, 3)."""
     count, m = heads.shape[:2]
     directions = (tails - heads) / length[None, :, None]
-    frames = rotation.swung_frames(start_frames.reshape(-1, 3, 3), directions.reshape(-1, 3))
+    frames = matrix_rows.swung_frames(start_frames.reshape(-1, 3, 3), directions.reshape(-1, 3))
     return frames.reshape(count, m, 3, 3)
 
 
@@ -287,7 +287,7 @@ def _bend_if_straight_at(
         return
     top = chain[-1]
     axis = tails[straight, chain[0]] - heads[straight, top]
-    k = rotation.any_perpendicular(axis / np.linalg.norm(axis, axis=1)[:, None])
+    k = matrix_rows.any_perpendicular(axis / np.linalg.norm(axis, axis=1)[:, None])
     hinge = tails[straight, top]
     cos, sin = np.cos(0.2), np.sin(0.2)
 

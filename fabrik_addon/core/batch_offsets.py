@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import quat_arrays, rotation
+from . import matrix_rows, quat_rows
 from .fabrik import SLOW_WINDOW, MovingTree, branch_weights, pulls
 from .problem import Goal, SolveSettings
 from .vec import EPSILON
@@ -47,11 +47,11 @@ class Joints:
         count, m = heads.shape[:2]
         length = np.asarray(tree.length)
         tails = heads + length[None, :, None] * frames[:, :, :, 1]
-        q = rotation.quaternions_from_matrices(frames.reshape(-1, 3, 3)).reshape(count, m, 4)
+        q = matrix_rows.quaternions_from_matrices(frames.reshape(-1, 3, 3)).reshape(count, m, 4)
         offsets = np.zeros((count, m, 3))
         for k, p in enumerate(tree.parent):
             if p >= 0 and not tree.connected[k]:
-                offsets[:, k] = quat_arrays.rotate(quat_arrays.conj(q[:, p]), heads[:, k] - tails[:, p])
+                offsets[:, k] = quat_rows.rotate(quat_rows.conj(q[:, p]), heads[:, k] - tails[:, p])
         return cls(heads.copy(), tails, q, offsets, heads.copy(), tree.carried_frames(False))
 
     def rows(self, rows: np.ndarray) -> "Joints":
@@ -73,10 +73,10 @@ class Joints:
             if not carried:
                 q = frames[:, k]
                 after = (self.tails[:, k] - self.heads[:, k]) * (1.0 / tree.length[k])
-                turn = quat_arrays.arc(quat_arrays.y_axis(q), after, quat_arrays.x_axis(q))
-                frames[:, k] = quat_arrays.normalized(quat_arrays.mul(turn, q))
-        matrices = rotation.quaternion_to_matrix(frames.reshape(-1, 4))
-        return rotation.orthonormalized(matrices).reshape(count, m, 3, 3)
+                turn = quat_rows.arc(quat_rows.y_axis(q), after, quat_rows.x_axis(q))
+                frames[:, k] = quat_rows.normalized(quat_rows.mul(turn, q))
+        matrices = matrix_rows.quaternion_to_matrix(frames.reshape(-1, 4))
+        return matrix_rows.orthonormalized(matrices).reshape(count, m, 3, 3)
 
 
 def solve(
@@ -191,8 +191,8 @@ def _turn(joints: Joints, k: int, before: np.ndarray, after: np.ndarray, rows=sl
     if not joints.carried[k]:
         return
     q = joints.frames[rows, k]
-    turn = quat_arrays.arc(before, after, quat_arrays.x_axis(q))
-    joints.frames[rows, k] = quat_arrays.normalized(quat_arrays.mul(turn, q))
+    turn = quat_rows.arc(before, after, quat_rows.x_axis(q))
+    joints.frames[rows, k] = quat_rows.normalized(quat_rows.mul(turn, q))
 
 
 def _forward_reaching(tree: MovingTree, joints: Joints, targets: np.ndarray, asks: list) -> None:
@@ -212,7 +212,7 @@ def _forward_reaching(tree: MovingTree, joints: Joints, targets: np.ndarray, ask
         pull = None  # weighted offsets of the pulled points from the tail
         for kind, c, w in node_asks:
             if kind == "child" and not tree.connected[c]:
-                o = w * quat_arrays.rotate(frames[:, k], joints.offsets[:, c])
+                o = w * quat_rows.rotate(frames[:, k], joints.offsets[:, c])
                 pull = o if pull is None else pull + o
         if pull is None:
             _move_tail(joints, k, tree.length[k], slice(None), wanted)
@@ -229,7 +229,7 @@ def _move_tail(joints: Joints, k: int, length: float, rows, wanted: np.ndarray) 
     """FABRIK's move for bone k in some frames: the tail to `wanted`, the head onto the line, the frame turned."""
     head, tail = joints.heads[rows, k], joints.tails[rows, k]
     before = (tail - head) * (1.0 / length)
-    head = quat_arrays.reach(wanted, head, length, head - tail)
+    head = quat_rows.reach(wanted, head, length, head - tail)
     joints.heads[rows, k], joints.tails[rows, k] = head, wanted
     _turn(joints, k, before, (wanted - head) * (1.0 / length), rows)
 
@@ -242,11 +242,11 @@ def _move_rigidly(joints: Joints, k: int, rows: np.ndarray, point: np.ndarray, w
     short = arm < EPSILON
     arm = np.where(short, 1.0, arm)
     before = lever * (1.0 / arm)[:, None]
-    new_head = quat_arrays.reach(wanted, head, arm, -lever)
+    new_head = quat_rows.reach(wanted, head, arm, -lever)
     after = (wanted - new_head) * (1.0 / arm)[:, None]
-    turn = quat_arrays.arc(before, after, rotation.any_perpendicular(np.where(short[:, None], [0.0, 1.0, 0.0], before)))
-    new_tail = new_head + quat_arrays.rotate(turn, tail - head)
-    frames = quat_arrays.normalized(quat_arrays.mul(turn, joints.frames[rows, k]))
+    turn = quat_rows.arc(before, after, matrix_rows.any_perpendicular(np.where(short[:, None], [0.0, 1.0, 0.0], before)))
+    new_tail = new_head + quat_rows.rotate(turn, tail - head)
+    frames = quat_rows.normalized(quat_rows.mul(turn, joints.frames[rows, k]))
     if short.any():
         # The pulled point is the head itself: the bone just shifts.
         shift = wanted[short] - point[short]
@@ -267,9 +267,9 @@ def _backward_reaching(tree: MovingTree, joints: Joints) -> None:
         elif tree.connected[k]:
             head = tails[:, p]
         else:
-            head = tails[:, p] + quat_arrays.rotate(frames[:, p], joints.offsets[:, k])
+            head = tails[:, p] + quat_rows.rotate(frames[:, p], joints.offsets[:, k])
         length = tree.length[k]
-        tail = quat_arrays.reach(head, old_tail, length, old_bone)
+        tail = quat_rows.reach(head, old_tail, length, old_bone)
         heads[:, k], tails[:, k] = head, tail
         _turn(joints, k, old_bone * (1.0 / length), (tail - head) * (1.0 / length))
 
@@ -310,9 +310,9 @@ def _bend_if_straight_at(
     top = chain[-1]
     hinge = joints.heads[rows, chain[-2]]
     half = 0.1  # half of the 0.2 rad bend
-    axis = quat_arrays.x_axis(joints.frames[rows, top])
+    axis = quat_rows.x_axis(joints.frames[rows, top])
     turn = np.column_stack((np.full(len(rows), np.cos(half)), axis * np.sin(half)))
     for k in tree.subtree(chain[-2]):
-        joints.heads[rows, k] = hinge + quat_arrays.rotate(turn, joints.heads[rows, k] - hinge)
-        joints.tails[rows, k] = hinge + quat_arrays.rotate(turn, joints.tails[rows, k] - hinge)
-        joints.frames[rows, k] = quat_arrays.normalized(quat_arrays.mul(turn, joints.frames[rows, k]))
+        joints.heads[rows, k] = hinge + quat_rows.rotate(turn, joints.heads[rows, k] - hinge)
+        joints.tails[rows, k] = hinge + quat_rows.rotate(turn, joints.tails[rows, k] - hinge)
+        joints.frames[rows, k] = quat_rows.normalized(quat_rows.mul(turn, joints.frames[rows, k]))

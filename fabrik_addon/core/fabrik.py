@@ -55,7 +55,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import limits, pole, quat, refine, rotation
+from . import limits, matrix_rows, pole, quat, refine
 from . import stretch as ik_stretch
 from .problem import Goal, Progress, SolveReport, SolveSettings, begin, goal_reached
 from .skeleton import Pose, Skeleton, pose_with, zero_links
@@ -1227,9 +1227,9 @@ def _pose_from_joints(skeleton: Skeleton, start: Pose, tree: MovingTree, joints:
         return start.copy()
     moving = list(tree.bones)
     if joints.frames is not None:
-        frames = rotation.orthonormalized(rotation.quaternion_to_matrix(np.asarray(joints.final_frames(tree))))
+        frames = matrix_rows.orthonormalized(matrix_rows.quaternion_to_matrix(np.asarray(joints.final_frames(tree))))
     else:
         # A free connected tree carried no frames: each bone turns the shortest way from where it started.
         directions = (np.asarray(joints.tails) - np.asarray(joints.heads)) / np.asarray(tree.length)[:, None]
-        frames = rotation.swung_frames(start.frames[moving], directions)
+        frames = matrix_rows.swung_frames(start.frames[moving], directions)
     return pose_with(skeleton, start, moving, np.asarray(joints.heads), frames)

@@ -10,7 +10,7 @@ and each bone's new local rotation comes out relative to its parent.
 
 * A connected tree carries no frames: each bone's new frame is its start
   frame turned the shortest way onto its new direction (as
-  `rotation.swung_frames` does). One chain pulled at its tip runs the paper's
+  `matrix_rows.swung_frames` does). One chain pulled at its tip runs the paper's
   two passes as they are written (`fabrik.solve_chain`).
 * A tree with bones hanging off their parents' tails (a hand's fingers off
   the palm) carries every bone's frame through the passes, as `fabrik.solve`
@@ -496,7 +496,7 @@ def _iterate(
 
 def _swung_half_round(frame: Quat, a: Vec, b: Vec) -> Quat:
     """The frame turned from its Y axis a onto unit b nearly opposite (a.b below -1 + 1e-6), as
-    `rotation.swung_frames` turns it there: a half turn about its X axis made perpendicular to a, then the short
+    `matrix_rows.swung_frames` turns it there: a half turn about its X axis made perpendicular to a, then the short
     rest. (`swung_frames` turns every other frame itself.)"""
     x = quat.x_axis(frame)
     kd = a[0] * x[0] + a[1] * x[1] + a[2] * x[2]
@@ -510,7 +510,7 @@ def _swung_half_round(frame: Quat, a: Vec, b: Vec) -> Quat:
 def swung_frames(
     tree: MovingTree, frames: list[Quat], joints: Joints, carried: Sequence[bool] | None = None
 ) -> list[Quat]:
-    """Each node's start frame turned the shortest way onto its solved direction (as `rotation.swung_frames`);
+    """Each node's start frame turned the shortest way onto its solved direction (as `matrix_rows.swung_frames`);
     the frames of nodes the passes `carried` (`Joints.carried`) as they are (as `Joints.final_frames`)."""
     # (the common turn and its product written out, as in `start_joints`: once per moving bone every frame)
     heads, tails = joints.heads, joints.tails

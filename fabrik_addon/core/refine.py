@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from . import limits, quat, quat_arrays, rotation
+from . import limits, matrix_rows, quat, quat_rows
 from .limits import JointLimit
 from .problem import Goal, goal_reached
 from .quat import Quat
@@ -199,7 +199,7 @@ class AngleRig:
 
     def pose(self, skeleton: Skeleton, start: Pose) -> Pose:
         """The full pose: the moving bones from here, the bones below them following rigidly."""
-        frames = rotation.quaternion_to_matrix(np.array(self.frames).reshape(-1, 4))
+        frames = matrix_rows.quaternion_to_matrix(np.array(self.frames).reshape(-1, 4))
         return pose_with(skeleton, start, list(self.tree.bones), np.array(self.heads).reshape(-1, 3), frames)
 
     def table(self, free: "Freedom") -> np.ndarray:
@@ -217,7 +217,7 @@ class AngleRig:
             angles = table[free.swing_rows]
             local = local.copy()
             local[free.swings] = _swing_derivatives(angles[:, 0], angles[:, 1], free.about_x)
-        return quat_arrays.rotate(turns, local)
+        return quat_rows.rotate(turns, local)
 
     def get(self, free: "Freedom", table: np.ndarray) -> np.ndarray:
         """The coordinates' current values (free joints count from where they are: 0)."""
@@ -709,7 +709,7 @@ def with_idle_twists_from(
         sx, sz, _ = limited_angles(tree.limits[k], zero_frame, quat.from_matrix(pose.frames[bones[k]].tolist()))
         frames.append(quat.mul(zero_frame, quat.from_swing_twist(sx, sz, twists[k])))
     turned = [bones[k] for k in idle]
-    return pose_with(skeleton, pose, turned, pose.heads[turned], rotation.quaternion_to_matrix(np.array(frames)))
+    return pose_with(skeleton, pose, turned, pose.heads[turned], matrix_rows.quaternion_to_matrix(np.array(frames)))
 
 
 def start_twists(skeleton: Skeleton, tree: "MovingTree", problem: Problem, start: Pose) -> dict[int, float]:

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import quat, rotation
+from . import matrix_rows, quat
 from .limits import JointLimit
 
 #: Bones shorter than this are refused; Blender itself removes zero-length bones.
@@ -73,7 +73,7 @@ class Skeleton:
         bad = np.flatnonzero(~(y_lengths >= 1e-9))
         if len(bad):
             raise ValueError(f"bone '{self.names[bad[0]]}' has a rest frame without a usable Y axis")
-        self.rest_frames = rotation.orthonormalized(frames) if n else frames
+        self.rest_frames = matrix_rows.orthonormalized(frames) if n else frames
         heads = heads.copy()
         self.rest_heads = heads
         self.lengths = lens
@@ -335,7 +335,7 @@ def skeleton_from_points(
     for i, length in enumerate(lengths):
         if not np.isfinite(length) or length < MIN_BONE_LENGTH:
             raise ValueError(f"bone '{names[i]}' has zero length or a point that is not a finite number")
-    frames = rotation.frames_from_y(axes / lengths[:, None])
+    frames = matrix_rows.frames_from_y(axes / lengths[:, None])
     return Skeleton(parents, heads, frames, lengths, names)
 
 

@@ -36,7 +36,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import limits, quat, rotation
+from . import limits, matrix_rows, quat
 from .problem import Goal, SolveReport, SolveSettings, begin
 from .skeleton import Pose, Skeleton, pose_with
 
@@ -267,7 +267,7 @@ def _lay_straight(skeleton: Skeleton, goals: Sequence[Goal], stretching: list[in
         if distance <= 0.0 or abs(distance - sum(pose.lengths[b] for b in chain)) > 1e-6 * distance:
             continue  # not grown to exactly its target's distance (another goal grew it further, say)
         bones = chain[::-1]
-        frames = rotation.swung_frames(pose.frames[bones], np.broadcast_to(away / distance, (len(bones), 3)))
+        frames = matrix_rows.swung_frames(pose.frames[bones], np.broadcast_to(away / distance, (len(bones), 3)))
         along = np.concatenate(([0.0], np.cumsum([pose.lengths[b] for b in bones])[:-1]))
         straight = pose_with(skeleton, pose, bones, base + along[:, None] * (away / distance), frames)
         if _within_limits(skeleton, straight, chain):

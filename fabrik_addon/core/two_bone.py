@@ -34,7 +34,7 @@ import numpy as np
 from . import limits, pole, quat
 from .iterative import pose_with
 from .problem import Goal, SolveReport, SolveSettings, begin
-from .rotation import swing_matrix
+from .matrix_rows import swing_matrix
 from .skeleton import Pose, Skeleton
 from .vec import EPSILON, perpendicular
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import rotation
+from . import matrix_rows
 from .vec import EPSILON
 
 
@@ -80,7 +80,7 @@ def _half_turns(a: np.ndarray, axis: np.ndarray) -> np.ndarray:
     n = np.sqrt(np.einsum("ij,ij->i", k, k))
     along = n < 1e-9
     if along.any():
-        k[along], n[along] = rotation.any_perpendicular(a[along]), 1.0
+        k[along], n[along] = matrix_rows.any_perpendicular(a[along]), 1.0
     return np.column_stack((np.zeros(len(a)), k / n[:, None]))
 
 
