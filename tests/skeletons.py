@@ -107,7 +107,7 @@ def random_chain(rng: np.random.Generator, n: int):
 
 def assert_unmoved_outside_chains(skeleton: Skeleton, goals, start: Pose, pose: Pose) -> None:
     """Bones neither in a goal's chain nor below one are exactly where they were."""
-    from fabrik_addon.core.fabrik import moving_tree
+    from fabrik_addon.core.tree import moving_tree
 
     moved = set(moving_tree(skeleton, goals).bones)
     for bone in range(len(skeleton)):

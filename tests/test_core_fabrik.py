@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from fabrik_addon.core import Goal, Pose, SolveSettings, solve
-from fabrik_addon.core.fabrik import Joints, chain_backward, chain_forward, forward_reaching, moving_tree
+from fabrik_addon.core.fabrik import chain_backward, chain_forward, forward_reaching
+from fabrik_addon.core.tree import Joints, Start, moving_tree
 from fabrik_addon.core.matrix_rows import swing_matrix
 from skeletons import assert_rigid_pose, assert_unmoved_outside_chains, hand, random_rotations, skeletons, straight_chain, unit_vectors
 
@@ -145,7 +146,7 @@ def test_sub_base_goes_to_the_weighted_centroid_of_its_branches(w1, w2, seed):
     )
     goals = [Goal(1, tuple(rng.uniform(-3, 3, 3)), w1), Goal(2, tuple(rng.uniform(-3, 3, 3)), w2)]
     tree = moving_tree(skeleton, goals)
-    joints = Joints(skeleton, tree, skeleton.rest_pose())
+    joints = Joints(tree, Start.of_pose(skeleton, tree, skeleton.rest_pose()))
     weights = [w1, w2]
     branch = [w1 + w2, w1, w2]
     forward_reaching(tree, joints, [g.target for g in goals], weights, branch)
@@ -316,7 +317,8 @@ def test_in_a_free_tree_with_offsets_only_the_bones_children_hang_from_carry_the
     """The palm, which fingers hang from at offsets, turns with every pass (its frame places them); a finger
     bone, from which nothing hangs at an offset, turns once from its start the shortest way to where its bone
     ends up, as every bone of a free chain does (per-pass turns would add a twist of their own)."""
-    from fabrik_addon.core.fabrik import SLOW_WINDOW, _pose_from_joints, _solve_from
+    from fabrik_addon.core.fabrik import SLOW_WINDOW, solve_from
+    from fabrik_addon.core.tree import posed
     from fabrik_addon.core.matrix_rows import swung_frames
 
     skeleton, tips = hand()
@@ -334,9 +336,10 @@ def test_in_a_free_tree_with_offsets_only_the_bones_children_hang_from_carry_the
         goals = [Goal(t, tuple(aim.tails[t]), chain_length=4) for t in tips]
         settings = SolveSettings(max_iterations=200, tolerance=1e-4)
         # FABRIK's own part of the solve (where it hands over, the refinement's turns are its own).
-        joints, report = _solve_from(skeleton, tree, goals, start, settings, careful=True, window=SLOW_WINDOW)
+        begun = Start.of_pose(skeleton, tree, start)
+        joints, report = solve_from(tree, goals, begun, settings, careful=True, window=SLOW_WINDOW)
         assert report.iterations > 2
-        pose = _pose_from_joints(skeleton, start, tree, joints)
+        pose = posed(skeleton, tree, start, joints.final_frames(tree, begun), joints.heads)
         fingers = [b for b in tree.bones if b != 0]
         directions = (pose.tails[fingers] - pose.heads[fingers]) / skeleton.lengths[fingers][:, None]
         np.testing.assert_allclose(pose.frames[fingers], swung_frames(start.frames[fingers], directions), atol=1e-9)

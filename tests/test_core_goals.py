@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabrik_addon.core import Goal, SolveSettings, solve
-from fabrik_addon.core import fabrik, local_solve, quat
+from fabrik_addon.core import quat
+from fabrik_addon.core.plan import plan_for
 from skeletons import straight_chain
 
 
@@ -84,7 +85,7 @@ def test_the_pole_decides_which_way_the_chain_turns(pole, angle):
 def test_a_poled_limb_settles_on_its_triangle_facing_the_pole_without_passes(pole):
     """Two bones with a pole: turned by Blender's rule, the middle joint set on its triangle in that plane, the tip
     on the target. FABRIK's passes would leave them there, so none is run: 0 iterations, converged, the knee
-    facing the pole, and the live path's solver (`local_solve`) agreeing."""
+    facing the pole, and the plan's solve from local rotations (the live path's) agreeing."""
     skeleton = straight_chain(2)
     target = (0.4, 0.3, 1.5)
     knee = np.array(quat.to_matrix(quat.about_axis((1.0, 0.0, 0.0), 0.6)))
@@ -95,13 +96,13 @@ def test_a_poled_limb_settles_on_its_triangle_facing_the_pole_without_passes(pol
     assert np.linalg.norm(pose.tails[1] - np.array(target)) < 1e-9
     assert facing_error_degrees(pose, target, pose.heads[1] - pose.heads[0], pole) < 0.5
     # The live path's plain-float solver settles it the same way, without passes either.
-    lean = local_solve.solve(
-        local_solve.local_tree(skeleton, fabrik.moving_tree(skeleton, [goal])), [goal],
-        [tuple(quat.from_matrix(m)) for m in skeleton.local_rotations(bent)], [None, None], [None, None],
-        SolveSettings(),
-    )
-    assert lean is not None and lean[1].iterations == 0 and lean[1].converged
-    np.testing.assert_allclose(skeleton.local_rotations(pose)[1], quat.to_matrix(lean[0][1]), atol=1e-9)
+    plan = plan_for(skeleton, [goal])
+    rotations = [tuple(quat.from_matrix(m)) for m in skeleton.local_rotations(bent)]
+    start = plan.start(rotations, [None, None], [None, None], lambda: bent)
+    outcome = plan.solve([goal], start, SolveSettings())
+    assert outcome.report.iterations == 0 and outcome.report.converged
+    lean = plan.rotations(start, outcome)
+    np.testing.assert_allclose(skeleton.local_rotations(pose)[1], quat.to_matrix(lean[1]), atol=1e-9)
 
 
 def test_a_straight_chain_with_its_target_on_its_own_line_still_bends():
@@ -135,7 +136,8 @@ def test_holding_the_pole_never_changes_the_tips_distance_to_its_target(seed, bo
     after a backward one (tip anywhere), on bent chains with random targets
     (some out of reach), poles and pole angles.
     """
-    from fabrik_addon.core.fabrik import Joints, backward_reaching, forward_reaching, moving_tree
+    from fabrik_addon.core.fabrik import backward_reaching, forward_reaching
+    from fabrik_addon.core.tree import Joints, Start, moving_tree
     from fabrik_addon.core.pole import holds as pole_holds, turn_about_pole
 
     rng = np.random.default_rng(seed)
@@ -143,7 +145,7 @@ def test_holding_the_pole_never_changes_the_tips_distance_to_its_target(seed, bo
     target = tuple(rng.uniform(-1.5, 1.5, 3) * bones)
     goal = Goal(bones - 1, target, pole=tuple(rng.uniform(-3, 3, 3)), pole_angle=angle)
     tree = moving_tree(skeleton, [goal])
-    joints = Joints(skeleton, tree, start, framed=True)
+    joints = Joints(tree, Start.of_pose(skeleton, tree, start), framed=True)
     holds = pole_holds(tree, joints, [goal])
     for _ in range(3):
         forward_reaching(tree, joints, [goal.target], [1.0], [1.0] * bones)

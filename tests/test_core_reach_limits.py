@@ -10,7 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from fabrik_addon.core import Goal, SolveSettings, fabrik, refine, skeleton_from_points
+from fabrik_addon.core import Goal, SolveSettings, plan, refine, settle, skeleton_from_points
+from fabrik_addon.core.angles import AngleRig, TreeGoals, goal_errors_of
+from fabrik_addon.core.tree import Start, moving_tree
 from fabrik_addon.core.limits import JointLimit
 from limit_checks import assert_within, swing_and_twist
 
@@ -99,7 +101,7 @@ def test_targets_a_pose_inside_the_limits_reaches_are_reached(build, share):
     count, reached = 40, 0
     for sample in range(count):
         target = tuple(skeleton.pose_from_local(inside_limits(skeleton, rng)).tails[tip])
-        pose, report = fabrik.solve(skeleton, [Goal(tip, target)], settings=settings)
+        pose, report = plan.solve(skeleton, [Goal(tip, target)], settings=settings)
         assert report.iterations <= settings.max_iterations
         assert report.converged == (report.max_error <= settings.tolerance)
         reached += report.converged
@@ -117,7 +119,7 @@ def test_a_rotation_goal_on_the_flange_is_reached_with_its_roll():
     for _ in range(count):
         made = skeleton.pose_from_local(inside_limits(skeleton, rng))
         rotation = _quaternion(made.frames[tip])
-        pose, report = fabrik.solve(skeleton, [Goal(tip, tuple(made.tails[tip]), rotation=rotation)], settings=settings)
+        pose, report = plan.solve(skeleton, [Goal(tip, tuple(made.tails[tip]), rotation=rotation)], settings=settings)
         if report.converged:
             reached += 1
             off = math.degrees(math.acos(np.clip((np.trace(pose.frames[tip].T @ made.frames[tip]) - 1) / 2, -1, 1)))
@@ -141,7 +143,7 @@ def test_the_iteration_cap_holds_for_the_whole_solve_restarts_included(cap):
     """A target inside the reach sphere that the limits cannot reach: stuck, restarts tried, never past the cap."""
     skeleton = finger()
     settings = SolveSettings(max_iterations=cap, tolerance=1e-6)
-    pose, report = fabrik.solve(skeleton, [Goal(2, (0.0, -0.05, 0.0))], settings=settings)  # behind the knuckle
+    pose, report = plan.solve(skeleton, [Goal(2, (0.0, -0.05, 0.0))], settings=settings)  # behind the knuckle
     assert not report.converged and report.stopped_by in ("stalled", "max_iterations")
     assert report.iterations <= cap
     assert_pose_within_limits(skeleton, pose, "stuck")
@@ -159,7 +161,7 @@ def test_an_unreachable_target_under_limits_is_recognised_at_once():
     """
     skeleton = arm6()
     far = (3.0, 1.0, 2.0)
-    pose, report = fabrik.solve(skeleton, [Goal(5, far)])
+    pose, report = plan.solve(skeleton, [Goal(5, far)])
     assert report.stopped_by == "unreachable" and not report.converged and report.restarts == 0
     assert report.iterations < 50
     shoulder = (0.0, 0.0, 0.3)
@@ -178,8 +180,8 @@ def test_chains_that_share_no_bones_do_not_cost_each_other():
     both = skeleton_from_points(parents, heads, tails).with_limits(list(one.limits) + list(two.limits))
     reachable = tuple(one.pose_from_local(inside_limits(one, np.random.default_rng(1))).tails[2] + (0.03, 0, 0))
     stuck = Goal(2, (0.0, -0.05, 0.0))
-    alone_pose, alone = fabrik.solve(both, [Goal(5, reachable)])
-    pose, report = fabrik.solve(both, [stuck, Goal(5, reachable)])
+    alone_pose, alone = plan.solve(both, [Goal(5, reachable)])
+    pose, report = plan.solve(both, [stuck, Goal(5, reachable)])
     assert alone.converged and report.errors[1] == alone.errors[0]
     np.testing.assert_array_equal(pose.frames[3:], alone_pose.frames[3:])
     assert not report.converged and report.iterations <= SolveSettings().max_iterations
@@ -194,7 +196,7 @@ def test_a_roll_that_moves_no_goal_stays_where_it_was():
     rng = np.random.default_rng(5)
     for _ in range(10):
         target = tuple(skeleton.pose_from_local(inside_limits(skeleton, rng)).tails[5])
-        pose, report = fabrik.solve(skeleton, [Goal(5, target)], start)
+        pose, report = plan.solve(skeleton, [Goal(5, target)], start)
         _, _, twist = swing_and_twist(skeleton.local_rotations(pose)[5])
         assert twist == pytest.approx(R(40), abs=1e-9)
 
@@ -209,7 +211,7 @@ def test_warm_starts_follow_a_smooth_path_without_jumps_and_close_the_loop():
     previous = skeleton.local_rotations(skeleton.rest_pose())
     worst = 0.0
     for i, target in enumerate(path):
-        pose, report = fabrik.solve(skeleton, [Goal(5, target)], pose, settings)
+        pose, report = plan.solve(skeleton, [Goal(5, target)], pose, settings)
         assert report.converged, f"frame {i}: {report}"
         local = skeleton.local_rotations(pose)
         if i == 0:
@@ -242,9 +244,9 @@ def test_warm_starts_near_their_target_are_refined_first_and_fabrik_follows_wher
         if np.linalg.norm(target) >= reach:
             continue  # (beyond reach FABRIK stretches towards it first)
         refinements.clear()
-        _, report = fabrik.solve(skeleton, [Goal(11, target)], start, settings)
+        _, report = plan.solve(skeleton, [Goal(11, target)], start, settings)
         if not refinements:
-            assert report.converged  # (one settling step reached it: `refine.follow`)
+            assert report.converged  # (one settling step reached it: `settle.follow`)
             continue
         assert refinements[0].iterations > 0  # (refined from the start: no FABRIK pass before)
         if not refinements[0].converged:
@@ -259,7 +261,7 @@ def test_warm_starts_near_their_target_are_refined_first_and_fabrik_follows_wher
 
 def test_a_warm_started_tentacle_follows_a_loop_a_step_a_frame_and_comes_back_to_the_same_poses():
     """Continuity mode on a chain in cones: from the pose the frame before settled, each frame reaches its target
-    in one settling step (`refine.follow`, its leftover pull left to the next frame), turns no joint far, and
+    in one settling step (`settle.follow`, its leftover pull left to the next frame), turns no joint far, and
     the second round of a closed path gives the first round's poses."""
     skeleton = tentacle(30, 15.0)
     settings = SolveSettings(tolerance=1e-4, explore=False)
@@ -270,7 +272,7 @@ def test_a_warm_started_tentacle_follows_a_loop_a_step_a_frame_and_comes_back_to
     for _ in range(3):
         poses = []
         for target in path:
-            pose, report = fabrik.solve(skeleton, [Goal(29, target)], pose, settings)
+            pose, report = plan.solve(skeleton, [Goal(29, target)], pose, settings)
             assert report.converged
             steps.append(report.iterations)
             poses.append(skeleton.local_rotations(pose))
@@ -287,20 +289,20 @@ def test_a_warm_started_tentacle_follows_a_loop_a_step_a_frame_and_comes_back_to
 
 
 def test_follow_reaches_a_nearby_target_in_one_step_and_leaves_a_far_one_to_the_solver():
-    """`refine.follow` from a settled pose: a target moved a little is reached by one settling step (two
+    """`settle.follow` from a settled pose: a target moved a little is reached by one settling step (two
     iterations at most); one moved far is not, and the rig is put back as it was."""
     skeleton = tentacle(12, 15.0)
     settings = SolveSettings(tolerance=1e-4, explore=False)
-    settled, report = fabrik.solve(skeleton, [Goal(11, (0.3, 0.2, 1.0))], None, settings)
+    settled, report = plan.solve(skeleton, [Goal(11, (0.3, 0.2, 1.0))], None, settings)
     assert report.converged
-    tree = fabrik.moving_tree(skeleton, [Goal(11, (0.3, 0.2, 1.0))])
+    tree = moving_tree(skeleton, [Goal(11, (0.3, 0.2, 1.0))])
     for target, reached in (((0.31, 0.21, 1.0), True), ((-0.6, 0.1, 0.5), False)):
-        problem = refine.Problem(tree, [Goal(11, target)])
-        rig = refine.AngleRig(skeleton, tree, settled)
+        problem = TreeGoals(tree, [Goal(11, target)])
+        rig = AngleRig(tree, Start.of_pose(skeleton, tree, settled))
         before = rig.snapshot()
-        steps, followed = refine.follow(rig, problem, settings.tolerance, 100)
+        steps, followed = settle.follow(rig, problem, settings.tolerance, 100)
         assert followed is reached and 1 <= steps <= 2
-        errors, _ = refine.goal_errors_of(rig, problem)
+        errors, _ = goal_errors_of(rig, problem)
         if reached:
             assert errors[0] <= settings.tolerance
         else:
@@ -311,10 +313,10 @@ def test_the_same_start_and_targets_give_the_same_pose_every_time():
     """Restarts draw their start poses the same way on every solve, so a frame solves alike whenever it is shown."""
     skeleton = finger()
     goal = Goal(2, (0.0, -0.05, 0.0))  # behind the knuckle: stuck, so every restart runs
-    first, report = fabrik.solve(skeleton, [goal])
+    first, report = plan.solve(skeleton, [goal])
     assert report.restarts > 0
     for _ in range(3):
-        again, _ = fabrik.solve(skeleton, [goal])
+        again, _ = plan.solve(skeleton, [goal])
         np.testing.assert_array_equal(again.frames, first.frames)
         np.testing.assert_array_equal(again.heads, first.heads)
 
@@ -329,8 +331,8 @@ def test_a_stiff_joint_turns_less_while_the_others_make_up_for_it():
     bent_less = 0
     for _ in range(10):
         target = tuple(skeleton.pose_from_local(inside_limits(skeleton, rng)).tails[2])
-        free_pose, free = fabrik.solve(skeleton, [Goal(2, target)], settings=SolveSettings(tolerance=1e-5))
-        stiff_pose, held = fabrik.solve(stiff, [Goal(2, target)], settings=SolveSettings(tolerance=1e-5))
+        free_pose, free = plan.solve(skeleton, [Goal(2, target)], settings=SolveSettings(tolerance=1e-5))
+        stiff_pose, held = plan.solve(stiff, [Goal(2, target)], settings=SolveSettings(tolerance=1e-5))
         assert free.converged and held.converged
         bend = [abs(swing_and_twist(p)[0]) for p in (skeleton.local_rotations(free_pose)[1], stiff.local_rotations(stiff_pose)[1])]
         bent_less += bend[1] < bend[0] - 1e-3
@@ -344,7 +346,7 @@ def _bends_round_a_loop(skeleton, warm: bool) -> np.ndarray:
     pose, bends = None, []
     for a in np.linspace(0.0, 2.0 * math.pi, 31):
         target = (0.35 * math.cos(a), 0.35 * math.sin(a), 0.6)
-        pose, report = fabrik.solve(skeleton, [Goal(7, target)], pose if warm else None, settings)
+        pose, report = plan.solve(skeleton, [Goal(7, target)], pose if warm else None, settings)
         assert report.converged
         local = skeleton.local_rotations(pose)
         for b, limit in enumerate(skeleton.limits):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fabrik_addon.core import quat, refine
-from fabrik_addon.core.refine import _swing_derivatives
+from fabrik_addon.core.angles import _swing_derivatives
 
 
 def finite_difference(sx: float, sz: float, about_x: bool, step: float = 1e-6) -> np.ndarray:
@@ -32,9 +32,10 @@ def test_start_twists_are_the_twists_a_whole_angle_rig_reads():
     """`start_twists` reads only the twists that move no goal (a leaf's roll), as `AngleRig` would from the
     whole start pose (the solver no longer poses the whole tree for them)."""
     from fabrik_addon.core import Goal, skeleton_from_points
-    from fabrik_addon.core.fabrik import moving_tree
+    from fabrik_addon.core.angles import AngleRig, TreeGoals
     from fabrik_addon.core.limits import JointLimit
-    from fabrik_addon.core.refine import AngleRig, Problem, start_twists
+    from fabrik_addon.core.settle import start_twists
+    from fabrik_addon.core.tree import Start, moving_tree, posed
 
     count = 6
     heads = [(0.0, 0.0, 0.5 * i) for i in range(count)]
@@ -44,18 +45,18 @@ def test_start_twists_are_the_twists_a_whole_angle_rig_reads():
     skeleton = skeleton_from_points(list(range(-1, count - 1)), heads, tails).with_limits({i: cone for i in range(count)})
     goals = [Goal(bone=count - 1, target=(0.5, 0.2, 2.0))]
     tree = moving_tree(skeleton, goals)
-    problem = Problem(tree, goals)
+    problem = TreeGoals(tree, goals)
     assert problem.idle_twists  # the tip bone's roll moves no goal
     rng = np.random.default_rng(3)
     for _ in range(5):
-        posed = AngleRig(skeleton, tree, skeleton.rest_pose())
+        turned = AngleRig(tree, Start.of_pose(skeleton, tree, skeleton.rest_pose()))
         for k in range(len(tree.bones)):  # every joint turned inside its cone, the roll of the tip too
-            posed.angles[k] = [rng.uniform(-0.4, 0.4), rng.uniform(-0.3, 0.3), rng.uniform(-0.45, 0.45)]
-            posed.local[k] = quat.from_swing_twist(*posed.angles[k])
-        posed.forward()
-        start = posed.pose(skeleton, skeleton.rest_pose())
-        whole = AngleRig(skeleton, tree, start)
-        twists = start_twists(skeleton, tree, problem, start)
+            turned.angles[k] = [rng.uniform(-0.4, 0.4), rng.uniform(-0.3, 0.3), rng.uniform(-0.45, 0.45)]
+            turned.local[k] = quat.from_swing_twist(*turned.angles[k])
+        turned.forward()
+        start = Start.of_pose(skeleton, tree, posed(skeleton, tree, skeleton.rest_pose(), turned.frames, turned.heads))
+        whole = AngleRig(tree, start)
+        twists = start_twists(tree, problem, start)
         assert set(twists) == {k for k in problem.idle_twists if tree.limits[k] is not None}
         for k, twist in twists.items():
             assert abs(twist) > 1e-3  # (a roll to read back, not the rest's zero)
@@ -67,9 +68,10 @@ def test_the_plain_float_jacobian_is_numpys(limited, rotation_goal):
     """Small rigs build the refinement's Jacobian in plain floats, large ones in numpy: both give one matrix
     and one error vector (cones, hinges, free joints, a branch that moves only some coordinates, a rotation goal)."""
     from fabrik_addon.core import Goal, skeleton_from_points
-    from fabrik_addon.core.fabrik import moving_tree
+    from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom
     from fabrik_addon.core.limits import JointLimit
-    from fabrik_addon.core.refine import AngleRig, Problem, _linearised_plain, freedom
+    from fabrik_addon.core.refine import _linearised_plain
+    from fabrik_addon.core.tree import Start, moving_tree
 
     # A trunk of four bones and two branches of three: each goal is moved by the trunk and its own branch only.
     parents = [-1, 0, 1, 2, 3, 4, 5, 3, 7, 8]
@@ -90,10 +92,10 @@ def test_the_plain_float_jacobian_is_numpys(limited, rotation_goal):
         Goal(bone=9, target=(-0.7, 0.1, 2.6), weight=0.5),
     ]
     tree = moving_tree(skeleton, goals)
-    problem = Problem(tree, goals)
+    problem = TreeGoals(tree, goals)
     rng = np.random.default_rng(11)
     for _ in range(5):
-        rig = AngleRig(skeleton, tree, skeleton.rest_pose())
+        rig = AngleRig(tree, Start.of_pose(skeleton, tree, skeleton.rest_pose()))
         for k in range(len(tree.bones)):
             if rig.angles[k] is not None:
                 rig.angles[k] = [rng.uniform(-0.5, 0.5), rng.uniform(-0.3, 0.3), rng.uniform(-0.4, 0.4)]
@@ -107,7 +109,7 @@ def test_the_plain_float_jacobian_is_numpys(limited, rotation_goal):
         saved = refine.PLAIN_COORDINATES
         refine.PLAIN_COORDINATES = -1  # the numpy path, whatever the size
         try:
-            numpy_j, numpy_e = refine._linearised(rig, problem, free, table)
+            numpy_j, numpy_e = refine.linearised(rig, problem, free, table)
         finally:
             refine.PLAIN_COORDINATES = saved
         rows = 9 if rotation_goal else 6  # each goal's tip, then the rotation goal

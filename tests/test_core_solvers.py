@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabrik_addon.core import Goal, Pose, SolveReport, SolveSettings, skeleton_from_points
-from fabrik_addon.core import fabrik, pole, quat
+from fabrik_addon.core import plan, pole, quat
 from fabrik_addon.core.limits import JointLimit
 from fabrik_addon.core.solvers import DESCRIPTIONS, SOLVERS
 from fabrik_addon.core.two_bone import solve as two_bone
@@ -33,7 +33,7 @@ def test_every_solver_takes_the_same_arguments_and_returns_a_pose_and_a_report()
     """The registry's solvers share FABRIK's signature and answer alike, positionally or by keyword."""
     skeleton = straight_chain(2)
     goals = [Goal(1, (0.5, 0.0, 1.5))]
-    expected = list(inspect.signature(fabrik.solve).parameters)
+    expected = list(inspect.signature(plan.solve).parameters)
     assert set(SOLVERS) == {"FABRIK", "CCD", "JACOBIAN_TRANSPOSE", "DLS", "TWO_BONE"}
     assert set(DESCRIPTIONS) == set(SOLVERS)
     for name, solve in SOLVERS.items():
@@ -324,7 +324,7 @@ def test_two_bone_pole_follows_blenders_convention_like_fabrik(pole_angle):
         np.testing.assert_allclose(_bend_normal(pose), turn @ _bend_normal(start), atol=1e-9)
         assert _knee_bend(skeleton, pose) > 0.0
         exact = SolveSettings(tolerance=1e-10, max_iterations=1000)
-        reference, fabrik_report = fabrik.solve(skeleton, [goal], start, exact)
+        reference, fabrik_report = plan.solve(skeleton, [goal], start, exact)
         assert fabrik_report.converged
         np.testing.assert_allclose(pose.heads[1], reference.heads[1], atol=1e-6)
         np.testing.assert_allclose(pose.frames, reference.frames, atol=1e-6)

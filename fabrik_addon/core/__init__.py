@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The solver library: plain Python and numpy, never bpy or mathutils."""
 
-from .fabrik import solve
+from .plan import solve
 from .problem import Goal, SolveReport, SolveSettings
 from .skeleton import Pose, Skeleton, skeleton_from_points
 from .solvers import DESCRIPTIONS, SOLVERS

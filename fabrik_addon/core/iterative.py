@@ -16,9 +16,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import limits, quat
-from .fabrik import MovingTree, moving_tree
-from .problem import Goal, Progress, SolveReport, SolveSettings, begin
+from .problem import Goal, SolveReport, SolveSettings, begin
 from .skeleton import Pose, Skeleton, pose_with
+from .stopping import Stopping, iterate
+from .tree import MovingTree, moving_tree
 
 __all__ = ["Effectors", "Rig", "pose_with", "solve_iteratively"]
 
@@ -201,9 +202,8 @@ def solve_iteratively(
 ) -> tuple[Pose, SolveReport]:
     """Run `step` until every goal is within tolerance, progress stalls or the iteration cap; keep the best pose.
 
-    The stopping rules are FABRIK's: converged when the largest error is
-    within tolerance; stalled after `patience` iterations in a row that do
-    not lower the weighted error by `stall_fraction` of it; else the cap.
+    The stopping rules are every solver's (`stopping`), on the error weighted
+    by the goals' weights.
     """
     start, nothing_to_do = begin(skeleton, goals, start, settings)
     if nothing_to_do:
@@ -217,28 +217,38 @@ def solve_iteratively(
     if report.converged:
         return rig.pose(skeleton, start), report
 
-    progress = Progress(settings, _weighted(effectors, errors))
-    best, best_errors = rig.snapshot(), errors
-    report.stopped_by = "max_iterations"
-    for iteration in range(1, settings.max_iterations + 1):
-        step(rig, effectors)
-        errors = effectors.errors(rig)
-        report.iterations = iteration
-        if max(errors) <= settings.tolerance:
-            best, best_errors = None, errors
-            report.converged, report.stopped_by = True, "converged"
-            break
-        if progress.improves(_weighted(effectors, errors)):
-            best, best_errors = rig.snapshot(), errors
-        elif progress.stalled:
-            report.stopped_by = "stalled"
-            break
-    if best is not None:
-        rig.restore(best)
-    report.errors = best_errors
+    steps = _Steps(rig, effectors, step, settings.tolerance)
+    stopping = Stopping(settings, _weighted(effectors, errors))
+    iterate(steps, stopping)
+    report.iterations, report.stopped_by = stopping.iterations, stopping.stopped_by
+    report.converged = stopping.stopped_by == "converged"
+    report.errors = steps.errors
     if not report.converged and effectors.out_of_reach(rig, settings.tolerance):
         report.stopped_by = "unreachable"
     return rig.pose(skeleton, start), report
+
+
+class _Steps:
+    """A solver's steps on the rig and the errors they leave, for `stopping.iterate`."""
+
+    def __init__(self, rig: Rig, effectors: Effectors, step: Step, tolerance: float) -> None:
+        self.rig, self.effectors, self.do, self.tolerance = rig, effectors, step, tolerance
+        self.errors = effectors.errors(rig)
+
+    def step(self, reach: float) -> None:
+        self.do(self.rig, self.effectors)
+
+    def measure(self) -> tuple[float, bool, float]:
+        self.errors = errors = self.effectors.errors(self.rig)
+        weighted = _weighted(self.effectors, errors)
+        return weighted, max(errors) <= self.tolerance, weighted
+
+    def snapshot(self) -> tuple:
+        return self.rig.snapshot(), self.errors
+
+    def restore(self, snapshot: tuple) -> None:
+        self.rig.restore(snapshot[0])
+        self.errors = snapshot[1]
 
 
 def _weighted(effectors: Effectors, errors: list[float]) -> float:

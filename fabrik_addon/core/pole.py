@@ -35,17 +35,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from . import quat
 from .problem import Goal
 from .quat import Quat
+from .tree import Joints, MovingTree
 from .vec import EPSILON, Vec, add, cross, dist, dot, norm, scale, sub
-
-if TYPE_CHECKING:
-    from .fabrik import Joints, MovingTree
 
 __all__ = ["STRAIGHT", "PoleHold", "bend_normal", "blender_turn", "holds", "turn_about_pole", "up_vector"]
 
@@ -162,7 +160,7 @@ class PoleHold:
     wanted: Vec
 
 
-def holds(tree: "MovingTree", joints: "Joints", goals: Sequence[Goal], tolerance: float = 0.0) -> list[PoleHold]:
+def holds(tree: MovingTree, joints: Joints, goals: Sequence[Goal], tolerance: float = 0.0) -> list[PoleHold]:
     """Apply Blender's pole rule to the start pose (see `pole`) and return what holds it during the solve.
 
     Each chain with a pole is turned as one body about its base, as Blender
@@ -213,12 +211,12 @@ def holds(tree: "MovingTree", joints: "Joints", goals: Sequence[Goal], tolerance
     return holds
 
 
-def chain_points(joints: "Joints", chain: tuple[int, ...]) -> list[Vec]:
+def chain_points(joints: Joints, chain: tuple[int, ...]) -> list[Vec]:
     """The first bone's head, then every tail of a chain (given tip first)."""
     return [joints.heads[chain[-1]]] + [joints.tails[k] for k in reversed(chain)]
 
 
-def turn_rigidly(joints: "Joints", nodes: Sequence[int], centre: Vec, turn: Quat) -> None:
+def turn_rigidly(joints: Joints, nodes: Sequence[int], centre: Vec, turn: Quat) -> None:
     """Turn some nodes (heads, tails and frames, when carried) as one body about a point."""
     for k in nodes:
         joints.heads[k] = add(centre, quat.rotate(turn, sub(joints.heads[k], centre)))
@@ -227,7 +225,7 @@ def turn_rigidly(joints: "Joints", nodes: Sequence[int], centre: Vec, turn: Quat
             joints.frames[k] = quat.normalized(quat.mul(turn, joints.frames[k]))
 
 
-def bend_towards(tree: "MovingTree", joints: "Joints", chain: tuple[int, ...], side: Vec, span: float) -> None:
+def bend_towards(tree: MovingTree, joints: Joints, chain: tuple[int, ...], side: Vec, span: float) -> None:
     """Bend a straight chain into an even arc, its knees on `side` (a vector across the chain), its ends about
     `span` apart (a shallow bow when `span` is out of reach).
 
@@ -278,7 +276,7 @@ def turn_for(hold: PoleHold, base: Vec, frame: Quat) -> Quat | None:
     return quat.about_axis(axis, math.atan2(dot(axis, cross(now, towards)), dot(now, towards)))
 
 
-def turn_about_pole(tree: "MovingTree", joints: "Joints", hold: PoleHold) -> None:
+def turn_about_pole(tree: MovingTree, joints: Joints, hold: PoleHold) -> None:
     """Turn a chain about the line from its base to its target until its held vector faces the wanted way."""
     chain = hold.chain
     top = chain[-1]

@@ -45,7 +45,7 @@ class Goal:
 
 @dataclass(frozen=True)
 class SolveSettings:
-    """Stopping rules shared by the solvers."""
+    """The settings every solver takes; the stopping rules they follow are in `stopping`."""
 
     max_iterations: int = 50
     #: An effector is reached when its tip is within this distance of its target (armature units).
@@ -95,27 +95,20 @@ def goal_reached(goal: Goal, error: float, angle: float, span: float, tolerance:
     return error <= tolerance and not turned_off(goal, angle, span, tolerance)
 
 
-class Progress:
-    """The stall rule every solver stops by: an iteration counts as progress when it lowers the best error so
-    far by more than `stall_fraction` of it; `patience` iterations in a row without progress are a stall."""
-
-    def __init__(self, settings: SolveSettings, error: float) -> None:
-        self.best = error
-        self.without = 0
-        self.fraction, self.patience = settings.stall_fraction, settings.patience
-
-    def improves(self, error: float) -> bool:
-        """Record an iteration's error; True when it is the new best."""
-        if error < self.best * (1.0 - self.fraction):
-            self.best, self.without = error, 0
-            return True
-        self.without += 1
-        return False
-
-    @property
-    def stalled(self) -> bool:
-        """True after `patience` iterations in a row without progress."""
-        return self.without >= self.patience
+def joined_report(parts: Sequence[Sequence[int]], reports: Sequence[SolveReport], count: int) -> SolveReport:
+    """One report for goals solved in groups (`parts`: each group's goal indices): the most iterations any group
+    took, every goal's errors, and the first reason one did not converge."""
+    errors, angles = [0.0] * count, [0.0] * count
+    iterations = restarts = 0
+    stopped = []
+    for part, report in zip(parts, reports):
+        for g, error, angle in zip(part, report.errors, report.rotation_errors or [0.0] * len(part)):
+            errors[g], angles[g] = error, angle
+        iterations, restarts = max(iterations, report.iterations), restarts + report.restarts
+        if not report.converged:
+            stopped.append(report.stopped_by)
+    stopped_by = next((why for why in ("unreachable", "stalled", "max_iterations") if why in stopped), "converged")
+    return SolveReport(iterations, errors, not stopped, stopped_by, restarts, angles)
 
 
 def validate_goals(skeleton: Skeleton, goals: Sequence[Goal]) -> None:

@@ -31,21 +31,14 @@ the solve behaves the same on a rig of any size.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from . import limits, matrix_rows, quat, quat_rows
-from .limits import JointLimit
-from .problem import Goal, goal_reached
-from .quat import Quat
-from .skeleton import Pose, Skeleton, pose_with, zero_links
-from .vec import Vec
+from . import quat
+from .angles import FRAME_AXES, AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, rotation_error, swing_derivative
 
-if TYPE_CHECKING:
-    from .fabrik import MovingTree
+__all__ = ["Refined", "linearised", "solve"]
 
 #: Starting damping, as a fraction of the largest chain's reach.
 DAMPING = 0.05
@@ -60,268 +53,11 @@ PATIENCE = 3
 #: An attempt that has not cut its squared error to SLOW of what it was WINDOW iterations before is a crawl.
 WINDOW = 6
 SLOW = 0.5
-#: How much of the way to rest one settling step asks of the free joints at most (all of it: a step that loses
-#: a goal is undone and asks half as much, one that keeps them lets the next ask twice as much again), and the
-#: step (radians) below which they count as settled (0.06 degrees: a warm-started tentacle or arm that goes round
-#: a closed path comes back as close to its last round's pose as with a tenth of it, at a fifth less cost a frame).
-SETTLE_GAIN = 1.0
-SETTLED = 1e-3
-#: Even a joint of stiffness 1 takes this share of a step, so that a target only it can reach is still reached.
-MIN_PLIANCY = 0.01
 #: Up to this many coordinates the Jacobian is built in plain floats: numpy's cost per call outweighs its loops
 #: there (a six-axis arm's: 8 against 57 us; they break even near 60 coordinates of limited joints, 40 of free).
 PLAIN_COORDINATES = 48
 #: A coordinate this close to a bound (radians) counts as sitting on it.
 ON_BOUND = 1e-9
-
-
-@dataclass(frozen=True)
-class Coordinate:
-    """One degree of freedom: a node, which coordinate ("x", "z" swing, "y" twist; "free0..2" for free joints)."""
-
-    node: int
-    kind: str
-
-
-def limited_angles(limit: JointLimit, zero_frame: Quat, frame: Quat) -> list[float]:
-    """A limited node's coordinates (swing about X, swing about Z, twist) as its limit keeps them: its frame
-    read against its zero frame, then clamped into the limit."""
-    sx, sz, tw = quat.swing_twist(quat.normalized(quat.mul(quat.conj(zero_frame), frame)))
-    sx, sz = limits.clamp_swing(limit, sx, sz)
-    return [sx, sz, limits.clamp_twist(limit, tw)]
-
-
-class AngleRig:
-    """The moving tree posed by per-joint coordinates, with heads, frames and tips by forward kinematics."""
-
-    def __init__(
-        self, skeleton: Skeleton, tree: "MovingTree", start: Pose, moved: tuple[list[Vec], list[Quat]] | None = None
-    ) -> None:
-        """The tree as `start` poses it, or with its nodes' heads and frames (unit quaternions) `moved` (FABRIK's
-        joints, read without making a pose of them: the bones between a node and its moving parent stand as in
-        `start`, and a pose keeps them so)."""
-        self.tree = tree
-        bones = list(tree.bones)
-        m = len(bones)
-        if moved is None:
-            frames = [quat.from_matrix(f) for f in start.frames[bones].tolist()]
-            heads = [tuple(h) for h in start.heads[bones].tolist()]
-        else:
-            heads, frames = moved
-        #: Per node, the turn from its moving parent's frame to its zero frame (see `zero_links`).
-        self.zero: list[Quat] = zero_links(skeleton, bones, tree.parent, start)
-        #: Per node, its head in its moving parent's frame from the parent's head (armature space for a base).
-        self.link: list[Vec] = [
-            quat.rotate(quat.conj(frames[p]), _sub(heads[k], heads[p])) if p >= 0 else heads[k]
-            for k, p in enumerate(tree.parent)
-        ]
-        self.limits: tuple[JointLimit | None, ...] = tree.limits
-        # Per node: (sx, sz, twist) for limited joints, the local quaternion for free ones.
-        self.angles: list[list[float] | None] = [None] * m
-        self.local: list[Quat] = [quat.IDENTITY] * m
-        for k in range(m):
-            zero_frame = self.zero[k] if tree.parent[k] < 0 else quat.mul(frames[tree.parent[k]], self.zero[k])
-            limit = self.limits[k]
-            if limit is None:
-                self.local[k] = quat.normalized(quat.mul(quat.conj(zero_frame), frames[k]))
-            else:
-                self.angles[k] = limited_angles(limit, zero_frame, frames[k])
-                self.local[k] = quat.from_swing_twist(*self.angles[k])
-        self.heads: list[Vec] = [(0.0, 0.0, 0.0)] * m
-        self.frames: list[Quat] = [quat.IDENTITY] * m
-        self.zero_frames: list[Quat] = [quat.IDENTITY] * m
-        self.forward()
-
-    def forward(self, first: int = 0) -> None:
-        """Heads and frames of every node from the coordinates; from node `first` on where only nodes from there on
-        changed (nodes come parents first, so the ones before it are as they were)."""
-        parent, heads, frames, zero_frames = self.tree.parent, self.heads, self.frames, self.zero_frames
-        zero, link, local = self.zero, self.link, self.local
-        # (quat.mul and quat.rotate written out: this runs for every node at every step of a limited solve)
-        for k in range(first, len(parent)):
-            p = parent[k]
-            if p < 0:
-                zw, zx, zy, zz = zero_frames[k] = zero[k]
-                heads[k] = link[k]
-            else:
-                aw, ax, ay, az = frames[p]
-                bw, bx, by, bz = zero[k]
-                zw = aw * bw - ax * bx - ay * by - az * bz
-                zx = aw * bx + ax * bw + ay * bz - az * by
-                zy = aw * by - ax * bz + ay * bw + az * bx
-                zz = aw * bz + ax * by - ay * bx + az * bw
-                zero_frames[k] = (zw, zx, zy, zz)
-                # the link turned by the parent's frame: v + w t + q x t, t = 2 q x v
-                vx, vy, vz = link[k]
-                tx = 2.0 * (ay * vz - az * vy)
-                ty = 2.0 * (az * vx - ax * vz)
-                tz = 2.0 * (ax * vy - ay * vx)
-                hx, hy, hz = heads[p]
-                heads[k] = (
-                    hx + vx + aw * tx + ay * tz - az * ty,
-                    hy + vy + aw * ty + az * tx - ax * tz,
-                    hz + vz + aw * tz + ax * ty - ay * tx,
-                )
-            bw, bx, by, bz = local[k]
-            frames[k] = (
-                zw * bw - zx * bx - zy * by - zz * bz,
-                zw * bx + zx * bw + zy * bz - zz * by,
-                zw * by - zx * bz + zy * bw + zz * bx,
-                zw * bz + zx * by - zy * bx + zz * bw,
-            )
-
-    def tip(self, k: int) -> Vec:
-        """Node k's tail."""
-        y = quat.y_axis(self.frames[k])
-        h, length = self.heads[k], self.tree.length[k]
-        return (h[0] + length * y[0], h[1] + length * y[1], h[2] + length * y[2])
-
-    def coordinates(self, problem: "Problem") -> list[Coordinate]:
-        """Every degree of freedom the limits leave that can move a goal, parents first.
-
-        A limited bone at the end of a chain that turns about its own axis
-        (a tool's roll) moves no tip; without a rotation goal on it that
-        twist is left alone.
-        """
-        out = []
-        for k, limit in enumerate(self.limits):
-            if limit is None:
-                out += [Coordinate(k, "free0"), Coordinate(k, "free1"), Coordinate(k, "free2")]
-                continue
-            for axis, kind in (("x", "x"), ("z", "z")):
-                lo, hi = limit.swing_range(axis)
-                if hi - lo > 1e-12:
-                    out.append(Coordinate(k, kind))
-            lo, hi = limit.twist_range()
-            if hi - lo > 1e-12 and k not in problem.idle_twists:
-                out.append(Coordinate(k, "y"))
-        return out
-
-    def pose(self, skeleton: Skeleton, start: Pose) -> Pose:
-        """The full pose: the moving bones from here, the bones below them following rigidly."""
-        frames = matrix_rows.quaternion_to_matrix(np.array(self.frames).reshape(-1, 4))
-        return pose_with(skeleton, start, list(self.tree.bones), np.array(self.heads).reshape(-1, 3), frames)
-
-    def table(self, free: "Freedom") -> np.ndarray:
-        """The angles (sx, sz, twist) of the limited nodes that have coordinates, a row each (`get` and `axes`
-        read them)."""
-        return np.array([self.angles[k] for k in free.limited_nodes]).reshape(-1, 3)
-
-    def axes(self, free: "Freedom", table: np.ndarray) -> np.ndarray:
-        """The world axis each coordinate turns its node about, per unit of the coordinate (c, 3)."""
-        # Each axis is fixed in a frame (a twist turns about the bone's own Y, the others about axes of the zero
-        # frame): all turned into the world at once.
-        turns = np.array(self.zero_frames + self.frames).reshape(-1, 4)[free.turn_rows]
-        local = free.local_axes
-        if free.swings:
-            angles = table[free.swing_rows]
-            local = local.copy()
-            local[free.swings] = _swing_derivatives(angles[:, 0], angles[:, 1], free.about_x)
-        return quat_rows.rotate(turns, local)
-
-    def get(self, free: "Freedom", table: np.ndarray) -> np.ndarray:
-        """The coordinates' current values (free joints count from where they are: 0)."""
-        values = np.zeros(len(free.nodes))
-        values[free.bounded] = table[free.rows, free.columns]
-        return values
-
-    def step(self, free: "Freedom", delta: np.ndarray) -> None:
-        """Move the coordinates by delta, clamped into their limits, and update the pose."""
-        angles = self.angles
-        free_turn: dict[int, list[float]] = {}
-        for k, slot, loose, d in zip(free.nodes, free.slots, free.loose, delta.tolist()):
-            if loose:
-                free_turn.setdefault(k, [0.0, 0.0, 0.0])[slot] = d
-            else:
-                angles[k][slot] += d
-        for k, w in free_turn.items():
-            # A turn about the zero frame's axes: left-multiply in the zero frame.
-            self.local[k] = quat.normalized(quat.mul(quat.exp(w), self.local[k]))
-        for k in free.limited_nodes:
-            limit = self.limits[k]
-            sx, sz, tw = angles[k]
-            sx, sz = limits.clamp_swing(limit, sx, sz)
-            tw = limits.clamp_twist(limit, tw)
-            angles[k] = [sx, sz, tw]
-            self.local[k] = quat.from_swing_twist(sx, sz, tw)
-        self.forward()
-
-    def snapshot(self) -> tuple:
-        """The coordinates (everything else follows from them)."""
-        return [None if a is None else list(a) for a in self.angles], list(self.local)
-
-    def restore(self, snapshot: tuple) -> None:
-        """Go back to a snapshot."""
-        self.angles = [None if a is None else list(a) for a in snapshot[0]]
-        self.local = list(snapshot[1])
-        self.forward()
-
-    def rims(self, free: "Freedom") -> list[tuple[int, int, tuple[float, float]]]:
-        """Swings on the rim of their elliptical cone: (index of sx, index of sz, outward unit normal)."""
-        out = []
-        for k, ix, iz, (lo_x, hi_x), (lo_z, hi_z) in free.cones:
-            sx, sz, _ = self.angles[k]
-            a = hi_x if sx >= 0.0 else -lo_x
-            b = hi_z if sz >= 0.0 else -lo_z
-            if a <= 1e-12 or b <= 1e-12 or (sx / a) ** 2 + (sz / b) ** 2 < 1.0 - 1e-9:
-                continue
-            nx, nz = sx / (a * a), sz / (b * b)
-            size = math.hypot(nx, nz)
-            out.append((ix, iz, (nx / size, nz / size)))
-        return out
-
-    def pliancy(self, coordinates: Sequence[Coordinate]) -> np.ndarray:
-        """Per coordinate, 1 - its axis' IK stiffness: how much of a step it takes (a stiff joint turns less)."""
-        out = np.ones(len(coordinates))
-        for i, c in enumerate(coordinates):
-            limit = self.limits[c.node]
-            if limit is not None and c.kind in "xyz":
-                out[i] = max(MIN_PLIANCY, 1.0 - getattr(limit, f"stiffness_{c.kind}"))
-        return out
-
-    def bounds(self, coordinates: Sequence[Coordinate]) -> tuple[np.ndarray, np.ndarray]:
-        """Each coordinate's range (free joints: unbounded)."""
-        lo = np.full(len(coordinates), -np.inf)
-        hi = np.full(len(coordinates), np.inf)
-        for i, c in enumerate(coordinates):
-            limit = self.limits[c.node]
-            if limit is None:
-                continue
-            lo[i], hi[i] = limit.twist_range() if c.kind == "y" else limit.swing_range(c.kind)
-        return lo, hi
-
-
-#: The unit axes X, Y, Z.
-_AXES = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
-_Y = _AXES[1]
-#: Each of a frame's own axes (X, Y, Z) from its quaternion.
-_FRAME_AXES = (quat.x_axis, quat.y_axis, quat.z_axis)
-
-
-def _swing_derivatives(sx: np.ndarray, sz: np.ndarray, about_x: np.ndarray) -> np.ndarray:
-    """The angular velocities (in the zero frame) of exp(sx X + sz Z) per unit change of sx (where `about_x`)
-    or sz, one row per swing.
-
-    d exp(v) = [J(v) dv] exp(v) with the left Jacobian
-    J(v) = I + (1 - cos a) / a^2 [v]x + (a - sin a) / a^3 [v]x^2,  a = |v|.
-    """
-    a2 = sx * sx + sz * sz
-    turned = a2 >= 1e-12  # (no swing: the derivative is the axis itself)
-    safe = np.where(turned, a2, 1.0)
-    a = np.sqrt(safe)
-    b = np.where(turned, (1.0 - np.cos(a)) / safe, 0.0)
-    c = np.where(turned, (a - np.sin(a)) / (safe * a), 0.0)
-    # With v = (sx, 0, sz) and e = X or Z: v x e = (0, t, 0), t = sz or -sx; v x (v x e) = (-sz t, 0, sx t).
-    t = np.where(about_x, sz, -sx)
-    out = np.empty((len(sx), 3))
-    out[:, 0] = np.where(about_x, 1.0, 0.0) - c * sz * t
-    out[:, 1] = b * t
-    out[:, 2] = np.where(about_x, 0.0, 1.0) + c * sx * t
-    return out
-
-
-def _sub(a: Vec, b: Vec) -> Vec:
-    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
 
 
 @dataclass
@@ -333,188 +69,11 @@ class Refined:
     rotation_errors: list[float]
     converged: bool
     stopped_by: str
-    #: The weighted squared error it ended at (`Problem.cost`).
+    #: The weighted squared error it ended at (`TreeGoals.cost`).
     cost: float
 
 
-class Problem:
-    """The goals as the refinement sees them: effector nodes, targets, weights, rotation goals, reach."""
-
-    def __init__(self, tree: "MovingTree", goals: Sequence[Goal]) -> None:
-        self.tree = tree
-        self.goals = goals
-        self.nodes = [tree.bones.index(g.bone) for g in goals]
-        self.targets = [tuple(float(c) for c in g.target) for g in goals]
-        self.weights = [math.sqrt(max(0.0, g.weight)) for g in goals]
-        self.rotations = [None if g.rotation is None else quat.normalized(g.rotation) for g in goals]
-        self.rotation_weights = [g.rotation_weight for g in goals]
-        #: Per goal, its chain's summed bone length: the scale of its errors (rotation goals count at it).
-        self.reach = [sum(tree.length[k] for k in chain) for chain in tree.goal_chain]
-        # Per goal, the nodes whose turn moves its tip: its tip node and every moving ancestor.
-        self.moved_by: list[set[int]] = []
-        for node in self.nodes:
-            above = set()
-            k = node
-            while k >= 0:
-                above.add(k)
-                k = tree.parent[k]
-            self.moved_by.append(above)
-        rotated = {node for node, rotation in zip(self.nodes, self.rotations) if rotation is not None}
-        #: Leaf nodes without a rotation goal: their twist moves nothing the goals ask about.
-        self.idle_twists = {k for k in range(len(tree.bones)) if not tree.children[k] and k not in rotated}
-
-    def cost(self, errors: Sequence[float], rotation_errors: Sequence[float]) -> float:
-        """The weighted squared error the refinement lowers (angles count as lengths at the chain's reach)."""
-        total = 0.0
-        for g, d in enumerate(errors):
-            total += (self.weights[g] * d) ** 2
-            if self.rotations[g] is not None and rotation_errors:
-                total += (self.weights[g] * self.rotation_weights[g] * rotation_errors[g] * self.reach[g]) ** 2
-        return total
-
-    def reached(self, errors: Sequence[float], rotation_errors: Sequence[float], tolerance: float) -> bool:
-        """Every goal reached (`problem.goal_reached`)."""
-        return all(
-            goal_reached(goal, errors[g], rotation_errors[g] if rotation_errors else 0.0, self.reach[g], tolerance)
-            for g, goal in enumerate(self.goals)
-        )
-
-    def out_of_reach(
-        self, heads: Sequence[Vec], skeleton: Skeleton, tolerance: float
-    ) -> dict[int, tuple[float, float, float]]:
-        """Goals whose target lies beyond all their chain could reach from a base that never moves, each with the
-        nearest point it could reach instead: on the line to the target, the tolerance inside the chain's reach.
-        `heads`: each node's head in the start pose (`node_heads`, or an `AngleRig`'s).
-
-        The chain's reach here is the longest it could be: bones and rigid
-        offsets laid end to end. No pose inside any limits gets further, and
-        aiming a hair inside it keeps the chain off the straight pose, where
-        no small turn moves the tip outwards and every method crawls.
-        """
-        aims = {}
-        tree = self.tree
-        longest_of = tree.derived.get("longest reach")
-        if longest_of is None:  # (per chain: it depends on the tree alone)
-            longest_of = tree.derived["longest reach"] = {}
-        for g, chain in enumerate(tree.goal_chain):
-            top = chain[-1]
-            if self.weights[g] <= 0.0 or tree.parent[top] >= 0:
-                continue
-            longest = longest_of.get(chain)
-            if longest is None:
-                longest = longest_of[chain] = longest_reach(skeleton, tree, chain)
-            base = heads[top]
-            target = self.targets[g]
-            away = (target[0] - base[0], target[1] - base[1], target[2] - base[2])
-            distance = math.sqrt(away[0] * away[0] + away[1] * away[1] + away[2] * away[2])
-            if distance > longest * (1.0 + 1e-9):
-                share = max(0.0, longest - tolerance) / distance
-                aims[g] = (base[0] + away[0] * share, base[1] + away[1] * share, base[2] + away[2] * share)
-        return aims
-
-
-def node_heads(tree: "MovingTree", pose: Pose) -> list[Vec]:
-    """Each node's head in the pose."""
-    return [tuple(h) for h in pose.heads[list(tree.bones)].tolist()]
-
-
-def longest_reach(skeleton: Skeleton, tree: "MovingTree", chain: Sequence[int]) -> float:
-    """The farthest a chain (nodes, tip first) reaches from its base: its bones and the rigid offsets between
-    them laid end to end. No pose inside any limits gets further."""
-    bones = [tree.bones[k] for k in chain]
-    return sum(tree.length[k] for k in chain) + float(np.linalg.norm(skeleton.offsets[bones[:-1]], axis=1).sum())
-
-
-class Freedom(NamedTuple):
-    """The coordinates a refinement moves (`AngleRig.coordinates`), with what each step needs of them that
-    depends on the tree and the goals' layout alone."""
-
-    coordinates: list[Coordinate]
-    #: Per coordinate: its range, pliancy and node, and the row of the frame its axis is fixed in among the zero
-    #: frames and then the frames (a twist turns about the bone's own Y, the others about its zero frame's axes).
-    lo: np.ndarray
-    hi: np.ndarray
-    pliancy: np.ndarray
-    nodes: list[int]
-    turn_rows: np.ndarray
-    #: Per coordinate, the axis it turns about in its frame (the swings' rows depend on the swing: `AngleRig.axes`).
-    local_axes: np.ndarray
-    #: The swing coordinates: their indices, their nodes' rows in `AngleRig.table`, and whether each is the
-    #: swing about X.
-    swings: list[int]
-    swing_rows: np.ndarray
-    about_x: np.ndarray
-    #: Per goal, 1 for each coordinate that moves its tip, else 0 (`moving`: the indices of those coordinates).
-    moves: list[np.ndarray]
-    moving: list[list[int]]
-    #: Per coordinate, whether it belongs to a free joint (`loose`), and its place: in its node's angles (sx, sz,
-    #: twist) for a limited joint, the axis of its turn for a free one.
-    loose: list[bool]
-    slots: list[int]
-    #: The limited nodes that have coordinates (a step clamps them), and the swings whose limit is a cone around
-    #: rest: (node, index of sx, index of sz, X range, Z range).
-    limited_nodes: list[int]
-    cones: list[tuple]
-    #: The coordinates of limited joints, and each one's row and column in `AngleRig.table`.
-    bounded: np.ndarray
-    rows: np.ndarray
-    columns: np.ndarray
-    #: Per coordinate, its rest (0) for a limited joint, NaN for a free one (`rest_aim`).
-    rest: np.ndarray
-    #: Per coordinate, its squared pliancy relative to the most pliant one's, as settling weighs it; None where
-    #: every coordinate is as pliant as the others (no stiffness, or the same everywhere: weighing changes nothing).
-    settling_weight: np.ndarray | None
-
-
-def freedom(rig: AngleRig, problem: Problem) -> Freedom:
-    """The rig's `Freedom` for these goals, kept with the tree for its next solve (the tree is the same for the
-    same layout of goals)."""
-    key = ("freedom", frozenset(problem.idle_twists), tuple(problem.nodes))
-    found = rig.tree.derived.get(key)
-    if found is not None:
-        return found
-    coordinates = rig.coordinates(problem)
-    lo, hi = rig.bounds(coordinates)
-    nodes = [c.node for c in coordinates]
-    local_axes = np.array([_AXES[int(c.kind[4])] if c.kind.startswith("free") else _Y for c in coordinates])
-    swings = [i for i, c in enumerate(coordinates) if c.kind in ("x", "z")]
-    loose = [c.kind.startswith("free") for c in coordinates]
-    where = {(c.node, c.kind): i for i, c in enumerate(coordinates)}
-    cones = []
-    for k, limit in enumerate(rig.limits):
-        if limit is None or (k, "x") not in where or (k, "z") not in where:
-            continue
-        lo_x, hi_x = limit.swing_range("x")
-        lo_z, hi_z = limit.swing_range("z")
-        if lo_x <= 0.0 <= hi_x and lo_z <= 0.0 <= hi_z:  # (otherwise each axis has a range of its own)
-            cones.append((k, where[(k, "x")], where[(k, "z")], (lo_x, hi_x), (lo_z, hi_z)))
-    slots = [int(c.kind[4]) if free else "xzy".index(c.kind) for c, free in zip(coordinates, loose)]
-    limited_nodes = list(dict.fromkeys(c.node for c, free in zip(coordinates, loose) if not free))
-    row_of = {k: r for r, k in enumerate(limited_nodes)}
-    bounded = [i for i, free in enumerate(loose) if not free]
-    pliancy = rig.pliancy(coordinates)
-    found = Freedom(
-        coordinates, lo, hi, pliancy, nodes,
-        np.array([c.node + (len(rig.limits) if c.kind == "y" else 0) for c in coordinates], dtype=int),
-        local_axes.reshape(-1, 3),
-        swings, np.array([row_of[nodes[i]] for i in swings], dtype=int),
-        np.array([coordinates[i].kind == "x" for i in swings], dtype=bool),
-        [np.array([n in moved for n in nodes], dtype=float) for moved in problem.moved_by],
-        [[i for i, n in enumerate(nodes) if n in moved] for moved in problem.moved_by],
-        loose, slots, limited_nodes, cones,
-        np.array(bounded, dtype=int), np.array([row_of[nodes[i]] for i in bounded], dtype=int),
-        np.array([slots[i] for i in bounded], dtype=int),
-        np.where(loose, np.nan, 0.0).reshape(-1),
-        None if not len(pliancy) or pliancy.min() == pliancy.max() else (pliancy / pliancy.max()) ** 2,
-    )
-    for array in found:
-        if isinstance(array, np.ndarray):
-            array.flags.writeable = False  # (shared by every solve of the tree)
-    rig.tree.derived[key] = found
-    return found
-
-
-def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int) -> Refined:
+def solve(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: int) -> Refined:
     """Levenberg-Marquardt in the limits' coordinates until every goal is reached or the budget is spent."""
     free = freedom(rig, problem)
     coordinates, lo, hi, pliancy = free.coordinates, free.lo, free.hi, free.pliancy
@@ -533,7 +92,7 @@ def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int
             break
         iterations += 1
         table = rig.table(free)
-        j, e = _linearised(rig, problem, free, table)
+        j, e = linearised(rig, problem, free, table)
         values = rig.get(free, table)
         # Stiffness as Blender weighs it: a stiff coordinate's column shrinks, so the others take the motion.
         delta = pliancy * _bounded_step(j * pliancy, e, damping, values, lo, hi, rig.rims(free), pliancy)
@@ -564,227 +123,8 @@ def solve(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int
     return Refined(iterations, errors, angles, converged, "converged" if converged else stopped_by, cost)
 
 
-#: What a settling pull aims at: per coordinate of the `Freedom`, the value it should go towards (NaN: leave it
-#: be), in an array of its own (the caller may change it).
-Aim = Callable[["AngleRig", "Freedom"], np.ndarray]
-
-
-def rest_aim(rig: "AngleRig", free: "Freedom") -> np.ndarray:
-    """Every limited joint towards its rest; free joints left be."""
-    return free.rest.copy()
-
-
-def settle(rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int, aim: Aim = rest_aim) -> int:
-    """Turn the joints the goals leave free towards `aim`, keeping every goal reached; the iterations used.
-
-    A chain with more joints than its goals need reaches each target with
-    many poses. Each step moves only in the directions that change no goal
-    (to first order; one plain step then puts the goals back), so the pose
-    slides along the poses that reach towards the aimed one: rest, so that a
-    warm-started chain does not drift and a closed path brings it back, or
-    the plane a pole asks for.
-    """
-    free = freedom(rig, problem)
-    if not free.coordinates:
-        return 0
-    damping = DAMPING_RANGE[0] * max(problem.reach)
-    gain = SETTLE_GAIN
-    iteration = 0
-    while iteration < max_iterations and gain > SETTLE_GAIN / 64.0:
-        used, outcome = _settling_step(
-            rig, problem, free, aim, gain, damping, tolerance, max_iterations - iteration, SETTLED * gain / SETTLE_GAIN
-        )
-        iteration += used
-        if outcome is None:
-            break
-        gain = min(SETTLE_GAIN, 2.0 * gain) if outcome else 0.5 * gain
-    return iteration
-
-
-def follow(
-    rig: AngleRig, problem: Problem, tolerance: float, max_iterations: int, aim: Aim = rest_aim
-) -> tuple[int, bool]:
-    """From a pose near its targets (a warm start), one settling step that also reaches them: the iterations
-    it took, and whether it did (else the rig is put back).
-
-    A warm-started solve that reaches and then settles spends an iteration
-    on each; from the pose the last frame settled, one step does both.
-    """
-    free = freedom(rig, problem)
-    if not free.coordinates or max_iterations < 1:
-        return 0, False
-    damping = DAMPING_RANGE[0] * max(problem.reach)
-    used, outcome = _settling_step(rig, problem, free, aim, SETTLE_GAIN, damping, tolerance, max_iterations, -1.0)
-    return used, bool(outcome)
-
-
-def _settling_step(
-    rig: AngleRig, problem: Problem, free: "Freedom", aim: Aim, gain: float, damping: float, tolerance: float,
-    max_iterations: int, settled: float,
-) -> tuple[int, bool | None]:
-    """One step of `settle`: the iterations used, and whether every goal is reached after it (else the rig is put
-    back); None, nothing moved, where the pull the goals leave free is under `settled` already.
-
-    Stiffness weighs both parts of the step, as it weighs the refinement's:
-    the goals' correction and what keeps the goals where the pull would move
-    them fall on the pliant joints (a least-squares step in the metric of the
-    squared pliancies, relative to the most pliant joint's, so that equal
-    stiffness everywhere changes nothing), so a stiff joint settles towards
-    its rest while the others make up for it.
-    """
-    lo, hi, weight = free.lo, free.hi, free.settling_weight
-    table = rig.table(free)
-    j, e = _linearised(rig, problem, free, table)
-    values = rig.get(free, table)
-    wanted = aim(rig, free)
-    pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
-    jw, gram = _weighted_gram(j, weight, damping)
-    free_pull = pull - jw.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
-    if np.abs(free_pull).max(initial=0.0) < settled:
-        return 1, None
-    before = rig.snapshot()
-    rig.step(free, np.clip(values + jw.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values)
-    used = 1
-    if used < max_iterations and not problem.reached(*goal_errors_of(rig, problem), tolerance):
-        # The null space is flat only to first order: one plain step puts the goals back.
-        used += 1
-        table = rig.table(free)
-        j, e = _linearised(rig, problem, free, table)
-        values = rig.get(free, table)
-        jw, gram = _weighted_gram(j, weight, damping)
-        rig.step(free, np.clip(values + jw.T @ np.linalg.solve(gram, e), lo, hi) - values)
-    if not problem.reached(*goal_errors_of(rig, problem), tolerance):
-        rig.restore(before)
-        return used, False
-    return used, True
-
-
-def _weighted_gram(j: np.ndarray, weight: np.ndarray | None, damping: float) -> tuple[np.ndarray, np.ndarray]:
-    """J's columns weighed (`Freedom.settling_weight`), and the damped Gram matrix J W J^T + damping^2 I of a
-    weighed least-squares step."""
-    jw = j if weight is None else j * weight
-    return jw, jw @ j.T + damping * damping * np.eye(len(j))
-
-
-def values_after_turn(rig: "AngleRig", coordinates: Sequence[Coordinate], node: int, turn: Quat) -> dict[int, float]:
-    """The values node's coordinates would take if its frame (and everything below) turned by `turn`."""
-    local = quat.normalized(quat.mul(quat.conj(rig.zero_frames[node]), quat.mul(turn, rig.frames[node])))
-    out = {}
-    if rig.angles[node] is None:
-        # Free joints count from where they are: the turn's rotation vector in the zero frame.
-        w = quat.log(quat.mul(local, quat.conj(rig.local[node])))
-        for i, c in enumerate(coordinates):
-            if c.node == node:
-                out[i] = w[int(c.kind[4])]
-        return out
-    sx, sz, tw = quat.swing_twist(local)
-    # Keep the twist on the same turn as now (swing_twist gives (-pi, pi]).
-    tw = rig.angles[node][2] + math.remainder(tw - rig.angles[node][2], 2.0 * math.pi)
-    for i, c in enumerate(coordinates):
-        if c.node == node:
-            out[i] = {"x": sx, "z": sz, "y": tw}[c.kind]
-    return out
-
-
-def with_idle_twists_from(
-    skeleton: Skeleton, tree: "MovingTree", problem: Problem, pose: Pose, start: Pose,
-    twists: dict[int, float] | None = None,
-) -> Pose:
-    """The pose with every twist that moves no goal (see `AngleRig.coordinates`) set back to its start value.
-
-    FABRIK turns bones by shortest arcs, which drifts a tool's roll a little;
-    turning it back moves no tip. `twists` are the start values (`start_twists`), when the caller has them.
-    """
-    idle = [k for k in sorted(problem.idle_twists) if tree.limits[k] is not None]
-    if not idle:
-        return pose
-    twists = twists if twists is not None else start_twists(skeleton, tree, problem, start)
-    # Each of them a leaf: turning it about its own axis moves nothing but it (and bones that follow it rigidly).
-    bones = list(tree.bones)
-    zero = zero_links(skeleton, bones, tree.parent, start)
-    frames = []
-    for k in idle:
-        p = tree.parent[k]
-        zero_frame = zero[k] if p < 0 else quat.mul(quat.from_matrix(pose.frames[bones[p]].tolist()), zero[k])
-        sx, sz, _ = limited_angles(tree.limits[k], zero_frame, quat.from_matrix(pose.frames[bones[k]].tolist()))
-        frames.append(quat.mul(zero_frame, quat.from_swing_twist(sx, sz, twists[k])))
-    turned = [bones[k] for k in idle]
-    return pose_with(skeleton, pose, turned, pose.heads[turned], matrix_rows.quaternion_to_matrix(np.array(frames)))
-
-
-def start_twists(skeleton: Skeleton, tree: "MovingTree", problem: Problem, start: Pose) -> dict[int, float]:
-    """Per limited node whose twist moves no goal, its twist in the start pose as `AngleRig` reads it (clamped
-    into the limit), without posing the whole tree."""
-    nodes = [k for k in sorted(problem.idle_twists) if tree.limits[k] is not None]
-    if not nodes:
-        return {}
-    bones = list(tree.bones)
-    zero = zero_links(skeleton, bones, tree.parent, start)
-    out = {}
-    for k in nodes:
-        p = tree.parent[k]
-        own = quat.from_matrix(start.frames[bones[k]].tolist())
-        zero_frame = zero[k] if p < 0 else quat.mul(quat.from_matrix(start.frames[bones[p]].tolist()), zero[k])
-        out[k] = limited_angles(tree.limits[k], zero_frame, own)[2]
-    return out
-
-
-def set_idle_twists(rig: AngleRig, problem: Problem, twists: dict[int, float]) -> None:
-    """`with_idle_twists_from` on a rig: its twists that move no goal take the values of `twists`."""
-    idle = [k for k in problem.idle_twists if rig.limits[k] is not None]
-    for k in idle:
-        rig.angles[k][2] = twists[k]
-        rig.local[k] = quat.from_swing_twist(*rig.angles[k])
-    if idle:
-        rig.forward(min(idle))  # (leaves: nothing else moves)
-
-
-def random_start(skeleton: Skeleton, tree: "MovingTree", goals: Sequence[Goal], start: Pose, rng) -> Pose:
-    """The start pose with every limited moving bone turned to a random rotation inside its limit.
-
-    Twists that move no goal (see `AngleRig.coordinates`) keep the value they start with.
-    """
-    problem = Problem(tree, goals)
-    rig = AngleRig(skeleton, tree, start)
-    for k, limit in enumerate(tree.limits):
-        if limit is None:
-            continue
-        sx, sz, tw = quat.swing_twist(limits.sample(limit, rng))
-        rig.angles[k] = [sx, sz, rig.angles[k][2] if k in problem.idle_twists else tw]
-        rig.local[k] = quat.from_swing_twist(*rig.angles[k])
-    rig.forward()
-    return rig.pose(skeleton, start)
-
-
-def goal_errors_of(rig: AngleRig, problem: Problem) -> tuple[list[float], list[float]]:
-    """Each goal's tip distance, and each goal's angle to its rotation goal (0 without one), as the rig is posed."""
-    dists = [math.dist(rig.tip(node), target) for node, target in zip(problem.nodes, problem.targets)]
-    angles = [
-        0.0 if rotation is None else quat.angle_between(rig.frames[node], rotation)
-        for node, rotation in zip(problem.nodes, problem.rotations)
-    ]
-    return dists, angles
-
-
-def _rotation_error(frame: Quat, target: Quat) -> Vec:
-    """The world rotation vector that turns `frame` onto `target`."""
-    return quat.log(quat.mul(target, quat.conj(frame)))
-
-
-def _swing_derivative(sx: float, sz: float, about_x: bool) -> Vec:
-    """`_swing_derivatives` of one swing, in plain floats (the same arithmetic)."""
-    a2 = sx * sx + sz * sz
-    if a2 < 1e-12:
-        return (1.0, 0.0, 0.0) if about_x else (0.0, 0.0, 1.0)
-    a = math.sqrt(a2)
-    b = (1.0 - math.cos(a)) / a2
-    c = (a - math.sin(a)) / (a2 * a)
-    t = sz if about_x else -sx
-    return ((1.0 if about_x else 0.0) - c * sz * t, b * t, (0.0 if about_x else 1.0) + c * sx * t)
-
-
-def _linearised_plain(rig: AngleRig, problem: Problem, free: Freedom) -> tuple[np.ndarray, np.ndarray]:
-    """`_linearised` in plain floats, for few coordinates (where numpy's cost per call outweighs its loops)."""
+def _linearised_plain(rig: AngleRig, problem: TreeGoals, free: Freedom) -> tuple[np.ndarray, np.ndarray]:
+    """`linearised` in plain floats, for few coordinates (where numpy's cost per call outweighs its loops)."""
     frames, zero_frames, angles, heads = rig.frames, rig.zero_frames, rig.angles, rig.heads
     axes = []
     for c in free.coordinates:
@@ -793,9 +133,9 @@ def _linearised_plain(rig: AngleRig, problem: Problem, free: Freedom) -> tuple[n
             axes.append(quat.y_axis(frames[k]))
         elif kind == "x" or kind == "z":
             sx, sz, _ = angles[k]
-            axes.append(quat.rotate(zero_frames[k], _swing_derivative(sx, sz, kind == "x")))
+            axes.append(quat.rotate(zero_frames[k], swing_derivative(sx, sz, kind == "x")))
         else:  # a free joint turns about its zero frame's own axes
-            axes.append(_FRAME_AXES[int(kind[4])](zero_frames[k]))
+            axes.append(FRAME_AXES[int(kind[4])](zero_frames[k]))
     nodes = free.nodes
     count = len(axes)
     rows, errors = [], []
@@ -824,12 +164,12 @@ def _linearised_plain(rig: AngleRig, problem: Problem, free: Freedom) -> tuple[n
                     for i in moving:
                         row[i] = axes[i][axis] * s
                     rows.append(row)
-                r = _rotation_error(rig.frames[node], rotation)
+                r = rotation_error(rig.frames[node], rotation)
                 errors += (r[0] * s, r[1] * s, r[2] * s)
     return np.array(rows).reshape(-1, count), np.array(errors)
 
 
-def _linearised(rig: AngleRig, problem: Problem, free: Freedom, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def linearised(rig: AngleRig, problem: TreeGoals, free: Freedom, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The weighted Jacobian (rows: goals' tips, then rotation goals) and error vector (`table`: `AngleRig.table`)."""
     if len(free.coordinates) <= PLAIN_COORDINATES:
         return _linearised_plain(rig, problem, free)
@@ -857,7 +197,7 @@ def _linearised(rig: AngleRig, problem: Problem, free: Freedom, table: np.ndarra
             s = w * problem.rotation_weights[g] * problem.reach[g]
             if s > 0.0:
                 rows.append((axes * (mask[:, None] * s)).T)
-                errors.append(np.array(_rotation_error(rig.frames[node], rotation)) * s)
+                errors.append(np.array(rotation_error(rig.frames[node], rotation)) * s)
     return np.vstack(rows), np.concatenate(errors)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from . import ccd, fabrik, jacobian, two_bone
+from . import ccd, jacobian, plan, two_bone
 from .problem import Goal, SolveReport, SolveSettings
 from .skeleton import Pose, Skeleton
 from .stretch import supporting
@@ -15,9 +15,9 @@ __all__ = ["DESCRIPTIONS", "SOLVERS", "Solver"]
 Solver = Callable[[Skeleton, Sequence[Goal], Pose | None, SolveSettings], tuple[Pose, SolveReport]]
 
 #: Identifier -> solve function; every one takes (skeleton, goals, start=None, settings=SolveSettings()).
-#: FABRIK applies IK stretch itself; the others run on the stretched skeleton through `supporting`.
+#: FABRIK's plan applies IK stretch itself; the others run on the stretched skeleton through `supporting`.
 SOLVERS: dict[str, Solver] = {
-    "FABRIK": fabrik.solve,
+    "FABRIK": plan.solve,
     "CCD": supporting(ccd.solve),
     "JACOBIAN_TRANSPOSE": supporting(jacobian.solve_transpose),
     "DLS": supporting(jacobian.solve_dls),

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The live path's plain-float solve of free trees gives what fabrik.solve and local_rotations give."""
+"""A plan solves from the nodes' local rotations (the live path's start, forward kinematics on plain floats) as it
+solves from a whole pose (`core.solve`): the same local rotations and the same report, for every method."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ import numpy as np
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from fabrik_addon.core import Goal, SolveSettings, batch, fabrik, local_solve, matrix_rows, quat, solve, stretch
-from fabrik_addon.core.fabrik import moving_tree
+from fabrik_addon.core import Goal, SolveSettings, fabrik, matrix_rows, quat, solve, stretch, tree as tree_types
 from fabrik_addon.core.limits import JointLimit
+from fabrik_addon.core.methods import inside_limits, open_cones_as_free
+from fabrik_addon.core.plan import FREE, LIMITED, OFFSETS, plan_for
+from fabrik_addon.core.tree import Start, components, moving_tree
 from skeletons import hand, random_rotations, skeletons, straight_chain
 
 
 def solve_both(skeleton, goals, rotations, locations, solve_settings):
-    """(fast local rotations as matrices, fast report, slow local rotations of the moving bones, slow report)."""
+    """(local rotations from the plan's solve from local rotations, its report, local rotations of the moving bones
+    from `core.solve` on the whole pose, its report)."""
     tree = moving_tree(skeleton, goals)
     bones = list(tree.bones)
     # The start as the bridge builds it: the moving bones' channels over a pose of the whole rig.
@@ -22,20 +26,17 @@ def solve_both(skeleton, goals, rotations, locations, solve_settings):
     start = skeleton.with_local_rotations(around, {b: rotations[b] for b in bones}, locations)
     pose, report = solve(skeleton, goals, start, solve_settings)
     slow = skeleton.local_rotations(pose)[bones]
-    local = local_solve.local_tree(skeleton, tree)
+    plan = plan_for(skeleton, goals)
     fixed = [
-        (quat.from_matrix(around.frames[p].tolist()), tuple(around.heads[p].tolist())) if k < 0 and p >= 0 else None
-        for k, p in zip(tree.parent, local.parent_bone)
+        (quat.from_matrix(around.frames[b].tolist()), tuple(around.heads[b].tolist()))
+        if k < 0 and b >= 0 else None
+        for k, b in zip(tree.parent, (skeleton.parents[b] for b in bones))
     ]
     moves = [tuple(locations[b].tolist()) if b in locations else None for b in bones]
-    solved = local_solve.solve(
-        local, goals, [quat.from_matrix(rotations[b].tolist()) for b in bones], moves, fixed, solve_settings
-    )
-    if solved is None:  # a tree with offsets that FABRIK alone does not solve: the general path's
-        return None, None, slow, report
-    solved_rotations, fast_report = solved
-    fast = np.array([quat.to_matrix(q) for q in solved_rotations])
-    return fast, fast_report, slow, report
+    begun = plan.start([quat.from_matrix(rotations[b].tolist()) for b in bones], moves, fixed, lambda: start)
+    outcome = plan.solve(goals, begun, solve_settings)
+    fast = np.array([quat.to_matrix(q) for q in plan.rotations(begun, outcome)])
+    return fast, outcome.report, slow, report
 
 
 def assert_same(fast, fast_report, slow, report):
@@ -72,7 +73,9 @@ def test_free_connected_trees_solve_as_fabrik_does(skeleton, seed, goal_count, t
         target = reach.tails[bone] * (3.0 if rng.random() < 0.2 else 1.0)
         goals.append(Goal(bone, tuple(target), float(rng.uniform(0.2, 2.0)), int(rng.integers(0, 4))))
     tree = moving_tree(skeleton, goals)
-    assume(not tree.needs_frames and local_solve.applies(tree, goals) and batch.supports(skeleton, goals))
+    plan = plan_for(skeleton, goals)
+    assume(not tree.needs_frames and not stretch.applies(skeleton, goals))
+    assert all(p.method == FREE for p in plan.parts) and plan.rows
     locations = {b: rng.normal(size=3) * 0.3 for b in tree.bones if translate and rng.random() < 0.5}
     solve_settings = SolveSettings(max_iterations=int(rng.integers(1, 40)), tolerance=tolerance)
     assert_same(*solve_both(skeleton, goals, rotations, locations, solve_settings))
@@ -80,9 +83,9 @@ def test_free_connected_trees_solve_as_fabrik_does(skeleton, seed, goal_count, t
 
 @settings(max_examples=200, deadline=None, suppress_health_check=SELECTED_CASES)
 @given(skeletons(max_bones=9, offsets=True, roots=2), st.integers(0, 2**32 - 1), st.integers(1, 3), st.booleans())
-def test_free_trees_with_offsets_solve_as_fabrik_does_or_hand_over(skeleton, seed, goal_count, translate):
-    """Bones hanging off their parents' tails: where FABRIK's descent converges, the same rotations and report;
-    where it does not, no answer (the general path refines), and fabrik.solve needed more than that descent."""
+def test_free_trees_with_offsets_solve_as_fabrik_does(skeleton, seed, goal_count, translate):
+    """Bones hanging off their parents' tails: the same rotations and report, where FABRIK's descent converges and
+    where the refinement finishes after it (both from the plan's one method)."""
     rng = np.random.default_rng(seed)
     n = len(skeleton)
     rotations = random_rotations(rng, n, 1.0)
@@ -90,31 +93,29 @@ def test_free_trees_with_offsets_solve_as_fabrik_does_or_hand_over(skeleton, see
     goals = [Goal(int(b), tuple(reach.tails[b]), float(rng.uniform(0.2, 2.0)), int(rng.integers(0, 4)))
              for b in rng.integers(n, size=goal_count)]
     tree = moving_tree(skeleton, goals)
-    assume(tree.needs_frames and local_solve.applies(tree, goals) and batch.supports(skeleton, goals))
+    assume(tree.needs_frames and not stretch.applies(skeleton, goals))
+    assert any(p.method == OFFSETS for p in plan_for(skeleton, goals).parts)
     locations = {b: rng.normal(size=3) * 0.3 for b in tree.bones if translate and rng.random() < 0.5}
     solve_settings = SolveSettings(max_iterations=int(rng.integers(1, 40)), tolerance=1e-4)
-    fast, fast_report, slow, report = solve_both(skeleton, goals, rotations, locations, solve_settings)
-    local = local_solve.local_tree(skeleton, tree)
-    direct = all(p < 0 or local.parent_bone[k] == tree.bones[p] for k, p in enumerate(tree.parent))
-    assert (fast is not None) == (direct and descent_converges(skeleton, goals, rotations, locations, solve_settings))
-    if fast is not None:
-        assert_same(fast, fast_report, slow, report)
+    event("descent converges" if descent_converges(skeleton, goals, rotations, locations, solve_settings) else "refined")
+    assert_same(*solve_both(skeleton, goals, rotations, locations, solve_settings))
 
 
 def descent_converges(skeleton, goals, rotations, locations, solve_settings) -> bool:
-    """Whether fabrik.solve's FABRIK descent on each part of a tree with offsets (goals that share no bones are
-    solved apart) converges before it hands over; a part that carries no frames never hands over."""
+    """Whether FABRIK's descent on each part of a tree with offsets (goals that share no bones are solved apart)
+    converges before it hands over; a part that carries no frames never hands over."""
     tree = moving_tree(skeleton, goals)
     around = skeleton.pose_from_local(rotations)
     start = skeleton.with_local_rotations(around, {b: rotations[b] for b in tree.bones}, locations)
-    for group in fabrik.components(tree):
+    for group in components(tree):
         part_goals = [goals[g] for g in group]
         part = moving_tree(skeleton, part_goals)
         poled = any(g.pole is not None for g in part_goals)
         if not (part.needs_frames or poled):
             continue
         window = 0 if poled else fabrik.SLOW_WINDOW  # (poles: FABRIK goes on)
-        _, report = fabrik._solve_from(skeleton, part, part_goals, start, solve_settings, careful=True, window=window)
+        begun = Start.of_pose(skeleton, part, start)
+        _, report = fabrik.solve_from(part, part_goals, begun, solve_settings, careful=True, window=window)
         if not report.converged:
             return False
     return True
@@ -122,9 +123,9 @@ def descent_converges(skeleton, goals, rotations, locations, solve_settings) -> 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=SELECTED_CASES)
 @given(skeletons(max_bones=7, offsets=True, roots=1), st.integers(0, 2**32 - 1), st.integers(1, 2), st.booleans())
-def test_free_trees_with_poles_solve_as_fabrik_does_or_hand_over(skeleton, seed, goal_count, translate):
-    """Chains turned by poles (Blender's rule, then held through the passes): where FABRIK's careful descent
-    converges, the same rotations and report; where it does not, no answer (the general path goes on)."""
+def test_free_trees_with_poles_solve_as_fabrik_does(skeleton, seed, goal_count, translate):
+    """Chains turned by poles (Blender's rule, then held through the passes): the same rotations and report,
+    where FABRIK's careful descent converges and where plain FABRIK goes on after it."""
     rng = np.random.default_rng(seed)
     n = len(skeleton)
     rotations = random_rotations(rng, n, 0.8)
@@ -135,15 +136,11 @@ def test_free_trees_with_poles_solve_as_fabrik_does_or_hand_over(skeleton, seed,
         for b in rng.integers(n, size=goal_count)
     ]
     tree = moving_tree(skeleton, goals)
-    assume(local_solve.applies(tree, goals) and not stretch.applies(skeleton, goals))
+    assume(not tree.is_limited and not stretch.applies(skeleton, goals))
     locations = {b: rng.normal(size=3) * 0.3 for b in tree.bones if translate and rng.random() < 0.5}
     solve_settings = SolveSettings(max_iterations=int(rng.integers(1, 40)), tolerance=1e-4)
-    fast, fast_report, slow, report = solve_both(skeleton, goals, rotations, locations, solve_settings)
-    local = local_solve.local_tree(skeleton, tree)
-    direct = all(p < 0 or local.parent_bone[k] == tree.bones[p] for k, p in enumerate(tree.parent))
-    assert (fast is not None) == (direct and descent_converges(skeleton, goals, rotations, locations, solve_settings))
-    if fast is not None:
-        assert_same(fast, fast_report, slow, report)
+    event("descent converges" if descent_converges(skeleton, goals, rotations, locations, solve_settings) else "went on")
+    assert_same(*solve_both(skeleton, goals, rotations, locations, solve_settings))
 
 
 def test_an_arm_with_a_pole_solves_as_fabrik_does():
@@ -158,7 +155,8 @@ def test_an_arm_with_a_pole_solves_as_fabrik_does():
 
 
 def test_a_hand_pulled_through_its_palm_solves_as_fabrik_does():
-    """Fingers hanging off the palm with the palm in their chains: the frames the passes carry give the rotations."""
+    """Fingers hanging off the palm with the palm in their chains: the frames the passes carry give the rotations,
+    where FABRIK converges and where the refinement finishes."""
     rng = np.random.default_rng(11)
     skeleton, tips = hand()
     rotations = random_rotations(rng, len(skeleton), 0.1)
@@ -167,15 +165,11 @@ def test_a_hand_pulled_through_its_palm_solves_as_fabrik_does():
     for shift, converges in (((0.1, -0.1, 0.2), True), ((0.05, 0.02, 0.1), False)):
         goals = [Goal(t, tuple(start.tails[t] + np.array(shift)), 1.0, chain_length=4) for t in tips]
         tree = moving_tree(skeleton, goals)
-        assert tree.needs_frames and local_solve.applies(tree, goals)
+        assert tree.needs_frames and plan_for(skeleton, goals).parts[0].method == OFFSETS
         solve_settings = SolveSettings(tolerance=1e-4)
         assert descent_converges(skeleton, goals, rotations, {}, solve_settings) == converges
         fast, fast_report, slow, report = solve_both(skeleton, goals, rotations, {}, solve_settings)
-        if converges:
-            assert report.converged
-            assert_same(fast, fast_report, slow, report)
-        else:
-            assert fast is None, "where the descent crawls, the general path goes on"
+        assert_same(fast, fast_report, slow, report)
 
 
 def test_chains_and_a_hand_solve_as_fabrik_does():
@@ -191,7 +185,7 @@ def test_chains_and_a_hand_solve_as_fabrik_does():
     rotations = random_rotations(rng, len(skeleton), 0.3)
     reach = skeleton.pose_from_local(random_rotations(rng, len(skeleton), 0.6))
     goals = [Goal(t, tuple(reach.tails[t]), 1.0 + i, chain_length=3) for i, t in enumerate(tips)]
-    assert local_solve.applies(moving_tree(skeleton, goals), goals)
+    assert plan_for(skeleton, goals).parts[0].method == FREE
     assert_same(*solve_both(skeleton, goals, rotations, {}, SolveSettings(tolerance=1e-5)))
 
 
@@ -202,7 +196,7 @@ def test_a_nearly_opposite_turn_keeps_the_careful_roll():
     b = quat.rotate(quat.about_axis(quat.x_axis(frame), np.pi - 1e-5), a)
 
     expected = matrix_rows.swung_frames(np.array([quat.to_matrix(frame)]), np.array([b]))[0]
-    np.testing.assert_allclose(quat.to_matrix(local_solve._swung_half_round(frame, a, b)), expected, atol=1e-9)
+    np.testing.assert_allclose(quat.to_matrix(tree_types._swung_half_round(frame, a, b)), expected, atol=1e-9)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -210,10 +204,10 @@ def test_a_nearly_opposite_turn_keeps_the_careful_roll():
     st.integers(2, 12), st.integers(0, 2**32 - 1), st.floats(5.0, 60.0), st.booleans(), st.booleans(),
     st.sampled_from([1e-3, 1e-5]),
 )
-def test_chains_in_open_cones_solve_as_fabrik_does_or_hand_over(n, seed, degrees, twist_range, translate, tolerance):
+def test_chains_in_open_cones_solve_as_fabrik_does(n, seed, degrees, twist_range, translate, tolerance):
     """One chain whose limits are open cones, from random start rotations (in and out of the cones) to random
-    targets in and out of reach: where the lean solve answers (the free passes converged inside every cone), it
-    answers what `fabrik.solve` does, tip twist included; where it hands over, `fabrik.solve` goes on."""
+    targets in and out of reach: the same rotations and report, tip twist included, where the free passes
+    converge inside every cone and where the limited solve goes on from them."""
     rng = np.random.default_rng(seed)
     r = np.radians(degrees)
     cone = JointLimit(
@@ -226,20 +220,17 @@ def test_chains_in_open_cones_solve_as_fabrik_does_or_hand_over(n, seed, degrees
     target = tuple(reach.tails[n - 1] * (1.5 if rng.random() < 0.2 else 1.0))
     goals = [Goal(n - 1, target)]
     tree = moving_tree(skeleton, goals)
-    free = fabrik.open_cones_as_free(tree)
+    free = open_cones_as_free(tree)
+    assume(tree.is_limited)
     assert free is not None and not any(limit is not None for limit in free.limits)
-    assert local_solve.applies_open(free, goals)
+    assert plan_for(skeleton, goals).parts[0].method == LIMITED and plan_for(skeleton, goals).rows
     locations = {b: rng.normal(size=3) * 0.1 for b in tree.bones if translate and rng.random() < 0.5}
     solve_settings = SolveSettings(max_iterations=int(rng.integers(5, 60)), tolerance=tolerance)
     start = skeleton.with_local_rotations(skeleton.pose_from_local(rotations), {b: rotations[b] for b in tree.bones}, locations)
-    pose, report = solve(skeleton, goals, start, solve_settings)
-    moves = [tuple(locations[b].tolist()) if b in locations else None for b in tree.bones]
-    solved = local_solve.solve_open(
-        local_solve.local_tree(skeleton, free), tree.limits, goals,
-        [quat.from_matrix(rotations[b].tolist()) for b in tree.bones], moves, [None] * n, solve_settings,
-    )
-    event("handed over" if solved is None else "answered")
-    if solved is None:
-        return
-    fast = np.array([quat.to_matrix(q) for q in solved[0]])
-    assert_same(fast, solved[1], skeleton.local_rotations(pose)[list(tree.bones)], report)
+    begun = Start.of_pose(skeleton, tree, start)
+    joints, passes = fabrik.solve_from(free, goals, begun, solve_settings, careful=True, window=fabrik.SLOW_WINDOW)
+    answered = passes.converged and inside_limits(tree, begun, begun.frames if joints is None else joints.final_frames(free, begun))
+    event("free passes answer" if answered else "the limited solve goes on")
+    fast, fast_report, slow, report = solve_both(skeleton, goals, rotations, locations, solve_settings)
+    if answered:  # (from there on the limited solve's refinement and restarts turn on comparisons of rounding)
+        assert_same(fast, fast_report, slow, report)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Batched FABRIK over many frames agrees with the per-frame solver."""
+"""Many frames solved at once (the plan on numpy rows: `Plan.solve_rows`, `rows`) agree with each frame solved alone."""
 
 from __future__ import annotations
 
@@ -8,11 +8,29 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabrik_addon.core import (
-    Goal, SolveSettings, batch, batch_offsets, fabrik, limits, quat, skeleton_from_points, solve,
-)
+from fabrik_addon.core import Goal, SolveSettings, fabrik, limits, quat, rows, skeleton_from_points, solve
 from fabrik_addon.core.limits import JointLimit
+from fabrik_addon.core.methods import open_cones_as_free
+from fabrik_addon.core.plan import plan_for
+from fabrik_addon.core.skeleton import pose_with
+from fabrik_addon.core.tree import Start, moving_tree
 from skeletons import hand, random_rotations, skeletons, straight_chain
+
+
+def solve_frames(skeleton, goals, targets, starts, settings=SolveSettings()):
+    """Many frames through the plan on numpy rows, from whole start poses: each frame's pose (the moving bones as
+    solved, the others following), the iterations and the errors."""
+    plan = plan_for(skeleton, goals)
+    bones = plan.bones
+    heads = np.stack([p.heads[bones] for p in starts])
+    frames = np.stack([p.frames[bones] for p in starts])
+    hung = {skeleton.parents[b] for k, b in zip(plan.tree.parent, bones) if k < 0 and skeleton.parents[b] >= 0}
+    fixed = {b: np.stack([p.frames[b] for p in starts]) for b in hung}
+    solved, placed, iterations, errors = plan.solve_rows(
+        goals, targets, heads, frames, fixed, settings, lambda f: Start.of_pose(skeleton, plan.tree, starts[f])
+    )
+    poses = [pose_with(skeleton, start, bones, h, m) for start, h, m in zip(starts, placed, solved)]
+    return poses, iterations, errors
 
 
 def frames_of(skeleton, tips, count, seed, scale_every=7):
@@ -36,7 +54,7 @@ def test_batched_chains_agree_with_the_per_frame_solver(bones):
     targets[6, 0] = starts[6].tails[bones - 1]  # a target already reached
     goals = [Goal(bones - 1, (0.0, 0.0, 0.0))]
     settings = SolveSettings(tolerance=1e-5)
-    poses, iterations, errors = batch.solve_frames(skeleton, goals, targets, starts, settings)
+    poses, iterations, errors = solve_frames(skeleton, goals, targets, starts, settings)
     for f in range(len(starts)):
         pose, report = solve(skeleton, [Goal(bones - 1, tuple(targets[f, 0]))], starts[f], settings)
         np.testing.assert_allclose(poses[f].heads, pose.heads, atol=1e-12)
@@ -53,7 +71,7 @@ def test_batched_trees_with_weights_agree_with_the_per_frame_solver():
     )
     targets, starts = frames_of(skeleton, [2, 4], 40, 3)
     goals = [Goal(2, (0.0, 0.0, 0.0), 2.0), Goal(4, (0.0, 0.0, 0.0), 1.0, chain_length=3)]
-    poses, iterations, _ = batch.solve_frames(skeleton, goals, targets, starts)
+    poses, iterations, _ = solve_frames(skeleton, goals, targets, starts)
     for f in range(len(starts)):
         frame_goals = [Goal(g.bone, tuple(targets[f, i]), g.weight, g.chain_length) for i, g in enumerate(goals)]
         pose, report = solve(skeleton, frame_goals, starts[f])
@@ -63,7 +81,7 @@ def test_batched_trees_with_weights_agree_with_the_per_frame_solver():
 
 def assert_agrees_with_the_per_frame_solver(skeleton, goals, targets, starts, run=SolveSettings()) -> None:
     """Each frame of a batch equals fabrik.solve on that frame: pose, iterations and errors."""
-    poses, iterations, errors = batch.solve_frames(skeleton, goals, targets, starts, run)
+    poses, iterations, errors = solve_frames(skeleton, goals, targets, starts, run)
     for f in range(len(starts)):
         frame_goals = [Goal(g.bone, tuple(targets[f, i]), g.weight, g.chain_length) for i, g in enumerate(goals)]
         pose, report = solve(skeleton, frame_goals, starts[f], run)
@@ -83,13 +101,13 @@ def test_batched_trees_with_offsets_agree_with_the_per_frame_solver():
     assert_agrees_with_the_per_frame_solver(skeleton, goals, targets, starts, run)
     # FABRIK's phase alone (all frames at once) crawls short of all of these targets (the weights pull the
     # palm different ways); the per-frame solver's refinement finishes those frames, reaching all in reach.
-    tree = fabrik.moving_tree(skeleton, goals)
+    tree = moving_tree(skeleton, goals)
     bones = list(tree.bones)
     heads = np.stack([p.heads[bones] for p in starts])
     frames = np.stack([p.frames[bones] for p in starts])
-    *_, converged = batch_offsets.solve(tree, goals, targets, heads, frames, run)
+    *_, converged = rows.solve(tree, goals, targets, heads, frames, run, fabrik.SLOW_WINDOW)
     assert not converged.any()
-    _, _, errors = batch.solve_frames(skeleton, goals, targets, starts, run)
+    _, _, errors = solve_frames(skeleton, goals, targets, starts, run)
     reached = errors.max(axis=1) <= run.tolerance
     in_reach = np.ones(len(starts), dtype=bool)
     in_reach[::7] = False
@@ -97,7 +115,7 @@ def test_batched_trees_with_offsets_agree_with_the_per_frame_solver():
     # One finger pulling the palm: reachable frames converge, the others do not.
     one = [Goal(tips[2], (0.0, 0.0, 0.0), chain_length=4)]
     assert_agrees_with_the_per_frame_solver(skeleton, one, targets[:, 2:3], starts, run)
-    _, _, errors = batch.solve_frames(skeleton, one, targets[:, 2:3], starts, run)
+    _, _, errors = solve_frames(skeleton, one, targets[:, 2:3], starts, run)
     reached = errors[:, 0] <= run.tolerance
     assert reached.any() and not reached[::7].any()
 
@@ -126,15 +144,16 @@ def test_batched_random_trees_agree_with_the_per_frame_solver(skeleton, data):
 
 
 def test_what_batching_cannot_take_is_refused():
-    """Joint limits and rotation or pole goals are left to the per-frame solver, with a message."""
+    """Joint limits other than open cones, and rotation or pole goals, are left to the per-frame solver, with a
+    message."""
     chain = straight_chain(3)
-    assert not batch.supports(chain, [Goal(2, (1.0, 0.0, 1.0), rotation=(1.0, 0.0, 0.0, 0.0))])
-    assert not batch.supports(chain, [Goal(2, (1.0, 0.0, 1.0), pole=(1.0, 0.0, 0.0))])
+    assert not plan_for(chain, [Goal(2, (1.0, 0.0, 1.0), rotation=(1.0, 0.0, 0.0, 0.0))]).rows
+    assert not plan_for(chain, [Goal(2, (1.0, 0.0, 1.0), pole=(1.0, 0.0, 0.0))]).rows
     limited = chain.with_limits({1: JointLimit(lock_x=True)})
-    assert not batch.supports(limited, [Goal(2, (1.0, 0.0, 1.0))])
-    assert batch.supports(limited, [Goal(2, (1.0, 0.0, 1.0), chain_length=1)])  # the limited bone stays put
+    assert not plan_for(limited, [Goal(2, (1.0, 0.0, 1.0))]).rows
+    assert plan_for(limited, [Goal(2, (1.0, 0.0, 1.0), chain_length=1)]).rows  # the limited bone stays put
     with pytest.raises(ValueError, match="no joint limits"):
-        batch.solve_frames(limited, [Goal(2, (1.0, 0.0, 1.0))], np.zeros((1, 1, 3)), [limited.rest_pose()])
+        solve_frames(limited, [Goal(2, (1.0, 0.0, 1.0))], np.zeros((1, 1, 3)), [limited.rest_pose()])
 
 
 def test_batched_bend_of_a_straight_chain_matches_the_per_frame_solver():
@@ -143,7 +162,7 @@ def test_batched_bend_of_a_straight_chain_matches_the_per_frame_solver():
     goals = [Goal(1, (0.0, 0.0, 0.0)), Goal(2, (0.0, 0.0, 0.0), weight=0.0)]
     targets = np.array([[(0.0, 0.0, 1.5), (0.5, 0.0, 2.0)], [(0.0, 0.0, 1.2), (0.3, 0.2, 2.5)]])
     starts = [skeleton.rest_pose(), skeleton.rest_pose()]
-    poses, _, _ = batch.solve_frames(skeleton, goals, targets, starts)
+    poses, _, _ = solve_frames(skeleton, goals, targets, starts)
     for f in range(2):
         frame_goals = [Goal(g.bone, tuple(targets[f, i]), g.weight) for i, g in enumerate(goals)]
         pose, _ = solve(skeleton, frame_goals, starts[f])
@@ -152,14 +171,14 @@ def test_batched_bend_of_a_straight_chain_matches_the_per_frame_solver():
 
 
 def test_batched_free_passes_on_open_cones_stop_where_the_per_frame_solver_hands_over():
-    """A chain in open cones, solved as the free chain in a batch (`free`): every frame stops where `fabrik.solve`
-    stops those passes (converged, out of reach, or handed over once they crawl: `fabrik.SLOW_WINDOW`), with the
+    """A chain in open cones, solved as the free chain on numpy rows: every frame stops where one frame alone stops
+    those passes (converged, out of reach, or handed over once they crawl: `fabrik.SLOW_WINDOW`), with the
     same iterations, errors and frames."""
     cone = JointLimit(use_limit_x=True, use_limit_z=True, min_x=-0.6, max_x=0.6, min_z=-0.5, max_z=0.7)
     skeleton = straight_chain(12, 0.4).with_limits({k: cone for k in range(1, 12)})
     goals = [Goal(11, (0.0, 0.0, 0.0))]
-    tree = fabrik.moving_tree(skeleton, goals)
-    free = fabrik.open_cones_as_free(tree)
+    tree = moving_tree(skeleton, goals)
+    free = open_cones_as_free(tree)
     assert free is not None
     targets, starts = frames_of(skeleton, [11], 40, 12)
     rng = np.random.default_rng(5)
@@ -168,17 +187,21 @@ def test_batched_free_passes_on_open_cones_stop_where_the_per_frame_solver_hands
         targets[f, 0] = skeleton.rest_heads[0] + 4.8 * 0.999 * direction / np.linalg.norm(direction)
     bones = list(tree.bones)
     settings = SolveSettings(tolerance=1e-6)
-    solved, iterations, errors = batch.solve_moving(
-        skeleton, goals, targets, np.stack([p.heads[bones] for p in starts]),
-        np.stack([p.frames[bones] for p in starts]), settings, lambda f: starts[f], free,
+    _, solved, iterations, errors, _ = rows.solve(
+        free, goals, targets, np.stack([p.heads[bones] for p in starts]), np.stack([p.frames[bones] for p in starts]),
+        settings, fabrik.SLOW_WINDOW,
     )
     stopped = []
     for f, start in enumerate(starts):
-        pose, report = fabrik._solve_as_free(skeleton, tree, [Goal(11, tuple(targets[f, 0]))], start, settings)
+        begun = Start.of_pose(skeleton, free, start)
+        joints, report = fabrik.solve_from(
+            free, [Goal(11, tuple(targets[f, 0]))], begun, settings, careful=True, window=fabrik.SLOW_WINDOW
+        )
+        frames = begun.frames if joints is None else joints.final_frames(free, begun)
         stopped.append(report.stopped_by)
         assert iterations[f] == report.iterations, f"frame {f}"
         np.testing.assert_allclose(errors[f], report.errors, atol=1e-9, err_msg=f"frame {f}")
-        np.testing.assert_allclose(solved[f], pose.frames[bones], atol=1e-9, err_msg=f"frame {f}")
+        np.testing.assert_allclose(solved[f], [quat.to_matrix(q) for q in frames], atol=1e-9, err_msg=f"frame {f}")
     assert {"converged", "unreachable", "handover"} <= set(stopped), stopped
 
 

@@ -1,0 +1,374 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""How one part of a rig is solved: the methods the plan (`plan`) picks from.
+
+Each takes a part's moving tree, its goals, where it starts (`tree.Start`) and
+the settings, and gives the nodes' solved frames and heads with a report.
+
+- `solve_free`: a tree without limits. FABRIK's careful descent
+  (`fabrik.solve_from`); where frames are carried (offsets, poles, rotation
+  goals) and it stops short, plain FABRIK goes on from there and may wander
+  further, within what is left of the budget.
+- `solve_offsets`: a free tree with unconnected bones pulled by position
+  goals. FABRIK's passes slow to a crawl well short of many reachable targets
+  there (a finger hanging off the palm pulls the palm about its offset), so
+  FABRIK hands over once its best error has not halved over
+  `fabrik.SLOW_WINDOW` iterations, and the refinement in the joints' angles
+  (`refine`) finishes, from there and, where that stalls, from the start.
+- `solve_limited`: a tree with joint limits. Where the limits are open cones
+  FABRIK first runs as on the free tree: a pose it converges to inside every
+  limit is the answer. Else each attempt runs FABRIK while every iteration
+  still halves the error, then hands the pose to the refinement, which
+  finishes in the coordinates the limits are written in; dead ends of the
+  limits get other start poses inside them. In continuity mode (warm starts)
+  a start near its targets moves by one settling step where that reaches
+  (`follow_limited`), else is refined as it is first.
+
+One iteration cap covers everything a method does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+
+from . import fabrik, limits, pole, quat, refine, settle
+from .angles import AngleRig, Freedom, TreeGoals, goal_errors_of, values_after_turn
+from .fabrik import SLOW_WINDOW
+from .problem import Goal, SolveReport, SolveSettings
+from .quat import Quat
+from .skeleton import Skeleton
+from .tree import Joints, MovingTree, Start
+from .vec import Vec, dist
+
+__all__ = ["NEAR", "Solved", "follow_limited", "open_cones_as_free", "solve_free", "solve_limited", "solve_offsets"]
+
+#: In continuity mode, a limited solve whose start has every goal within this share of its chain's reach moves
+#: by one settling step where that reaches, else is refined from the start as it is before FABRIK runs.
+NEAR = 0.1
+
+
+@dataclass
+class Solved:
+    """What a method made of a part: the report, and its nodes' frames (unit quaternions) and heads (None: the
+    nodes stay where they start); where it ended in the limits' coordinates, that rig (`rig`)."""
+
+    report: SolveReport
+    frames: list[Quat] | None = None
+    heads: list[Vec] | None = None
+    rig: AngleRig | None = None
+
+
+def _of_joints(tree: MovingTree, start: Start, joints: Joints | None, report: SolveReport) -> Solved:
+    """What FABRIK's joints make of the nodes (None: the start as it was)."""
+    if joints is None:
+        return Solved(report)
+    return Solved(report, joints.final_frames(tree, start), list(joints.heads))
+
+
+def _of_rig(rig: AngleRig, report: SolveReport) -> Solved:
+    """What a rig in the limits' coordinates makes of the nodes."""
+    return Solved(report, list(rig.frames), list(rig.heads), rig)
+
+
+def _after(skeleton: Skeleton, tree: MovingTree, start: Start, solved: Solved) -> Start:
+    """The start a method goes on from once another left the nodes as `solved` has them."""
+    return start if solved.frames is None else start.moved(skeleton, tree, solved.frames, solved.heads)
+
+
+def solve_free(
+    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings
+) -> Solved:
+    """A tree without limits (see the module)."""
+    joints, report = fabrik.solve_from(tree, goals, start, settings, careful=True)
+    solved = _of_joints(tree, start, joints, report)
+    framed = tree.needs_frames or any(g.rotation is not None or g.pole is not None for g in goals)
+    left = settings.max_iterations - report.iterations
+    if report.converged or report.stopped_by == "unreachable" or not framed or not settings.explore or left <= 0:
+        return solved
+    # The careful descent found no way on from where it started; plain FABRIK may wander further and find the
+    # target, within what is left of the budget. It wins where it is better by more than the stall fraction (what
+    # the stopping rules count as progress: two attempts that both stopped at a pose agree to rounding).
+    after = _after(skeleton, tree, start, solved)
+    joints, other = fabrik.solve_from(tree, goals, after, replace(settings, max_iterations=left), careful=False)
+    total = report.iterations + other.iterations
+    if other.converged or sum(other.errors) < sum(report.errors) * (1.0 - settings.stall_fraction):
+        solved = _of_joints(tree, after, joints, other) if joints is not None else Solved(other, after.frames, after.heads)
+    solved.report.iterations, solved.report.restarts = total, 1
+    return solved
+
+
+def solve_offsets(
+    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings
+) -> Solved:
+    """A free tree with unconnected bones, pulled by position goals (see the module); FABRIK's part is what the
+    passes on numpy rows give too (`rows`)."""
+    budget = settings.max_iterations
+    joints, report = fabrik.solve_from(tree, goals, start, settings, careful=True, window=SLOW_WINDOW)
+    best = _of_joints(tree, start, joints, report)
+    problem = TreeGoals(tree, goals)
+    if report.converged or all(g.weight <= 0.0 for g in goals):  # (goals of no weight pull nothing)
+        if report.stopped_by == "handover":
+            report.stopped_by = "stalled"
+        return best
+    if problem.out_of_reach(start.heads, skeleton, settings.tolerance):
+        # No pose reaches every target: FABRIK's stretch towards them is as good an answer, and the bake's
+        # passes on numpy rows need not solve such frames again.
+        report.stopped_by = "unreachable"
+        return best
+    used = report.iterations
+    for attempt, attempt_start in enumerate((_after(skeleton, tree, start, best), start)):
+        if used >= budget or (attempt > 0 and not settings.explore):
+            break
+        rig = AngleRig(tree, attempt_start)
+        refined = refine.solve(rig, problem, settings.tolerance, budget - used)
+        used += refined.iterations
+        if refined.converged or refined.cost < problem.cost(best.report.errors, []):
+            stopped_by = "converged" if refined.converged else refined.stopped_by
+            best = _of_rig(rig, SolveReport(used, refined.errors, refined.converged, stopped_by))
+        if best.report.converged:
+            break
+    report = best.report
+    report.iterations, report.restarts = used, attempt
+    if not report.converged:
+        report.stopped_by = "max_iterations" if used >= budget else "stalled"
+    return best
+
+
+def open_cones_as_free(tree: MovingTree) -> MovingTree | None:
+    """The tree without its limits, where every bone hangs from its parent's tail and every limit leaves the rest
+    direction a cone to swing in and the rest twist a range to turn in (no lock, hinge or stiffness); else None.
+    Where no limit binds, a limited pass moves every joint as the free pass does, so such a chain (a tentacle, a
+    spine) is solved as the free one first. (Kept with the tree.)"""
+    if "free" not in tree.derived:
+        tree.derived["free"] = _without_open_cones(tree)
+    return tree.derived["free"]
+
+
+def _without_open_cones(tree: MovingTree) -> MovingTree | None:
+    """`open_cones_as_free`, worked out."""
+    if not all(c for c, p in zip(tree.connected, tree.parent) if p >= 0):
+        return None
+    for limit in tree.limits:
+        if limit is None:
+            continue
+        (lo_x, hi_x), (lo_z, hi_z), (lo_y, hi_y) = limit.x_range, limit.z_range, limit.y_range
+        # (a locked twist: the free passes' shortest turns would leave it a hair off, at every solve)
+        if limit.is_stiff or not (lo_x < 0.0 < hi_x and lo_z < 0.0 < hi_z and lo_y < 0.0 < hi_y):
+            return None
+    n = len(tree.bones)
+    return replace(tree, limits=(None,) * n, limited_child=(-1,) * n)
+
+
+def solved_as_free(tree: MovingTree, goals: Sequence[Goal], settings: SolveSettings) -> MovingTree | None:
+    """The free tree `solve_limited` first solves this limited tree as (`open_cones_as_free`), or None where it
+    does not: poles and rotation goals need the frames, and continuity mode settles the limited solve's pose."""
+    if not settings.explore or any(g.rotation is not None or g.pole is not None for g in goals):
+        return None
+    return open_cones_as_free(tree)
+
+
+def inside_limits(tree: MovingTree, start: Start, frames: list[Quat]) -> bool:
+    """Whether every limited node with these frames is inside its limit."""
+    for k, limit in enumerate(tree.limits):
+        if limit is None:
+            continue
+        p = tree.parent[k]
+        zero = start.zero[k] if p < 0 else quat.mul(frames[p], start.zero[k])
+        if not limits.allows(limit, quat.mul(quat.conj(zero), frames[k])):
+            return False
+    return True
+
+
+def solve_limited(
+    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings,
+    start_rig: AngleRig | None = None,
+) -> Solved:
+    """A tree with joint limits (see the module); in continuity mode `start_rig` is the start in the limits'
+    coordinates where the caller keeps it (the rig the last frame left)."""
+    budget = settings.max_iterations
+    problem = TreeGoals(tree, goals)
+    used, attempt_start = 0, start
+    free = solved_as_free(tree, goals, settings)
+    if free is not None:
+        joints, report = fabrik.solve_from(free, goals, start, settings, careful=True, window=SLOW_WINDOW)
+        solved = _of_joints(free, start, joints, report)
+        used = report.iterations
+        frames = start.frames if solved.frames is None else solved.frames
+        if report.converged and inside_limits(tree, start, frames):
+            if solved.frames is None:
+                solved.frames, solved.heads = list(start.frames), list(start.heads)
+            solved.frames = settle.idle_twists_kept(tree, problem, solved.frames, start)
+            return solved
+        # Some joint left its limit: the limited solve goes on from FABRIK's pose, so that where the limits
+        # begin to bind from one frame to the next, the pose moves on from where the free passes had it.
+        attempt_start = _after(skeleton, tree, start, solved)
+    aims = problem.out_of_reach(start.heads, skeleton, settings.tolerance)
+    asked = goals
+    if aims:
+        # Beyond reach: get as close as the limits allow, aiming at the nearest point in reach.
+        goals = [replace(g, target=aims[i]) if i in aims else g for i, g in enumerate(goals)]
+        problem = TreeGoals(tree, goals)
+    out_of_reach = bool(aims)
+    # In continuity mode the start is the last frame's settled solution: near its targets, one settling step
+    # may reach them; else it is refined as it is first (below). FABRIK's straight-line moves would scatter the
+    # joints the goals leave free, which settling then brings back, at several times the cost.
+    if settings.explore or out_of_reach:
+        start_rig = None
+    elif start_rig is None:
+        start_rig = AngleRig(tree, start)
+    near_first = start_rig is not None and _near(problem, start_rig)
+    if near_first and all(g.pole is None for g in goals):
+        report = _followed(problem, start_rig, settings)
+        if report is not None:
+            return _of_rig(start_rig, report)
+    rng = None  # (made when a random start is first needed)
+    attempt = 0
+    # Per attempt: (the rig it ended in, or else its frames and heads, and the report).
+    best: tuple[AngleRig | None, tuple | None, SolveReport] | None = None
+    # Every attempt's idle twists go back to the start pose's.
+    twists = settle.start_twists(tree, problem, start)
+    while True:
+        left = replace(settings, max_iterations=budget - used)
+        joints = None  # FABRIK's result, where it ran and moved the attempt's start
+        rig = None
+        if attempt == (0 if near_first else 1):
+            # The first other start is the same pose without FABRIK: on arms that turn mostly about their
+            # own bones (twists) FABRIK's moves can lead away from where the angles would have gone.
+            rig = start_rig if attempt == 0 else AngleRig(tree, attempt_start)
+            errors, rotation_errors = goal_errors_of(rig, problem)
+            converged = problem.reached(errors, rotation_errors, settings.tolerance)
+            report = SolveReport(
+                0, errors, converged, "converged" if converged else "stalled", rotation_errors=rotation_errors
+            )
+        else:
+            # Stretching towards a target out of reach is FABRIK's own move: let it go on until it stalls there.
+            joints, report = fabrik.solve_from(
+                tree, goals, attempt_start, left, careful=True, halving=not out_of_reach
+            )
+        moved = None if joints is None else (joints.heads, joints.frames)
+        used += report.iterations
+        refined_rig = None
+        if not report.converged and rig is None:
+            # What is kept is the pose as the limits' coordinates read it (the refinement starts from it too):
+            # where FABRIK's best was a start outside the limits (a pole's turn can take the first bone out of
+            # them) that no pass beat, that start comes back inside and its tip moves, so its errors are measured
+            # again.
+            rig = AngleRig(tree, attempt_start, moved)
+            report.errors, report.rotation_errors = goal_errors_of(rig, problem)
+        if not report.converged and used < budget:
+            refined = refine.solve(rig, problem, settings.tolerance, budget - used)
+            used += refined.iterations
+            if refined.cost <= problem.cost(report.errors, report.rotation_errors) or refined.converged:
+                refined_rig = rig
+                report = SolveReport(
+                    used, refined.errors, refined.converged, "converged" if refined.converged else refined.stopped_by,
+                    rotation_errors=refined.rotation_errors,
+                )
+        if refined_rig is None and not report.converged:
+            refined_rig = AngleRig(tree, attempt_start, moved)  # (again: the refinement moved `rig`)
+        placed = None  # (a refined attempt is kept as its rig)
+        if refined_rig is not None:
+            settle.set_idle_twists(refined_rig, problem, twists)
+        else:
+            frames, heads = (
+                (joints.final_frames(tree, attempt_start), list(joints.heads)) if joints is not None
+                else (list(attempt_start.frames), list(attempt_start.heads))
+            )
+            placed = settle.idle_twists_kept(tree, problem, frames, start, twists), heads
+        if best is None or report.converged or problem.cost(report.errors, report.rotation_errors) < problem.cost(
+            best[2].errors, best[2].rotation_errors
+        ):
+            best = refined_rig, placed, report
+        fallback = near_first and attempt == 0  # (FABRIK's attempt after the refinement's own, in any mode)
+        if best[2].converged or out_of_reach or used >= budget or (
+            not fallback and (not settings.explore or attempt >= settings.restarts)
+        ):
+            break
+        attempt += 1
+        if attempt > 1 and rng is None:
+            rng = np.random.default_rng(len(tree.bones))
+        attempt_start = start if attempt == 1 else settle.random_start(skeleton, tree, goals, start, rng)
+    rig, placed, report = best
+    holds = pole.holds(tree, Joints(tree, start, framed=True), goals, settings.tolerance) if any(
+        g.pole for g in goals
+    ) else []
+    if report.converged and (holds or not settings.explore) and used < budget:
+        # The joints the goals leave free settle: into the plane the poles ask for (the refinement and the
+        # restarts know nothing of poles), and in continuity mode (warm starts) towards rest, so paths that
+        # close, close.
+        rig = rig or AngleRig(tree, start, (placed[1], placed[0]))
+        aim = _settling_aim(tree, holds, to_rest=not settings.explore)
+        used += settle.settle(rig, problem, settings.tolerance, budget - used, aim)
+        settle.set_idle_twists(rig, problem, twists)
+    solved = _of_rig(rig, report) if rig is not None else Solved(report, *placed)
+    report.iterations, report.restarts = used, attempt
+    if aims:
+        report.errors = [dist(_tail(tree, solved, tree.bones.index(g.bone)), g.target) for g in asked]
+        report.converged = max(report.errors) <= settings.tolerance
+    if not report.converged:
+        report.stopped_by = "unreachable" if out_of_reach else ("max_iterations" if used >= budget else "stalled")
+    return solved
+
+
+def _tail(tree: MovingTree, solved: Solved, k: int) -> Vec:
+    """Node k's tail as `solved` places it."""
+    h, y, n = solved.heads[k], quat.y_axis(solved.frames[k]), tree.length[k]
+    return (h[0] + n * y[0], h[1] + n * y[1], h[2] + n * y[2])
+
+
+def _near(problem: TreeGoals, rig: AngleRig) -> bool:
+    """Whether every goal that pulls is within NEAR of its chain's reach of its target as the rig is posed."""
+    return all(
+        w <= 0.0 or dist(rig.tip(node), target) <= NEAR * size
+        for node, target, w, size in zip(problem.nodes, problem.targets, problem.weights, problem.reach)
+    )
+
+
+def follow_limited(
+    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], rig: AngleRig, settings: SolveSettings
+) -> SolveReport | None:
+    """Continuity mode's move on a limited tree (`solve_limited`): from the rig as the start poses it (the last
+    frame's solution), where every goal is near its target and in reach and no pole turns a chain, one settling
+    step that reaches every goal (`settle.follow`); what is left of the pull towards rest is the next frame's.
+    The report, or None with the rig as it was, where the whole solve must run."""
+    if settings.explore or any(g.pole is not None for g in goals):
+        return None
+    problem = TreeGoals(tree, goals)
+    if problem.out_of_reach(rig.heads, skeleton, settings.tolerance) or not _near(problem, rig):
+        return None
+    return _followed(problem, rig, settings)
+
+
+def _followed(problem: TreeGoals, rig: AngleRig, settings: SolveSettings) -> SolveReport | None:
+    """`follow_limited` where its conditions hold: the report of the settling step, or None where it did not
+    reach (the rig as it was)."""
+    steps, followed = settle.follow(rig, problem, settings.tolerance, settings.max_iterations)
+    if not followed:
+        return None
+    errors, rotation_errors = goal_errors_of(rig, problem)
+    return SolveReport(steps, errors, True, "converged", rotation_errors=rotation_errors)
+
+
+def _settling_aim(tree: MovingTree, holds: list[pole.PoleHold], to_rest: bool) -> settle.Aim:
+    """Where settling pulls: each pole chain's first bone turned about its base-target line into the pole's
+    plane (the rest of the chain follows it unchanged), and with `to_rest` every other limited joint to rest."""
+
+    def aim(rig: AngleRig, free: Freedom) -> np.ndarray:
+        coordinates = free.coordinates
+        wanted = settle.rest_aim(rig, free) if to_rest else np.full(len(coordinates), np.nan)
+        for hold in holds:
+            top = hold.chain[-1]
+            turn = pole.turn_for(hold, rig.heads[top], rig.frames[top])
+            if turn is None:
+                continue
+            for i, value in values_after_turn(rig, coordinates, top, turn).items():
+                wanted[i] = value
+            for k in hold.chain[:-1]:  # the rest of the chain keeps its shape
+                for i, c in enumerate(coordinates):
+                    if c.node == k:
+                        wanted[i] = np.nan
+        return wanted
+
+    return aim

@@ -1,0 +1,384 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The plan: the one place that decides how a rig is solved.
+
+A plan is made once per skeleton, goal layout (which bones the goals pull,
+how far up their chains reach, which carry rotation goals, poles or IK
+stretch) and solver, and kept until one of them changes (`plan_for` keeps it
+on the skeleton). It splits the bones the goals move into parts that share no
+bones -- each stops when it has reached, not when the slowest has -- and
+picks for each the method that fits (`methods`):
+
+- a tree with joint limits: limited FABRIK finished by the refinement
+  (`LIMITED`), which tries the free chain's passes first where the limits are
+  open cones;
+- a free tree with unconnected bones pulled by position goals: FABRIK handing
+  over to the refinement once it crawls (`OFFSETS`);
+- any other free tree: FABRIK itself (`FREE`), the paper's own two passes
+  where one chain is pulled at its tip.
+
+IK stretch (`stretch`) and the comparison solvers (`solvers`) take the whole
+rig. Everything that solves goes through the plan: live frames, each frame of
+a bake, many frames of a bake at once (`solve_rows`: the same plan over many
+inputs, on numpy rows where the parts allow), and continuous bakes and warm
+live frames, which carry what the last frame left (`Carry`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import limits, matrix_rows, methods, quat, rows, stretch
+from .angles import AngleRig, longest_reach
+from .fabrik import SLOW_WINDOW
+from .local import LocalTree, local_tree, rotation_rows as local_rotation_rows, start_of, tracked_rotations, with_start_twist
+from .methods import Solved
+from .problem import Goal, SolveReport, SolveSettings, begin, joined_report, validate_goals, validate_settings
+from .quat import Quat
+from .skeleton import Pose, Skeleton
+from .tree import MovingTree, Start, components, moving_tree, posed
+from .vec import Vec
+
+__all__ = ["FREE", "LIMITED", "OFFSETS", "Carry", "Outcome", "Part", "Plan", "layout_of", "plan_for", "solve"]
+
+FREE, OFFSETS, LIMITED = "free", "offsets", "limited"
+
+_METHODS = {FREE: methods.solve_free, OFFSETS: methods.solve_offsets, LIMITED: methods.solve_limited}
+
+
+def layout_of(goals: Sequence[Goal]) -> tuple:
+    """What of the goals decides a plan: each one's bone and chain length, and whether it carries a rotation
+    goal, a pole or IK stretch."""
+    return tuple((g.bone, g.chain_length, g.rotation is not None, g.pole is not None, g.stretch) for g in goals)
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part of the rig that shares no bones with the others: its goals and nodes (indices into the plan's), its
+    own tree, and how it is solved."""
+
+    goals: tuple[int, ...]
+    nodes: tuple[int, ...]
+    tree: MovingTree
+    method: str
+    #: Whether its goals are positions only, without poles.
+    plain: bool
+
+
+def _method(tree: MovingTree, goals: Sequence[Goal]) -> str:
+    """The method for a part's tree and goals (see the module)."""
+    if tree.is_limited:
+        return LIMITED
+    if tree.needs_frames and all(g.rotation is None and g.pole is None for g in goals):
+        return OFFSETS
+    return FREE
+
+
+class Carry:
+    """What continuity mode keeps from one frame to the next for a rig: per limited part, the rig the last solve
+    left in the limits' coordinates, with what it was made from (the nodes' local rotations, the frames they hang
+    from and their location channels), so the next frame goes on from it where it starts from that."""
+
+    def __init__(self) -> None:
+        self.rigs: dict[int, tuple[tuple, AngleRig]] = {}
+
+    def clear(self) -> None:
+        """Forget what was kept."""
+        self.rigs.clear()
+
+
+@dataclass
+class Outcome:
+    """One solve of a rig: the report, and the nodes' frames (unit quaternions) and heads where they moved (None:
+    every node where it started); or the whole pose, where a method of the whole rig made one (IK stretch,
+    another solver)."""
+
+    report: SolveReport
+    frames: list[Quat] | None = None
+    heads: list[Vec] | None = None
+    pose: Pose | None = None
+
+
+class Plan:
+    """How one rig is solved (see the module)."""
+
+    def __init__(self, skeleton: Skeleton, goals: Sequence[Goal], solver: str = "FABRIK") -> None:
+        self.skeleton = skeleton
+        self.solver = solver
+        self.layout = layout_of(goals)
+        #: The bones the goals move, as one tree, and what forward kinematics of it needs.
+        self.tree = moving_tree(skeleton, goals)
+        self.local: LocalTree = local_tree(skeleton, self.tree)
+        self.bones = list(self.tree.bones)
+        #: Whether IK stretch may grow some chain: then it takes the whole rig (`stretch.solve`).
+        self.stretch = stretch.applies(skeleton, goals)
+        groups = components(self.tree)
+        parts = []
+        for group in groups:
+            tree, nodes = (self.tree, list(range(len(self.bones)))) if len(groups) == 1 else self.tree.part(group)
+            own = [goals[g] for g in group]
+            plain = all(g.rotation is None and g.pole is None for g in own)
+            parts.append(Part(tuple(group), tuple(nodes), tree, _method(tree, own), plain))
+        self.parts: tuple[Part, ...] = tuple(parts)
+
+    def __repr__(self) -> str:
+        return f"Plan({self.solver}, {[(p.method, len(p.nodes)) for p in self.parts]}, stretch={self.stretch})"
+
+    @property
+    def whole(self) -> bool:
+        """Whether one method takes the whole rig (another solver, or IK stretch) and works on the whole pose."""
+        return self.solver != "FABRIK" or self.stretch
+
+    def start(
+        self,
+        rotations: Sequence[Quat],
+        translations: Sequence[Vec | None],
+        fixed: Sequence[tuple[Quat, Vec] | None],
+        pose: Callable[[], Pose],
+    ) -> Start:
+        """Where a solve starts, from the nodes' local rotations and location channels (None for none), and per
+        node the frame and head of the fixed bone it hangs from (None for a node with a moving parent, or a root
+        bone): forward kinematics on plain floats, or, where a fixed bone lies between two moving ones, the whole
+        pose (`pose` makes it, with the nodes at those rotations)."""
+        if self.local.placed and not self.whole:
+            return start_of(self.local, rotations, translations, fixed, pose)
+        return Start.of_pose(self.skeleton, self.tree, pose())
+
+    def solve(
+        self, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None = None
+    ) -> Outcome:
+        """Solve the goals (of this plan's layout) from `start`; `carry` is what continuity mode keeps between
+        frames, where the caller keeps it. Raises ValueError for goals or settings no solver can use."""
+        validate_goals(self.skeleton, goals)
+        validate_settings(settings)
+        if not goals:
+            return Outcome(SolveReport(0, [], True, "converged"))
+        if self.whole:
+            pose, report = self._solve_whole(goals, start.pose(), settings)
+            return Outcome(report, pose=pose)
+        if len(self.parts) == 1:
+            solved = self._solve_part(0, self.parts[0], goals, start, settings, carry)
+            return Outcome(solved.report, solved.frames, solved.heads)
+        frames, heads, reports = None, None, []
+        for i, part in enumerate(self.parts):
+            solved = self._solve_part(
+                i, part, [goals[g] for g in part.goals], _part_start(start, part.nodes), settings, carry
+            )
+            reports.append(solved.report)
+            if solved.frames is None:
+                continue
+            if frames is None:
+                frames, heads = list(start.frames), list(start.heads)
+            for k, frame, head in zip(part.nodes, solved.frames, solved.heads):
+                frames[k], heads[k] = frame, head
+        return Outcome(joined_report([p.goals for p in self.parts], reports, len(goals)), frames, heads)
+
+    def _solve_part(
+        self, i: int, part: Part, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None
+    ) -> Solved:
+        """One part by its method; in continuity mode a limited part goes on from the rig the last frame left."""
+        if part.method != LIMITED:
+            return _METHODS[part.method](self.skeleton, part.tree, goals, start, settings)
+        key = kept = None
+        if carry is not None and not settings.explore and start.fixed is not None:
+            key = (tuple(start.rotations), tuple(start.fixed), tuple(start.translations))
+            found = carry.rigs.get(i)
+            kept = found[1] if found is not None and found[0] == key else None
+        solved = methods.solve_limited(self.skeleton, part.tree, goals, start, settings, kept)
+        if key is not None:
+            carry.rigs.pop(i, None)
+            if solved.rig is not None and solved.frames is not None:
+                rotations = tracked_rotations(local_tree(self.skeleton, part.tree), solved.frames, start.fixed)
+                carry.rigs[i] = (tuple(rotations), tuple(start.fixed), tuple(start.translations)), solved.rig
+        return solved
+
+    def _solve_whole(self, goals: Sequence[Goal], pose: Pose, settings: SolveSettings) -> tuple[Pose, SolveReport]:
+        """Another solver, or IK stretch around FABRIK's plan, on the whole pose."""
+        from .solvers import SOLVERS  # (the registry names this module's `solve`)
+
+        if self.solver != "FABRIK":
+            return SOLVERS[self.solver](self.skeleton, goals, pose, settings)
+        return stretch.solve(solve, self.skeleton, goals, pose, settings)
+
+    @property
+    def rows(self) -> bool:
+        """Whether many frames solve together on numpy rows (`solve_rows`): FABRIK on parts pulled by position
+        goals, free or in open cones."""
+        return not self.whole and all(
+            p.plain and (p.method != LIMITED or methods.open_cones_as_free(p.tree) is not None) for p in self.parts
+        )
+
+    def solve_rows(
+        self,
+        goals: Sequence[Goal],
+        targets: np.ndarray,
+        heads: np.ndarray,
+        frames: np.ndarray,
+        fixed: dict[int, np.ndarray],
+        settings: SolveSettings,
+        start_of: Callable[[int], Start],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Solve F frames of a plan that `rows`: targets (F, G, 3) for the goals' layout, the nodes' start heads
+        (F, m, 3) and frames (F, m, 3, 3), and the frames of the fixed bones the base nodes of limited parts hang
+        from (`fixed`, by bone: (F, 3, 3)). The nodes' solved frames (F, m, 3, 3) and heads (F, m, 3), the
+        iterations (F,) and the errors (F, G): what each frame alone gives.
+
+        FABRIK runs on numpy rows (`rows`); the frames where a method goes on
+        from FABRIK (the refinement, the limits) are solved one by one from
+        their own start (`start_of(f)`), as one frame alone is.
+        """
+        if not self.rows:
+            raise ValueError(
+                "many frames solve together only where FABRIK alone takes every part: position goals, and no joint "
+                "limits on the moving bones but cones open around rest"
+            )
+        validate_settings(settings)
+        count = len(targets)
+        solved_frames, solved_heads = frames.copy(), heads.copy()
+        iterations = np.zeros(count, dtype=int)
+        errors = np.zeros((count, len(goals)))
+        for part in self.parts:
+            nodes, group, tree = list(part.nodes), list(part.goals), part.tree
+            own = [goals[g] for g in group]
+            free, window = tree, SLOW_WINDOW if part.method == OFFSETS else 0
+            if part.method == LIMITED:
+                free, window = methods.solved_as_free(tree, own, settings), SLOW_WINDOW
+            again = np.ones(count, dtype=bool)  # (continuity mode: a limited part settles frame by frame)
+            if free is not None:
+                placed_heads, placed, counted, missed, converged = rows.solve(
+                    free, own, targets[:, group], heads[:, nodes], frames[:, nodes], settings, window
+                )
+                iterations, errors[:, group] = np.maximum(iterations, counted), missed
+                again = np.zeros(count, dtype=bool)
+                if part.method == OFFSETS and any(g.weight > 0.0 for g in own):
+                    again = ~converged & ~_out_of_reach_rows(self.skeleton, tree, own, targets[:, group], heads[:, nodes])
+                elif part.method == LIMITED:
+                    again = ~self._inside_cones(tree, placed, frames[:, nodes], fixed, converged)
+                solved_frames[:, nodes], solved_heads[:, nodes] = placed, placed_heads
+            for f in np.flatnonzero(again).tolist():
+                frame_goals = [replace(g, target=tuple(map(float, targets[f, i]))) for i, g in zip(group, own)]
+                solved = _METHODS[part.method](self.skeleton, tree, frame_goals, _part_start(start_of(f), nodes), settings)
+                if solved.frames is None:
+                    solved_frames[f, nodes], solved_heads[f, nodes] = frames[f, nodes], heads[f, nodes]
+                else:
+                    turned = matrix_rows.quaternion_to_matrix(np.array(solved.frames).reshape(-1, 4))
+                    solved_frames[f, nodes] = matrix_rows.orthonormalized(turned)
+                    solved_heads[f, nodes] = solved.heads
+                iterations[f], errors[f, group] = max(iterations[f], solved.report.iterations), solved.report.errors
+        return solved_frames, solved_heads, iterations, errors
+
+    def _inside_cones(
+        self, tree: MovingTree, solved: np.ndarray, begun: np.ndarray, fixed: dict[int, np.ndarray], converged: np.ndarray
+    ) -> np.ndarray:
+        """Which frames of the free passes on a limited part's open cones are the answer (`methods.solve_limited`):
+        converged with every joint inside its limit (the limits read the local rotations). Their leaves' twists,
+        which move no goal, go back to where they began (`solved`, (F, m, 3, 3), changed in place)."""
+        skeleton = self.skeleton
+        count = len(solved)
+        rotations = local_rotation_rows(skeleton, tree, solved, fixed)
+        good = converged.copy()
+        quaternions = matrix_rows.quaternions_from_matrices(rotations.reshape(-1, 3, 3)).reshape(count, -1, 4)
+        for k, limit in enumerate(tree.limits):
+            if limit is not None:
+                good &= limits.allows_rows(limit, quaternions[:, k])
+        leaves = [k for k, limit in enumerate(tree.limits) if limit is not None and not tree.children[k]]
+        if leaves and good.any():
+            started = local_rotation_rows(skeleton, tree, begun, fixed)[:, leaves]
+            started = matrix_rows.quaternions_from_matrices(started.reshape(-1, 3, 3)).reshape(count, -1, 4)
+            for f in np.flatnonzero(good).tolist():
+                for j, k in enumerate(leaves):
+                    twisted = with_start_twist(tree.limits[k], tuple(quaternions[f, k].tolist()), tuple(started[f, j].tolist()))
+                    b, p = tree.bones[k], tree.parent[k]
+                    above = solved[f, p] if p >= 0 else fixed[skeleton.parents[b]][f]
+                    solved[f, k] = above @ skeleton.rest_in_parent[b] @ np.array(quat.to_matrix(twisted))
+        return good
+
+    def rotations(self, start: Start, outcome: Outcome) -> list[Quat]:
+        """The nodes' local rotations (unit quaternions) as the outcome leaves them: what their rotation channels
+        are set to."""
+        if outcome.pose is not None:
+            local = self.skeleton.local_rotations(outcome.pose)[self.bones]
+            return [tuple(q) for q in matrix_rows.quaternions_from_matrices(local).tolist()]
+        return _local_rotations(self.skeleton, self.tree, start, outcome.frames, outcome.heads)
+
+    def pose(self, start: Start, outcome: Outcome) -> Pose:
+        """The whole pose the outcome leaves: the nodes as solved, the bones below them following rigidly."""
+        if outcome.pose is not None:
+            return outcome.pose
+        if outcome.frames is None:
+            return start.pose().copy()
+        return posed(self.skeleton, self.tree, start.pose(), outcome.frames, outcome.heads)
+
+
+def _local_rotations(
+    skeleton: Skeleton, tree: MovingTree, start: Start, frames: list[Quat] | None, heads: list[Vec] | None
+) -> list[Quat]:
+    """A tree's nodes' local rotations (unit quaternions) with these frames and heads (None: as they start)."""
+    local = local_tree(skeleton, tree)
+    if local.placed and start.fixed is not None:
+        if frames is None:
+            return [quat.normalized(q) for q in start.rotations]
+        return tracked_rotations(local, frames, start.fixed)
+    pose = start.pose() if frames is None else posed(skeleton, tree, start.pose(), frames, heads)
+    matrices = skeleton.local_rotations(pose)[list(tree.bones)]
+    return [tuple(q) for q in matrix_rows.quaternions_from_matrices(matrices).tolist()]
+
+
+def _part_start(start: Start, nodes: Sequence[int]) -> Start:
+    """A whole tree's start, for the nodes of one part."""
+
+    def pick(values):
+        return None if values is None else [values[k] for k in nodes]
+
+    return Start(
+        pick(start.frames), pick(start.heads), pick(start.tails), pick(start.zero), start.pose,
+        pick(start.rotations), pick(start.fixed), pick(start.translations),
+    )
+
+
+def _out_of_reach_rows(
+    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], targets: np.ndarray, heads: np.ndarray
+) -> np.ndarray:
+    """Per frame, whether some goal's target lies beyond all its chain could reach from its fixed base
+    (`TreeGoals.out_of_reach`): there the method keeps FABRIK's answer."""
+    out = np.zeros(len(targets), dtype=bool)
+    for g, chain in enumerate(tree.goal_chain):
+        top = chain[-1]
+        if goals[g].weight <= 0.0 or tree.parent[top] >= 0:
+            continue
+        distance = np.linalg.norm(targets[:, g] - heads[:, top], axis=1)
+        out |= distance > longest_reach(skeleton, tree, chain) * (1.0 + 1e-9)
+    return out
+
+
+def plan_for(skeleton: Skeleton, goals: Sequence[Goal], solver: str = "FABRIK") -> Plan:
+    """The plan for these goals' layout on this skeleton (kept on the skeleton)."""
+    key = ("plan", solver, layout_of(goals))
+    found = skeleton._cache.get(key)
+    if found is None:
+        found = skeleton._cache[key] = Plan(skeleton, goals, solver)
+    return found
+
+
+def solve(
+    skeleton: Skeleton,
+    goals: Sequence[Goal],
+    start: Pose | None = None,
+    settings: SolveSettings = SolveSettings(),
+) -> tuple[Pose, SolveReport]:
+    """FABRIK: move the skeleton so that each goal's bone tip reaches its target; return the pose and a report.
+
+    `settings.max_iterations` caps the whole solve: FABRIK's iterations, the
+    refinement's and every restart's together.
+    """
+    start, nothing_to_do = begin(skeleton, goals, start, settings)
+    if nothing_to_do:
+        return nothing_to_do
+    plan = plan_for(skeleton, goals)
+    if plan.stretch:
+        return plan._solve_whole(goals, start, settings)
+    begun = Start.of_pose(skeleton, plan.tree, start)
+    outcome = plan.solve(goals, begun, settings)
+    return plan.pose(begun, outcome), outcome.report

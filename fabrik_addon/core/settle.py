@@ -1,0 +1,202 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Settling: the joints the goals leave free turned towards where they should rest, every goal kept reached.
+
+A chain with more joints than its goals need reaches each target with many
+poses. A settling step moves only in the directions that change no goal (to
+first order; one plain step then puts the goals back), so the pose slides
+along the poses that reach towards an aimed one: rest, so that a
+warm-started chain does not drift and a closed path brings it back, or the
+plane a pole asks for. From a pose near its targets (the last frame's, in
+continuity mode) one step that also reaches them is a whole frame (`follow`).
+Also here: the twists that move no goal, set back to where they started.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import limits, quat
+from .angles import AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, limited_angles
+from .problem import Goal
+from .refine import DAMPING_RANGE, linearised
+from .quat import Quat
+from .skeleton import Skeleton
+from .tree import MovingTree, Start
+
+__all__ = [
+    "Aim", "follow", "idle_twists_kept", "random_start", "rest_aim", "set_idle_twists", "settle", "start_twists",
+]
+
+#: How much of the way to rest one settling step asks of the free joints at most (all of it: a step that loses
+#: a goal is undone and asks half as much, one that keeps them lets the next ask twice as much again), and the
+#: step (radians) below which they count as settled (0.06 degrees: a warm-started tentacle or arm that goes round
+#: a closed path comes back as close to its last round's pose as with a tenth of it, at a fifth less cost a frame).
+SETTLE_GAIN = 1.0
+SETTLED = 1e-3
+
+
+#: What a settling pull aims at: per coordinate of the `Freedom`, the value it should go towards (NaN: leave it
+#: be), in an array of its own (the caller may change it).
+Aim = Callable[[AngleRig, Freedom], np.ndarray]
+
+
+def rest_aim(rig: AngleRig, free: Freedom) -> np.ndarray:
+    """Every limited joint towards its rest; free joints left be."""
+    return free.rest.copy()
+
+
+def settle(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: int, aim: Aim = rest_aim) -> int:
+    """Turn the joints the goals leave free towards `aim`, keeping every goal reached; the iterations used.
+
+    A chain with more joints than its goals need reaches each target with
+    many poses. Each step moves only in the directions that change no goal
+    (to first order; one plain step then puts the goals back), so the pose
+    slides along the poses that reach towards the aimed one: rest, so that a
+    warm-started chain does not drift and a closed path brings it back, or
+    the plane a pole asks for.
+    """
+    free = freedom(rig, problem)
+    if not free.coordinates:
+        return 0
+    damping = DAMPING_RANGE[0] * max(problem.reach)
+    gain = SETTLE_GAIN
+    iteration = 0
+    while iteration < max_iterations and gain > SETTLE_GAIN / 64.0:
+        used, outcome = _settling_step(
+            rig, problem, free, aim, gain, damping, tolerance, max_iterations - iteration, SETTLED * gain / SETTLE_GAIN
+        )
+        iteration += used
+        if outcome is None:
+            break
+        gain = min(SETTLE_GAIN, 2.0 * gain) if outcome else 0.5 * gain
+    return iteration
+
+
+def follow(
+    rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: int, aim: Aim = rest_aim
+) -> tuple[int, bool]:
+    """From a pose near its targets (a warm start), one settling step that also reaches them: the iterations
+    it took, and whether it did (else the rig is put back).
+
+    A warm-started solve that reaches and then settles spends an iteration
+    on each; from the pose the last frame settled, one step does both.
+    """
+    free = freedom(rig, problem)
+    if not free.coordinates or max_iterations < 1:
+        return 0, False
+    damping = DAMPING_RANGE[0] * max(problem.reach)
+    used, outcome = _settling_step(rig, problem, free, aim, SETTLE_GAIN, damping, tolerance, max_iterations, -1.0)
+    return used, bool(outcome)
+
+
+def _settling_step(
+    rig: AngleRig, problem: TreeGoals, free: Freedom, aim: Aim, gain: float, damping: float, tolerance: float,
+    max_iterations: int, settled: float,
+) -> tuple[int, bool | None]:
+    """One step of `settle`: the iterations used, and whether every goal is reached after it (else the rig is put
+    back); None, nothing moved, where the pull the goals leave free is under `settled` already.
+
+    Stiffness weighs both parts of the step, as it weighs the refinement's:
+    the goals' correction and what keeps the goals where the pull would move
+    them fall on the pliant joints (a least-squares step in the metric of the
+    squared pliancies, relative to the most pliant joint's, so that equal
+    stiffness everywhere changes nothing), so a stiff joint settles towards
+    its rest while the others make up for it.
+    """
+    lo, hi, weight = free.lo, free.hi, free.settling_weight
+    table = rig.table(free)
+    j, e = linearised(rig, problem, free, table)
+    values = rig.get(free, table)
+    wanted = aim(rig, free)
+    pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
+    jw, gram = _weighted_gram(j, weight, damping)
+    free_pull = pull - jw.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
+    if np.abs(free_pull).max(initial=0.0) < settled:
+        return 1, None
+    before = rig.snapshot()
+    rig.step(free, np.clip(values + jw.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values)
+    used = 1
+    if used < max_iterations and not problem.reached(*goal_errors_of(rig, problem), tolerance):
+        # The null space is flat only to first order: one plain step puts the goals back.
+        used += 1
+        table = rig.table(free)
+        j, e = linearised(rig, problem, free, table)
+        values = rig.get(free, table)
+        jw, gram = _weighted_gram(j, weight, damping)
+        rig.step(free, np.clip(values + jw.T @ np.linalg.solve(gram, e), lo, hi) - values)
+    if not problem.reached(*goal_errors_of(rig, problem), tolerance):
+        rig.restore(before)
+        return used, False
+    return used, True
+
+
+def _weighted_gram(j: np.ndarray, weight: np.ndarray | None, damping: float) -> tuple[np.ndarray, np.ndarray]:
+    """J's columns weighed (`Freedom.settling_weight`), and the damped Gram matrix J W J^T + damping^2 I of a
+    weighed least-squares step."""
+    jw = j if weight is None else j * weight
+    return jw, jw @ j.T + damping * damping * np.eye(len(j))
+
+
+def idle_twists_kept(
+    tree: MovingTree, problem: TreeGoals, frames: list[Quat], start: Start, twists: dict[int, float] | None = None
+) -> list[Quat]:
+    """The nodes' frames with every twist that moves no goal (see `AngleRig.coordinates`) set back to its start
+    value.
+
+    FABRIK turns bones by shortest arcs, which drifts a tool's roll a little;
+    turning it back moves no tip. `twists` are the start values (`start_twists`), when the caller has them.
+    """
+    idle = [k for k in sorted(problem.idle_twists) if tree.limits[k] is not None]
+    if not idle:
+        return frames
+    twists = twists if twists is not None else start_twists(tree, problem, start)
+    # Each of them a leaf: turning it about its own axis moves nothing but it (and bones that follow it rigidly).
+    frames = list(frames)
+    for k in idle:
+        p = tree.parent[k]
+        zero_frame = start.zero[k] if p < 0 else quat.mul(frames[p], start.zero[k])
+        sx, sz, _ = limited_angles(tree.limits[k], zero_frame, frames[k])
+        frames[k] = quat.mul(zero_frame, quat.from_swing_twist(sx, sz, twists[k]))
+    return frames
+
+
+def start_twists(tree: MovingTree, problem: TreeGoals, start: Start) -> dict[int, float]:
+    """Per limited node whose twist moves no goal, its twist at the start as `AngleRig` reads it (clamped into the
+    limit), without posing the whole tree."""
+    out = {}
+    for k in sorted(problem.idle_twists):
+        if tree.limits[k] is None:
+            continue
+        p = tree.parent[k]
+        zero_frame = start.zero[k] if p < 0 else quat.mul(start.frames[p], start.zero[k])
+        out[k] = limited_angles(tree.limits[k], zero_frame, start.frames[k])[2]
+    return out
+
+
+def set_idle_twists(rig: AngleRig, problem: TreeGoals, twists: dict[int, float]) -> None:
+    """`idle_twists_kept` on a rig: its twists that move no goal take the values of `twists`."""
+    idle = [k for k in problem.idle_twists if rig.limits[k] is not None]
+    for k in idle:
+        rig.angles[k][2] = twists[k]
+        rig.local[k] = quat.from_swing_twist(*rig.angles[k])
+    if idle:
+        rig.forward(min(idle))  # (leaves: nothing else moves)
+
+
+def random_start(skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, rng) -> Start:
+    """The start with every limited node turned to a random rotation inside its limit.
+
+    Twists that move no goal (see `AngleRig.coordinates`) keep the value they start with.
+    """
+    problem = TreeGoals(tree, goals)
+    rig = AngleRig(tree, start)
+    for k, limit in enumerate(tree.limits):
+        if limit is None:
+            continue
+        sx, sz, tw = quat.swing_twist(limits.sample(limit, rng))
+        rig.angles[k] = [sx, sz, rig.angles[k][2] if k in problem.idle_twists else tw]
+        rig.local[k] = quat.from_swing_twist(*rig.angles[k])
+    rig.forward()
+    return rig.placed(skeleton, start)
