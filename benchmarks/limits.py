@@ -27,7 +27,7 @@ moving bone's solved local rotation; a solve counts as a violation when some
 bone lies more than 1e-4 rad outside.
 Times are wall-clock medians per solve: for Blender, the `view_layer.update()`
 that re-evaluates the rig after its targets moved (about 0.05 ms of it is the
-plain armature update, without IK); for FABRIK, `fabrik.solve`.
+plain armature update, without IK); for FABRIK, `core.solve` (the plan's).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from mathutils import Matrix  # noqa: E402
 
 import fabrik_addon  # noqa: E402
 from fabrik_addon.blender import props, rig as addon_rig  # noqa: E402
-from fabrik_addon.core import Goal, SolveSettings, fabrik  # noqa: E402
+from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
 from rig_classes import RIG_CLASSES, RigCase, ik_limits, limit_violation, random_targets  # noqa: E402
 
 #: Solver keys in the order they run on each sample, and their names in the table.
@@ -182,7 +182,7 @@ class FabrikSolver:
             for tip, effector, pole, (location, rotation) in zip(self.tips, self.effectors, self.poles, sample)
         ]
         began = time.perf_counter()
-        pose, _ = fabrik.solve(self.skeleton, goals, self.skeleton.rest_pose(), self.settings)
+        pose, _ = solve(self.skeleton, goals, self.skeleton.rest_pose(), self.settings)
         seconds = time.perf_counter() - began
         local = self.skeleton.local_rotations(pose)
         return Solved(

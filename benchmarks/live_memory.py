@@ -18,8 +18,8 @@ from typing import Callable
 
 import bpy
 
-from fabrik_addon.blender import animdata, live, solving, steady
-from fabrik_addon.blender import rig as addon_rig
+from fabrik_addon.blender import memory
+from fabrik_addon.blender.status import statuses
 
 #: The animation each long playback loops over (as Blender's playback does), frames.
 LOOP = range(1, 201)
@@ -61,7 +61,7 @@ def playback_growth(name: str, make: Callable[[range], object], frames: int) -> 
     first = (middle[0] - start[0], middle[1] - start[1])
     second = (end[0] - middle[0], end[1] - middle[1])
     flat = second[0] < FLAT_RSS and second[1] < FLAT_BLOCKS
-    ok = obj.name in solving.status and solving.status[obj.name].ok
+    ok = obj.name in statuses and statuses[obj.name].ok
     return (
         f"| {name} | {frames} | {start[0] / 2**20:.1f} MiB | {first[0] / 2**10:+.0f} KiB "
         f"| {second[0] / 2**10:+.0f} KiB | {first[1]:+d} | {second[1]:+d} "
@@ -69,27 +69,9 @@ def playback_growth(name: str, make: Callable[[range], object], frames: int) -> 
     )
 
 
-def per_rig_tables() -> dict[str, dict]:
-    """The add-on's module-level tables keyed by rig name (those present in this version of it)."""
-    tables = {
-        "solving.status": solving.status,
-        "live._last_inputs": live._last_inputs,
-        "rig._skeleton_cache": addon_rig._skeleton_cache,
-    }
-    # Kept per rig too; looked up by name so that the check follows the add-on as it changes.
-    for label, module, name in (
-        ("solving._last_solution", solving, "_last_solution"),
-        ("rig._pose_orders", addon_rig, "_pose_orders"),
-        ("rig._limit_problems", addon_rig, "_limit_problems"),
-        ("live._ik_animation", live, "_ik_animation"),
-        ("solving._cones_bound", solving, "_cones_bound"),
-        ("animdata._fcurve_paths", animdata, "_fcurve_paths"),
-        ("steady._plans", steady, "_plans"),
-    ):
-        table = getattr(module, name, None)
-        if isinstance(table, dict):
-            tables[label] = table
-    return tables
+def per_rig_tables() -> dict[str, object]:
+    """What the add-on keeps keyed by rig name: its memory of each rig (`memory`), one object per rig."""
+    return {"memory": set(memory.names()), "statuses": statuses}
 
 
 def forgets_deleted_rig(make: Callable[[range], object]) -> str:
@@ -105,7 +87,7 @@ def forgets_deleted_rig(make: Callable[[range], object]) -> str:
         scene.frame_set(frame)
     bpy.context.view_layer.update()
     after = [label for label, table in per_rig_tables().items() if name in table]
-    main = ("solving.status", "live._last_inputs", "rig._skeleton_cache")
+    main = ("memory", "statuses")
     forgot = not any(label in main for label in after)
     lines = [f"per-rig tables forget deleted rigs: {'yes' if forgot else 'no'}"]
     lines.append(f"  (live rig '{name}': before deleting it, held by {', '.join(before) or 'none'}; after deleting it "

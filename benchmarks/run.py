@@ -46,7 +46,8 @@ import bpy  # noqa: E402
 import fabrik_addon  # noqa: E402
 import live_memory  # noqa: E402
 import rigbuild  # noqa: E402
-from fabrik_addon.blender import props, solving  # noqa: E402
+from fabrik_addon.blender import constraints, props  # noqa: E402
+from fabrik_addon.blender.status import statuses  # noqa: E402
 
 #: The three scenes of a rig, in their first order.
 MODES = ("none", "blender", "fabrik")
@@ -137,6 +138,22 @@ def set_mode(rig, mode: str) -> None:
     rig.fabrik.effectors.clear()
 
 
+def convert_from_blender_ik(rig) -> None:
+    """Make a rig with FABRIK effectors one converted from Blender's IK: the effectors become IK constraints (as
+    `set_mode` 'blender' makes them), and Convert IK Constraints turns them back into effectors, muting them (a
+    muted constraint still ties the armature to its target in Blender's dependency graph)."""
+    for effector in rig.fabrik.effectors:
+        constraint = rig.pose.bones[effector.bone].constraints.new("IK")
+        constraint.target, constraint.subtarget = effector.target, effector.subtarget
+        constraint.chain_count = effector.chain_length
+        if effector.pole_target is not None:
+            constraint.pole_target, constraint.pole_subtarget = effector.pole_target, effector.pole_subtarget
+            constraint.pole_angle = effector.pole_angle
+    rig.fabrik.effectors.clear()
+    converted, skipped = constraints.convert_ik_constraints(rig)  # (what the operator does)
+    assert converted and not skipped, skipped
+
+
 def live_layout(make: Callable) -> Callable:
     """A builder of one live FABRIK rig of a layout in the current scene (for the memory checks)."""
     def builder(frames: range):
@@ -217,6 +234,8 @@ class RigSpec:
     target: str = "–"
     #: From the row's ranges, whether the target is met (None: no target).
     check: Callable[[dict], bool] | None = None
+    #: Whether FABRIK's rigs are built with Blender's IK constraints and converted (`convert_from_blender_ik`).
+    converted: bool = False
 
 
 def _ratio_at_most(limit: float) -> Callable[[dict], bool]:
@@ -227,6 +246,9 @@ def _ratio_at_most(limit: float) -> Callable[[dict], bool]:
 SPECS = [
     RigSpec("chain 10", "chain 10", layout_rigs(lambda: chain_layout(10), "10 connected bones"),
             target="≤ 1.5x Blender's cost", check=_ratio_at_most(1.5)),
+    RigSpec("chain 10 converted", "chain 10, converted", layout_rigs(lambda: chain_layout(10), "10 connected bones, "
+            "built with Blender's IK constraint and converted (Convert IK Constraints)"),
+            target="as chain 10", converted=True),
     RigSpec("chain 50", "chain 50", layout_rigs(lambda: chain_layout(50), "50 connected bones"),
             target="≤ 1.5x Blender's cost", check=_ratio_at_most(1.5)),
     RigSpec("chain 200", "chain 200", layout_rigs(lambda: chain_layout(200), "200 connected bones")),
@@ -280,6 +302,8 @@ def build_scenes(spec: RigSpec, frames: range) -> tuple[list[Scene], str]:
             for effector in rig.fabrik.effectors:
                 reach = chain_reach(rig, effector.bone, effector.chain_length)
                 pairs.append((rig, effector.bone, effector.target, effector.subtarget, reach))
+            if mode == "fabrik" and spec.converted:
+                convert_from_blender_ik(rig)
             set_mode(rig, mode)
             if mode == "fabrik" and spec.iterations is not None:
                 rig.fabrik.iterations = spec.iterations
@@ -311,10 +335,10 @@ def play_block(entry: Scene, block: range, warm: int) -> None:
         entry.scene.frame_set(frame)
         entry.frame_times.append(time.perf_counter() - began)
         if entry.mode == "fabrik":
-            statuses = [solving.status[rig.name] for rig in entry.rigs if rig.name in solving.status]
-            entry.solve_times.append(sum(status.seconds for status in statuses))
+            shown = [statuses[rig.name] for rig in entry.rigs if rig.name in statuses]
+            entry.solve_times.append(sum(status.seconds for status in shown))
             entry.stopped.update(
-                getattr(status.report, "stopped_by", None) or f"no solve ({status.message})" for status in statuses
+                getattr(status.report, "stopped_by", None) or f"no solve ({status.message})" for status in shown
             )
         if entry.mode != "none":
             entry.errors.append(worst_error(entry))

@@ -90,7 +90,7 @@ def build_scene() -> None:
 
 
 def rig_status():
-    return addon().blender.solving.status.get("Rig")
+    return addon().blender.status.statuses.get("Rig")
 
 
 def status_name() -> str | None:

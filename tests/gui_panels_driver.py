@@ -64,7 +64,7 @@ def measure_status(context) -> None:
     ui = addon().blender.ui
     obj = addon().blender.setup_ops.rig_for_panel(context)
     chars = ui.chars_for(context)
-    status = addon().blender.solving.status.get(obj.name)
+    status = addon().blender.status.statuses.get(obj.name)
     texts = [] if status is None else [status.message] + [
         f"{e.name}: {ui.effector_state(obj, i)[1]}" for i, e in enumerate(obj.fabrik.effectors)]
     lines = [line for text in texts for line in ui.wrap(text, chars)]
@@ -207,7 +207,7 @@ def make_state_steps(name, location, chain_length, expected):
 
     def wait_status():
         result["stage"] = f"{name}: wait for the status"
-        status = addon().blender.solving.status.get("Rig")
+        status = addon().blender.status.statuses.get("Rig")
         if status is None or addon().blender.overlay.effector_status(status, 0) != expected:
             return None
         if status.message.startswith("the effectors changed"):
@@ -241,7 +241,7 @@ def make_state_steps(name, location, chain_length, expected):
         rows = red.any(axis=1)
         # Runs of rows holding red: one per red text line (or icon row).
         runs = int(rows[0]) + int(((rows[1:]) & ~rows[:-1]).sum())
-        status = addon().blender.solving.status.get("Rig")
+        status = addon().blender.status.statuses.get("Rig")
         result["states"][name] = {
             "status": addon().blender.overlay.effector_status(status, 0), "message": status.message,
             "effector_message": status.effectors.get(0), "screenshot": record["screenshot"], "shot": path,

@@ -130,7 +130,7 @@ def distance(a, b) -> float:
 
 def rig_status() -> dict:
     """The rig's last solve as the panel shows it."""
-    status = addon().blender.solving.status.get("Rig")
+    status = addon().blender.status.statuses.get("Rig")
     if status is None:
         return {"solved": False}
     return {"solved": True, "ok": status.ok, "missed": status.missed, "message": status.message,

@@ -7,7 +7,7 @@ import bpy
 import pytest
 
 from blender_scenes import chain_rig, rigbuild
-from fabrik_addon.blender import solving
+from fabrik_addon.blender.status import statuses
 
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -35,8 +35,8 @@ def test_deleted_target():
     before = snapshot(rig)
     bpy.data.objects.remove(target)
     settle(rig)
-    assert solving.status["Rig"].effectors[0] == "no target object"
-    assert not solving.status["Rig"].ok
+    assert statuses["Rig"].effectors[0] == "no target object"
+    assert not statuses["Rig"].ok
     assert snapshot(rig) == before
     assert rig.fabrik.live, "a broken effector is a status, not a reason to switch the rig off"
 
@@ -47,7 +47,7 @@ def test_renamed_bone():
     rig.data.bones["bone3"].name = "renamed"
     settle(rig)
     assert rig.fabrik.effectors[0].bone == "renamed"
-    assert solving.status["Rig"].effectors[0].startswith("reached")
+    assert statuses["Rig"].effectors[0].startswith("reached")
 
 
 def test_bone_named_wrongly():
@@ -56,7 +56,7 @@ def test_bone_named_wrongly():
     rig.fabrik.effectors[0].bone = "bone9"
     before = snapshot(rig)
     settle(rig)
-    assert solving.status["Rig"].effectors[0] == "no bone 'bone9' in 'Rig'"
+    assert statuses["Rig"].effectors[0] == "no bone 'bone9' in 'Rig'"
     assert snapshot(rig) == before
 
 
@@ -66,7 +66,7 @@ def test_chain_longer_than_the_hierarchy():
     rig.fabrik.effectors[0].chain_length = 9
     before = snapshot(rig)
     settle(rig)
-    assert "chain length 9 is longer than the 4 bones up to the root" in solving.status["Rig"].effectors[0]
+    assert "chain length 9 is longer than the 4 bones up to the root" in statuses["Rig"].effectors[0]
     assert snapshot(rig) == before
 
 
@@ -76,7 +76,7 @@ def test_target_parented_to_its_own_chain():
     target.parent, target.parent_type, target.parent_bone = rig, "BONE", "bone1"
     before = snapshot(rig)
     settle(rig)
-    assert "parented to a bone of its own chain" in solving.status["Rig"].effectors[0]
+    assert "parented to a bone of its own chain" in statuses["Rig"].effectors[0]
     assert snapshot(rig) == before
 
 
@@ -87,7 +87,7 @@ def test_target_bone_inside_its_own_chain():
     effector.target, effector.subtarget = rig, "bone2"
     before = snapshot(rig)
     settle(rig)
-    assert "part of the chain" in solving.status["Rig"].effectors[0]
+    assert "part of the chain" in statuses["Rig"].effectors[0]
     assert snapshot(rig) == before
 
 
@@ -97,7 +97,7 @@ def test_nan_target_location():
     before = snapshot(rig)
     target.location = (float("nan"), 0.0, 1.0)
     settle(rig)
-    assert "not at a finite location" in solving.status["Rig"].effectors[0]
+    assert "not at a finite location" in statuses["Rig"].effectors[0]
     assert snapshot(rig) == before
 
 
@@ -109,11 +109,11 @@ def test_zero_scale_rig_is_a_status_and_recovers():
     before = snapshot(rig)
     settle(rig)
     assert rig.fabrik.live
-    assert "zero scale" in solving.status["Rig"].message and not solving.status["Rig"].ok
+    assert "zero scale" in statuses["Rig"].message and not statuses["Rig"].ok
     assert snapshot(rig) == before
     rig.scale = (1.0, 1.0, 1.0)
     bpy.context.view_layer.update()
-    assert solving.status["Rig"].message.startswith("reached")
+    assert statuses["Rig"].message.startswith("reached")
 
 
 def test_one_bad_effector_does_not_stop_the_others():
@@ -123,7 +123,7 @@ def test_one_bad_effector_does_not_stop_the_others():
     rigbuild.add_effector(rig, "missing", second)
     target.location = (1.0, 1.0, 2.0)
     settle(rig)
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     assert status.effectors[1] == "no bone 'missing' in 'Rig'"
     assert status.effectors[0].startswith("reached")
 
@@ -133,4 +133,4 @@ def test_solve_operator_reports_problems_instead_of_raising():
     rig, target = chain_rig(live=False)
     bpy.data.objects.remove(target)
     assert bpy.ops.fabrik.solve() == {"FINISHED"}
-    assert not solving.status["Rig"].ok
+    assert not statuses["Rig"].ok

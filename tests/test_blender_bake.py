@@ -14,7 +14,7 @@ import pytest
 import addon_utils  # noqa: E402  (only importable once bpy is)
 import fabrik_addon
 from blender_scenes import ROOT, chain_rig, empty_scene, rigbuild
-from fabrik_addon.blender import animdata, bake, solving
+from fabrik_addon.blender import animdata, bake, memory
 
 FRAMES = range(1, 25)
 
@@ -76,7 +76,7 @@ def reset_pose(rig) -> None:
     """Back to the rest pose, as before any solve."""
     for pose_bone in rig.pose.bones:
         pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-    solving.forget(rig.name)
+    memory.forget(rig.name)
 
 
 @pytest.mark.parametrize("build", [animated_chain, animated_hand, limited_chain], ids=["chain", "tree", "limits"])
@@ -309,18 +309,18 @@ def test_per_frame_bakes_of_free_chains_solve_all_frames_together():
     rig.pose.bones["bone1"].rotation_euler = (0.1, 0.0, 0.2)  # FK poses that are not the rest pose
     rig.pose.bones["bone2"].rotation_axis_angle = (0.3, 1.0, 0.0, 0.0)
     rig.fabrik.start = "FK"
-    solving.forget(rig.name)
+    memory.forget(rig.name)
     scene = bpy.context.scene
     live = play(rig)
     rig.pose.bones["bone1"].rotation_euler = (0.1, 0.0, 0.2)
     rig.pose.bones["bone2"].rotation_axis_angle = (0.3, 1.0, 0.0, 0.0)
     for pose_bone in (rig.pose.bones["bone0"], rig.pose.bones["bone3"]):
         pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-    solving.forget(rig.name)
+    memory.forget(rig.name)
     baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
-    assert baker._batch is not None and len(baker._batched) == len(FRAMES) and not baker._pending
+    assert baker._batch is not None and len(baker._batched) == len(FRAMES)
     baker.finish(new_action=False, cleanup=None, keep_live=False)
     assert_keys_replay(rig, live)
 
@@ -329,7 +329,7 @@ def open_hand():
     """The hand sample without its joint limits: fingers hang off the palm at offsets, every chain shares it.
 
     Rigs without limits are the ones a per-frame bake solves many frames at
-    once (core/batch_offsets.py), which is what the tests using it look at.
+    once (the plan on numpy rows: core/rows.py), which is what the tests using it look at.
     """
     rig = animated_hand()
     for pose_bone in rig.pose.bones:
@@ -367,7 +367,7 @@ def played_from_fk(build):
     live = play(rig)
     for name in bake.bake_bones(rig, "CHAINS"):
         rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-    solving.forget(rig.name)
+    memory.forget(rig.name)
     return rig, bpy.context.scene, live
 
 
@@ -382,7 +382,7 @@ def test_per_frame_bakes_solve_frames_together_and_replay_the_live_solve(build, 
     while not baker.done:
         baker.step()
         progress.append(baker.progress)
-    assert baker._batch is not None and len(baker._batched) == len(FRAMES) and not baker._pending
+    assert baker._batch is not None and len(baker._batched) == len(FRAMES)
     assert baker._batch.lean == (build is open_hand) and baker._batch.static_channels == (build is open_hand)
     done = [p[0] for p in progress]
     assert done == sorted(done) and progress[-1] == (2 * len(FRAMES), 2 * len(FRAMES))
@@ -414,10 +414,10 @@ def test_frames_the_batch_leaves_short_are_solved_again_as_live_solving_does(bui
     """Where FABRIK's phase (all frames at once) ends short of a target, live solving goes on with its
     refinement: the bake solves those frames again from their own start poses, and still replays the live
     solve to 1e-5. Here every frame is made to count as short, so every one takes that way."""
-    from fabrik_addon.core import batch_offsets
+    from fabrik_addon.core import rows
 
     rig, scene, live = played_from_fk(build)
-    framed = batch_offsets.solve
+    framed = rows.solve
     short = []
 
     def nothing_converges(*args):
@@ -425,7 +425,7 @@ def test_frames_the_batch_leaves_short_are_solved_again_as_live_solving_does(bui
         short.append(len(converged))
         return (*out, np.zeros_like(converged))
 
-    monkeypatch.setattr(batch_offsets, "solve", nothing_converges)
+    monkeypatch.setattr(rows, "solve", nothing_converges)
     baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
@@ -457,7 +457,7 @@ def test_continuous_bakes_solve_each_frame_as_they_read_it_and_replay_the_live_s
     is solved as live solving does, and the frames after it go on from there."""
     rig = build()
     rig.fabrik.start = "PREVIOUS"
-    solving.forget(rig.name)
+    memory.forget(rig.name)
     live = play(rig)
     baker, result = bake_in_turn(rig)
     assert not result.problems and result.frames == len(FRAMES)
@@ -471,7 +471,7 @@ def bake_in_turn(rig):
     """A continuous bake of the rig's chains from rest (as its live playback started): the baker and result."""
     for name in bake.bake_bones(rig, "CHAINS"):
         rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-    solving.forget(rig.name)
+    memory.forget(rig.name)
     baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
     return baker, baker.finish(new_action=False, cleanup=None, keep_live=False)
 
@@ -509,7 +509,7 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
     solving runs them first; the frames where they end inside every cone keep that pose (the tip's twist, which
     no goal moves, kept from its FK pose), the others are solved again alone, limits and all. The keys replay
     the live solve, twists included (1e-5)."""
-    from fabrik_addon.core import fabrik
+    from fabrik_addon.core import plan
 
     rig = chain_in_cones(degrees)
     rig.fabrik.start = "FK"
@@ -519,19 +519,19 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
         for pose_bone in rig.pose.bones:
             pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
         rig.pose.bones[-1].rotation_quaternion = twist
-        solving.forget(rig.name)
+        memory.forget(rig.name)
 
     fk_pose()
     live = pose_matrices(rig)
     fk_pose()
     solved_alone = []
-    whole = fabrik.solve
-    monkeypatch.setattr(fabrik, "solve", lambda *args: solved_alone.append(1) or whole(*args))
+    whole = plan._METHODS[plan.LIMITED]
+    monkeypatch.setitem(plan._METHODS, plan.LIMITED, lambda *args: solved_alone.append(1) or whole(*args))
     baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
-    assert baker._batch is not None and baker._batch.free is not None
-    assert len(baker._batched) == len(FRAMES) and not baker._pending
+    assert baker._batch is not None and baker._batch.plan.rows and baker._batch.plan.parts[0].method == plan.LIMITED
+    assert len(baker._batched) == len(FRAMES)
     # (wide cones do not bind on this circle; narrower ones do on some frames, never on all)
     assert (not solved_alone) if degrees > 100.0 else 0 < len(solved_alone) < len(FRAMES), len(solved_alone)
     baker.finish(new_action=False, cleanup=None, keep_live=False)
@@ -619,8 +619,8 @@ def cones_whose_target_jumps():
 
 
 def test_a_continuous_bake_of_a_limited_rig_with_a_rotation_goal_replays_the_live_solve():
-    """A rotation goal on a limited chain: its target turns from frame to frame, which the follow read (target
-    positions) would miss, so each frame is solved as live solving does; the keys replay it (1e-5)."""
+    """A rotation goal on a limited chain: its target turns from frame to frame, which the frames' cheap read reads
+    with the target's place; the keys replay the live solve (1e-5)."""
     rig = chain_in_cones(90.0)
     target = bpy.data.objects["Target"]
     for frame in FRAMES:
@@ -628,10 +628,10 @@ def test_a_continuous_bake_of_a_limited_rig_with_a_rotation_goal_replays_the_liv
         target.keyframe_insert("rotation_euler", frame=frame)
     rig.fabrik.effectors[0].use_rotation = True
     rig.fabrik.start = "PREVIOUS"
-    solving.forget(rig.name)
+    memory.forget(rig.name)
     live = pose_matrices(rig)
     baker, result = bake_in_turn(rig)
-    assert result.frames == len(FRAMES) and baker._batch is None
+    assert result.frames == len(FRAMES) and baker._batch is not None
     fabrik_addon.unregister()
     for frame, expected, got in zip(FRAMES, live, pose_matrices(rig)):
         np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=f"frame {frame}")
@@ -645,28 +645,37 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
     build, monkeypatch
 ):
     """A continuous bake of a limited rig goes on from the limits' coordinates its last frame's solve left
-    (`fabrik.follow_limited`, as live solving from the previous solution moves first), without reading the
-    whole rig again: on the frames live solving moved so. Frames that take the whole solve (a target thrown
-    far) are solved as live solving does. The keys replay the live solve, twists included (1e-5)."""
-    from fabrik_addon.core import fabrik
+    (`methods.follow_limited`, as live solving from the previous solution moves first, with what continuity mode
+    carries), without reading the whole rig again: on exactly the frames live solving moved so. Frames that take
+    the whole solve (a target thrown far) are solved as live solving does. The keys replay the live solve, twists
+    included (1e-5)."""
+    from fabrik_addon.core import methods, plan
 
     followed = []
-    follow = fabrik._followed
-    monkeypatch.setattr(fabrik, "_followed", lambda *a: followed.append(follow(*a)) or followed[-1])
+    follow = methods._followed
+    monkeypatch.setattr(methods, "_followed", lambda *a: followed.append(follow(*a)) or followed[-1])
     rig = build()
     rig.fabrik.start = "PREVIOUS"
-    solving.forget(rig.name)
+    memory.forget(rig.name)
     live, moved = [], []
     for frame in FRAMES:
         followed.clear()
         live += pose_matrices_at(rig, frame)
         moved.append(any(report is not None for report in followed))
-    baker, result = bake_in_turn(rig)
-    assert result.frames == len(FRAMES) and baker._batch.limited
-    in_turn = baker._batch.rotations_in_turn()[0]
+    for name in bake.bake_bones(rig, "CHAINS"):  # (from rest, as the live playback started)
+        rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+    memory.forget(rig.name)
+    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
+    baked = []
+    while baker.index < len(FRAMES):
+        followed.clear()
+        baker.step()
+        baked.append(any(report is not None for report in followed))
+    result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    assert result.frames == len(FRAMES) and baker._batch.plan.parts[0].method == plan.LIMITED
     if build is cones_whose_target_jumps:
         assert not moved[11] and not moved[12]  # (frames 12 and 13: the target thrown far and back)
-    assert in_turn == [i for i, went in enumerate(moved) if went] and len(in_turn) >= len(FRAMES) // 2
+    assert baked == moved and sum(moved) >= len(FRAMES) // 2
     fabrik_addon.unregister()
     for frame, expected in zip(FRAMES, live):
         np.testing.assert_allclose(pose_matrices_at(rig, frame)[0], expected, atol=1e-5, err_msg=f"frame {frame}")

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from blender_scenes import chain_rig, rigbuild, tip_world, target_world
-from fabrik_addon.blender import animdata, bake, rig as rig_module, solving
+from fabrik_addon.blender import animdata, bake, rig as rig_module
+from fabrik_addon.blender.channels import channel_matrix
+from fabrik_addon.blender.status import statuses
 from fabrik_addon.core import channels, matrix_rows
 
 FRAMES = range(1, 11)
@@ -44,13 +46,13 @@ def assert_rig_works(rig, target) -> None:
     assert not rig_module._frozen, "no rig may stay frozen after a bake ends"
     rig.fabrik.live = False
     assert bpy.ops.fabrik.solve() == {"FINISHED"}
-    assert solving.status[rig.name].ok and not solving.status[rig.name].missed, solving.status[rig.name].message
+    assert statuses[rig.name].ok and not statuses[rig.name].missed, statuses[rig.name].message
     rig.fabrik.live = True
     scene = bpy.context.scene
     for frame in (FRAMES.start, FRAMES.start + 3):
         scene.frame_set(frame)
-        assert rig.fabrik.live, solving.status[rig.name].message
-        assert solving.status[rig.name].ok and not solving.status[rig.name].missed
+        assert rig.fabrik.live, statuses[rig.name].message
+        assert statuses[rig.name].ok and not statuses[rig.name].missed
         tip = rig.fabrik.effectors[0].bone
         assert (tip_world(rig, tip) - target_world(target)).length < 1e-3
 
@@ -294,7 +296,7 @@ MODES = ["QUATERNION", "AXIS_ANGLE", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"]
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_tiny_rotation_survives_the_round_trip_in_every_mode(mode):
-    """A 1e-5 rad turn, from its channel value to a matrix and back (`solving.channel_matrix`,
+    """A 1e-5 rad turn, from its channel value to a matrix and back (`channels.channel_matrix`,
     `rig.channel_value`), keeps its angle to 1e-12 relative, in every rotation mode."""
     angle = 1e-5
     axis = np.array([0.6, 0.0, 0.8])
@@ -302,7 +304,7 @@ def test_a_tiny_rotation_survives_the_round_trip_in_every_mode(mode):
         "QUATERNION": (math.cos(angle / 2), *(axis * math.sin(angle / 2))),
         "AXIS_ANGLE": (angle, *axis),
     }.get(mode, tuple(axis * angle))
-    matrix = solving.channel_matrix(mode, value)
+    matrix = channel_matrix(mode, value)
     back = rig_module.channel_value(mode, matrix, value)
     np.testing.assert_allclose(back, value, rtol=1e-9, atol=1e-15)
     assert turn_of(mode, back) == pytest.approx(angle, rel=1e-9)
@@ -326,7 +328,7 @@ def test_a_live_solved_chain_of_tiny_turns_reaches_its_target(mode):
     rig.fabrik.live = True
     bpy.context.view_layer.update()
     bpy.context.scene.frame_set(1)
-    status = solving.status[rig.name]
+    status = statuses[rig.name]
     assert status.ok and not status.missed, status.message
     turns = [turn_of(mode, rig_module.rotation_value(pb)) for pb in rig.pose.bones]
     assert turns[0] == pytest.approx(angle, rel=1e-3) and max(turns[1:]) < 1e-5

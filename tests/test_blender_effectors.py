@@ -10,7 +10,7 @@ import pytest
 from mathutils import Euler, Vector
 
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import solving
+from fabrik_addon.blender.status import statuses
 
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -153,7 +153,7 @@ def test_weights_decide_between_conflicting_fingers():
     pinky_error = (tip_world(rig, "pinky2") - target_world(pinky.target)).length
     assert thumb_error < pinky_error
     # Both targets lie beyond all the fingers could reach from the wrist, and the report says so.
-    report = solving.status["Hand"].report
+    report = statuses["Hand"].report
     assert not report.converged and report.stopped_by == "unreachable"
 
 
@@ -178,7 +178,7 @@ def test_starting_from_the_previous_solution_is_an_option():
     target.location = (1.2, 0.0, 2.5001)
     bpy.context.view_layer.update()
     assert (tip_world(rig, "bone3") - first).length < 1e-3
-    assert solving.status["Rig"].report.iterations <= 2  # already next to the answer
+    assert statuses["Rig"].report.iterations <= 2  # already next to the answer
 
 
 @pytest.mark.parametrize("solver", ["FABRIK", "CCD", "JACOBIAN_TRANSPOSE", "DLS"])
@@ -190,7 +190,7 @@ def test_every_solver_can_drive_the_rig(solver):
     rig.fabrik.live = True
     target.location = (1.0, 0.5, 2.5)
     bpy.context.view_layer.update()
-    assert (tip_world(rig, "bone3") - target_world(target)).length < 1e-3, solving.status["Rig"].message
+    assert (tip_world(rig, "bone3") - target_world(target)).length < 1e-3, statuses["Rig"].message
 
 
 def test_the_two_bone_solver_explains_a_chain_it_cannot_take():
@@ -205,6 +205,6 @@ def test_the_two_bone_solver_explains_a_chain_it_cannot_take():
     rig.fabrik.effectors[0].chain_length = 3
     target.location = (0.7, 0.0, 3.0)
     bpy.context.view_layer.update()
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     assert not status.ok and "needs exactly one goal on a chain of two connected bones" in status.message
     assert rig.fabrik.live

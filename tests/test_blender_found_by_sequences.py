@@ -11,7 +11,8 @@ import pytest
 import sequence_steps as steps
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 from fabrik_addon.blender.held import held_bones
-from fabrik_addon.blender import bake, solving
+from fabrik_addon.blender import bake
+from fabrik_addon.blender.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -23,11 +24,11 @@ def test_a_scaled_chain_bone_is_a_status_not_a_false_reached():
     bpy.context.view_layer.update()
     rig.pose.bones["bone1"].scale = (0.5, 0.5, 0.5)
     bpy.context.view_layer.update()
-    assert "bone 'bone1' is scaled" in solving.status["Rig"].effectors[0]
-    assert not any(solving.status["Rig"].reached.values())
+    assert "bone 'bone1' is scaled" in statuses["Rig"].effectors[0]
+    assert not any(statuses["Rig"].reached.values())
     rig.pose.bones["bone1"].scale = (1.0, 1.0, 1.0)
     bpy.context.view_layer.update()
-    assert solving.status["Rig"].reached.get(0)
+    assert statuses["Rig"].reached.get(0)
     assert (tip_world(rig, "bone3") - target_world(target)).length < 1e-3
 
 
@@ -38,11 +39,11 @@ def test_a_nan_outside_the_chain_does_not_hide_a_scaled_chain_bone():
     rig.fabrik.effectors[0].bone, rig.fabrik.effectors[0].chain_length = "bone3", 3
     rig.pose.bones["bone4"].rotation_quaternion = (math.nan, 0.0, 0.0, 0.0)
     bpy.context.view_layer.update()
-    assert solving.status["Rig"].reached.get(0)
+    assert statuses["Rig"].reached.get(0)
     rig.pose.bones["bone1"].scale = (0.0, 0.0, 0.0)
     bpy.context.view_layer.update()
-    assert "bone 'bone1' is scaled" in solving.status["Rig"].effectors[0]
-    assert not any(solving.status["Rig"].reached.values())
+    assert "bone 'bone1' is scaled" in statuses["Rig"].effectors[0]
+    assert not any(statuses["Rig"].reached.values())
 
 
 def test_a_chain_bone_scaled_to_zero_is_a_status_with_ik_stretch_on():
@@ -51,11 +52,11 @@ def test_a_chain_bone_scaled_to_zero_is_a_status_with_ik_stretch_on():
     rig, _ = chain_rig()
     rig.fabrik.effectors[0].use_stretch = True
     bpy.context.view_layer.update()
-    assert solving.status["Rig"].reached.get(0)
+    assert statuses["Rig"].reached.get(0)
     rig.pose.bones["bone1"].scale = (0.0, 0.0, 0.0)
     bpy.context.view_layer.update()
-    assert "bone 'bone1' is scaled (0, 0, 0)" in solving.status["Rig"].effectors[0]
-    assert not any(solving.status["Rig"].reached.values())
+    assert "bone 'bone1' is scaled (0, 0, 0)" in statuses["Rig"].effectors[0]
+    assert not any(statuses["Rig"].reached.values())
 
 
 def test_a_nan_above_a_pole_chain_bakes_without_raising():
@@ -80,7 +81,7 @@ def test_an_effector_dropping_out_of_a_shared_chain_keeps_live_solving():
     rig.update_tag()
     bpy.context.view_layer.update()
     bpy.context.scene.frame_set(bpy.context.scene.frame_current)
-    assert rig.fabrik.live and solving.status["Rig"].reached.get(0)  # (the one left is effector 0 now)
+    assert rig.fabrik.live and statuses["Rig"].reached.get(0)  # (the one left is effector 0 now)
 
 
 def test_live_off_gives_a_renamed_bone_its_pose_back():
@@ -116,12 +117,12 @@ def test_a_start_turned_outside_the_limits_by_the_pole_is_not_the_answer():
     arm = bpy.data.objects[steps.ARM]
     arm.pose.bones["chest"].rotation_quaternion = Quaternion((0.0, 0.0, 1.0), -1.9375)
     bpy.context.view_layer.update()
-    status = solving.status[steps.ARM]
+    status = statuses[steps.ARM]
     assert not status.reached.get(0)
     effector = arm.fabrik.effectors[0]
     miss = (tip_world(arm, effector.bone) - target_world(effector.target)).length
     assert f"misses by {miss:.2g}" in status.effectors[0]
     arm.fabrik.tolerance = 0.01
     bpy.context.view_layer.update()
-    assert steps.status_mismatches(arm, solving.status[steps.ARM]) == []
-    assert not solving.status[steps.ARM].reached.get(0)
+    assert steps.status_mismatches(arm, statuses[steps.ARM]) == []
+    assert not statuses[steps.ARM].reached.get(0)

@@ -10,7 +10,8 @@ import pytest
 from mathutils import Quaternion
 
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import animdata, bake, solving
+from fabrik_addon.blender import animdata, bake
+from fabrik_addon.blender.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -62,7 +63,7 @@ def test_half_influence_poses_each_bone_half_way_between_the_animator_and_the_so
         expected = animator[name].slerp(full[name], 0.5)
         assert turn_between(half[name], expected) < 1e-4, name
     assert (tip_world(rig, "bone3") - target_world(target)).length > 1e-2, "half way is not on the target"
-    assert "influence 50%" in solving.status["Rig"].message
+    assert "influence 50%" in statuses["Rig"].message
     owner.influence = 0.0
     bpy.context.view_layer.update()
     for name, value in rotations(rig).items():

@@ -12,7 +12,7 @@ import pytest
 
 from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
 from fabrik_addon.blender import rig as rig_io
-from fabrik_addon.blender import solving
+from fabrik_addon.blender.status import statuses
 from fabrik_addon.core.limits import JointLimit
 from limit_checks import assert_within
 
@@ -108,7 +108,7 @@ def test_nonsense_limits_are_ignored_with_a_message():
     rig.fabrik.live = True
     target.location = (1.0, 0.5, 2.0)
     bpy.context.view_layer.update()
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     assert not status.ok
     assert "bone 'bone1': the X limit is not a finite number; its limits are ignored" in status.message
     assert (tip_world(rig, "bone2") - target.location).length < 1e-3
@@ -141,7 +141,7 @@ def test_a_long_connected_chain_counts_as_connected(count, length):
     skeleton still treats every connected bone as connected (so solves take the fast path), and a bone that
     really hangs at an offset keeps it."""
     from fabrik_addon.core import Goal
-    from fabrik_addon.core.fabrik import moving_tree
+    from fabrik_addon.core.tree import moving_tree
 
     rng = np.random.default_rng(1)
     bones, head = [], np.array([0.3, 0.2, 0.1])

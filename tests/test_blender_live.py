@@ -13,7 +13,9 @@ from mathutils import Euler, Vector
 
 from blender_scenes import RecordingLayout, chain_rig, rigbuild, target_world, tip_world
 from fabrik_addon.blender.held import held_bones
-from fabrik_addon.blender import solving, steady
+from fabrik_addon.blender import live, memory, solve
+from fabrik_addon.blender.channels import read_pose
+from fabrik_addon.blender.status import statuses
 
 TOLERANCE = 1e-3
 
@@ -28,7 +30,7 @@ def test_dragging_a_target_moves_the_tip_onto_it():
         target.location = location
         bpy.context.view_layer.update()
         assert (tip_world(rig, "bone3") - Vector(location)).length < TOLERANCE
-    assert solving.status["Rig"].ok
+    assert statuses["Rig"].ok
 
 
 def test_scrubbing_an_animated_target_matches_on_every_frame():
@@ -188,7 +190,7 @@ def test_a_target_out_of_reach_is_a_warning_with_the_distance_not_success():
     rig, target = chain_rig()
     target.location = (0.0, 6.0, 0.0)  # the four bones reach 4
     bpy.context.view_layer.update()
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     assert status.ok and status.missed and not status.reached[0]
     assert status.message.startswith("missed by 2 (target out of reach)")
     assert status.effectors[0] == "misses by 2: target out of reach"
@@ -197,7 +199,7 @@ def test_a_target_out_of_reach_is_a_warning_with_the_distance_not_success():
     assert [kwargs.get("icon") for name, _, kwargs in row_log if name == "label"][1] == 'ERROR'
     target.location = (1.0, 1.0, 2.0)
     bpy.context.view_layer.update()
-    assert not solving.status["Rig"].missed and solving.status["Rig"].message.startswith("reached")
+    assert not statuses["Rig"].missed and statuses["Rig"].message.startswith("reached")
 
 
 def test_the_tolerance_means_the_same_on_a_rig_of_any_size():
@@ -208,7 +210,7 @@ def test_the_tolerance_means_the_same_on_a_rig_of_any_size():
     rigbuild.add_effector(large, "bone3", large_target)
     large.fabrik.live = True
     bpy.context.view_layer.update()
-    a, b = solving.status["Rig"], solving.status["Large"]
+    a, b = statuses["Rig"], statuses["Large"]
     assert a.reached[0] and b.reached[0]
     assert a.report.iterations == b.report.iterations
     assert b.report.max_error == pytest.approx(100.0 * a.report.max_error, rel=1e-2, abs=1e-4)
@@ -236,14 +238,14 @@ def matrices(rig) -> np.ndarray:
 
 @pytest.fixture
 def solves(monkeypatch) -> list[str]:
-    """The names of the rigs live solving solves, one entry per solve (a frame solved from the last solve's
-    reading, `steady`, counts too)."""
+    """The names of the rigs live solving solves, one entry per solve (a frame that goes on from the last frame's
+    read, `live._reused`, counts too)."""
     counted: list[str] = []
-    solve, again = solving.solve_object, steady.solve_frame
+    whole, again = solve.solve_object, live._reused
 
     def counting(obj, depsgraph=None, **options):
         counted.append(obj.name)
-        return solve(obj, depsgraph, **options)
+        return whole(obj, depsgraph, **options)
 
     def counting_again(obj, *args):
         result = again(obj, *args)
@@ -251,8 +253,8 @@ def solves(monkeypatch) -> list[str]:
             counted.append(obj.name)
         return result
 
-    monkeypatch.setattr(solving, "solve_object", counting)
-    monkeypatch.setattr(steady, "solve_frame", counting_again)
+    monkeypatch.setattr(solve, "solve_object", counting)
+    monkeypatch.setattr(live, "_reused", counting_again)
     return counted
 
 
@@ -283,7 +285,7 @@ def test_changing_a_setting_re_solves_at_the_next_update(solves):
     rig.fabrik.effectors[0].weight = 0.5
     bpy.context.view_layer.update()
     assert solves == ["Rig", "Rig"]
-    assert solving.status["Rig"].report.iterations <= 7
+    assert statuses["Rig"].report.iterations <= 7
 
 
 def test_clearing_the_pose_re_solves_from_the_cleared_pose(solves):
@@ -300,7 +302,7 @@ def test_clearing_the_pose_re_solves_from_the_cleared_pose(solves):
     twin.fabrik.live = True
     bpy.context.view_layer.update()
     assert np.abs(matrices(rig) - matrices(twin)).max() > 1e-4  # the start pose matters
-    before = solving.status["Rig"]
+    before = statuses["Rig"]
     solves.clear()
     bpy.context.view_layer.objects.active = rig
     bpy.ops.object.mode_set(mode="POSE")
@@ -309,7 +311,7 @@ def test_clearing_the_pose_re_solves_from_the_cleared_pose(solves):
     bpy.ops.object.mode_set(mode="OBJECT")
     bpy.context.view_layer.update()
     assert solves == ["Rig"]
-    assert solving.status["Rig"] is not before and solving.status["Rig"].reached[0]
+    assert statuses["Rig"] is not before and statuses["Rig"].reached[0]
     assert np.abs(matrices(rig) - matrices(twin)).max() < 1e-6
     assert all(tuple(entry.fk) == (0.0, 0.0, 0.0, 0.0) for entry in held_bones(rig))
 
@@ -414,7 +416,7 @@ def test_live_off_gives_every_channel_back_exactly():
     assert abs(solved["bone0"][4][1] - 1.2) > 0.1  # stretched (the children inherit its scale)
     rig.fabrik.live = False
     assert channels(rig) == as_left
-    assert len(held_bones(rig)) == 0 and "Rig" not in solving.status
+    assert len(held_bones(rig)) == 0 and "Rig" not in statuses
 
 
 def test_live_off_keeps_what_was_set_since_the_solve():
@@ -537,8 +539,6 @@ def test_solve_now_with_live_off_makes_the_solved_pose_the_animators():
 
 def test_the_per_rig_tables_forget_a_deleted_rig():
     """Deleting a live rig leaves nothing of it in the add-on's memory once the scene updates."""
-    from fabrik_addon.blender import live, rig as rig_cache
-
     rig, target = chain_rig()
     rigbuild.key_circle(target, (0.0, 0.0, 2.0), 1.0, range(1, 5), axis="XZ")
     scene = bpy.context.scene
@@ -546,16 +546,19 @@ def test_the_per_rig_tables_forget_a_deleted_rig():
         scene.frame_set(frame)
 
     def held() -> list[str]:
-        tables = {
-            "status": solving.status, "inputs": live._last_inputs, "solving": solving.remembered_rigs(),
-            "cache": rig_cache.cached_rigs(), "plan": steady.remembered(),
+        kept = memory.get("Rig")
+        if kept is None:
+            return []
+        parts = {
+            "status": kept.status, "inputs": kept.inputs, "solution": kept.solution, "structure": kept.skeleton,
+            "read": kept.read,
         }
-        return [name for name, table in tables.items() if "Rig" in table]
+        return [name for name, part in parts.items() if part is not None]
 
-    assert held() == ["status", "inputs", "solving", "cache", "plan"]
+    assert held() == ["status", "inputs", "solution", "structure", "read"] and "Rig" in statuses
     bpy.data.objects.remove(rig)
     scene.frame_set(3)
-    assert held() == []
+    assert held() == [] and "Rig" not in memory.names() and "Rig" not in statuses
 
 
 def _reaches(rig, tip: str, target) -> bool:
@@ -600,12 +603,12 @@ def test_the_cached_structure_follows_an_effector_edit():
     bpy.context.view_layer.update()
     assert tuple(rig.pose.bones["bone0"].rotation_quaternion) == pytest.approx((1.0, 0.0, 0.0, 0.0), abs=1e-6)
     assert tuple(rig.pose.bones["bone1"].rotation_quaternion) == pytest.approx((1.0, 0.0, 0.0, 0.0), abs=1e-6)
-    assert "solving again" in solving.status["Rig"].message, "the shorter chain hangs from bones just given back"
-    assert not any(solving.status["Rig"].reached.values())
+    assert "solving again" in statuses["Rig"].message, "the shorter chain hangs from bones just given back"
+    assert not any(statuses["Rig"].reached.values())
     bpy.context.scene.frame_set(bpy.context.scene.frame_current)
     assert rig.pose.bones["bone2"].rotation_quaternion[0] < 1.0 - 1e-6
-    assert solving.status["Rig"].message.startswith(("reached", "target out of reach"))
-    assert solving.status["Rig"].reached.get(0) is not True or _reaches(rig, "bone3", target)
+    assert statuses["Rig"].message.startswith(("reached", "target out of reach"))
+    assert statuses["Rig"].reached.get(0) is not True or _reaches(rig, "bone3", target)
 
 
 def test_the_cached_structure_follows_a_re_parent():
@@ -651,9 +654,7 @@ def _check_bone1_locked(rig) -> None:
 
 
 def _check_renamed(rig) -> None:
-    from fabrik_addon.blender import rig as rig_cache
-
-    assert "upper" in rig_cache._skeleton_cache["Rig"][1].names, "the frame's solve used the new name"
+    assert "upper" in memory.of("Rig").skeleton.names, "the frame's solve used the new name"
     assert rig.pose.bones["upper"].rotation_quaternion[0] < 1.0 - 1e-6, "the renamed bone still takes part"
 
 
@@ -797,18 +798,18 @@ def test_frame_changes_keep_up_with_rigs_a_script_adds_and_removes():
     rigbuild.add_effector(second, "bone3", second_target)
     second.fabrik.live = True
     scene.frame_set(3)
-    assert solving.status["Second"].reached.get(0)
+    assert statuses["Second"].reached.get(0)
     assert _reaches(second, "bone3", second_target) and _reaches(first, "bone3", first_target)
-    last_of_first = solving.status["Rig"]
+    last_of_first = statuses["Rig"]
     bpy.data.objects.remove(first)
     scene.collection.objects.link(bpy.data.objects.new("Stand-in", None))  # (as many objects as before)
     for frame in (4, 5):
-        second_status = solving.status["Second"]
+        second_status = statuses["Second"]
         scene.frame_set(frame)
-        assert solving.status["Second"] is not second_status, "solved again"
-        assert solving.status["Second"].reached.get(0), frame
+        assert statuses["Second"] is not second_status, "solved again"
+        assert statuses["Second"].reached.get(0), frame
         assert _reaches(second, "bone3", second_target)
-    assert solving.status.get("Rig") in (None, last_of_first), "the removed rig is not solved"
+    assert statuses.get("Rig") in (None, last_of_first), "the removed rig is not solved"
 
 
 def test_after_undo_a_frame_change_checks_the_structure_again(monkeypatch):
@@ -842,17 +843,17 @@ def test_a_solve_put_off_after_bones_leave_every_chain_asks_for_its_own_update(s
 
     rig, target = chain_rig(target_at=(1.0, 0.0, 3.0))
     bpy.context.view_layer.update()
-    assert solving.status["Rig"].reached.get(0)
+    assert statuses["Rig"].reached.get(0)
     rig.fabrik.effectors[0].chain_length = 9
     bpy.context.view_layer.update()
-    assert "solving again at the next update" in solving.status["Rig"].message
-    assert "Rig" in live._put_off and not bpy.app.timers.is_registered(live.tag_put_off)
+    assert "solving again at the next update" in statuses["Rig"].message
+    assert memory.of("Rig").again and not bpy.app.timers.is_registered(live.tag_put_off)
     solves.clear()
     live.tag_put_off()
     bpy.context.view_layer.update()
     assert solves == ["Rig"]  # the tag alone made live solving solve the rig again
-    assert "solving again" not in solving.status["Rig"].message
-    assert "chain" in solving.status["Rig"].effectors[0]  # what is wrong with it, at last
+    assert "solving again" not in statuses["Rig"].message
+    assert "chain" in statuses["Rig"].effectors[0]  # what is wrong with it, at last
     live.tag_put_off()  # nothing put off any more: no tag, no solve
     bpy.context.view_layer.update()
     assert solves == ["Rig"]
@@ -867,7 +868,7 @@ def test_a_long_chain_ends_on_screen_where_the_solve_put_it():
     for dx in (0.0, 1e-5, 2e-5, 3e-5):
         target.location = (1.0 + dx, 0.0, 2.4)
         bpy.context.view_layer.update()
-        status = solving.status["Rig"]
+        status = statuses["Rig"]
         solved = status.report.errors[0]
         shown = (tip_world(rig, "bone99") - target_world(target)).length
         assert abs(shown - solved) < 2e-6, (dx, solved, shown)
@@ -893,7 +894,7 @@ def test_the_channels_remembered_after_a_solve_are_the_channels_it_left(case):
         target.location.z += 0.5  # (the frame's solve writes another stretch than the one on switching it on)
     scene = bpy.context.scene
     scene.frame_set(2)
-    assert live._last_inputs["Rig"][1] == solving.read_pose(rig).snapshot()  # (stretched: on the general path)
+    assert memory.of("Rig").inputs[1] == read_pose(rig).snapshot()  # (stretched: on the general path)
     if case == "chain made shorter":
         rig.fabrik.effectors[0].chain_length = 2
     if case == "stretched before":
@@ -908,8 +909,8 @@ def test_the_channels_remembered_after_a_solve_are_the_channels_it_left(case):
         # Given back (the solve's own write must not put back what it read before), and solved again at the
         # next update (the chain hangs from it; in background mode, the next frame change).
         assert tuple(rig.pose.bones["bone0"].rotation_quaternion) == (1.0, 0.0, 0.0, 0.0)
-        assert live._last_inputs.get("Rig") is None
+        assert memory.of("Rig").inputs is None
         scene.frame_set(3)
         assert tuple(rig.pose.bones["bone0"].rotation_quaternion) == (1.0, 0.0, 0.0, 0.0)
     assert (tip_world(rig, "bone3") - target_world(target)).length < TOLERANCE
-    assert live._last_inputs["Rig"][1] == solving.read_pose(rig).snapshot()
+    assert memory.of("Rig").inputs[1] == read_pose(rig).snapshot()

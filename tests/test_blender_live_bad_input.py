@@ -15,7 +15,8 @@ import pytest
 
 from blender_scenes import rigbuild
 from fabrik_addon.blender.held import held_bones
-from fabrik_addon.blender import animdata, live, solving
+from fabrik_addon.blender import animdata, live, memory
+from fabrik_addon.blender.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -73,20 +74,21 @@ def no_traceback(capsys) -> None:
     assert "stopped" not in out.out + out.err
 
 
-@pytest.fixture(params=["free_tree", "general"])
+@pytest.fixture(params=["reused", "whole"])
 def path(request, monkeypatch):
-    """Run each test on the lean free-tree path and on the general prepare/compute path (`taken`: per solve,
-    whether the lean path solved it)."""
-    lean = solving._solve_free_tree
+    """Run each test with live frames that go on from the last frame's read where nothing else changed
+    (`live._reused`), and with every frame read whole (`taken`: per frame change, whether it went on from the
+    last read)."""
+    again = live._reused
     taken = []
 
     def counted(*args):
-        result = None if request.param == "general" else lean(*args)
+        result = None if request.param == "whole" else again(*args)
         taken.append(result is not None)
         return result
 
-    monkeypatch.setattr(solving, "_solve_free_tree", counted)
-    solving.forget()
+    monkeypatch.setattr(live, "_reused", counted)
+    memory.forget()
     live.on_load(None)
     return types.SimpleNamespace(name=request.param, taken=taken)
 
@@ -96,12 +98,12 @@ def test_bone_above_the_chain_scaled_to_zero(path, capsys):
     chain solves again once the scale comes back."""
     rig, target = spine_rig()
     settle(rig)
-    assert solving.status["Rig"].effectors[0].startswith("reached")
+    assert statuses["Rig"].effectors[0].startswith("reached")
     rig.pose.bones["hips"].scale = (0.0, 0.0, 0.0)
     target.location = (-1.0, 0.5, 3.5)  # a change that would be solved
     before = channels(rig)
     settle(rig)
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     expected = "bone 'hips' above the chain is scaled to zero: nothing to solve"
     assert status.effectors[0] == expected
     assert status.message == expected and not status.ok
@@ -111,8 +113,8 @@ def test_bone_above_the_chain_scaled_to_zero(path, capsys):
     rig.pose.bones["hips"].scale = (1.0, 1.0, 1.0)
     path.taken.clear()
     settle(rig)
-    assert solving.status["Rig"].effectors[0].startswith("reached")
-    assert any(path.taken) == (path.name == "free_tree"), "the solve took the path the test is about"
+    assert statuses["Rig"].effectors[0].startswith("reached")
+    assert any(path.taken) == (path.name == "reused"), "the frame took the path the test is about"
     assert channels(rig) != before and all_finite(channels(rig))
 
 
@@ -121,7 +123,7 @@ def test_scale_of_the_parent_only(path):
     rig, _ = spine_rig()
     rig.pose.bones["hips"].scale = (1.0, 0.0, 1.0)
     settle(rig)
-    assert solving.status["Rig"].effectors[0] == "bone 'hips' above the chain is scaled to zero: nothing to solve"
+    assert statuses["Rig"].effectors[0] == "bone 'hips' above the chain is scaled to zero: nothing to solve"
 
 
 def test_scale_not_a_number_above_the_chain(path, capsys):
@@ -131,14 +133,14 @@ def test_scale_not_a_number_above_the_chain(path, capsys):
     rig.pose.bones["spine"].scale = (1.0, NAN, 1.0)
     before = channels(rig)
     settle(rig)
-    assert solving.status["Rig"].effectors[0] == (
+    assert statuses["Rig"].effectors[0] == (
         "bone 'spine' above the chain has a scale that is not a number: nothing to solve"
     )
     assert unchanged(rig, before) and rig.fabrik.live
     no_traceback(capsys)
     rig.pose.bones["spine"].scale = (1.0, 1.0, 1.0)
     settle(rig)
-    assert solving.status["Rig"].effectors[0].startswith("reached")
+    assert statuses["Rig"].effectors[0].startswith("reached")
 
 
 @pytest.mark.parametrize("start", ["FK", "PREVIOUS"])
@@ -149,12 +151,12 @@ def test_nan_rotation_in_the_chain_then_cleared(path, start, capsys):
     rig.fabrik.start = start
     rig.pose.bones["b1"].rotation_quaternion = (0.98, 0.2, 0.0, 0.0)  # the animator's pose under the solve
     settle(rig)
-    assert solving.status["Rig"].effectors[0].startswith("reached")
+    assert statuses["Rig"].effectors[0].startswith("reached")
     rig.pose.bones["b2"].rotation_quaternion = (NAN, 0.0, 0.0, 0.0)
     target.location = (-1.0, 0.5, 3.5)
     before = channels(rig)
     settle(rig)
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     assert status.effectors[0] == "bone 'b2' has a rotation that is not a number"
     assert status.message == "bone 'b2' has a rotation that is not a number" and not status.ok
     assert unchanged(rig, before)  # only the NaN the animator set
@@ -166,11 +168,11 @@ def test_nan_rotation_in_the_chain_then_cleared(path, start, capsys):
     bpy.ops.pose.select_all(action='SELECT')
     assert bpy.ops.pose.rot_clear() == {'FINISHED'}
     settle(rig)  # (the operator's own update has usually solved already)
-    assert solving.status["Rig"].effectors[0].startswith("reached")
-    assert math.isfinite(solving.status["Rig"].report.max_error)
+    assert statuses["Rig"].effectors[0].startswith("reached")
+    assert math.isfinite(statuses["Rig"].report.max_error)
     assert all_finite(channels(rig))
     assert all(all_finite((tuple(e.written), tuple(e.fk))) for e in held_bones(rig))
-    assert all(np.isfinite(np.asarray(r)).all() for r in solving._last_solution["Rig"].values())
+    assert all(np.isfinite(np.asarray(r)).all() for r in memory.of("Rig").solution.values())
     # Live off gives the animator's (cleared) pose back.
     rig.fabrik.live = False
     assert all(tuple(pb.rotation_quaternion) == (1.0, 0.0, 0.0, 0.0) for pb in rig.pose.bones)
@@ -185,7 +187,7 @@ def test_nan_held_from_an_older_file_is_not_matched(path):
         entry.fk = (NAN,) * 4
     target.location = (-1.0, 0.5, 3.5)
     settle(rig)
-    assert solving.status["Rig"].effectors[0].startswith("reached")
+    assert statuses["Rig"].effectors[0].startswith("reached")
     assert all_finite(channels(rig))
     assert all(all_finite((tuple(e.written), tuple(e.fk))) for e in held_bones(rig) if e.rotated)
 
@@ -195,7 +197,7 @@ def test_nan_location_in_the_chain(path):
     rig, _ = spine_rig()
     rig.pose.bones["b1"].location = (0.0, NAN, 0.0)
     settle(rig)
-    assert solving.status["Rig"].effectors[0] == "bone 'b1' has a location that is not a number"
+    assert statuses["Rig"].effectors[0] == "bone 'b1' has a location that is not a number"
     assert rig.fabrik.live
 
 
@@ -210,7 +212,7 @@ def test_chain_bone_scaled_to_zero(path, capsys):
     no_traceback(capsys)
     rig.pose.bones["b2"].scale = (1.0, 1.0, 1.0)
     settle(rig)
-    assert solving.status["Rig"].effectors[0].startswith("reached")
+    assert statuses["Rig"].effectors[0].startswith("reached")
 
 
 def test_solve_now_reports_the_bone(path):
@@ -219,7 +221,7 @@ def test_solve_now_reports_the_bone(path):
     rig.pose.bones["b2"].rotation_quaternion = (NAN, 0.0, 0.0, 0.0)
     before = channels(rig)
     assert bpy.ops.fabrik.solve() == {'FINISHED'}
-    assert solving.status["Rig"].message == "bone 'b2' has a rotation that is not a number"
+    assert statuses["Rig"].message == "bone 'b2' has a rotation that is not a number"
     assert unchanged(rig, before)
 
 
@@ -232,10 +234,10 @@ def test_nan_outside_every_chain_is_ignored(path):
     bpy.ops.object.mode_set(mode='OBJECT')
     rig.pose.bones["prop"].scale = (0.0, 0.0, 0.0)
     settle(rig)
-    assert solving.status["Rig"].effectors[0].startswith("reached")
+    assert statuses["Rig"].effectors[0].startswith("reached")
     rig.pose.bones["prop"].rotation_quaternion = (NAN, 0.0, 0.0, 0.0)
     settle(rig)
-    assert solving.status["Rig"].effectors[0].startswith("reached")
+    assert statuses["Rig"].effectors[0].startswith("reached")
 
 
 def test_one_chain_hidden_the_other_still_solves(path):
@@ -255,7 +257,7 @@ def test_one_chain_hidden_the_other_still_solves(path):
     rig.pose.bones["shoulder"].scale = (0.0, 0.0, 0.0)
     target.location = (-1.0, 0.5, 3.5)
     settle(rig)
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     assert status.effectors[1] == "bone 'shoulder' above the chain is scaled to zero: nothing to solve"
     assert status.effectors[0].startswith("reached")
     assert all_finite(channels(rig))
@@ -268,12 +270,12 @@ def test_rig_transform_not_a_number(path, capsys):
     rig.location = (NAN, 0.0, 0.0)
     before = channels(rig)
     settle(rig)
-    assert solving.status["Rig"].message == "'Rig' has a transform that is not a number: nothing to solve"
+    assert statuses["Rig"].message == "'Rig' has a transform that is not a number: nothing to solve"
     assert unchanged(rig, before) and rig.fabrik.live
     no_traceback(capsys)
     rig.location = (0.0, 0.0, 0.0)
     settle(rig)
-    assert solving.status["Rig"].effectors[0].startswith("reached")
+    assert statuses["Rig"].effectors[0].startswith("reached")
 
 
 def test_nan_key_in_the_animation(path):
@@ -284,16 +286,16 @@ def test_nan_key_in_the_animation(path):
     fcurve = next(f for f in animdata.fcurves(rig) if f.array_index == 0)
     fcurve.keyframe_points[0].co[1] = NAN
     settle(rig)
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     assert not status.ok and "'b2'" in status.message and "not a number" in status.message
     assert rig.fabrik.live and all_finite([c for c in channels(rig) if c[0] != "b2"])  # b2: the animation's NaN
     # A depsgraph update (not a frame change) solves from the keyed value as well: still refused.
     target.location = (-1.0, 0.5, 3.5)
     bpy.context.view_layer.update()
-    assert "'b2'" in solving.status["Rig"].message and "not a number" in solving.status["Rig"].message
+    assert "'b2'" in statuses["Rig"].message and "not a number" in statuses["Rig"].message
     fcurve.keyframe_points[0].co[1] = 1.0
     settle(rig)
-    assert solving.status["Rig"].effectors[0].startswith("reached")
+    assert statuses["Rig"].effectors[0].startswith("reached")
     assert all_finite(channels(rig))
 
 
@@ -337,7 +339,7 @@ def test_linked_rig_is_not_solved(tmp_path, path, capsys):
     assert rig.library is not None and rig.fabrik.live
     bpy.context.view_layer.update()
     bpy.context.scene.frame_set(1)
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     assert "linked from the library" in status.message and not status.ok
     assert unchanged(rig, pose)
     assert rig.fabrik.live
@@ -360,11 +362,11 @@ def test_library_override_solves_and_gives_the_pose_back(tmp_path, path, capsys)
     assert rig.fabrik.effectors[0].target == target
     settle(rig)
     no_traceback(capsys)
-    assert solving.status[rig.name].effectors[0].startswith("reached")
+    assert statuses[rig.name].effectors[0].startswith("reached")
     assert channels(rig) != pose and all_finite(channels(rig))
     target.location = (-1.0, 0.5, 3.5)
     settle(rig)
-    assert solving.status[rig.name].effectors[0].startswith("reached")
+    assert statuses[rig.name].effectors[0].startswith("reached")
     held = held_bones(rig)
     assert held.in_memory and len(held)  # held in memory instead
     rig.fabrik.live = False
@@ -372,5 +374,5 @@ def test_library_override_solves_and_gives_the_pose_back(tmp_path, path, capsys)
     # Solve Now works on the override as well (live off: the solved pose becomes the animator's).
     bpy.context.view_layer.objects.active = rig
     assert bpy.ops.fabrik.solve() == {'FINISHED'}
-    assert solving.status[rig.name].effectors[0].startswith("reached")
+    assert statuses[rig.name].effectors[0].startswith("reached")
     assert channels(rig) != pose

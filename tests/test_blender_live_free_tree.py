@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Live solving's bulk path for free trees does exactly what the general path does in Blender, in every rotation
-mode."""
+"""Live solving starts the plan from the moving bones' local rotations (forward kinematics on plain floats) and
+does exactly what it does from the whole pose (`core.solve`'s start) in Blender, in every rotation mode."""
 
 from __future__ import annotations
 
@@ -12,16 +12,21 @@ import pytest
 
 from blender_scenes import rigbuild, rotation_channels
 from fabrik_addon.blender.held import held_bones
-from fabrik_addon.blender import solving, steady
+from fabrik_addon.blender import memory
+from fabrik_addon.core import methods
+from fabrik_addon.core.plan import Plan
+from fabrik_addon.core.tree import Start
+from fabrik_addon.blender.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
 
-def play(general: bool, start: str, keyed: bool, monkeypatch, mixed: bool = False) -> tuple[list[np.ndarray], list[str], int]:
+def play(general: bool, start: str, keyed: bool, monkeypatch, mixed: bool = False) -> tuple[list[np.ndarray], list[str], list[bool]]:
     """Live solving over some frames, then switched off: the channels and held values after each step,
-    the status messages, and how many solves took the bulk path."""
+    the status messages, and how many solves started from local rotations (`general`: none, every solve starts
+    from the whole pose)."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    solving.forget()
+    memory.forget()
     rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(8, 0.5))
     # A second chain on the same root: a tree, pulled with another weight.
     arm = rigbuild.chain_bones(3, 0.4, prefix="arm", start=(0.0, 0.0, 2.0), axis=(1.0, 0.0, 0.0))
@@ -62,31 +67,27 @@ def play(general: bool, start: str, keyed: bool, monkeypatch, mixed: bool = Fals
     seen, messages = [], []
     for frame in [1, 4, 9, 9, 20, 13, 30]:
         seen += after_frame(rig, frame)
-        messages.append(solving.status["Rig"].message)
+        messages.append(statuses["Rig"].message)
     rig.fabrik.live = False
     seen.append(rotation_channels(rig))
-    return seen, messages, sum(taken)
+    return seen, messages, taken
 
 
 def count_bulk(general: bool, monkeypatch) -> list[bool]:
-    """Per solve from now on, whether the bulk path answered (with `general`, it is never tried); a frame solved
-    from the bulk path's last reading (`steady`) counts as the bulk path's."""
+    """Per solve from now on, whether it started from the moving bones' local rotations (with `general`, every
+    solve starts from the whole pose instead)."""
     answered = []
-    bulk, again = solving._solve_free_tree, steady.solve_frame
+    start = Plan.start
 
-    def counted(*args):
-        result = None if general else bulk(*args)
-        answered.append(result is not None)
-        return result
+    def counted(plan, rotations, translations, fixed, pose):
+        if general:
+            answered.append(False)
+            return Start.of_pose(plan.skeleton, plan.tree, pose())
+        begun = start(plan, rotations, translations, fixed, pose)
+        answered.append(begun.rotations is not None)
+        return begun
 
-    def counted_again(*args):
-        result = again(*args)
-        if result is not None:
-            answered.append(True)
-        return result
-
-    monkeypatch.setattr(solving, "_solve_free_tree", counted)
-    monkeypatch.setattr(steady, "solve_frame", counted_again)
+    monkeypatch.setattr(Plan, "start", counted)
     return answered
 
 
@@ -102,9 +103,9 @@ def after_frame(rig, frame: int) -> list[np.ndarray]:
 )
 def test_the_bulk_path_writes_and_holds_what_the_general_path_does(start, keyed, mixed, monkeypatch):
     """Channels, held animator values, status and the pose given back all agree (to single precision)."""
-    bulk, bulk_messages, bulk_count = play(False, start, keyed, monkeypatch, mixed)
+    bulk, bulk_messages, starts = play(False, start, keyed, monkeypatch, mixed)
     general, general_messages, _ = play(True, start, keyed, monkeypatch, mixed)
-    assert bulk_count >= 7, "the free tree did not take the bulk path"
+    assert starts and all(starts), "the free tree did not start from local rotations"
     assert bulk_messages == general_messages
     for a, b in zip(bulk, general):
         np.testing.assert_allclose(a, b, atol=5e-6)
@@ -113,9 +114,10 @@ def test_the_bulk_path_writes_and_holds_what_the_general_path_does(start, keyed,
 def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str], list[bool]]:
     """Live solving of a 12-bone chain whose IK limits are 30-degree cones, its target swept from where the
     cones stay open to where they bind and back: the channels and held values after each frame, the status
-    messages, and per frame whether the bulk path answered."""
+    messages, and per solve whether the free chain's passes were the answer (converged with every joint inside
+    its cone)."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    solving.forget()
+    memory.forget()
     rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(12, 0.25))
     for pose_bone in rig.pose.bones:
         rigbuild.set_limits(rig, pose_bone.name, x=(-30.0, 30.0), z=(-30.0, 30.0))
@@ -130,22 +132,37 @@ def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str],
         return 1.3 - 0.05 * (f - 11) if 11 <= f <= 18 else 0.1 + 0.01 * f
 
     rigbuild.key_path(target, frames, lambda f: (2.9 * math.sin(angle(f)), 0.2, 2.9 * math.cos(angle(f))))
-    answered = count_bulk(general, monkeypatch)
+    count_bulk(general, monkeypatch)
+    answered, inside, limited = [], methods.inside_limits, methods.solve_limited
+    kept = []  # (whether the free passes' pose kept inside every limit, in the solve under way)
+
+    def checked(*args):
+        kept.append(inside(*args))
+        return kept[-1]
+
+    def solved(*args, **options):
+        kept.clear()
+        result = limited(*args, **options)
+        answered.append(any(kept))
+        return result
+
+    monkeypatch.setattr(methods, "inside_limits", checked)
+    monkeypatch.setattr(methods, "solve_limited", solved)
     rig.fabrik.live = True
     seen, messages = [], []
     for frame in frames:
         seen += after_frame(rig, frame)
-        messages.append(solving.status["Rig"].message)
-        assert solving.status["Rig"].reached, f"frame {frame}: {messages[-1]}"
+        messages.append(statuses["Rig"].message)
+        assert statuses["Rig"].reached, f"frame {frame}: {messages[-1]}"
     rig.fabrik.live = False
     seen.append(rotation_channels(rig))
     return seen, messages, answered
 
 
 def test_a_chain_in_open_cones_takes_the_bulk_path_where_they_stay_open(monkeypatch):
-    """Where the free chain's answer keeps inside every cone the bulk path gives it, as the general path does;
-    where a cone binds it hands over, and the general path solves inside the limits (and the next few solves go
-    to it straight away). The pose given back when live solving stops is the animator's either way."""
+    """Where the free chain's answer keeps inside every cone it is the answer, from local rotations as from the
+    whole pose; where a cone binds the limited solve goes on inside the limits. The pose given back when live
+    solving stops is the animator's either way."""
     bulk, bulk_messages, answered = play_cones(False, monkeypatch)
     general, general_messages, _ = play_cones(True, monkeypatch)
     assert 0 < sum(answered) < len(answered), answered  # (both kinds of frame)

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Live frames where only the targets moved (`steady`): solved from the last solve's reading exactly as the
-full live frame solves them, and every change the full frame would see sends the frame back to it."""
+"""Live frames where only the targets moved go on from the last frame's read (`live._reused`), solved exactly as
+a frame read whole solves them, and every change the whole read would see sends the frame back to it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 
 from blender_scenes import chain_rig, rigbuild, rotation_channels, target_world, tip_world
 from fabrik_addon.blender.held import held_bones
-from fabrik_addon.blender import animdata, live, solving, steady
+from fabrik_addon.blender import animdata, live, memory
+from fabrik_addon.blender.status import DeferredStatus, RigStatus, statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -21,19 +22,25 @@ FRAMES = range(1, 41)
 
 @pytest.fixture
 def steady_frames(monkeypatch) -> list[bool]:
-    """Per frame live solving looked at a rig with a plan: whether `steady` solved it (False: the full frame)."""
+    """Per frame change where live solving kept a rig's last read: whether the frame went on from it (False: the
+    whole read)."""
     taken: list[bool] = []
-    solve_frame = steady.solve_frame
+    again = live._reused
 
     def counted(obj, *args):
-        planned = obj.name in steady.remembered()
-        result = solve_frame(obj, *args)
+        planned = obj.name in kept_reads()
+        result = again(obj, *args)
         if planned:
             taken.append(result is not None)
         return result
 
-    monkeypatch.setattr(steady, "solve_frame", counted)
+    monkeypatch.setattr(live, "_reused", counted)
     return taken
+
+
+def kept_reads() -> set[str]:
+    """The rigs whose last live read the next frame may go on from."""
+    return {name for name in memory.names() if memory.get(name).read is not None}
 
 
 def moving_target(target) -> None:
@@ -55,6 +62,35 @@ def chain(modes: str):
             pb.rotation_mode = ('QUATERNION', 'XYZ', 'AXIS_ANGLE', 'YZX', 'QUATERNION', 'ZXY')[k]
     rig.pose.bones[2].rotation_quaternion = (0.95, 0.1, 0.2, 0.0)
     moving_target(target)
+    return rig
+
+
+def converted_chain():
+    """The quaternion chain built with Blender's IK constraint on its tip and converted (Convert IK Constraints):
+    the constraint stays, muted, and a muted constraint still ties the armature to its target in Blender's
+    dependency graph, so every move of the target updates the rig object as well."""
+    from fabrik_addon.blender import constraints
+
+    rig = chain("quaternions")
+    rig.fabrik.live = False
+    target = bpy.data.objects["Target"]
+    rig.fabrik.effectors.clear()
+    constraint = rig.pose.bones["bone5"].constraints.new("IK")
+    constraint.target = target
+    converted, skipped = constraints.convert_ik_constraints(rig)  # (what the operator does)
+    assert converted and not skipped and constraint.mute
+    rig.fabrik.live = True
+    return rig
+
+
+def target_on_a_moving_parent():
+    """The quaternion chain whose target hangs from an animated empty (its own keys are the same path, taken
+    relative to the parent's): the target moves with its parent."""
+    rig = chain("quaternions")
+    target = bpy.data.objects["Target"]
+    carrier = rigbuild.make_target("Carrier", (0.0, 0.0, 0.0))
+    target.parent = carrier
+    rigbuild.key_path(carrier, FRAMES, lambda f: (0.02 * f, -0.01 * f, 0.0))
     return rig
 
 
@@ -131,7 +167,8 @@ def keyed_influence():
 
 RIGS = {"quaternions": lambda: chain("quaternions"), "one Euler order": lambda: chain("euler"),
         "mixed modes": lambda: chain("mixed"), "hand": hand, "hanging chain": hanging_chain,
-        "animated rig": animated_rig, "scaled above": scaled_above}
+        "animated rig": animated_rig, "scaled above": scaled_above, "converted": converted_chain,
+        "target on a moving parent": target_on_a_moving_parent}
 
 #: Rigs whose animation reaches what the full frame must read each frame: no frame is solved from a plan.
 PLANLESS = {"a keyed chain bone": keyed_chain_bone, "a keyed influence": keyed_influence}
@@ -140,7 +177,7 @@ PLANLESS = {"a keyed chain bone": keyed_chain_bone, "a keyed influence": keyed_i
 def state(rig) -> tuple[np.ndarray, str]:
     """Every rotation channel, what the rig holds of the animator's pose, and the status line."""
     held = np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in held_bones(rig)]).ravel()
-    status = solving.status[rig.name]
+    status = statuses[rig.name]
     return np.concatenate([rotation_channels(rig), held]), f"{status.message} | {sorted(status.effectors.items())}"
 
 
@@ -166,9 +203,24 @@ def test_frames_where_only_targets_move_solve_as_the_full_frame(kind, steady_fra
     if kind == "scaled above":
         expected = [True, True, True, False, True, True, True, False]  # (2 3 5 9, -, 20 20 33 12, -)
     assert steady_frames == expected, steady_frames
-    monkeypatch.setattr(steady, "solve_frame", lambda *args: None)
+    monkeypatch.setattr(live, "_reused", lambda *args: None)
     full = play(RIGS[kind], frames)
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
+        assert a_status == b_status, f"frame {frame}"
+        np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
+
+
+def test_a_converted_rig_takes_the_path_of_the_same_rig_built_fresh(steady_frames):
+    """A rig converted from Blender's IK constraint, whose muted constraint makes Blender update the rig object
+    whenever its target moves, goes on from its last read on exactly the frames the same rig built fresh does,
+    and gives the same channels, held values and statuses."""
+    frames = [1, 2, 3, 5, 9, 8, 20, 20, 33, 12, 40]
+    fresh = play(RIGS["quaternions"], frames)
+    fresh_path = list(steady_frames)
+    steady_frames.clear()
+    converted = play(converted_chain, frames)
+    assert steady_frames == fresh_path == [True] * (len(frames) - 1)
+    for frame, (a, a_status), (b, b_status) in zip(frames, fresh, converted):
         assert a_status == b_status, f"frame {frame}"
         np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
 
@@ -178,8 +230,8 @@ def test_animation_of_what_the_full_frame_reads_leaves_no_plan(kind, steady_fram
     """A keyed chain bone or setting: every frame is the full frame's."""
     frames = [1, 2, 3, 5, 20, 12, 40]
     quick = play(PLANLESS[kind], frames)
-    assert steady_frames == [] and not steady.remembered()
-    monkeypatch.setattr(steady, "solve_frame", lambda *args: None)
+    assert steady_frames == [] and not kept_reads()
+    monkeypatch.setattr(live, "_reused", lambda *args: None)
     full = play(PLANLESS[kind], frames)
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -206,16 +258,29 @@ def warm_limited_arm():
 
 
 def test_a_warm_started_limited_tree_moves_from_its_last_frame_as_the_full_frame_moves_it(steady_frames, monkeypatch):
-    """Frames of a limited arm that starts from its previous solution go on from the rig the last frame left, in
-    the limits' coordinates, without reading the pose again: channels, held values and status agree with the full
-    frame's (which makes the rig anew from the last solution each frame), and a target thrown far goes the full
-    way."""
+    """Frames of a limited arm that starts from its previous solution go on from the last frame's read, and move
+    from the rig the last frame left in the limits' coordinates (what continuity mode carries): channels, held
+    values and status agree with the whole read's, and a target thrown far takes the whole solve."""
+    from fabrik_addon.core import methods
+
+    followed = []
+    follow = methods._followed
+    monkeypatch.setattr(methods, "_followed", lambda *a: (lambda report: followed.append(report is not None) or report)(follow(*a)))
     frames = [*range(1, 21), 33, 34, 35]
-    quick = play(warm_limited_arm, frames)
-    # Frame 1 starts cold (no plan: the next frame starts warm), frame 2 makes the plan; 33 is too far to step to.
-    assert steady_frames == [True] * 18 + [False, True, True], steady_frames
-    assert all(solving.status["Rig"].reached.values())
-    monkeypatch.setattr(steady, "solve_frame", lambda *args: None)
+    quick = []
+    moved = []
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    rig = warm_limited_arm()
+    for frame in frames:
+        followed.clear()
+        bpy.context.scene.frame_set(frame)
+        quick.append(state(rig))
+        moved.append(any(followed))
+    # Frame 1 starts cold (nothing kept: the next frame starts warm), frame 2 is read whole and kept.
+    assert steady_frames == [True] * 21, steady_frames
+    assert moved[2:20] == [True] * 18 and not moved[20], moved  # (33: too far to step to, the whole solve)
+    assert all(statuses["Rig"].reached.values())
+    monkeypatch.setattr(live, "_reused", lambda *args: None)
     full = play(warm_limited_arm, frames)
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -274,18 +339,23 @@ def changed(change: str) -> list:
             make(rig, bpy.data.objects["Target"])
         scene.frame_set(frame)
         out.append(state(rig))
-    assert rig.fabrik.live, solving.status[rig.name].message
+    assert rig.fabrik.live, statuses[rig.name].message
     return out[2:]
+
+
+#: Changes the frame that goes on from the last read reads again itself (an update of the rig object alone).
+READ_AGAIN = {"the rig moved"}
 
 
 @pytest.mark.parametrize("change", CHANGES)
 def test_a_change_between_frames_goes_the_full_frame(change, steady_frames, monkeypatch):
-    """After each kind of change the next frame is the full live frame's: it says what the change did, and the
-    frames agree with those of live solving without `steady`."""
+    """After each kind of change the next frame is read whole, or (the rig's own transform) reads the change
+    again itself: it says what the change did, and the frames agree with those of live solving with every frame
+    read whole."""
     quick = changed(change)
-    assert steady_frames[:3] == [True, True, False]
+    assert steady_frames[:3] == [True, True, change in READ_AGAIN]
     rig = bpy.data.objects["Rig"]
-    status = solving.status[rig.name]
+    status = statuses[rig.name]
     says = CHANGES[change][1]
     if says is None:
         assert status.reached and all(status.reached.values()), status.message
@@ -294,7 +364,7 @@ def test_a_change_between_frames_goes_the_full_frame(change, steady_frames, monk
             assert (tip - target_world(bpy.data.objects["Target"])).length < 1e-3
     else:
         assert says in " ".join([status.message, *status.effectors.values()])
-    monkeypatch.setattr(steady, "solve_frame", lambda *args: None)
+    monkeypatch.setattr(live, "_reused", lambda *args: None)
     full = changed(change)
     for frame, (a, a_status), (b, b_status) in zip((3, 4, 5), quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -338,7 +408,7 @@ def test_keys_added_mid_playback_go_the_full_frame(kind, keyed, steady_frames, m
 
     quick = play_keyed()
     assert steady_frames == [True, True, False]  # 2 and 3; then no plan: the animation reaches what a solve reads
-    monkeypatch.setattr(steady, "solve_frame", lambda *args: None)
+    monkeypatch.setattr(live, "_reused", lambda *args: None)
     full = play_keyed()
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -351,18 +421,18 @@ def test_the_plan_goes_with_the_file_undo_and_live_solving(steady_frames):
     scene = bpy.context.scene
     for frame in (1, 2):
         scene.frame_set(frame)
-    assert steady.remembered() == {"Rig"}
+    assert kept_reads() == {"Rig"}
     live.on_undo()
-    assert not steady.remembered()
+    assert not kept_reads()
     scene.frame_set(3)
-    assert steady.remembered() == {"Rig"}
+    assert kept_reads() == {"Rig"}
     rig.fabrik.live = False
-    assert not steady.remembered()
+    assert not kept_reads()
     rig.fabrik.live = True
     scene.frame_set(4)
-    assert steady.remembered() == {"Rig"}
+    assert kept_reads() == {"Rig"}
     live.on_load(None)
-    assert not steady.remembered()
+    assert not kept_reads()
     assert steady_frames == [True]  # frame 2 only: 3 and 4 went the full frame
 
 
@@ -370,11 +440,11 @@ def test_a_deferred_status_is_put_into_words_once_when_first_read():
     """A steady frame's status is concluded when something reads it, once, keeping what was set on it before."""
     made = []
 
-    def conclude() -> solving.RigStatus:
+    def conclude() -> RigStatus:
         made.append(True)
-        return solving.RigStatus(message="reached, 3 iterations", effectors={0: "reached (miss 1e-05)"}, seconds=9.0)
+        return RigStatus(message="reached, 3 iterations", effectors={0: "reached (miss 1e-05)"}, seconds=9.0)
 
-    status = solving.DeferredStatus(conclude)
+    status = DeferredStatus(conclude)
     status.seconds = 0.5
     assert made == []
     assert status.message == "reached, 3 iterations" and status.effectors == {0: "reached (miss 1e-05)"}
@@ -429,7 +499,7 @@ def test_a_chain_bone_set_without_a_tag_on_an_animated_rig_goes_the_full_frame(s
 
     quick = play_set()
     assert steady_frames == [True, True, False, True]
-    monkeypatch.setattr(steady, "solve_frame", lambda *args: None)
+    monkeypatch.setattr(live, "_reused", lambda *args: None)
     full = play_set()
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"

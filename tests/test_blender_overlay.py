@@ -13,7 +13,8 @@ import pytest
 from mathutils import Euler, Vector
 
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import compat, overlay, solving
+from fabrik_addon.blender import compat, memory, overlay, solve
+from fabrik_addon.blender.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -24,13 +25,13 @@ ALL = types.SimpleNamespace(show_targets=True, show_poles=True, show_reach=True,
 def solved(rig):
     """Solve the rig once (as live solving does) and return its status."""
     depsgraph = bpy.context.evaluated_depsgraph_get()
-    solving.solve_object(rig, depsgraph)
+    solve.solve_object(rig, depsgraph)
     bpy.context.view_layer.update()
-    return solving.status[rig.name]
+    return statuses[rig.name]
 
 
 def drawing_of(rig, options=ALL, **kwargs) -> overlay.Drawing:
-    return overlay.build(rig, bpy.context.evaluated_depsgraph_get(), solving.status.get(rig.name), options, **kwargs)
+    return overlay.build(rig, bpy.context.evaluated_depsgraph_get(), statuses.get(rig.name), options, **kwargs)
 
 
 def close(a, b, tol=1e-5) -> bool:
@@ -180,20 +181,19 @@ def test_switches_leave_out_their_items():
 def test_trace_records_tip_moves_only():
     rig, target = chain_rig(count=4, live=False)
     solved(rig)
-    overlay._traces.clear()
+    memory.of(rig).traces.clear()
     depsgraph = bpy.context.evaluated_depsgraph_get()
     for x in (1.5, 1.5, 1.0, 0.5):
         target.location.x = x
         solved(rig)
-        traces = overlay.record_trace(rig, overlay.read_effectors(rig, depsgraph, solving.status[rig.name]), 3)
+        traces = overlay.record_trace(rig, overlay.read_effectors(rig, depsgraph, statuses[rig.name]), 3)
     assert len(traces[0]) == 3  # 4 solves, one unmoved, at most 3 kept
     assert close(traces[0][-1], tip_world(rig, "bone3"))
     segments = drawing_of(rig, traces=traces).of('trace')
     assert len(segments) == 2
     # A file loaded: its rig of the same name is another rig, with no path behind it yet.
-    assert overlay.forget_traces in bpy.app.handlers.load_post
     bpy.ops.wm.read_homefile(use_empty=True)
-    assert not overlay._traces
+    assert memory.get("Rig") is None  # (every rig's memory goes with the file: its traces too)
 
 
 def test_draw_callbacks_never_raise(monkeypatch, caplog):

@@ -19,7 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from blender_scenes import chain_rig, rigbuild
-from fabrik_addon.blender import presets, setup_ops, solving, ui
+from fabrik_addon.blender import presets, setup_ops, ui
+from fabrik_addon.blender.status import RigStatus, statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -188,7 +189,7 @@ def test_a_reached_effector_gets_a_check_mark_and_no_red():
     rig, _target = chain_rig()
     rig.fabrik.effectors[0].name = "Hand"
     bpy.context.view_layer.update()
-    assert solving.status["Rig"].reached[0]
+    assert statuses["Rig"].reached[0]
     rows = status_rows(rig)
     assert rows[0].kwargs["icon"] == 'CHECKMARK' and rows[0].kwargs["text"].startswith("reached")
     hand = next(r for r in rows if r.kwargs["text"].startswith("Hand: reached"))
@@ -201,7 +202,7 @@ def test_a_miss_is_a_red_warning_with_the_whole_message_wrapped_to_the_sidebar()
     rig.fabrik.effectors[0].name = "Hand"
     target.location = (0.0, 6.0, 0.0)  # the four bones reach 4
     bpy.context.view_layer.update()
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     assert status.missed
     width = 220  # narrow: every message takes more than one line
     chars = ui.chars_for(context_for(rig, width))
@@ -221,7 +222,7 @@ def test_a_refused_effector_gets_a_red_cancel_sign_and_its_reason():
     rig, _target = chain_rig()
     rig.fabrik.effectors[0].chain_length = 9  # longer than the rig
     bpy.context.view_layer.update()
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     assert not status.ok, status
     rows = status_rows(rig)
     assert rows[0].kwargs["icon"] == 'CANCEL' and rows[0].alert
@@ -242,10 +243,10 @@ def test_a_disabled_effector_and_a_rig_not_solved_yet_are_not_red():
 
 
 def test_a_status_with_nothing_solved_is_no_success():
-    assert ui.rig_state(solving.RigStatus(message="the effectors changed: solving again at the next update")) == 'NONE'
-    assert ui.rig_state(solving.RigStatus(message="reached", reached={0: True})) == 'REACHED'
-    assert ui.rig_state(solving.RigStatus(message="x", reached={0: True, 1: False})) == 'MISSED'
-    assert ui.rig_state(solving.RigStatus(message="x", ok=False, reached={0: True})) == 'ERROR'
+    assert ui.rig_state(RigStatus(message="the effectors changed: solving again at the next update")) == 'NONE'
+    assert ui.rig_state(RigStatus(message="reached", reached={0: True})) == 'REACHED'
+    assert ui.rig_state(RigStatus(message="x", reached={0: True, 1: False})) == 'MISSED'
+    assert ui.rig_state(RigStatus(message="x", ok=False, reached={0: True})) == 'ERROR'
 
 
 def test_fields_that_name_nothing_are_red_and_the_others_are_not():

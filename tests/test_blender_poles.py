@@ -22,7 +22,7 @@ from mathutils import Euler
 
 from blender_scenes import rigbuild
 from fabrik_addon.blender import rig as rig_module
-from fabrik_addon.core import Goal, SolveSettings, fabrik, two_bone
+from fabrik_addon.core import Goal, SolveSettings, plan, two_bone
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -75,7 +75,7 @@ def chain_points(rig) -> np.ndarray:
     return np.array([bones[0].head] + [b.tail for b in bones], dtype=float)
 
 
-def ours(rig, constraint, solver=fabrik.solve) -> np.ndarray:
+def ours(rig, constraint, solver=plan.solve) -> np.ndarray:
     """Our solve of the constraint's goal (pole included) from the pose Blender's IK starts from, as chain points."""
     constraint.mute = True
     bpy.context.view_layer.update()
@@ -164,7 +164,7 @@ def test_a_chain_straight_at_rest_bends_as_blender_bends_it_bent_a_hair(points, 
     line = (straight[-1] - straight[0]) / np.linalg.norm(straight[-1] - straight[0])
     assert np.linalg.norm(straight[-1] - TARGET) > 0.4  # Blender stopped short, straight at the target:
     assert np.linalg.norm(np.cross(line, np.asarray(TARGET) / np.linalg.norm(TARGET))) < 1e-4
-    solvers = [fabrik.solve, two_bone.solve] if len(points) == 3 else [fabrik.solve]
+    solvers = [plan.solve, two_bone.solve] if len(points) == 3 else [plan.solve]
     mine = [ours(rig, constraint, solver) for solver in solvers]
     bpy.ops.wm.read_factory_settings(use_empty=True)
     # b1 turned about (up x Y) in its own frame, the first bone's as the chain is straight: its knee goes up.
@@ -212,7 +212,7 @@ def test_blender_drops_the_pole_of_a_tree_with_two_goals_and_we_keep_it():
             Goal(index["a1"], (0.8, 0.5, 2.0), chain_length=3, pole=pole),
             Goal(index["b1"], (-0.8, 0.4, 2.1), chain_length=3),
         ]
-        pose, report = fabrik.solve(skeleton, goals, start)
+        pose, report = plan.solve(skeleton, goals, start)
         assert report.converged, report
         return pose.tails[index["a0"]]
 

@@ -8,7 +8,8 @@ import bpy
 import pytest
 
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import constraints, integrity, solving
+from fabrik_addon.blender import constraints, integrity
+from fabrik_addon.blender.status import statuses
 
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -44,8 +45,8 @@ def test_an_edit_mode_rename_of_the_tip_bone_is_followed():
     target.location.x += 0.2
     settle()
     assert rig.fabrik.effectors[0].bone == "hand"
-    assert rig.fabrik.live, solving.status["Rig"].message
-    assert solving.status["Rig"].ok and all(solving.status["Rig"].reached.values())
+    assert rig.fabrik.live, statuses["Rig"].message
+    assert statuses["Rig"].ok and all(statuses["Rig"].reached.values())
     assert reached(rig, "hand", target)
 
 
@@ -62,7 +63,7 @@ def test_renames_by_name_follow_for_chain_target_and_pole_bones():
     other.data.bones["bone0"].name = "knee"
     settle()
     assert (effector.bone, effector.subtarget, effector.pole_subtarget) == ("tip", "goal", "knee")
-    assert solving.status["Rig"].ok and all(solving.status["Rig"].reached.values()), solving.status["Rig"].effectors
+    assert statuses["Rig"].ok and all(statuses["Rig"].reached.values()), statuses["Rig"].effectors
 
 
 def test_renames_follow_after_save_and_reload_and_undo_takes_them_back(tmp_path):
@@ -76,7 +77,7 @@ def test_renames_follow_after_save_and_reload_and_undo_takes_them_back(tmp_path)
     rig.data.bones["bone3"].name = "tip"
     settle()
     assert rig.fabrik.effectors[0].bone == "tip"
-    assert all(solving.status["Rig"].reached.values())
+    assert all(statuses["Rig"].reached.values())
     bpy.ops.ed.undo_push(message="renamed")
     bpy.ops.ed.undo()
     rig = bpy.data.objects["Rig"]
@@ -92,7 +93,7 @@ def test_a_deleted_tip_bone_says_so_in_words_and_keeps_live_solving_on():
     rig.data.edit_bones.remove(rig.data.edit_bones["bone3"])
     bpy.ops.object.mode_set(mode='OBJECT')
     settle()
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     assert rig.fabrik.live
     assert status.effectors[0] == "bone 'bone3' is not in the armature 'Rig' (renamed or deleted?)"
     assert status.reached.get(1) is True  # the other effector still solves
@@ -152,7 +153,7 @@ def test_live_solving_follows_a_renamed_bone_that_holds_a_converted_constraint_b
     rename_in_edit_mode(rig, "bone3", "hand")
     settle()
     assert (effector.bone, effector.source_bone, rig.fabrik.converted[0].bone) == ("bone2", "hand", "hand")
-    assert solving.status["Rig"].ok and all(solving.status["Rig"].reached.values())
+    assert statuses["Rig"].ok and all(statuses["Rig"].reached.values())
     restored, problems = constraints.restore_ik_constraints(rig)
     assert restored == ["'IK' on 'hand'"] and not problems
 
@@ -193,7 +194,7 @@ def test_a_target_deleted_in_the_viewport_counts_as_missing_and_is_not_saved(tmp
     settle()
     delete_in_viewport(target)
     settle()
-    status = solving.status["Rig"]
+    status = statuses["Rig"]
     assert status.effectors[0] == "target 'Target' was deleted"
     assert not status.ok and not status.reached
     assert rig.fabrik.live
@@ -203,11 +204,11 @@ def test_a_target_deleted_in_the_viewport_counts_as_missing_and_is_not_saved(tmp
     bpy.ops.wm.open_mainfile(filepath=path)
     assert "Target" not in bpy.data.objects
     settle()
-    assert solving.status["Rig"].effectors[0] == "target 'Target' was deleted"
+    assert statuses["Rig"].effectors[0] == "target 'Target' was deleted"
     new = rigbuild.make_target("New", (1.0, 0.0, 2.5))
     bpy.data.objects["Rig"].fabrik.effectors[0].target = new
     settle()
-    assert all(solving.status["Rig"].reached.values())
+    assert all(statuses["Rig"].reached.values())
 
 
 def test_saving_drops_a_deleted_target_even_without_live_solving(tmp_path):
@@ -234,7 +235,7 @@ def test_undo_after_deleting_a_target_gives_it_back_to_its_effector():
     rig = bpy.data.objects["Rig"]  # undo replaced the data; look it up again
     assert rig.fabrik.effectors[0].target == bpy.data.objects["Target"]
     settle()
-    assert all(solving.status["Rig"].reached.values()), solving.status["Rig"].effectors
+    assert all(statuses["Rig"].reached.values()), statuses["Rig"].effectors
 
 
 def test_a_target_kept_in_a_collection_outside_every_scene_is_reported_not_dropped():
@@ -243,7 +244,7 @@ def test_a_target_kept_in_a_collection_outside_every_scene_is_reported_not_dropp
     stash.objects.link(target)
     bpy.context.scene.collection.objects.unlink(target)
     settle()
-    assert solving.status["Rig"].effectors[0] == "target 'Target' is in no scene"
+    assert statuses["Rig"].effectors[0] == "target 'Target' is in no scene"
     assert rig.fabrik.effectors[0].target == target
 
 
@@ -312,7 +313,7 @@ def test_convert_on_a_rigify_rig_is_solved_by_fabrik_and_follows_its_pole_switch
     settle()
     assert mutes(rig, "MCH-forearm_ik.L") == (True, True)  # the drivers no longer switch Blender's IK back on
     plain, pole = effector_index(rig, "IK on MCH-forearm_ik.L"), effector_index(rig, "IK.001 on MCH-forearm_ik.L")
-    status = solving.status["rig"]
+    status = statuses["rig"]
     assert status.ok, status.message
     assert status.effectors[pole] == "disabled by the rig's switch (its converted constraint is muted)"
     assert status.reached[plain]
@@ -323,7 +324,7 @@ def test_convert_on_a_rigify_rig_is_solved_by_fabrik_and_follows_its_pole_switch
     rig.pose.bones["upper_arm_parent.L"]["pole_vector"] = True  # the animator flips the pole switch
     rig.update_tag()
     settle()
-    status = solving.status["rig"]
+    status = statuses["rig"]
     assert status.effectors[plain].startswith("disabled by the rig's switch") and status.reached[pole]
     assert mutes(rig, "MCH-forearm_ik.L") == (True, True)
 
@@ -347,7 +348,7 @@ def test_a_renamed_rigify_bone_is_told_from_the_bones_that_share_its_place(rigif
     plain = effector_index(rig, "IK on MCH-forearm_ik.L")
     effector = rig.fabrik.effectors[plain]
     assert (effector.bone, effector.source_bone) == ("MCH-elbow_ik.L", "MCH-elbow_ik.L")
-    assert solving.status["rig"].reached[plain]
+    assert statuses["rig"].reached[plain]
     restored, problems = constraints.restore_ik_constraints(rig)
     assert "'IK' on 'MCH-elbow_ik.L'" in restored and not problems
 

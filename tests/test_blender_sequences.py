@@ -187,11 +187,11 @@ class Sequences(RuleBasedStateMachine):
         changes = steps.compare(before, steps.snapshot(), reach, frame_changed)
         problems += [f"changed outside the add-on's reach: {text}" for text in changes]
         if self.enabled:
-            from fabrik_addon.blender import solving
+            from fabrik_addon.blender.status import statuses
 
             for name in steps.RIGS:
                 rig = _obj(name)
-                status = solving.status.get(name)
+                status = statuses.get(name)
                 message = status.message if status is not None else ""
                 expected = self.model["live"][name]
                 if rig.fabrik.live != expected:

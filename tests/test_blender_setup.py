@@ -13,7 +13,8 @@ import pytest
 from mathutils import Euler, Vector
 
 from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
-from fabrik_addon.blender import setup_ops, solving
+from fabrik_addon.blender import setup_ops
+from fabrik_addon.blender.status import statuses
 from fabrik_addon.core.pole_angle import auto_pole_angle, pole_point
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -113,7 +114,7 @@ def test_effector_with_a_new_empty_at_the_tip_moves_nothing_and_reaches(bent):
     assert rig.users_collection[0] in target.users_collection
     assert (target.matrix_world.translation - tip_world(rig, "bone3")).length < 1e-5
     assert np.abs(rotations(rig) - before).max() < STILL
-    assert solving.status["Rig"].ok and not solving.status["Rig"].missed
+    assert statuses["Rig"].ok and not statuses["Rig"].missed
     assert rig.mode == 'POSE' and bpy.context.view_layer.objects.active == rig
     if bent:  # (a straight chain with its target at full reach is FABRIK's degenerate case: it bends a hair)
         # Ticking Rotation moves nothing either: the empty has the tip bone's turn.
@@ -143,7 +144,7 @@ def test_effector_with_a_new_control_bone_moves_nothing_and_the_bone_drives_the_
     head = rig.evaluated_get(depsgraph).pose.bones["IK-bone3"].head
     assert (rig.matrix_world @ head - tip_world(rig, "bone3")).length < 1e-5
     assert np.abs(rotations(rig)[: len(before)] - before).max() < STILL
-    assert solving.status["Rig"].ok and not solving.status["Rig"].missed
+    assert statuses["Rig"].ok and not statuses["Rig"].missed
     rig.pose.bones["IK-bone3"].location = (0.2, -0.3, 0.1)
     bpy.context.view_layer.update()
     assert (tip_world(rig, "bone3") - rig.matrix_world @ rig.evaluated_get(
@@ -187,7 +188,7 @@ def test_adding_a_pole_keeps_every_bone_where_it_was(bent, roll):
     assert effector.pole_target == pole and rig.users_collection[0] in pole.users_collection
     assert np.abs(rotations(rig) - before).max() < STILL
     assert (tip_world(rig, "bone3") - effector.target.matrix_world.translation).length < REACHED
-    assert solving.status["Rig"].ok and not solving.status["Rig"].missed
+    assert statuses["Rig"].ok and not statuses["Rig"].missed
     # The pole steers: moved round the chain, the chain follows it round.
     pole.location = rig.matrix_world @ Vector((-pole.location.x, -pole.location.y, pole.location.z))
     effector.target.location.z -= 0.5
@@ -314,7 +315,7 @@ def test_the_panels_buttons_work_on_its_rig_while_a_target_is_active():
     assert bpy.ops.fabrik.solve() == {'FINISHED'}
     bpy.context.view_layer.update()
     assert (tip_world(rig, "bone3") - target.matrix_world.translation).length < 1e-3
-    assert solving.status["Rig"].reached.get(0)
+    assert statuses["Rig"].reached.get(0)
     assert bpy.ops.fabrik.effector_remove.poll() and not bpy.ops.fabrik.effector_move.poll()  # (one effector)
     assert bpy.ops.fabrik.convert_constraints.poll()
     assert not bpy.ops.fabrik.restore_constraints.poll()  # (nothing converted: nothing to restore)

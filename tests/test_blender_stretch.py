@@ -11,7 +11,8 @@ import pytest
 
 import fabrik_addon
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import bake, constraints, live, solving
+from fabrik_addon.blender import bake, constraints, memory, solve
+from fabrik_addon.blender.status import statuses
 
 FRAMES = range(1, 13)
 #: How far each bone's length (bones of 1 unit) may differ from what Blender's IK with Stretch gives, for
@@ -68,7 +69,7 @@ def test_live_stretch_reaches_out_of_reach_and_matches_blenders_ik(factors, degr
     target_at = (0.0, distance * math.sin(angle), distance * math.cos(angle))
     rig, target = stretch_chain(factors, target_at)
     assert (tip_world(rig, f"bone{count - 1}") - target_world(target)).length < 1e-4
-    assert solving.status[rig.name].reached[0]
+    assert statuses[rig.name].reached[0]
     lengths, scales = evaluated_bones(rig)
     # Blender's IK stretch scales a bone uniformly; so do we.
     np.testing.assert_allclose(scales, np.repeat(scales[:, :1], 3, axis=1), atol=1e-6)
@@ -119,8 +120,8 @@ def test_a_scale_set_since_our_write_is_kept():
 def test_our_scale_writes_never_trigger_a_re_solve(monkeypatch):
     rig, target = stretch_chain([0.5, 1.0], (0.0, 0.0, 3.0))
     calls = []
-    original = solving.solve_object
-    monkeypatch.setattr(solving, "solve_object", lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
+    original = solve.solve_object
+    monkeypatch.setattr(solve, "solve_object", lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
     target.location = (0.0, 0.5, 3.5)
     bpy.context.view_layer.update()
     assert len(calls) == 1
@@ -133,7 +134,7 @@ def test_our_scale_writes_never_trigger_a_re_solve(monkeypatch):
 def test_a_factor_change_is_read_into_the_skeleton():
     rig, target = stretch_chain([1.0, 1.0], (0.0, 0.0, 4.0))
     rig.pose.bones["bone0"].ik_stretch = 0.0
-    live._last_inputs.clear()  # (bone settings are not watched by the handler, as with limits: force a solve)
+    memory.forget_reads()  # (bone settings are not watched by the handler, as with limits: force a solve)
     bpy.context.view_layer.update()
     lengths, _ = evaluated_bones(rig)
     np.testing.assert_allclose(lengths, [1.0, 3.0], atol=1e-5)
@@ -225,7 +226,7 @@ def test_a_generated_rigify_arm_converted_stretches_as_its_own_ik_does():
         assert all(e.use_stretch for e in rig.fabrik.effectors)
         bpy.context.view_layer.update()
         assert rig.pose.bones["MCH-forearm_ik.L"].constraints["IK"].mute
-        assert all(solving.status[rig.name].reached.values())
+        assert all(statuses[rig.name].reached.values())
         np.testing.assert_allclose(lengths(), theirs, atol=MATCH * rest.mean())
     finally:
         addon_utils.disable("rigify", default_set=True)
@@ -252,7 +253,7 @@ def reset_pose(rig) -> None:
     for pose_bone in rig.pose.bones:
         pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
         pose_bone.scale = (1.0, 1.0, 1.0)
-    solving.forget(rig.name)
+    memory.forget(rig.name)
 
 
 @pytest.mark.parametrize("warm_start", [False, True])

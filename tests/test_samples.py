@@ -393,12 +393,12 @@ def test_demo_counts_a_pair_reached_only_within_tolerance_and_by_the_panel():
     """The demo's "reached": distance and rotation goal within the sample's tolerance, and the panel said reached."""
     import ur5
 
-    from fabrik_addon.blender import solving
+    from fabrik_addon.blender.status import statuses
 
     demo = load_demo()
     frames = range(1, 4)
     rig = ur5.build(frames)
-    live = demo.play(rig, frames, rigbuild, ur5.TOLERANCE, status=lambda: solving.status[rig.name])
+    live = demo.play(rig, frames, rigbuild, ur5.TOLERANCE, status=lambda: statuses[rig.name])
     assert live["reached"] == live["reachable"] == live["checks"] == 3 and not live["misses"]
     assert live["worst_turn"] is not None and live["worst_turn"] < 0.05
     strict = demo.play(rig, frames, rigbuild, 0.0)

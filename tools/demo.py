@@ -187,7 +187,7 @@ def step_sample(name: str, render: bool = True) -> dict:
         addon_utils.enable(MODULE, default_set=True)
     if MODULE not in bpy.context.preferences.addons:
         raise RuntimeError(f"{MODULE} is installed but could not be enabled")
-    solving = importlib.import_module(MODULE + ".fabrik_addon.blender.solving")
+    statuses = importlib.import_module(MODULE + ".fabrik_addon.blender.status").statuses
     bake = importlib.import_module(MODULE + ".fabrik_addon.blender.bake")
     for obj in list(bpy.data.objects):
         bpy.data.objects.remove(obj)
@@ -201,8 +201,8 @@ def step_sample(name: str, render: bool = True) -> dict:
     scene = bpy.context.scene
     tolerance = getattr(sample, "TOLERANCE", 1e-3)
     times: list[float] = []
-    live = play(rig, frames, rigbuild, tolerance, status=lambda: solving.status[rig.name],
-                on_frame=lambda frame: times.append(_solve_seconds(solving, rig, frame)))
+    live = play(rig, frames, rigbuild, tolerance, status=lambda: statuses[rig.name],
+                on_frame=lambda frame: times.append(_solve_seconds(statuses, rig, frame)))
     progress(f"live solving: median {statistics.median(times) * 1e3:.2f} ms per frame, "
              f"{live['reached']} of {live['reachable']} reachable checks reached (of {live['checks']}), "
              f"worst error {live['worst']:.1e}")
@@ -255,9 +255,9 @@ def step_sample(name: str, render: bool = True) -> dict:
     }
 
 
-def _solve_seconds(solving, rig, frame: int) -> float:
+def _solve_seconds(statuses, rig, frame: int) -> float:
     """The last live solve's time; stop the demo if it could not solve (bad input: a missing bone or target)."""
-    status = solving.status[rig.name]
+    status = statuses[rig.name]
     if not status.ok:
         raise RuntimeError(f"frame {frame}: {status.message}")
     return status.seconds

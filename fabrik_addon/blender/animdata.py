@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import bpy
 
+from . import memory
+
 try:  # Blender 4.4 and newer
     from bpy_extras.anim_utils import action_ensure_channelbag_for_slot, action_get_channelbag_for_slot
 except ImportError:  # older Blender: F-curves live on the action
@@ -48,37 +50,21 @@ def fcurves(obj, create: bool = False):
     return None if channelbag is None else channelbag.fcurves
 
 
-#: Per object name: (its action, slot and number of F-curves, the data paths those F-curves animate).
-_fcurve_paths: dict[str, tuple] = {}
-
-
 def fcurve_paths(obj, collection=None) -> frozenset[str]:
     """The data paths the object's F-curves (`fcurves`, or `collection` where the caller has it) animate, read
     again only when its action, its slot or the number of F-curves changes: live solving asks on every frame,
-    and reading a big rig's every F-curve costs more than its solve."""
+    and reading a big rig's every F-curve costs more than its solve. (Kept with the rig's memory.)"""
     collection = fcurves(obj) if collection is None else collection
     if collection is None:
         return frozenset()
     animation_data = obj.animation_data
     slot = getattr(animation_data, "action_slot", None)
     key = (animation_data.action.as_pointer(), slot.as_pointer() if slot is not None else 0, len(collection))
-    known = _fcurve_paths.get(obj.name)
+    kept = memory.of(obj)
+    known = kept.fcurve_paths
     if known is None or known[0] != key:
-        known = _fcurve_paths[obj.name] = (key, frozenset(fcurve.data_path for fcurve in collection))
+        known = kept.fcurve_paths = (key, frozenset(fcurve.data_path for fcurve in collection))
     return known[1]
-
-
-def remembered() -> set[str]:
-    """Names of the objects `fcurve_paths` keeps paths for."""
-    return set(_fcurve_paths)
-
-
-def forget(obj_name: str | None = None) -> None:
-    """Drop the paths kept for one object, or for all."""
-    if obj_name is None:
-        _fcurve_paths.clear()
-    else:
-        _fcurve_paths.pop(obj_name, None)
 
 
 def ensure_fcurve(collection, data_path: str, index: int, group: str):

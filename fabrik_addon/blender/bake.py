@@ -9,6 +9,7 @@ keys inside the baked range and leaving every other key alone.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -16,10 +17,11 @@ import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from ..core import SOLVERS, SolveReport, batch, channels, matrix_rows
-from . import animdata, integrity, rig, solving
+from ..core import matrix_rows, quat
+from ..core.plan import Carry
+from . import animdata, integrity, rig, solve
+from .bake_read import FrameRows
 from .editable import action_editable, editable
-from .bake_batch import FrameBatch, goal_layout
 
 
 @dataclass
@@ -66,10 +68,10 @@ class Baker:
     """One bake, in steps (so a modal operator can show progress and cancel between them).
 
     Continuous bakes solve each frame as they read it, starting from the
-    previous frame's solution. Per-frame bakes first read every frame (its goals
-    and start pose), then solve: many frames together where the rig allows it
-    (`FrameBatch`, `core.batch`), one by one otherwise. Nothing is written to
-    the file before `finish`.
+    previous frame's solution. Per-frame bakes read every frame; where the
+    rig's plan solves many frames together (`FrameRows`, `core.plan.Plan.solve_rows`)
+    they solve them after the last frame is read, else each frame as it is
+    read. Nothing is written to the file before `finish`.
     """
 
     def __init__(self, scene, obj, frames: list[int], bones: list[str], warm_start: bool = True) -> None:
@@ -106,14 +108,15 @@ class Baker:
         self.scaled: set[int] = set()
         self.scale_as_was: dict[int, dict[int, tuple[float, ...]]] = {}
         self._problems: list[tuple[int, str]] = []
-        #: A continuous bake's last solution by `solving.compute`: each moving bone's local rotation; or, where
-        #: `_batch_went_on`, the FrameBatch solved the frame before and goes on from what it left.
+        #: A continuous bake's last solution by a whole read (`solve.compute`): each moving bone's local rotation;
+        #: or, where `_batch_went_on`, the FrameRows solved the frame before and goes on from what it left.
         self._previous = None
         self._batch_went_on = False
-        #: Per-frame bakes: frames read into a FrameBatch, and the other frames' solve problems.
+        #: The frames' cheap reader, where the rig allows one, and the frames it read to solve together.
         self._batch = None
         self._batched: list[int] = []
-        self._pending: dict[int, solving.Problem] = {}
+        #: What continuity mode carries between a continuous bake's frames read whole.
+        self._carry = Carry()
         #: Solving work left once every frame is read: each unit returns how many frames it solved.
         self._queue: list = []
         self._frames_solved = 0
@@ -159,7 +162,7 @@ class Baker:
                 if self.warm_start:
                     self._keep_in_turn()
                 else:
-                    self._plan()
+                    self._queue_batched()
         elif self._queue:
             self._frames_solved += self._queue.pop(0)()
 
@@ -169,22 +172,18 @@ class Baker:
         self.scene.frame_set(self.frames[i])
         depsgraph = bpy.context.evaluated_depsgraph_get()
         if i == 0:
-            self._batch = FrameBatch.start(self.obj, depsgraph, self.bones, in_turn=self.warm_start)
+            self._batch = FrameRows.start(self.obj, depsgraph, self.bones, in_turn=self.warm_start)
         if self.warm_start:
             self._solve_in_turn(i, depsgraph)
             return
         if self._batch is not None and self._batch.read(depsgraph):
             self._batched.append(i)
             return
-        status, problem = solving.prepare(self.obj, depsgraph)
-        if problem is None:
-            self._record(i, status, None)
-        else:
-            self._pending[i] = problem
+        self._record(i, *solve.compute(self.obj, depsgraph))
 
     def _solve_in_turn(self, i: int, depsgraph) -> None:
-        """Solve frame i of a continuous bake from the previous frame's solution: read and solved by the FrameBatch
-        where it can (the first frame, and any it cannot, by `solving.compute`)."""
+        """Solve frame i of a continuous bake from the previous frame's solution: read and solved by the FrameRows
+        where it can (the first frame, and any it cannot, by a whole read: `solve.compute`)."""
         batch_read = self._batch is not None and self._batch.read(depsgraph)
         if batch_read and (self._previous is not None or self._batch_went_on):
             # (after the batch's own solve of the frame before, it goes on from what that left)
@@ -198,44 +197,32 @@ class Baker:
         if self._batch_went_on:
             previous = self._batch.last_rotations()
             self._batch_went_on = False
-        if previous is not None:
-            previous = {b: solving.as_matrix(m) for b, m in previous.items()}
-        status, solution = solving.compute(self.obj, depsgraph, previous, keep_fk=False)
-        self._record(i, status, solution)
-        if solution is not None:
+        status, read, solved = solve.compute(self.obj, depsgraph, previous, self._carry)
+        self._record(i, status, read, solved)
+        if solved is not None:
             # A rotation that is not finite (a parent scaled to zero) must not seed the next frames.
             # (a continuous bake goes on from the solve itself, not from its blend with FK under an influence)
-            solved = solution.unblended or {b: solution.local[b] for b in solution.bones}
-            self._previous = {b: m for b, m in solved.items() if np.isfinite(m).all()}
+            self._previous = {
+                b: q for b, q in zip(read.plan.bones, solved.rotations) if math.isfinite(sum(q))
+            }
 
     def _keep_in_turn(self) -> None:
-        """Give the frames the FrameBatch solved in turn their local rotations, all at once."""
+        """Give the frames the FrameRows solved in turn their local rotations, all at once."""
         if self._batch is None or not self._batch.solved_in_turn:
             return
         indices, matrices = self._batch.rotations_in_turn()
         moving = {b: k for k, b in enumerate(self._batch.moving)}
         self.locals[indices] = matrices[:, [moving[b] for b in self._columns]]
 
-    def _plan(self) -> None:
-        """Queue the solving of the frames read: batches of frames where they can go together, else one by one."""
+    def _queue_batched(self) -> None:
+        """Queue the solving of the frames the FrameRows read, many together at a time."""
         if self._batched:
             size = max(1, CHUNK // len(self._batch.moving))
             for first in range(0, len(self._batched), size):
                 self._queue.append(lambda rows=slice(first, first + size): self._solve_batched(rows))
-        groups: dict[tuple, list[int]] = {}
-        for i, problem in self._pending.items():
-            groups.setdefault((problem.solver, goal_layout(problem.goals), problem.settings), []).append(i)
-        for (solver, _, _), indices in groups.items():
-            first = self._pending[indices[0]]
-            if solver == "FABRIK" and batch.supports(first.skeleton, first.goals):
-                size = max(1, CHUNK // len(first.bones))
-                for start in range(0, len(indices), size):
-                    self._queue.append(lambda part=indices[start:start + size]: self._solve_together(part))
-            else:
-                self._queue.extend(lambda i=i: self._solve_alone(i) for i in indices)
 
     def _solve_batched(self, rows: slice) -> int:
-        """Solve some frames of the FrameBatch together."""
+        """Solve some frames the FrameRows read, together."""
         local, _, errors = self._batch.solve(rows)
         indices = self._batched[rows]
         moving = {b: k for k, b in enumerate(self._batch.moving)}
@@ -249,53 +236,37 @@ class Baker:
             self._note(i, {**problems, **missed})
         return len(indices)
 
-    def _solve_together(self, indices: list[int]) -> int:
-        """Solve frames read one by one (start poses as Poses) in one batch."""
-        problems = [self._pending.pop(i) for i in indices]
-        first = problems[0]
-        targets = np.array([[g.target for g in problem.goals] for problem in problems])
-        poses, iterations, errors = batch.solve_frames(
-            first.skeleton, first.goals, targets, [problem.start for problem in problems], first.settings
-        )
-        for i, problem, pose, count, error in zip(indices, problems, poses, iterations, errors):
-            converged = bool(error.max() <= first.settings.tolerance)
-            report = SolveReport(int(count), list(map(float, error)), converged, "converged" if converged else "stalled")
-            self._record(i, *solving.conclude(problem, pose, report))
-        return len(indices)
-
-    def _solve_alone(self, i: int) -> int:
-        """Solve one frame read earlier with the rig's own solver."""
-        problem = self._pending.pop(i)
-        try:
-            pose, report = SOLVERS[problem.solver](problem.skeleton, problem.goals, problem.start, problem.settings)
-        except ValueError as exc:
-            problem.result.ok, problem.result.message = False, str(exc)
-            self.scene.frame_set(self.frames[i])  # the frame keeps the values it has
-            self._record(i, problem.result, None)
-            return 1
-        self._record(i, *solving.conclude(problem, pose, report))
-        return 1
-
     def _note(self, i: int, problems: dict[int, str]) -> None:
         """Remember the effectors that could not be solved, or missed their targets, on frame i."""
         bad = [f"{k}: {m}" for k, m in problems.items() if not m.startswith("disabled")]
         if bad:
             self._problems.append((i, f"frame {self.frames[i]}: " + "; ".join(bad)))
 
-    def _record(self, i: int, status, solution) -> None:
-        """Keep frame i's result, or (no solution) the channel values it has now and what went wrong."""
-        if solution is None:
+    def _record(self, i: int, status, read, solved) -> None:
+        """Keep frame i's result (`solve.compute`'s), or (none) the channel values it has now and what went
+        wrong. Baked bones the solve does not move keep their pose of this frame."""
+        if solved is None:
             self._problems.append((i, f"frame {self.frames[i]}: {status.message}"))
             self.as_was[i] = {name: rig.rotation_value(self.obj.pose.bones[name]) for name in self.bones}
             self.scale_as_was[i] = {j: tuple(self.obj.pose.bones[name].scale) for j, name in enumerate(self.bones)}
             return
-        self.locals[i] = solution.local[self._columns]
+        node_of = {b: k for k, b in enumerate(read.plan.bones)}
+        shown = solve.shown(read, solved)
+        posed = None
+        for j, b in enumerate(self._columns):
+            if b in node_of:
+                self.locals[i, j] = quat.to_matrix(shown[node_of[b]])
+                continue
+            if posed is None:
+                skeleton = read.plan.skeleton
+                posed = skeleton.local_rotations(rig.current_pose(self.obj, skeleton))
+            self.locals[i, j] = posed[b]
         if np.isfinite(self.locals[i]).all():  # else its misses read "nan": the bones left unkeyed say why
             self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
         self.solved[i] = True
         for j, b in enumerate(self._columns):
-            if b in solution.scales:
-                self.scales[i, j] = solution.scales[b]
+            if b in solved.scales:
+                self.scales[i, j] = solved.scales[b]
                 self.scaled.add(j)
 
     def cancel(self) -> None:

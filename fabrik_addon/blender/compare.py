@@ -4,23 +4,19 @@
 from __future__ import annotations
 
 import bpy
-from bpy.app.handlers import persistent
 import numpy as np
 from bpy.props import IntProperty
 from bpy.types import Operator
 
 from ..core.convergence import COLOUR_NAMES, COMPARED, error_curves, plot_rgba, reached_at
 from ..core.solvers import DESCRIPTIONS
-from . import solving
+from . import goals, memory, solve
+from .channels import read_pose
 from .setup_ops import rig_for_panel
 
 #: The image datablock the plot goes into (created on first use, reused after).
 IMAGE_NAME = "FABRIK Solver Comparison"
 WIDTH, HEIGHT = 480, 270
-
-#: Per armature object name, one line per solver from its last comparison (the plot's legend, for the panel).
-summaries: dict[str, list[str]] = {}
-
 
 def summary_line(name: str, curve: list[float], tolerance: float) -> str:
     """One solver's result in words: its final summed error and when it first got within tolerance."""
@@ -83,20 +79,22 @@ class FABRIK_OT_compare_solvers(Operator):
     def execute(self, context):
         obj = rig_for_panel(context)  # (the Testing panel's rig, also while one of its targets is active)
         try:
-            result, problem = solving.prepare(obj, context.evaluated_depsgraph_get())
+            depsgraph = context.evaluated_depsgraph_get()
+            read, result = solve.read(obj, depsgraph, goals.gather(obj, depsgraph), read_pose(obj))
+            start = None if read is None else read.start().pose()
         except ValueError as exc:
             self.report({'ERROR'}, f"Cannot compare: {exc}")
             return {'CANCELLED'}
-        if problem is None:
+        if read is None:
             self.report({'WARNING'}, f"Nothing to compare: {result.message}")
             return {'CANCELLED'}
-        settings = problem.settings
-        curves = error_curves(problem.skeleton, problem.goals, problem.start, settings, COMPARED, self.iterations)
+        settings = read.settings
+        curves = error_curves(read.plan.skeleton, read.goals, start, settings, COMPARED, self.iterations)
         tolerance = settings.tolerance
         image = write_image(plot_rgba(curves, WIDTH, HEIGHT, tolerance))
         _show_in_image_editors(context, image)
         lines = [summary_line(name, curve, tolerance) for name, curve in curves.items()]
-        summaries[obj.name] = lines
+        memory.of(obj).summaries = lines  # (the plot's legend, for the panel)
         self.report({'INFO'}, "; ".join(lines))
         return {'FINISHED'}
 
@@ -107,7 +105,8 @@ def draw(layout, obj, wrap=None) -> None:
     wrap = wrap or (lambda text: [text])
     layout.operator(FABRIK_OT_compare_solvers.bl_idname, icon='GRAPH')
     image = bpy.data.images.get(IMAGE_NAME)
-    lines = summaries.get(obj.name)
+    kept = memory.get(obj.name)
+    lines = None if kept is None else kept.summaries
     if image is None or not lines:
         return
     box = layout.box()
@@ -119,25 +118,15 @@ def draw(layout, obj, wrap=None) -> None:
             column.label(text=line)
 
 
-@persistent
-def forget_summaries(_filepath) -> None:
-    """A loaded file's rigs are not the ones compared (a rig of the same name would show another's legend)."""
-    summaries.clear()
-
-
 classes = (FABRIK_OT_compare_solvers,)
 _register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)
 
 
 def register() -> None:
-    """The operator, and forgetting the legends when a file is loaded."""
+    """The operator (the legends are kept with each rig's memory, forgotten with it)."""
     _register_classes()
-    bpy.app.handlers.load_post.append(forget_summaries)
 
 
 def unregister() -> None:
-    """Remove the operator and the handler, and forget the legends."""
-    while forget_summaries in bpy.app.handlers.load_post:
-        bpy.app.handlers.load_post.remove(forget_summaries)
-    summaries.clear()
+    """Remove the operator."""
     _unregister_classes()

@@ -225,8 +225,8 @@ def restore_ik_constraints(obj) -> tuple[list[str], list[str]]:
         settings.live = False  # (which gives the chains back the animator's pose)
     elif restored and settings.live:
         # Blender's IK takes its chains back from the animator's pose; the effectors left solve again from theirs.
-        from . import solving
+        from . import channels
 
-        solving.give_back(obj)
+        channels.give_back(obj)
         obj.update_tag()
     return restored, problems

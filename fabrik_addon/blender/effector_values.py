@@ -3,7 +3,7 @@
 
 A live frame checks each effector (`integrity.problems_of`), snapshots it
 for the next update to compare with (`live._inputs_of`) and makes it a goal
-(`solving.gather_goals`). Each property read of an add-on's property group
+(`goals.gather_goals`). Each property read of an add-on's property group
 goes through RNA; reading them once and handing the values on halves that
 work. Each of those functions takes either this or the effector itself.
 """

@@ -9,20 +9,30 @@ included: a group per bone cost that copy about 1 us a frame each (53 us on a
 50-bone chain, a tenth of its frame), a handful of arrays costs it next to
 nothing.
 
-For a library override the entries live in memory instead: Blender keeps no
-property we could add to an override in its file. Files from before this
+For a library override the entries live in the rig's memory instead:
+Blender keeps no property we could add to an override in its file. Files from before this
 layout hold a `fabrik.held` collection (`props.FabrikHeldBone`): the first
 `held_bones` of such a rig moves its entries into the arrays.
+
+Below the storage: holding itself. Each write keeps, per bone, the value
+written and the animator's value it replaced (`hold`); the next solve reads
+the animator's value back where the channel still holds what was written
+(`animator_values`), or what its animation gives this frame; live solving off
+gives it back (`channels.give_back`).
 """
 
 from __future__ import annotations
 
 import array
 import json
+import math
 
+import bpy
 import numpy as np
+from mathutils import Vector
 
-from . import compat
+from ..core import channels
+from . import animdata, compat, memory, rig
 
 #: Where the arrays live in the rig's settings.
 KEY = "held_bones"
@@ -189,18 +199,14 @@ class HeldBone:
             raise AttributeError(name)
 
 
-#: Per library override (by name): its held entries, in memory.
-_in_memory: dict[str, HeldBones] = {}
-
-
 def held_bones(obj) -> HeldBones:
-    """Where live solving keeps obj's held entries: in its settings, in the file; for a library override, in memory
-    (for this session: live solving off still gives the animator's pose back)."""
+    """Where live solving keeps obj's held entries: in its settings, in the file; for a library override, in the
+    rig's memory (for this session: live solving off still gives the animator's pose back)."""
     if getattr(obj, "override_library", None) is not None:
-        held = _in_memory.get(obj.name)
-        if held is None:
-            held = _in_memory[obj.name] = HeldBones({}, in_memory=True)
-        return held
+        kept = memory.of(obj)
+        if kept.held is None:
+            kept.held = HeldBones({}, in_memory=True)
+        return kept.held
     settings = _settings_store(obj)
     held = HeldBones(settings.get(KEY) if settings is not None else None, make=lambda: _made_store(obj))
     legacy = settings.get("held") if settings is not None else None
@@ -236,14 +242,202 @@ def _move_legacy(obj, held: HeldBones) -> None:
     obj.fabrik.held.clear()
 
 
-def forget(obj_name: str | None = None) -> None:
-    """Drop the entries kept in memory for one library override, or for all."""
-    if obj_name is None:
-        _in_memory.clear()
-    else:
-        _in_memory.pop(obj_name, None)
+# Holding the animator's pose under the solve.
 
 
-def remembered() -> set[str]:
-    """Names of the rigs whose entries are kept in memory."""
-    return set(_in_memory)
+def new_entries(obj, held: HeldBones, names: list[str]) -> list:
+    """Held entries for these bones, noting which bone each is (so it follows a rename: `follow_renames`)."""
+    entries = held.add(names)
+    bones = obj.data.bones
+    for entry, name in zip(entries, names):
+        index = bones.find(name)
+        if index >= 0:
+            entry.index, entry.head = index, bones[index].head_local
+    return entries
+
+
+def follow_renames(obj, bone_names=None) -> None:
+    """Held entries of bones renamed since follow them (the same place among the bones, the same rest head).
+    `bone_names`, when the caller has them, are the armature's bone names (a set or dict, for the quick check)."""
+    held = held_bones(obj)
+    bones = obj.data.bones
+    names = held.keys()
+    known = bone_names or bones
+    if not names or all(name in known for name in names):
+        return
+    for entry in held:
+        if entry.name in bones or not 0 <= entry.index < len(bones):
+            continue
+        bone = bones[entry.index]
+        if bone.name not in names and (bone.head_local - Vector(entry.head)).length < 1e-5 * (1.0 + bone.length):
+            entry.name = bone.name
+
+
+def entries_of(held: HeldBones):
+    """The held entries in bulk: (index by name, rotated, written (m, 4), fk (m, 4), scaled, set()), or None when
+    there are none."""
+    if not len(held):
+        return None
+    rotated = held.column("rotated").astype(bool)
+    written, fk = held.column("written").copy(), held.column("fk").copy()
+    scaled = held.column("scaled").astype(bool)
+    index = {name: i for i, name in enumerate(held.keys())}
+    # An entry that is not finite (from a file saved before they were refused) holds nothing: the channel is the
+    # animator's, so a rig whose NaN was cleared solves again.
+    rotated &= np.isfinite(written).all(axis=1) & np.isfinite(fk).all(axis=1)
+    # The last item collects the entries found rotated in the bone's mode (so they are not read twice).
+    return index, rotated, written, fk, scaled, set()
+
+
+def animator_values(obj, held: HeldBones, names, modes, current, entries, depsgraph=None) -> list[tuple[float, ...]]:
+    """`fk_channel_values` from channels and held entries read in bulk (`modes`: each bone's rotation mode); the
+    depsgraph, when there is one, tells the frame keyed channels are evaluated at."""
+    if entries is None:
+        return list(current)
+    index, rotated, written, fk, _, matched = entries
+    rotated, written, fk = rotated.tolist(), written.tolist(), fk.tolist()
+    held_modes = None
+    values = []
+    keyed = None
+    for name, mode, value in zip(names, modes, current):
+        i = index.get(name)
+        size = len(value)
+        if i is not None and rotated[i] and same(value, written[i][:size]):
+            if held_modes is None:
+                held_modes = held.modes()
+            if held_modes[i] == mode:
+                matched.add(i)
+                value = tuple(fk[i][:size])
+                if keyed is None:
+                    keyed = _keyed_channels(obj, depsgraph)
+                if keyed:
+                    value = _animated(keyed, name, rig.rotation_channel(mode)[0], value)
+        values.append(value)
+    return values
+
+
+def hold(obj, held, names, modes, written, fk_values, entries) -> tuple:
+    """Keep in the file, per bone, the rotation value written and the FK value it replaced, set in bulk (entries
+    `animator_values` matched, or an earlier hold of the same read, need no other write); the entries as they
+    are now (`entries_of`), for the next hold of the same read."""
+    index = entries[0] if entries is not None else {}
+    if any(name not in index for name in names):
+        new_entries(obj, held, [name for name in names if name not in index])
+        entries = entries_of(held)
+        index = entries[0]
+    matched = entries[5]
+    unmatched = {}
+    for name, mode in zip(names, modes):
+        i = index[name]
+        if i not in matched:
+            unmatched[i] = mode
+    if unmatched:
+        held.column("rotated")[list(unmatched)] = 1
+        held.set_strings("mode", unmatched)
+        matched.update(unmatched)
+    rows = [index[name] for name in names]
+    held.vectors("written", rows, written)
+    held.vectors("fk", rows, fk_values)
+    return entries
+
+
+def same(a, b, tolerance: float = 1e-6) -> bool:
+    """Whether two channel values agree (both single precision in Blender, so ours come back exactly); a value
+    that is not a number agrees with nothing."""
+    for x, y in zip(a, b):  # (a loop, not all() over a generator: this runs for every moving bone every frame)
+        if not abs(x - y) <= tolerance:
+            return False
+    return True
+
+
+def let_go(obj, names: list[str]) -> None:
+    """Forget the held rotations of these bones: what they hold now is the animator's."""
+    held = held_bones(obj)
+    for name in names:
+        entry = held.get(name)
+        if entry is not None and entry.rotated:
+            entry.rotated = False
+
+
+def write_stretch(obj, skeleton, scales: dict[int, float], pose=None) -> None:
+    """Write IK stretch as the bones' uniform scale; bones stretched before and no longer get their own scale back
+    (the animator's, kept with the rig: 1 unless they set another). `pose`, the solve's read of the pose, reads
+    the scale again when next asked.
+
+    Bones whose scale stays 1 and that we did not stretch are never touched.
+    """
+    if pose is not None:
+        pose.forget("scale")
+    wanted = {skeleton.names[b]: value for b, value in scales.items()}
+    held = held_bones(obj)
+    names = held.keys()
+    for i in np.flatnonzero(held.column("scaled")).tolist():  # (every frame: the flags in bulk)
+        if abs(wanted.get(names[i], 1.0) - 1.0) > 1e-9:
+            continue  # still stretched: written below
+        entry = held[i]
+        pose_bone = obj.pose.bones.get(entry.name)
+        if pose_bone is not None and same(pose_bone.scale, entry.written_scale):
+            pose_bone.scale = entry.fk_scale
+        entry.scaled = False
+    stretched = {}
+    for name, value in wanted.items():
+        if abs(value - 1.0) <= 1e-9:
+            continue
+        stretched[skeleton.index(name)] = value
+        entry = held.get(name)
+        if entry is None:
+            entry = new_entries(obj, held, [name])[0]
+        scale = tuple(obj.pose.bones[name].scale)
+        if not (entry.scaled and same(scale, entry.written_scale)):
+            entry.fk_scale = scale  # the bone does not hold our last stretch: its scale is the animator's
+        entry.scaled = True
+    rig.write_scales(obj, skeleton, stretched)
+    for b, value in stretched.items():
+        entry = held[skeleton.names[b]]
+        if not same(entry.written_scale, obj.pose.bones[skeleton.names[b]].scale, 0.0):
+            entry.written_scale = tuple(obj.pose.bones[skeleton.names[b]].scale)
+
+
+def stashed_fk(obj, bone_name: str) -> tuple[tuple[float, ...], np.ndarray] | None:
+    """(the rotation value live solving last wrote, the FK rotation it replaced) for a bone, if any."""
+    entry = held_bones(obj).get(bone_name)
+    pose_bone = obj.pose.bones.get(bone_name)
+    if entry is None or not entry.rotated or pose_bone is None or entry.mode != pose_bone.rotation_mode:
+        return None
+    if not (finite(entry.written) and finite(entry.fk)):
+        return None
+    size = rig.rotation_channel(entry.mode)[1]
+    return tuple(entry.written)[:size], np.array(channels.channel_to_matrix(entry.mode, tuple(entry.fk)[:size]))
+
+
+def _keyed_channels(obj, depsgraph=None) -> tuple | None:
+    """(the F-curves of the rig's active action, this frame, the data paths they animate) when it has any, else
+    an empty tuple. The frame is the depsgraph's scene's; without one, that of the first scene the rig is in
+    (`users_scene` searches them all)."""
+    collection = animdata.fcurves(obj)
+    if collection is None or not len(collection):
+        return ()
+    paths = animdata.fcurve_paths(obj, collection)
+    if depsgraph is not None:
+        return collection, depsgraph.scene.frame_current_final, paths
+    return collection, obj.users_scene[0].frame_current_final if obj.users_scene else 0.0, paths
+
+
+def _animated(keyed: tuple, name: str, channel: str, value: tuple[float, ...]) -> tuple[float, ...]:
+    """The channel value with each keyed component replaced by what its F-curve gives this frame."""
+    collection, frame, paths = keyed
+    path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{channel}'
+    if path not in paths:
+        return value
+    result = list(value)
+    for index in range(len(value)):
+        fcurve = collection.find(path, index=index)
+        if fcurve is not None and not fcurve.mute:
+            result[index] = fcurve.evaluate(frame)
+    return tuple(result)
+
+
+
+def finite(value) -> bool:
+    """Whether every component of a value is a finite number."""
+    return all(math.isfinite(x) for x in value)

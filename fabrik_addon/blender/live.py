@@ -1,51 +1,58 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Live solving: handlers that re-solve rigs on frame changes and when anything a solve reads changes."""
+"""Live solving: handlers that re-solve rigs on frame changes and when anything a solve reads changes.
+
+A live frame of a rig is one read, one solve, one write (`solve`). Most
+frames in playback change nothing of a rig but where its targets are (its
+targets are animated; nobody edits it), so a frame goes on from what the last
+frame read (`_reused`) wherever nothing the solve reads can have changed,
+decided from what the solve reads rather than from which data-blocks Blender
+says it updated:
+
+* the rig's structure, settings and channels: any edit of them (a bone, an IK
+  setting, a pose channel, a setting of ours, through RNA or an operator)
+  updates the rig's armature data too, and the settings' own update drops
+  what was kept (`memory.forget_reads`); a frame where the armature was
+  updated is read whole;
+* the rig object updated without its data: a constraint's target or a driver
+  moved it (a converted rig keeps its muted IK constraints, which tie the
+  armature to the targets), its transform moved, or its animation played.
+  The frame reads again what that can change -- the rig's transform, the
+  frames of the bones the chains hang from, and, where the rig is animated
+  itself, the channels its animation moves -- and goes on where they are as
+  the solve read them (an update that rebuilt the scene's relations, or where
+  the animation reaches a chain bone or a setting, is read whole);
+* the targets and poles are read every frame.
+
+Anything else (as many effectors and held entries as then, the targets still
+there and finite, a solve that writes) or any doubt sends the frame to the
+whole read; the result is the same either way (the same solve, from equal
+inputs).
+"""
 
 from __future__ import annotations
 
+import math
+import time
 import traceback
+from dataclasses import dataclass
 
 import bpy
 from bpy.app.handlers import persistent
 
-from . import animdata, effector_values, integrity, rig, solving, steady
+from ..core import Goal
+from . import animdata, effector_values, goals as effector_goals, held, integrity, memory, rig, solve
+from .channels import PoseRead, hung_frames, read_pose
 from .effector_values import EffectorValues, comparable
+from .status import RigStatus, show
 
-# Our own pose writes tag the rig for another depsgraph update; this guard and
-# the input signature below keep us from reacting to them.
+# Our own pose writes tag the rig for another depsgraph update; this guard and the inputs kept with each rig's
+# memory keep us from reacting to them.
 _busy = False
-#: Per rig: the inputs of the last live solve (matrices, settings, structure), with its channels as that
-#: solve left them -- so our own writes compare equal and only someone else's change re-solves.
-_last_inputs: dict[str, tuple] = {}
-
-#: How many objects the file had when the per-rig tables were last pruned.
-_objects_seen = -1
-
-
-def _forget_deleted_rigs() -> int:
-    """Drop what the tables keep per rig for rigs that are gone (checked when the file's object count changes);
-    the file's object count."""
-    global _objects_seen
-    objects = bpy.data.objects
-    count = len(objects)
-    if count == _objects_seen:
-        return count
-    _objects_seen = count
-    remembered = set(_last_inputs) | set(_ik_animation) | set(solving.status) | steady.remembered()
-    for name in remembered | rig.cached_rigs() | solving.remembered_rigs():
-        if objects.get(name) is None:
-            _last_inputs.pop(name, None)
-            _ik_animation.pop(name, None)
-            steady.forget(name)
-            solving.forget(name)
-            rig.forget(name)
-    return count
 
 
 def forget_inputs(obj_name: str) -> None:
-    """Make the next update solve this rig even if nothing it reads has changed (live switched, settings)."""
-    _last_inputs.pop(obj_name, None)
-    steady.forget(obj_name)
+    """Make the next update solve this rig whole even if nothing it reads has changed (live switched, settings)."""
+    memory.forget_reads(obj_name)
 
 
 #: Per scene (by pointer): the object counts (the file's, the scene's) at its last scan, and its armature objects.
@@ -106,8 +113,8 @@ def _world_or_none(target, subtarget: str, depsgraph):
     if target is None:
         return None
     try:
-        return solving.world_matrix(target, subtarget, depsgraph).copy()
-    except solving.EffectorError:
+        return effector_goals.world_matrix(target, subtarget, depsgraph).copy()
+    except effector_goals.EffectorError:
         return None  # a missing bone: the solve reports it
 
 
@@ -143,9 +150,6 @@ def _unchanged_parts(obj, updated: "_Updates | None") -> frozenset[str]:
 #: The pose-bone IK settings a rig's structure reads, as animation addresses them (`pose.bones["..."].<name>`).
 _IK_PATHS = tuple(f".{name}" for name, _ in rig.LIMIT_SETTINGS) + (".ik_stretch",)
 
-#: Per rig: (what its animation was, whether any of it reaches an IK setting), for `_ik_animated`.
-_ik_animation: dict[str, tuple] = {}
-
 
 def _ik_animated(obj) -> bool:
     """Whether the rig's animation (its action's F-curves, NLA strips) or drivers may set an IK setting: looked at
@@ -156,12 +160,13 @@ def _ik_animated(obj) -> bool:
     drivers = animation_data.drivers
     paths = animdata.fcurve_paths(obj)
     key = (paths, len(drivers), len(animation_data.nla_tracks))  # (the same paths are the same object: cheap)
-    known = _ik_animation.get(obj.name)
+    kept = memory.of(obj)
+    known = kept.ik_animation
     if known is not None and known[0] == key:
         return known[1]
     # An NLA strip's action may animate anything: treated as animating the settings.
     animated = bool(key[2]) or any(path.endswith(_IK_PATHS) for path in [*paths, *(d.data_path for d in drivers)])
-    _ik_animation[obj.name] = (key, animated)
+    kept.ik_animation = (key, animated)
     return animated
 
 
@@ -182,6 +187,11 @@ class _Updates:
             self.pointers = {update.id.original.as_pointer() for update in self.depsgraph.updates}
         return id_data.as_pointer() in self.pointers
 
+    def rebuilt(self) -> bool:
+        """Whether the evaluation may have changed what the rigs' effectors refer to: the scene or a collection
+        was updated (an object added, deleted, linked, unlinked or parented rebuilds the relations)."""
+        return self.depsgraph.id_type_updated('SCENE') or self.depsgraph.id_type_updated('COLLECTION')
+
 
 def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     """Solve every live rig of the scene; a rig that fails is switched off with its error shown."""
@@ -191,17 +201,19 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     _busy = True
     watched = set()
     try:
-        rigs = live_rigs(scene, rescan=only_if_inputs_changed, objects=_forget_deleted_rigs())
+        objects = memory.forget_missing(every_name=only_if_inputs_changed)
+        rigs = live_rigs(scene, rescan=only_if_inputs_changed, objects=objects)
         # A frame change re-reads only what the evaluation updated; any other update checks everything.
         updated = _Updates(depsgraph) if depsgraph is not None and rigs and not only_if_inputs_changed else None
         for obj in rigs:
+            kept = memory.of(obj)
             try:
                 if updated is not None:
-                    # A frame where only the targets moved solves from what the last solve read.
-                    steady_inputs = steady.solve_frame(obj, depsgraph, updated, obj.name in _watched)
-                    if steady_inputs is not None:
+                    # A frame where only the targets moved goes on from what the last frame read.
+                    inputs = _reused(obj, depsgraph, updated, obj.name in _watched, kept)
+                    if inputs is not None:
                         watched.add(obj.name)
-                        _last_inputs[obj.name] = steady_inputs
+                        kept.inputs = inputs
                         continue
                 # The rig's structure is read and checked once here; the solve uses what was read.
                 with rig.frozen_structure(obj, _unchanged_parts(obj, updated)):
@@ -210,17 +222,16 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
                     # Effectors follow renamed bones and let deleted targets go; read again where that changed one.
                     if integrity.untidy(obj, values) and integrity.tidy(obj, depsgraph):
                         inputs, values = _inputs_of(obj, depsgraph)
-                    pose = solving.read_pose(obj)
+                    pose = read_pose(obj)
                     # A frame change always solves: the channels are read before only where they are compared
                     # (and the solve goes on from what was read).
-                    if only_if_inputs_changed and _last_inputs.get(obj.name) == (inputs, pose.snapshot()):
+                    if only_if_inputs_changed and kept.inputs == (inputs, pose.snapshot()):
                         continue
                     _solve(obj, depsgraph, inputs, values, pose)
             except Exception as exc:  # never raise into Blender's event loop
-                _last_inputs.pop(obj.name, None)
-                steady.forget(obj.name)
+                memory.forget_reads(obj.name)
                 obj.fabrik.live = False
-                solving.status[obj.name] = solving.RigStatus(message=f"live solving stopped: {exc}", ok=False)
+                show(obj.name, RigStatus(message=f"live solving stopped: {exc}", ok=False))
                 print(f"FABRIK: live solving of '{obj.name}' stopped:\n{traceback.format_exc()}")
     finally:
         _watched.clear()
@@ -228,39 +239,230 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
         _busy = False
 
 
-def _solve(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: solving.PoseRead | None = None) -> None:
-    """Solve one rig from its effectors as its inputs read them (and its pose as read, where it was), and remember
-    the inputs with the channels as the solve left them."""
-    steady.forget(obj.name)
-    pose = pose or solving.read_pose(obj)
-    solving.solve_object(obj, depsgraph, checked=values, pose=pose)
-    if obj.name in solving.again:  # put off to the next update: nothing on screen counts as solved yet
-        solving.again.discard(obj.name)
-        _last_inputs.pop(obj.name, None)
+def _solve(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: PoseRead | None = None) -> None:
+    """Solve one rig whole from its effectors as its inputs read them (and its pose as read, where it was), and
+    keep the inputs with the channels as the solve left them, and what the next frames may go on from."""
+    kept = memory.of(obj)
+    kept.read = None
+    pose = pose or read_pose(obj)
+    result, read_ = solve.solve_object(obj, depsgraph, checked=values, pose=pose)
+    if kept.again:  # put off to the next update: nothing on screen counts as solved yet
+        kept.inputs = None
         # In the GUI nothing else may come for a while (a tag inside this handler fires no handler again): ask
         # for that update from a timer rather than wait for one.
         # Not in background mode: no event loop runs the timer there (the caller's next update solves), and a
         # timer left registered at exit crashes Blender 4.2.
-        _put_off.add(obj.name)
         if not bpy.app.background and not bpy.app.timers.is_registered(tag_put_off):
             bpy.app.timers.register(tag_put_off, first_interval=0.0)
         return
     # The channels as the solve left them: what it read and wrote (what it wrote by other means read again).
-    _last_inputs[obj.name] = (inputs, pose.snapshot())
-    if depsgraph is not None:
-        steady.remember(obj, depsgraph, inputs, values, pose)
+    kept.inputs = (inputs, pose.snapshot())
+    if depsgraph is not None and read_ is not None:
+        kept.read = _keepable(obj, depsgraph, inputs, values, result, read_)
 
 
-#: Live rigs whose solve was put off to the next update (`solving.again`), for `tag_put_off`.
-_put_off: set[str] = set()
+@dataclass
+class _Kept:
+    """What a live frame of one rig goes on from while only its targets move (see the module): the last whole
+    read and what it was read with."""
+
+    obj: object
+    read: solve.Read
+    #: The effectors as read, and per effector the properties its solve reads (`EffectorValues.solved`).
+    values: list[EffectorValues]
+    solved: list[tuple]
+    to_armature: object
+    #: The rig's transform as read, and the live inputs' snapshot before its per-effector part (`_inputs_of`).
+    world: object
+    prefix: tuple
+    #: How many held entries there were.
+    held: int
+    #: Where the rig is animated itself (but nothing animates a chain bone's channel or a setting): the data
+    #: paths its F-curves animated (`animdata.fcurve_paths`: the same object while they are the same) and how
+    #: many drivers it had; each frame then reads what the animation moves (`_read_animated`). None for a rig
+    #: nothing animates.
+    animation: tuple[frozenset, int] | None
+    #: Where the solve starts from the animator's pose: that start, which stays while nothing moves it.
+    start: object = None
+
+
+def _keepable(obj, depsgraph, inputs: tuple, values: list[EffectorValues], result: RigStatus, read_: solve.Read):
+    """What the next frames may go on from after a whole live solve (`_Kept`), or None where they may not: the
+    solve reached no error, solved every effector, wrote no IK stretch and started where the next frame starts;
+    the rig's animation, if any, reaches no chain bone and no setting."""
+    found, gathered, plan = read_.channels, read_.gathered, read_.plan
+    entries = found.entries
+    if (
+        not result.ok or plan.whole or read_.limit_problems or gathered.problems or len(gathered.used) != len(values)
+        or (entries is not None and entries[4].any()) or found.held.in_memory or read_.fixed is None
+        # (from the previous solution, where there was none yet: the next frame starts from one, with other settings)
+        or (read_.previous is None) == (obj.fabrik.start == 'PREVIOUS')
+    ):
+        return None
+    index = {name: i for i, name in enumerate(found.held.keys())}  # (the solve may have added entries)
+    if any(name not in index for name in found.names):
+        return None
+    animation = None
+    if _animates(obj):
+        animation = _animation(obj, found.names)
+        if animation is None:
+            return None
+    world = obj.evaluated_get(depsgraph).matrix_world
+    return _Kept(
+        obj, read_, values, [value.solved() for value in values], rig.world_to_armature(obj.evaluated_get(depsgraph)),
+        comparable(world), inputs[: len(inputs) - len(values)], len(index), animation,
+    )
+
+
+def _animates(obj) -> bool:
+    """Whether the rig has animation of its own (an action, NLA tracks or drivers)."""
+    animation_data = obj.animation_data
+    return animation_data is not None and bool(
+        animation_data.action is not None or len(animation_data.nla_tracks) or len(animation_data.drivers)
+    )
+
+
+def _animation(obj, names: list[str]) -> tuple[frozenset, int] | None:
+    """An animated rig's F-curve paths and driver count (`_Kept.animation`), where its animation reaches no chain
+    bone's channel (`names`) and no setting (those change what the whole read reads: None)."""
+    animation_data = obj.animation_data
+    if len(animation_data.nla_tracks):
+        return None  # (a strip's action may animate anything)
+    fcurve_paths = animdata.fcurve_paths(obj)
+    paths = [*fcurve_paths, *(driver.data_path for driver in animation_data.drivers)]
+    chain = tuple(f'pose.bones["{bpy.utils.escape_identifier(name)}"]' for name in names)
+    if any(path.startswith(chain) or path.startswith("fabrik") for path in paths):
+        return None
+    return fcurve_paths, len(animation_data.drivers)
+
+
+def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.RigMemory) -> tuple | None:
+    """Solve a frame of obj from what the last frame read, where nothing the solve reads can have changed but
+    what is read here (see the module): the live inputs as the whole read would have read them, with the
+    channels as the solve left them (what live solving compares its next update with); None, having touched
+    nothing, where the whole read must run. `watched`: whether live solving saw the rig at the evaluation
+    before."""
+    kept = memory_.read
+    if kept is None:
+        return None
+    began = time.perf_counter()
+    if not watched or kept.obj != obj or updated.has(obj.data) or len(obj.fabrik.effectors) != len(kept.values):
+        return None
+    if len(held.held_bones(obj)) != kept.held:
+        return None  # (entries removed by a script: no tag either)
+    read_ = kept.read
+    if updated.has(obj):
+        # Not an edit (that would have updated its armature as well): a constraint's target, a driver, the
+        # transform or the rig's own animation moved it. Read again what that can change.
+        if updated.rebuilt() or not _read_again(kept, obj, depsgraph):
+            return None
+    goals, tails = [], []
+    try:
+        for value, goal, properties in zip(kept.values, read_.gathered.goals, kept.solved):
+            world = effector_goals.world_matrix(value.target, value.subtarget, depsgraph)
+            point = (kept.to_armature @ world.translation)[:]
+            pole, pole_world = goal.pole, None
+            if pole is not None:
+                pole_world = effector_goals.world_matrix(value.pole_target, value.pole_subtarget, depsgraph)
+                pole = (kept.to_armature @ pole_world.translation)[:]
+            if not math.isfinite(sum(point) + (sum(pole) if pole is not None else 0.0)):
+                return None  # the whole read says which
+            rotation = goal.rotation
+            if rotation is not None:
+                turned = (kept.to_armature @ world).to_3x3()
+                if not (math.isfinite(sum(map(sum, turned))) and abs(turned.determinant()) >= 1e-12):
+                    return None
+                rotation = tuple(turned.normalized().to_quaternion().normalized())
+            goals.append(_moved(goal, point, rotation, pole))
+            tails.append((comparable(world), comparable(pole_world), properties))
+    except (ReferenceError, effector_goals.EffectorError):
+        return None  # a target removed meanwhile, or a target bone gone: the whole read says so
+    read_.gathered = read_.gathered._replace(goals=goals, began=began)
+    if read_.previous is not None:  # (from the previous solution: the one the last frame left)
+        solution = memory_.solution
+        if solution is None or any(b not in solution for b in read_.plan.bones):
+            return None
+        read_.previous = [solution[b] for b in read_.plan.bones]
+    try:
+        solved = solve.solve(read_, solve.carry_of(obj))
+    except ValueError:
+        return None
+    if solve.not_finite(read_, solved):
+        return None
+    solve.write(obj, read_, solved, hold=True)
+    show(obj.name, solve.status_of(read_, solved, RigStatus()))
+    return (kept.prefix + tuple(tails), read_.pose.snapshot())
+
+
+def _read_again(kept: _Kept, obj, depsgraph) -> bool:
+    """Read again what an update of the rig object (not of its data) can change of what the solve reads, into what
+    the last frame read: the channels the rig's own animation moves (where it has any), the frames of the bones
+    the chains hang from, the rig's transform. False where the whole read must run (it says why)."""
+    read_ = kept.read
+    if kept.animation is not None:
+        pose = _read_animated(kept, obj)
+        if pose is None:
+            return False
+        read_.pose = pose
+    elif _animates(obj):
+        return False  # (animated since: the whole read looks at it)
+    plan = read_.plan
+    fixed = hung_frames(obj, plan.skeleton, plan.tree, plan.local)
+    if fixed is None:
+        return False
+    if fixed != read_.fixed:
+        read_.fixed = fixed
+        read_.moved()
+    world = obj.evaluated_get(depsgraph).matrix_world
+    if comparable(world) != kept.world:
+        if effector_goals.unusable_rig(obj, depsgraph) is not None:
+            return False
+        kept.to_armature = rig.world_to_armature(obj.evaluated_get(depsgraph))
+        kept.world = comparable(world)
+        kept.prefix = kept.prefix[:1] + (kept.world,) + kept.prefix[2:]
+    return True
+
+
+def _read_animated(kept: _Kept, obj) -> PoseRead | None:
+    """Read again what animation moves of a rig, where it animates what it did (keys inserted on a chain bone
+    update the rig as animation does): the pose, the chain bones' channels as they were written and every chain
+    usable as the whole read judges it (`goals.usable_goals`). The pose read, or None where the whole read must
+    run (it says why)."""
+    read_ = kept.read
+    animation_data = obj.animation_data
+    if (
+        animation_data is None or (animdata.fcurve_paths(obj), len(animation_data.drivers)) != kept.animation
+        or len(animation_data.nla_tracks)
+    ):
+        return None
+    found = read_.channels
+    pose = PoseRead(obj, read_.pose.count)
+    at = found.at
+    for name, size in {rig.rotation_channel(mode) for mode in found.modes}:
+        if (pose.channel(name, size)[at] != read_.pose.arrays[name][at]).any():
+            return None  # (set by other means than a key: the whole read takes it for the animator's)
+    if effector_goals.usable_goals(obj, read_.gathered, pose)[1]:
+        return None
+    found.arrays = pose.arrays
+    return pose
+
+
+def _moved(goal: Goal, target: tuple, rotation: tuple | None, pole: tuple | None) -> Goal:
+    """The goal with a new target, rotation and pole (`dataclasses.replace`, spelled out: it runs per effector
+    every frame)."""
+    return Goal(
+        goal.bone, target, goal.weight, goal.chain_length, rotation, goal.rotation_weight, pole, goal.pole_angle,
+        goal.stretch,
+    )
 
 
 def tag_put_off() -> None:
     """Tag the rigs whose solve was put off for an update, so the depsgraph handler solves them (a one-shot
     timer callback)."""
-    names = list(_put_off)
-    _put_off.clear()
-    for name in names:
+    for name in memory.names():
+        kept = memory.get(name)
+        if kept is None or not kept.again:
+            continue
         try:
             obj = bpy.data.objects.get(name)
             if obj is not None and obj.type == 'ARMATURE' and obj.fabrik.live:
@@ -297,24 +499,17 @@ def on_depsgraph_update(scene, depsgraph) -> None:
 @persistent
 def on_load(_filepath) -> None:
     """References from the previous file are stale after a load."""
-    global _objects_seen
-    _objects_seen = -1
     _watched.clear()
-    _last_inputs.clear()
-    _ik_animation.clear()
     _armatures_in.clear()
-    steady.forget()
-    solving.forget()
-    rig.clear_cache()
+    memory.reset()
 
 
 @persistent
 def on_undo(*_args) -> None:
     """Undo and redo put back data-blocks our handlers were not told of: check every rig's structure again."""
     _watched.clear()
-    _ik_animation.clear()
     _armatures_in.clear()
-    steady.forget()
+    memory.forget_reads()
 
 
 _handlers = (
@@ -340,5 +535,4 @@ def unregister() -> None:
             handler_list.remove(function)
     if bpy.app.timers.is_registered(tag_put_off):
         bpy.app.timers.unregister(tag_put_off)
-    _put_off.clear()
     on_load(None)

@@ -9,7 +9,7 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 from bpy.types import Operator
 
-from . import bake, constraints, editable, solving
+from . import bake, constraints, editable, solve, status
 from .setup_ops import rig_for_panel
 
 
@@ -35,12 +35,12 @@ class FABRIK_OT_solve(Operator):
         obj = rig_for_panel(context)
         refused = editable.editable(obj)
         if refused:  # a linked rig: Blender would let us pose it, but nothing of it is saved
-            solving.status[obj.name] = solving.RigStatus(message=refused, ok=False)
+            status.show(obj.name, status.RigStatus(message=refused, ok=False))
             self.report({'ERROR'}, f"Cannot solve: {refused}")
             return {'CANCELLED'}
         try:
             # Live solving off: the solved pose is the animator's now (nothing to give back later).
-            result = solving.solve_object(obj, context.evaluated_depsgraph_get(), hold=obj.fabrik.live)
+            result, _ = solve.solve_object(obj, context.evaluated_depsgraph_get(), hold=obj.fabrik.live)
         except ValueError as exc:
             self.report({'ERROR'}, str(exc))
             return {'CANCELLED'}

@@ -31,7 +31,8 @@ from bpy.types import Panel, PropertyGroup
 from mathutils import Matrix, Quaternion, Vector
 
 from ..core import quat
-from . import compat, rig, solving
+from . import compat, goals, memory, rig
+from .status import statuses
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ def _world_point(obj, subtarget: str, depsgraph) -> Vector | None:
     if obj is None:
         return None
     try:
-        point = solving.world_matrix(obj, subtarget, depsgraph).translation.copy()
+        point = goals.world_matrix(obj, subtarget, depsgraph).translation.copy()
     except (ValueError, KeyError):
         return None
     return point if all(math.isfinite(c) for c in point) else None
@@ -298,7 +299,7 @@ def build(
     obj, depsgraph, rig_status, options, facing: Matrix | None = None, traces: dict | None = None,
     views: list[EffectorView] | None = None,
 ) -> Drawing:
-    """What the overlay draws for one armature, given its last solve's status (`solving.status`) and the
+    """What the overlay draws for one armature, given its last solve's status (`status.statuses`) and the
     switches in `options` (show_targets, show_poles, show_reach, show_limits, show_trace, show_readout).
     `facing` is the view's rotation for the reach circle; `traces` maps effector index to recent tip points;
     `views` is what `read_effectors` gave, when read already."""
@@ -338,18 +339,14 @@ def build(
 
 # ---------------------------------------------------------------- the tip's trace over recent frames
 
-#: Per (rig name, effector index): the tip's recent world positions, oldest first.
-_traces: dict[tuple[str, int], deque] = {}
-
-
 def record_trace(obj, views: list[EffectorView], length: int) -> dict[int, deque]:
     """Add each tip's place to its trace when it moved; the rig's traces by effector index."""
     traces = {}
+    kept = memory.of(obj).traces  # (per effector index: the tip's recent world positions, oldest first)
     for view in views:
-        key = (obj.name, view.index)
-        trace = _traces.get(key)
+        trace = kept.get(view.index)
         if trace is None or trace.maxlen != length:
-            trace = _traces[key] = deque(trace or (), maxlen=length)
+            trace = kept[view.index] = deque(trace or (), maxlen=length)
         if view.tip is not None and (not trace or (trace[-1] - view.tip).length > 1e-6 * max(view.reach, 1.0)):
             trace.append(view.tip.copy())
         traces[view.index] = trace
@@ -423,9 +420,6 @@ class VIEW3D_PT_fabrik_overlay(Panel):
 _handles: list = []
 #: Counts the scene's updates and frame changes (GUI only): what the overlay draws can change only with one.
 _updates = 0
-#: Per rig name: (what its drawing was built from, the drawing), so redraws that change nothing (orbiting the
-#: view, a second viewport) reuse it instead of reading the rig and building the lines again.
-_built: dict[str, tuple[tuple, "Drawing"]] = {}
 #: Labels built by the last POST_VIEW pass, per region, for the POST_PIXEL pass that follows it.
 _labels: dict[int, list[Label]] = {}
 _logged: set[str] = set()
@@ -477,17 +471,19 @@ def _draw_view(context) -> None:
     labels = []
     switches = tuple(getattr(settings, name) for name in _SWITCHES)
     for obj in _rigs(context):
-        rig_status = solving.status.get(obj.name)
+        rig_status = statuses.get(obj.name)
         # The reach circle faces the view: with it shown, each view draws its own.
         made_from = (_updates, id(rig_status), switches, tuple(map(tuple, facing)) if settings.show_reach else None)
-        kept = _built.get(obj.name)
+        # (what it was built from, the drawing: redraws that change nothing, orbiting the view or a second
+        # viewport, reuse it instead of reading the rig and building the lines again)
+        kept = memory.of(obj).drawing
         if kept is not None and kept[0] == made_from:
             drawing = kept[1]
         else:
             views = read_effectors(obj, depsgraph, rig_status)
             traces = record_trace(obj, views, settings.trace_length) if settings.show_trace else None
             drawing = build(obj, depsgraph, rig_status, settings, facing, traces, views)
-            _built[obj.name] = made_from, drawing
+            memory.of(obj).drawing = made_from, drawing
         for segment in drawing.segments:
             groups.setdefault((segment.color, WIDTHS[segment.kind]), []).extend((segment.a, segment.b))
         labels += drawing.labels
@@ -552,20 +548,12 @@ def register() -> None:
     """The switches and their panel; the draw handlers only when Blender has a UI (never in background)."""
     _register_classes()
     bpy.types.Scene.fabrik_overlay = PointerProperty(type=FabrikOverlaySettings)
-    bpy.app.handlers.load_post.append(forget_traces)
     if bpy.app.background:
         return
     for name in _UPDATE_HANDLERS:
         getattr(bpy.app.handlers, name).append(count_update)
     _handles.append(bpy.types.SpaceView3D.draw_handler_add(draw_view, (), 'WINDOW', 'POST_VIEW'))
     _handles.append(bpy.types.SpaceView3D.draw_handler_add(draw_text, (), 'WINDOW', 'POST_PIXEL'))
-
-
-@persistent
-def forget_traces(_filepath) -> None:
-    """A loaded file's rigs are new: a trace kept under a rig's name would be another rig's path."""
-    _traces.clear()
-    _built.clear()
 
 
 @persistent
@@ -589,14 +577,10 @@ def unregister() -> None:
         bpy.types.SpaceView3D.draw_handler_remove(handle, 'WINDOW')
     _handles.clear()
     _labels.clear()
-    _built.clear()
     for name in _UPDATE_HANDLERS:
         handlers = getattr(bpy.app.handlers, name)
         while count_update in handlers:
             handlers.remove(count_update)
-    while forget_traces in bpy.app.handlers.load_post:
-        bpy.app.handlers.load_post.remove(forget_traces)
-    _traces.clear()
     _logged.clear()
     del bpy.types.Scene.fabrik_overlay
     _unregister_classes()

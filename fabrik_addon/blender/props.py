@@ -22,16 +22,16 @@ from ..core.solvers import DESCRIPTIONS
 def _stretch_changed(effector, context) -> None:
     """Stretch switched: a live rig solves again at once (setting changes are no depsgraph update), else the
     bones stretched before get scale 1 back once no effector stretches."""
-    from . import live, rig, solving  # (solving reads these properties: imported when first needed)
+    from . import held, live, rig, status  # (they read these properties: imported when first needed)
 
     obj = effector.id_data
     try:
         if obj.fabrik.live:
             live.solve_now(obj, context.evaluated_depsgraph_get())
         elif not any(e.use_stretch for e in obj.fabrik.effectors):
-            solving.write_stretch(obj, rig.skeleton_of(obj), {})
+            held.write_stretch(obj, rig.skeleton_of(obj), {})
     except Exception as exc:  # never raise into Blender's UI; the panel shows why
-        solving.status[obj.name] = solving.RigStatus(message=f"solve after a stretch change failed: {exc}", ok=False)
+        status.show(obj.name, status.RigStatus(message=f"solve after a stretch change failed: {exc}", ok=False))
 
 
 def _setting_changed(owner, _context) -> None:
@@ -44,7 +44,7 @@ def _setting_changed(owner, _context) -> None:
 
 def _live_changed(settings, _context) -> None:
     """Live solving switched: off gives the chains back the animator's pose, on solves at the next update."""
-    from . import live, solving  # (they read these properties: imported when first needed)
+    from . import channels, live, status  # (they read these properties: imported when first needed)
 
     obj = settings.id_data
     live.forget_inputs(obj.name)  # on: the next update solves even if nothing moved since the last solve
@@ -52,11 +52,11 @@ def _live_changed(settings, _context) -> None:
         obj.update_tag()
         return
     try:
-        solving.give_back(obj)
+        channels.give_back(obj)
     except Exception as exc:  # never raise into Blender's UI; the panel shows why
-        solving.status[obj.name] = solving.RigStatus(message=f"giving the pose back failed: {exc}", ok=False)
+        status.show(obj.name, status.RigStatus(message=f"giving the pose back failed: {exc}", ok=False))
         return
-    solving.status.pop(obj.name, None)  # the last solve's status no longer describes the pose on screen
+    status.show(obj.name, None)  # the last solve's status no longer describes the pose on screen
 
 
 def _bone_changed(effector, context) -> None:

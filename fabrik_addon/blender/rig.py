@@ -10,29 +10,7 @@ from mathutils import Matrix
 
 from ..core import Pose, Skeleton, channels
 from ..core.limits import JointLimit
-
-# Skeletons are rebuilt only when the armature's structure or rest pose changes.
-_skeleton_cache: dict[str, tuple[tuple, Skeleton]] = {}
-
-
-def clear_cache() -> None:
-    """Forget every cached skeleton (add-on disable, file load)."""
-    _skeleton_cache.clear()
-    _pose_orders.clear()
-    _limit_problems.clear()
-
-
-def cached_rigs() -> set[str]:
-    """Names of the rigs something is cached for."""
-    return set(_skeleton_cache) | set(_pose_orders) | set(_limit_problems)
-
-
-def forget(obj_name: str) -> None:
-    """Forget what is cached for one rig (it was deleted)."""
-    _skeleton_cache.pop(obj_name, None)
-    _pose_orders.pop(obj_name, None)
-    _limit_problems.pop(obj_name, None)
-
+from . import memory
 
 # Pose-bone IK settings (Blender's names) and the JointLimit fields they fill.
 LIMIT_SETTINGS = (
@@ -85,22 +63,23 @@ def skeleton_of(obj, unchanged: frozenset[str] = frozenset()) -> Skeleton:
     Bones whose limit settings make no sense (NaN, say) are solved without
     limits; `limit_problems(obj)` says which and why.
     """
+    kept = memory.of(obj)
     if obj.name in _frozen:
-        return _skeleton_cache[obj.name][1]
-    cached = _skeleton_cache.get(obj.name)
+        return kept.skeleton
+    cached = None if kept.skeleton is None else kept.signature
     if cached is not None and BONES in unchanged:
-        bones_part = cached[0][0]
-        order = _pose_orders[obj.name]
+        bones_part = cached[0]
+        order = kept.pose_order
     else:
         bones_part = _bones_signature(obj)
         order = _pose_bone_order(obj, bones_part[0])
-    if cached is not None and SETTINGS in unchanged and bones_part == cached[0][0]:  # (in the same bone order)
-        settings_part = cached[0][1]
+    if cached is not None and SETTINGS in unchanged and bones_part == cached[0]:  # (in the same bone order)
+        settings_part = cached[1]
     else:
         settings_part = (_limit_settings(obj, order).tobytes(), _stretch_factors(obj, order).tobytes())
     signature = (bones_part, settings_part)
-    if cached is not None and cached[0] == signature:
-        return cached[1]
+    if cached is not None and cached == signature:
+        return kept.skeleton
     names, parents, rest, lengths, connected = bones_part
     n = len(names)
     index = {name: i for i, name in enumerate(names)}
@@ -120,9 +99,7 @@ def skeleton_of(obj, unchanged: frozenset[str] = frozenset()) -> Skeleton:
         # Blender's own flag: single-precision rest matrices put a connected head a hair off its parent's tail.
         connected=np.frombuffer(connected, dtype=bool).copy(),
     )
-    _skeleton_cache[obj.name] = (signature, skeleton)
-    _limit_problems[obj.name] = problems
-    _pose_orders[obj.name] = order
+    kept.signature, kept.skeleton, kept.limit_problems, kept.pose_order = signature, skeleton, problems, order
     return skeleton
 
 
@@ -141,13 +118,9 @@ def _bones_signature(obj) -> tuple:
     return names, parents, rest.tobytes(), lengths.tobytes(), connected.tobytes()
 
 
-#: Per rig: the pose-bone index of each skeleton bone, from the last `skeleton_of`.
-_pose_orders: dict[str, np.ndarray] = {}
-
-
 def pose_bone_order(obj) -> np.ndarray:
     """Where each bone of `skeleton_of(obj)` sits among obj.pose.bones (for foreach_get reads)."""
-    return _pose_orders[obj.name]
+    return memory.of(obj).pose_order
 
 
 def _pose_bone_order(obj, names: tuple[str, ...]) -> np.ndarray:
@@ -158,12 +131,10 @@ def _pose_bone_order(obj, names: tuple[str, ...]) -> np.ndarray:
     return np.array([pose_bones.find(name) for name in names])
 
 
-_limit_problems: dict[str, list[str]] = {}
-
-
 def limit_problems(obj) -> list[str]:
     """Messages about bones of obj whose limits were ignored, from the last `skeleton_of`."""
-    return _limit_problems.get(obj.name, [])
+    kept = memory.get(obj.name)
+    return [] if kept is None else kept.limit_problems
 
 
 def _limit_settings(obj, order: np.ndarray) -> np.ndarray:

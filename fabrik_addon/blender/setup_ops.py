@@ -223,15 +223,15 @@ class FABRIK_OT_effector_add_with_target(Operator):
 def _start_matrices(obj, context, names: list[str]) -> dict:
     """Armature-space matrices of the chain's bones in the pose its solve starts from: as shown, except that a
     live rig starting from the animator's pose starts from its FK rotations (the ones live solving replaced),
-    since Blender's pole rule reads the first bone's axes in the start pose (`solving.fk_start_pose`)."""
+    since Blender's pole rule reads the first bone's axes in the start pose (`channels.fk_start_pose`)."""
     if not (obj.fabrik.live and obj.fabrik.start == 'FK'):
         shown = _evaluated_pose(obj, context)
         return {name: shown[name].matrix.copy() for name in names}
-    from . import solving  # (imported when first needed, as props does)
+    from . import channels  # (imported when first needed, as props does)
 
     skeleton = rig.skeleton_of(obj)
     path = skeleton.path_to_root(skeleton.index(names[-1]))
-    start = solving.fk_start_pose(obj, skeleton, [skeleton.names[b] for b in path])
+    start = channels.fk_start_pose(obj, skeleton, [skeleton.names[b] for b in path])
     matrices = {}
     for name in names:
         b = skeleton.index(name)
@@ -351,12 +351,12 @@ class FABRIK_OT_pole_angle_auto(Operator):
         if effector is None or effector.pole_target is None or effector.bone not in obj.data.bones:
             self.report({'ERROR'}, "The effector needs a tip bone and a pole target first")
             return {'CANCELLED'}
-        from . import solving  # (imported when first needed, as props does)
+        from . import goals  # (imported when first needed, as props does)
 
         depsgraph = context.evaluated_depsgraph_get()
         try:
-            world = solving.world_matrix(effector.pole_target, effector.pole_subtarget, depsgraph)
-        except solving.EffectorError as exc:
+            world = goals.world_matrix(effector.pole_target, effector.pole_subtarget, depsgraph)
+        except goals.EffectorError as exc:
             self.report({'ERROR'}, f"Cannot place the pole: {exc}")
             return {'CANCELLED'}
         where = obj.matrix_world.inverted_safe() @ world.translation

@@ -11,7 +11,8 @@ from __future__ import annotations
 import bpy
 from bpy.types import Panel, UIList
 
-from . import compare, integrity, presets, rig, setup_ops, solving
+from . import compare, integrity, presets, rig, setup_ops
+from .status import statuses
 
 #: Average width of a character of Blender's interface font at scale 1, in pixels (a little wide, so a
 #: wrapped line is not cut after all), and what a panel's margins, an icon and a sub-panel's indent take.
@@ -88,7 +89,7 @@ def effector_state(obj, index: int) -> tuple[str, str]:
     effectors = obj.fabrik.effectors
     if 0 <= index < len(effectors) and not effectors[index].enabled:
         return 'DISABLED', "disabled"
-    rig_status = solving.status.get(obj.name)
+    rig_status = statuses.get(obj.name)
     kind = 'NONE' if rig_status is None else rig_status.kind(index)
     if kind == 'NONE':
         return kind, "not solved yet"
@@ -211,7 +212,7 @@ class VIEW3D_PT_fabrik_status(FabrikSidebarPanel, Panel):
         layout = _split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         chars = chars_for(context)
-        rig_status = solving.status.get(obj.name)
+        rig_status = statuses.get(obj.name)
         if rig_status is None or not rig_status.message:
             layout.label(text="Not solved yet" if not obj.fabrik.live else "Solving at the next update", icon='INFO')
         else:

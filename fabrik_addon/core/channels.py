@@ -3,7 +3,8 @@
 
 One value at a time on plain floats, in double precision (mathutils works in
 single precision: its axis-angle of a turn under about 3e-4 rad is no turn at
-all). Modes are Blender's `rotation_mode` names.
+all), and many values of one mode at once on numpy rows (`matrix_rows_of`).
+Modes are Blender's `rotation_mode` names.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from . import quat
+import numpy as np
+
+from . import matrix_rows, quat
 
 #: A quaternion Blender normalizes from zero length: a half turn about X (its `normalize_qt`).
 _ZERO_QUATERNION_TURN: quat.Quat = (0.0, 1.0, 0.0, 0.0)
@@ -137,3 +140,17 @@ _EULER_AXES = {
     order: (*("XYZ".index(axis) for axis in order), 1.0 if ("XYZ".index(order[1]) - "XYZ".index(order[0])) % 3 == 1 else -1.0)
     for order in ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
 }
+
+
+def matrix_rows_of(mode: str, values: np.ndarray) -> np.ndarray:
+    """`channel_to_matrix` for many values of one mode at once: (N, size) values, (N, 3, 3) rotations."""
+    values = np.asarray(values, dtype=float)
+    if mode == 'QUATERNION':
+        return matrix_rows.quaternion_to_matrix(values)
+    if mode == 'AXIS_ANGLE':
+        axis = values[:, 1:]
+        size = np.linalg.norm(axis, axis=1)
+        axis = np.where(size[:, None] > 0.0, axis / np.where(size > 0.0, size, 1.0)[:, None], [0.0, 1.0, 0.0])
+        half = np.where(size > 0.0, values[:, 0] / 2.0, 0.0)  # Blender poses a zero axis as no turn
+        return matrix_rows.quaternion_to_matrix(np.column_stack((np.cos(half), axis * np.sin(half)[:, None])))
+    return matrix_rows.euler_matrices(values, mode)

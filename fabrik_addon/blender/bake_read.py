@@ -1,0 +1,329 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The bake's cheap read of many frames, and their solve through the rig's plan.
+
+Reading a frame here is the targets' and poles' world matrices and, where
+animation may change them, every pose bone's rotation and location channels
+(one `foreach_get` each) and the frames of the fixed bones the chains hang
+from. A per-frame bake then solves many frames at once through the plan on
+numpy rows (`core.plan.Plan.solve_rows`): the start poses' forward
+kinematics once per distinct pose (`core.local.start_rows`), FABRIK, and the
+local rotations, for all frames together. A continuous bake cannot wait, as
+each frame starts from the one before: each frame read is solved at once
+through the plan on plain floats, from the previous frame's solution, with
+what continuity mode carries. Either way the result is what a whole read of
+each frame (`solve.compute`) gives; what such a read has besides (every
+bone's pose, the rig's checks) is what this read leaves out.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import bpy
+import numpy as np
+
+from ..core import Goal, channels as channel_rows, local, matrix_rows
+from ..core.plan import Carry, layout_of, plan_for
+from ..core.quat import Quat
+from . import animdata, goals as effector_goals, held, rig, solve
+from .channels import fixed_frame
+from .status import RigStatus, concluded
+
+
+class FrameRows:
+    """The inputs of many frames of one rig, as the bake reads them, and their solve."""
+
+    @classmethod
+    def start(cls, obj, depsgraph, bake_bones: list[str], in_turn: bool = False) -> "FrameRows | None":
+        """A reader for this rig, or None where a whole read of each frame must solve it: another solver or IK
+        stretch, a bone baked that the solve does not move, a fixed bone between two moving ones, an influence
+        below 1 (the blend is per frame); and, where frames are solved together (not `in_turn`), a plan that
+        does not solve on numpy rows (`core.plan.Plan.rows`)."""
+        skeleton = rig.skeleton_of(obj)
+        goals, used, problems = effector_goals.gather_goals(obj, depsgraph, skeleton)
+        if not goals:
+            return None
+        plan = plan_for(skeleton, goals, obj.fabrik.solver)
+        if plan.whole or not plan.local.placed or not (in_turn or plan.rows):
+            return None
+        if not {skeleton.index(name) for name in bake_bones} <= set(plan.bones):
+            return None
+        if effector_goals.influences(obj, depsgraph, plan.tree, used) is not None:
+            return None  # blended with the animator's pose: frame by frame
+        return cls(obj, plan, goals, used, problems, in_turn)
+
+    def __init__(self, obj, plan, goals, used, problems, in_turn: bool) -> None:
+        skeleton = plan.skeleton
+        self.obj, self.plan, self.goals, self.used, self.in_turn = obj, plan, goals, used, in_turn
+        #: The goals' weights (frames solved together share them).
+        self.weights = [g.weight for g in goals]
+        pose_bones = obj.pose.bones
+        #: Pose-bone index of each skeleton bone (foreach_get reads in pose-bone order).
+        self.order = rig.pose_bone_order(obj)
+        self.moving = plan.bones
+        self.modes = [pose_bones[skeleton.names[b]].rotation_mode for b in self.moving]
+        #: The fixed parents of the chains' base bones: their evaluated pose is read every frame.
+        tree = plan.tree
+        self.fixed_parents = sorted({
+            skeleton.parents[b] for k, b in enumerate(self.moving) if tree.parent[k] < 0 and skeleton.parents[b] >= 0
+        })
+        # Read only the rotation channels the moving bones' modes use.
+        self.reads = [("loc", "location", 3)]
+        if 'QUATERNION' in self.modes:
+            self.reads.append(("quat", "rotation_quaternion", 4))
+        if 'AXIS_ANGLE' in self.modes:
+            self.reads.append(("axis", "rotation_axis_angle", 4))
+        if any(mode not in ('QUATERNION', 'AXIS_ANGLE') for mode in self.modes):
+            self.reads.append(("euler", "rotation_euler", 3))
+        paths = _animated_paths(obj)
+        # Unanimated effector settings cannot change the goals' layout: read only where the targets are.
+        self.lean = paths is not None and not any(path.startswith("fabrik.") for path in paths)
+        effectors = obj.fabrik.effectors
+        self.sources = [
+            (effectors[i].target, effectors[i].subtarget, effectors[i].pole_target, effectors[i].pole_subtarget)
+            for i in used
+        ]
+        self.static_problems = problems
+        # Channels that no animation drives keep the values they have for the whole bake.
+        prefixes = tuple(f'pose.bones["{bpy.utils.escape_identifier(skeleton.names[b])}"]' for b in self.moving)
+        self.static_channels = paths is not None and not any(path.startswith(prefixes) for path in paths)
+        #: The rig's solve settings as the frames share them (animation may change them frame by frame).
+        self.settings: tuple | None = None  # (taken at the first frame read)
+        size = solve.rig_size(plan)
+        self.solve_settings = solve.settings_of(obj, warm=False, size=size)
+        #: A continuous bake's settings: each frame starts from the previous solution (`solve_last`).
+        self.warm_settings = solve.settings_of(obj, warm=True, size=size)
+        self.frames_goals: list[list[Goal]] = []
+        self.channels: dict[str, list[np.ndarray]] = {"quat": [], "euler": [], "axis": [], "loc": []}
+        self.parents: list[np.ndarray] = []
+        self.problems: list[dict[int, str]] = []
+        #: A continuous bake's frames solved by `solve_last`: per frame index, the moving bones' local rotations.
+        self._rotated: dict[int, list[Quat]] = {}
+        self._last_index = -1
+        #: What continuity mode carries from frame to frame of a continuous bake.
+        self.carry = Carry()
+
+    def read(self, depsgraph) -> bool:
+        """Read the current frame; False when its goals or settings differ from the reader's (the caller reads
+        and solves it whole)."""
+        settings = _solve_settings(self.obj, depsgraph)
+        if self.settings is None:
+            self.settings = settings
+        elif settings != self.settings:
+            return False
+        if self.lean:
+            goals = self._goals_now(depsgraph)
+            if goals is None:
+                return False
+            problems = self.static_problems
+        else:
+            goals, _, problems = effector_goals.gather_goals(self.obj, depsgraph, self.plan.skeleton)
+            if not goals or layout_of(goals) != self.plan.layout or [g.weight for g in goals] != self.weights:
+                return False
+        self.frames_goals.append(goals)
+        pose_bones = self.obj.pose.bones
+        n = len(pose_bones)
+        for key, prop, width in self.reads:
+            if self.static_channels and self.channels[key]:
+                self.channels[key].append(self.channels[key][-1])
+                continue
+            values = np.empty(n * width, dtype=np.float32)
+            pose_bones.foreach_get(prop, values)
+            self.channels[key].append(values.reshape(n, width)[self.order])
+        if self.fixed_parents:
+            names = self.plan.skeleton.names
+            self.parents.append(np.array([np.array(pose_bones[names[p]].matrix) for p in self.fixed_parents]))
+        self.problems.append(problems)
+        return True
+
+    def _goals_now(self, depsgraph) -> list[Goal] | None:
+        """The goals this frame, as `goals.gather_goals` reads them (their targets, rotations and poles moved);
+        None when something is off (the whole read then says what)."""
+        try:
+            to_armature = rig.world_to_armature(self.obj.evaluated_get(depsgraph))
+            out = []
+            for goal, (target, subtarget, pole, pole_bone) in zip(self.goals, self.sources):
+                world = effector_goals.world_matrix(target, subtarget, depsgraph)
+                point = tuple(to_armature @ world.translation)
+                rotation = goal.rotation
+                if rotation is not None:
+                    turned = (to_armature @ world).to_3x3()
+                    if not (math.isfinite(sum(map(sum, turned))) and abs(turned.determinant()) >= 1e-12):
+                        return None
+                    rotation = tuple(turned.normalized().to_quaternion().normalized())
+                at = goal.pole
+                if at is not None:
+                    at = tuple(to_armature @ effector_goals.world_matrix(pole, pole_bone, depsgraph).translation)
+                if not all(math.isfinite(c) for c in point + (at or ())):
+                    return None
+                out.append(Goal(
+                    goal.bone, point, goal.weight, goal.chain_length, rotation, goal.rotation_weight, at,
+                    goal.pole_angle, goal.stretch,
+                ))
+        except (ValueError, ReferenceError):
+            return None
+        return out
+
+    def solve(self, rows: slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Solve some of the frames read together: local rotations of the moving bones (F, m, 3, 3), iterations,
+        errors."""
+        plan = self.plan
+        skeleton = plan.skeleton
+        frame_goals = self.frames_goals[rows]
+        count = len(frame_goals)
+        found = {key: np.asarray(values[rows], dtype=np.float64) for key, values in self.channels.items() if values}
+        parent_pose = np.asarray(self.parents[rows]).reshape(count, len(self.fixed_parents), 4, 4) if self.parents else None
+        parent_frames = None if parent_pose is None else _unit_frames(parent_pose)
+        # Frames that repeat a start pose (unanimated chains: all of them) share its forward kinematics.
+        keys = [values.reshape(count, -1) for values in found.values()]
+        if parent_pose is not None:
+            keys.append(parent_pose.reshape(count, -1))
+        first, inverse = _distinct_rows(np.concatenate(keys, axis=1))
+        fk = self._fk_rotations({key: values[first] for key, values in found.items()})
+        translations = found["loc"][first][:, self.moving]
+        fixed_rows = {}
+        if parent_pose is not None:
+            for j, p in enumerate(self.fixed_parents):
+                fixed_rows[p] = (parent_pose[first, j, :3, 3], parent_frames[first, j])
+        heads, frames = local.start_rows(skeleton, plan.tree, fk, translations, fixed_rows)
+        heads, frames, fk = heads[inverse], frames[inverse], fk[inverse]
+        targets = np.array([[g.target for g in goals] for goals in frame_goals], dtype=float)
+        fixed = {p: parent_frames[:, j] for j, p in enumerate(self.fixed_parents)} if parent_frames is not None else {}
+        hung = [None if parent_frames is None else parent_pose[:, j] for j in range(len(self.fixed_parents))]
+
+        def start_of(f: int):
+            """Frame f's start as the plan takes it (the pose itself is not needed: placed, and no whole method)."""
+            rotations = [tuple(q) for q in matrix_rows.quaternions_from_matrices(fk[f]).tolist()]
+            moves = [tuple(t) if any(t) else None for t in found["loc"][f][self.moving].tolist()]
+            return plan.start(rotations, moves, self._fixed(lambda j: hung[j][f], nan=True), None)
+
+        solved, _, iterations, errors = plan.solve_rows(
+            frame_goals[0], targets, heads, frames, fixed, self.solve_settings, start_of
+        )
+        return local.rotation_rows(skeleton, plan.tree, solved, fixed), iterations, errors
+
+    def solve_last(self, index: int, previous: dict | None) -> RigStatus | None:
+        """Solve the frame read last (the bake's frame `index`) from `previous` (each moving bone's local rotation:
+        a continuous bake's previous solution), or without it from this reader's own solve of the frame before,
+        with what continuity mode carries; the status. None where this read does not do (a bone without a
+        previous rotation, a bone above a chain without a usable frame, a result that is not a number: the
+        whole read says why); `last_rotations` then still gives the solve before."""
+        began = time.perf_counter()
+        plan = self.plan
+        previous = previous if previous is not None else self.last_rotations()
+        if not all(b in previous for b in self.moving):
+            return None
+        fixed = self._fixed(lambda j: self.parents[-1][j])
+        if fixed is None:
+            return None
+        translations = [tuple(t) if any(t) else None for t in self.channels["loc"][-1][self.moving].tolist()]
+        rotations = [previous[b] for b in self.moving]
+        goals = self.frames_goals[-1]
+        start = plan.start(rotations, translations, fixed, None)
+        try:
+            outcome = plan.solve(goals, start, self.warm_settings, self.carry)
+        except ValueError:
+            return None
+        solved = plan.rotations(start, outcome)
+        if not math.isfinite(sum(map(sum, solved))):
+            return None
+        self._rotated[index] = solved
+        self._last_index = index
+        result = RigStatus(effectors=dict(self.problems[-1]))
+        return concluded(
+            result, plan.tree, goals, self.used, outcome.report, self.warm_settings.tolerance, [], began
+        )
+
+    def _fixed(self, matrix_of, nan: bool = False) -> list | None:
+        """Per node, the frame and head of the fixed bone it hangs from (`matrix_of(j)`: the pose matrix of the
+        j-th fixed parent), None for none; where such a bone has no usable frame (scaled to zero, not a number),
+        None, or with `nan` a frame that is not a number (what it makes is left unkeyed)."""
+        plan = self.plan
+        fixed = [None] * len(self.moving)
+        for k, (p, b) in enumerate(zip(plan.tree.parent, plan.local.parent_bone)):
+            if p < 0 and b >= 0:
+                matrix = matrix_of(self.fixed_parents.index(b))
+                if not (np.isfinite(matrix).all() and abs(np.linalg.det(matrix[:3, :3])) > 1e-12):
+                    if not nan:
+                        return None
+                    fixed[k] = ((math.nan,) * 4, (math.nan,) * 3)
+                    continue
+                fixed[k] = fixed_frame(matrix.tolist())
+        return fixed
+
+    def last_rotations(self) -> dict[int, Quat]:
+        """The moving bones' local rotations of the last frame `solve_last` solved."""
+        return dict(zip(self.moving, self._rotated.get(self._last_index, [])))
+
+    @property
+    def solved_in_turn(self) -> bool:
+        """Whether `solve_last` solved any frame."""
+        return bool(self._rotated)
+
+    def rotations_in_turn(self) -> tuple[list[int], np.ndarray]:
+        """The frame indices `solve_last` solved and their moving bones' local rotations (frames, m, 3, 3), worked
+        out together."""
+        indices = sorted(self._rotated)
+        quaternions = np.array([self._rotated[i] for i in indices]).reshape(-1, 4)
+        return indices, matrix_rows.quaternion_to_matrix(quaternions).reshape(len(indices), -1, 3, 3)
+
+    def _fk_rotations(self, found: dict[str, np.ndarray]) -> np.ndarray:
+        """Each moving bone's animator's rotation (U, m, 3, 3) from its channels, in its rotation mode: where a
+        bone still holds the value live solving wrote, the one that value replaced (`held.stashed_fk`)."""
+        count = len(found["loc"])
+        fk = np.empty((count, len(self.moving), 3, 3))
+        keys = {'QUATERNION': "quat", 'AXIS_ANGLE': "axis"}
+        names = self.plan.skeleton.names
+        for k, (b, mode) in enumerate(zip(self.moving, self.modes)):
+            values = found[keys.get(mode, "euler")][:, b]
+            fk[:, k] = channel_rows.matrix_rows_of(mode, values)
+            stashed = held.stashed_fk(self.obj, names[b])
+            # A value held for another rotation mode (the bone's mode changed since the bake began) says nothing.
+            if stashed is not None and len(stashed[0]) == values.shape[1]:
+                written, matrix = stashed
+                same = np.all(np.abs(values - np.asarray(written)[None, :]) <= 1e-6, axis=1)
+                fk[same, k] = matrix
+        return fk
+
+
+def _unit_frames(pose: np.ndarray) -> np.ndarray:
+    """Pose matrices' (..., 4, 4) rotations with their axes made unit, as `rig.current_pose` makes them."""
+    m = pose[..., :3, :3]
+    with np.errstate(invalid="ignore", divide="ignore"):  # a parent scaled to zero: NaN, the bake skips it
+        return m / np.linalg.norm(m, axis=-2, keepdims=True)
+
+
+def _distinct_rows(rows: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """The first row of each distinct value, and for every row which of those it equals."""
+    index_of: dict[bytes, int] = {}
+    first: list[int] = []
+    inverse = np.empty(len(rows), dtype=np.intp)
+    for i, row in enumerate(rows):
+        k = index_of.setdefault(row.tobytes(), len(first))
+        if k == len(first):
+            first.append(i)
+        inverse[i] = k
+    return first, inverse
+
+
+def _solve_settings(obj, depsgraph) -> tuple:
+    """The rig settings the frames of a reader share: solver, iteration cap, tolerance and influences (evaluated,
+    as animation sets them; a frame whose influence is below 1 is blended, so read whole)."""
+    settings = (obj.evaluated_get(depsgraph) if depsgraph is not None else obj).fabrik
+    influences = (settings.influence,) + tuple(e.influence for e in settings.effectors)
+    return settings.solver, settings.iterations, settings.tolerance, influences
+
+
+def _animated_paths(obj) -> list[str] | None:
+    """Data paths the object's drivers and active action animate; None when NLA tracks may animate anything."""
+    animation_data = obj.animation_data
+    if animation_data is None:
+        return []
+    if len(animation_data.nla_tracks):
+        return None
+    paths = [driver.data_path for driver in animation_data.drivers]
+    collection = animdata.fcurves(obj)
+    if collection is not None:
+        paths += [fcurve.data_path for fcurve in collection]
+    return paths
