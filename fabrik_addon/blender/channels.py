@@ -97,6 +97,8 @@ class Channels:
     entries: tuple | None
     #: Per bone, its FK value (`fk_channel_values`).
     fk_values: list[tuple[float, ...]]
+    #: Per bone, its row among the held entries, once a write has held it (`solve.write`).
+    held_rows: list[int] | None = None
 
 
 def read_channels(obj, names: list[str], at: list[int], depsgraph=None, pose: PoseRead | None = None) -> Channels:

@@ -358,7 +358,7 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
             return None
     goals, tails = [], []
     try:
-        for value, goal, properties in zip(kept.values, read_.gathered.goals, kept.solved):
+        for value, goal, properties in zip(kept.values, read_.goals, kept.solved):
             world = effector_goals.world_matrix(value.target, value.subtarget, depsgraph)
             point = (kept.to_armature @ world.translation)[:]
             pole, pole_world = goal.pole, None
@@ -377,20 +377,20 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
             tails.append((comparable(world), comparable(pole_world), properties))
     except (ReferenceError, effector_goals.EffectorError):
         return None  # a target removed meanwhile, or a target bone gone: the whole read says so
-    read_.gathered = read_.gathered._replace(goals=goals, began=began)
+    read_.goals, read_.began = goals, began
     if read_.previous is not None:  # (from the previous solution: the one the last frame left)
         solution = memory_.solution
         if solution is None or any(b not in solution for b in read_.plan.bones):
             return None
         read_.previous = [solution[b] for b in read_.plan.bones]
     try:
-        solved = solve.solve(read_, solve.carry_of(obj))
+        solved = solve.solve(read_, memory_.carry if memory_.carry is not None else solve.carry_of(obj))
     except ValueError:
         return None
     if solve.not_finite(read_, solved):
         return None
-    solve.write(obj, read_, solved, hold=True)
-    show(obj.name, solve.status_of(read_, solved, RigStatus()))
+    solve.write(obj, read_, solved, True, memory_)
+    memory_.status = solve.status_of(read_, solved, RigStatus())
     return (kept.prefix + tuple(tails), read_.pose.snapshot())
 
 

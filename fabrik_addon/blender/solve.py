@@ -32,7 +32,7 @@ from .effector_values import EffectorValues
 from .goals import Gathered
 from .status import DeferredStatus, RigStatus, concluded, say_influence, show
 
-__all__ = ["Read", "Solved", "compute", "read", "solve", "solve_object", "write"]
+__all__ = ["Read", "Solution", "compute", "read", "solve", "solve_object", "write"]
 
 
 @dataclass
@@ -40,7 +40,11 @@ class Read:
     """What one solve of a rig read from Blender (`read`): enough to solve it (`solve`) and write it (`write`)."""
 
     obj: object
+    #: The effectors read (which were solved, and why the others were not) and the goals of those solved, with
+    #: when reading began (a frame that goes on from this read sets its own goals and time).
     gathered: Gathered
+    goals: list[Goal]
+    began: float
     plan: Plan
     settings: SolveSettings
     #: The moving bones' rotation channels (the plan's nodes, in its order), with the animator's values.
@@ -61,10 +65,6 @@ class Read:
     #: IK stretch: per bone whose scale a stretch may set, whether it inherits its parent's scale in Blender.
     inherits_scale: dict[int, bool]
     _start: object = None
-
-    @property
-    def goals(self) -> list[Goal]:
-        return self.gathered.goals
 
     def start(self):
         """Where the solve starts (`core.plan.Plan.start`): the previous solution, or the animator's pose (kept
@@ -90,7 +90,7 @@ class Read:
 
 
 @dataclass
-class Solved:
+class Solution:
     """What a solve made of a rig: each moving bone's local rotation (a unit quaternion, before any influence
     blend), IK stretch's scale channel values, and the report."""
 
@@ -139,13 +139,14 @@ def read(
     # (`goals.usable_goals`); a bake solves them from the whole pose, and leaves what is not finite unkeyed)
     fixed = hung_frames(obj, skeleton, plan.tree, plan.local)
     return Read(
-        obj, gathered, plan, settings_of(obj, start is not None, rig_size(plan)), read_channels_, fk, translations,
-        fixed, start, effector_goals.influences(obj, depsgraph, plan.tree, used), pose, rig.limit_problems(obj),
+        obj, gathered, goals, began, plan, settings_of(obj, start is not None, rig_size(plan)), read_channels_, fk,
+        translations, fixed, start, effector_goals.influences(obj, depsgraph, plan.tree, used), pose,
+        rig.limit_problems(obj),
         rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)) if plan.stretch else {},
     ), result
 
 
-def solve(read_: Read, carry: Carry | None = None) -> Solved:
+def solve(read_: Read, carry: Carry | None = None) -> Solution:
     """Solve what `read` read (`carry`: what continuity mode keeps between frames, where the caller keeps it).
     Raises ValueError where the rig's solver cannot take the rig (the two-bone one on a longer chain, say)."""
     plan = read_.plan
@@ -155,28 +156,28 @@ def solve(read_: Read, carry: Carry | None = None) -> Solved:
     if outcome.pose is not None and plan.stretch:
         skeleton = plan.skeleton
         scales = scale_channels(skeleton, stretch.scales(skeleton, outcome.pose), read_.inherits_scale)
-    return Solved(plan.rotations(start, outcome), scales, outcome.report)
+    return Solution(plan.rotations(start, outcome), scales, outcome.report)
 
 
-def status_of(read_: Read, solved: Solved, result: RigStatus) -> RigStatus:
+def status_of(read_: Read, solved: Solution, result: RigStatus) -> RigStatus:
     """The status of a solve, put into words when first read (`status.DeferredStatus`)."""
     gathered, plan = read_.gathered, read_.plan
 
     def words() -> RigStatus:
         concluded(
-            result, plan.tree, gathered.goals, gathered.used, solved.report, read_.settings.tolerance,
-            read_.limit_problems, gathered.began,
+            result, plan.tree, read_.goals, gathered.used, solved.report, read_.settings.tolerance,
+            read_.limit_problems, read_.began,
         )
         if read_.influence is not None:
             say_influence(result, read_.influence)
         return result
 
     deferred = DeferredStatus(words)
-    deferred.report, deferred.seconds = solved.report, time.perf_counter() - gathered.began
+    deferred.report, deferred.seconds = solved.report, time.perf_counter() - read_.began
     return deferred
 
 
-def shown(read_: Read, solved: Solved) -> list[Quat]:
+def shown(read_: Read, solved: Solution) -> list[Quat]:
     """The rotations the moving bones are posed with: the solve, blended with the animator's where an influence
     is below 1."""
     if read_.influence is None:
@@ -186,33 +187,43 @@ def shown(read_: Read, solved: Solved) -> list[Quat]:
     ]
 
 
-def not_finite(read_: Read, solved: Solved) -> str | None:
-    """Why a solve must not be written (a rotation that is not a number, the animator's or the solve's), or None."""
+def not_finite(read_: Read, solved: Solution) -> str | None:
+    """Why a solve must not be written (a rotation that is not a number, the animator's or the solve's), or None.
+    (Every value summed first: a NaN or an infinity makes the sum none, and that is the rare case.)"""
     names, bones = read_.plan.skeleton.names, read_.plan.bones
-    for b, value in zip(bones, read_.channels.fk_values):
-        if not held.finite(value):
-            return f"bone '{names[b]}' is keyed to a rotation that is not a number on this frame: nothing written"
-    for b, q in zip(bones, solved.rotations):
-        if not math.isfinite(sum(q)):
-            return f"the solve gave bone '{names[b]}' a rotation that is not a number: nothing written"
+    fk_values = read_.channels.fk_values
+    if not math.isfinite(sum(map(sum, fk_values))):
+        for b, value in zip(bones, fk_values):
+            if not held.finite(value):
+                return f"bone '{names[b]}' is keyed to a rotation that is not a number on this frame: nothing written"
+    if not math.isfinite(sum(map(sum, solved.rotations))):
+        for b, q in zip(bones, solved.rotations):
+            if not math.isfinite(sum(q)):
+                return f"the solve gave bone '{names[b]}' a rotation that is not a number: nothing written"
     return None
 
 
-def write(obj, read_: Read, solved: Solved, hold: bool) -> None:
+def write(obj, read_: Read, solved: Solution, hold: bool, kept: memory.RigMemory | None = None) -> None:
     """Set the moving bones' rotation channels to the solve in bulk (one foreach_set per channel kind that
     changed) and hold the animator's values under them, or without `hold` let them go (the solved pose becomes
-    the animator's); write IK stretch; keep the solution for the next solve to go on from."""
+    the animator's); write IK stretch; keep the solution for the next solve to go on from (in `kept`, the rig's
+    memory, where the caller has it)."""
     found = read_.channels
     values = channel_values(found.modes, shown(read_, solved), found.current)
     written = write_channels(obj, found.at, found.modes, found.arrays, found.current, values)
     found.current = written
-    if hold:
+    if hold and found.held_rows is not None:
+        # A later frame that goes on from the same read: the animator's values are the ones held already.
+        found.held.vectors("written", found.held_rows, written)
+    elif hold:
         found.entries = held.hold(obj, found.held, found.names, found.modes, written, found.fk_values, found.entries)
+        index = found.entries[0]
+        found.held_rows = [index[name] for name in found.names]
     else:
         held.let_go(obj, found.names)
     if solved.scales or (found.entries is not None and found.entries[4].any()):
         held.write_stretch(obj, read_.plan.skeleton, solved.scales, read_.pose)  # (bones stretched before go back)
-    memory.of(obj).solution = dict(zip(read_.plan.bones, solved.rotations))
+    (kept or memory.of(obj)).solution = dict(zip(read_.plan.bones, solved.rotations))
 
 
 def scale_channels(skeleton, scales: np.ndarray, inherits: dict[int, bool]) -> dict[int, float]:
@@ -308,7 +319,7 @@ def _put_off(obj, result: RigStatus) -> RigStatus:
     )
 
 
-def compute(obj, depsgraph, previous: dict | None = None, carry: Carry | None = None) -> tuple[RigStatus, Read | None, Solved | None]:
+def compute(obj, depsgraph, previous: dict | None = None, carry: Carry | None = None) -> tuple[RigStatus, Read | None, Solution | None]:
     """Solve one armature's effectors without touching its pose (a bake's frame): the status, what was read and
     the solve (None where nothing was solved). `previous` (each moving bone's local rotation) starts the moving
     bones where a continuous bake's last frame left them."""

@@ -289,14 +289,19 @@ def solve_from(
     first one that does not halve the error, and with a `window` once the best
     error has not halved over that many iterations: another method finishes.
     """
-    framed = any(g.rotation is not None or g.pole is not None for g in goals)
+    framed = False
+    for goal in goals:  # (a loop, not any() over a generator: every solve asks)
+        if goal.rotation is not None or goal.pole is not None:
+            framed = True
+            break
     joints = Joints(tree, start, framed)
-    holds = pole.holds(tree, joints, goals, settings.tolerance)
+    holds = pole.holds(tree, joints, goals, settings.tolerance) if framed else []
     for chain, goal in zip(tree.goal_chain, goals):
         bend_if_straight_at(tree, joints, chain, goal, settings.tolerance)
     tolerance = settings.tolerance
     if joints.frames is None and not halving and pulled_at_tip(tree, goals):
-        target = tuple(float(c) for c in goals[0].target)
+        t = goals[0].target
+        target = (float(t[0]), float(t[1]), float(t[2]))
         error = dist(joints.tails[-1], target)
         if error <= tolerance:
             return None, SolveReport(0, [error], True, "converged", rotation_errors=[0.0])
@@ -344,13 +349,12 @@ class _ChainIterations:
         self.length, self.target, self.base, self.tolerance = length, target, joints.base[0], tolerance
         self.error = dist(self.points[-1], target)
 
-    def step(self, reach: float) -> None:
-        """Both passes (a free chain is never descended carefully: `reach` is the whole way)."""
-        chain_forward(self.points, self.length, self.target)
-        chain_backward(self.points, self.length, self.base)
-
-    def measure(self) -> tuple[float, bool, float]:
-        self.error = error = dist(self.points[-1], self.target)
+    def step(self, reach: float) -> tuple[float, bool, float]:
+        """Both passes (a free chain is never descended carefully: `reach` is the whole way), and the error."""
+        points = self.points
+        chain_forward(points, self.length, self.target)
+        chain_backward(points, self.length, self.base)
+        self.error = error = dist(points[-1], self.target)
         return error, error <= self.tolerance, error
 
     def snapshot(self) -> tuple:
@@ -384,7 +388,7 @@ class _TreeIterations:
         self.errors: list[float] = []
         self.angles: list[float] = []
 
-    def step(self, reach: float) -> None:
+    def step(self, reach: float) -> tuple[float, bool, float]:
         tree, joints = self.tree, self.joints
         before_pass = list(joints.frames) if self.stiff else None
         aims = self.targets
@@ -394,6 +398,7 @@ class _TreeIterations:
         for hold in self.holds:
             pole.turn_about_pole(tree, joints, hold)
         backward_reaching(tree, joints, before_pass)
+        return self.measure()
 
     def measure(self) -> tuple[float, bool, float]:
         """The error the iterations lower: tip distances, and rotation goals' angles at their chains' reach."""

@@ -235,10 +235,8 @@ class _Steps:
         self.rig, self.effectors, self.do, self.tolerance = rig, effectors, step, tolerance
         self.errors = effectors.errors(rig)
 
-    def step(self, reach: float) -> None:
+    def step(self, reach: float) -> tuple[float, bool, float]:
         self.do(self.rig, self.effectors)
-
-    def measure(self) -> tuple[float, bool, float]:
         self.errors = errors = self.effectors.errors(self.rig)
         weighted = _weighted(self.effectors, errors)
         return weighted, max(errors) <= self.tolerance, weighted

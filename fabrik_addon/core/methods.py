@@ -38,7 +38,7 @@ from .angles import AngleRig, Freedom, TreeGoals, goal_errors_of, values_after_t
 from .fabrik import SLOW_WINDOW
 from .problem import Goal, SolveReport, SolveSettings
 from .quat import Quat
-from .skeleton import Skeleton
+from .skeleton import Pose, Skeleton
 from .tree import Joints, MovingTree, Start
 from .vec import Vec, dist
 
@@ -51,13 +51,16 @@ NEAR = 0.1
 
 @dataclass
 class Solved:
-    """What a method made of a part: the report, and its nodes' frames (unit quaternions) and heads (None: the
-    nodes stay where they start); where it ended in the limits' coordinates, that rig (`rig`)."""
+    """What a solve made of a tree (a method of one part, or the plan of a whole rig): the report, and the nodes'
+    frames (unit quaternions) and heads (None: the nodes stay where they start); where it ended in the limits'
+    coordinates, that rig (`rig`); where a method of the whole rig made the whole pose (IK stretch, another
+    solver), that pose (`pose`)."""
 
     report: SolveReport
     frames: list[Quat] | None = None
     heads: list[Vec] | None = None
     rig: AngleRig | None = None
+    pose: Pose | None = None
 
 
 def _of_joints(tree: MovingTree, start: Start, joints: Joints | None, report: SolveReport) -> Solved:
@@ -83,9 +86,11 @@ def solve_free(
     """A tree without limits (see the module)."""
     joints, report = fabrik.solve_from(tree, goals, start, settings, careful=True)
     solved = _of_joints(tree, start, joints, report)
+    if report.converged or report.stopped_by == "unreachable" or not settings.explore:
+        return solved
     framed = tree.needs_frames or any(g.rotation is not None or g.pole is not None for g in goals)
     left = settings.max_iterations - report.iterations
-    if report.converged or report.stopped_by == "unreachable" or not framed or not settings.explore or left <= 0:
+    if not framed or left <= 0:
         return solved
     # The careful descent found no way on from where it started; plain FABRIK may wander further and find the
     # target, within what is left of the budget. It wins where it is better by more than the stall fraction (what

@@ -41,7 +41,7 @@ from .skeleton import Pose, Skeleton
 from .tree import MovingTree, Start, components, moving_tree, posed
 from .vec import Vec
 
-__all__ = ["FREE", "LIMITED", "OFFSETS", "Carry", "Outcome", "Part", "Plan", "layout_of", "plan_for", "solve"]
+__all__ = ["FREE", "LIMITED", "OFFSETS", "Carry", "Part", "Plan", "Solved", "layout_of", "plan_for", "solve"]
 
 FREE, OFFSETS, LIMITED = "free", "offsets", "limited"
 
@@ -89,18 +89,6 @@ class Carry:
         self.rigs.clear()
 
 
-@dataclass
-class Outcome:
-    """One solve of a rig: the report, and the nodes' frames (unit quaternions) and heads where they moved (None:
-    every node where it started); or the whole pose, where a method of the whole rig made one (IK stretch,
-    another solver)."""
-
-    report: SolveReport
-    frames: list[Quat] | None = None
-    heads: list[Vec] | None = None
-    pose: Pose | None = None
-
-
 class Plan:
     """How one rig is solved (see the module)."""
 
@@ -122,6 +110,8 @@ class Plan:
             plain = all(g.rotation is None and g.pole is None for g in own)
             parts.append(Part(tuple(group), tuple(nodes), tree, _method(tree, own), plain))
         self.parts: tuple[Part, ...] = tuple(parts)
+        #: The settings last checked (`solve`).
+        self._checked = None
 
     def __repr__(self) -> str:
         return f"Plan({self.solver}, {[(p.method, len(p.nodes)) for p in self.parts]}, stretch={self.stretch})"
@@ -148,19 +138,20 @@ class Plan:
 
     def solve(
         self, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None = None
-    ) -> Outcome:
+    ) -> Solved:
         """Solve the goals (of this plan's layout) from `start`; `carry` is what continuity mode keeps between
         frames, where the caller keeps it. Raises ValueError for goals or settings no solver can use."""
         validate_goals(self.skeleton, goals)
-        validate_settings(settings)
+        if settings is not self._checked:  # (a live rig solves frame after frame with the same settings)
+            validate_settings(settings)
+            self._checked = settings
         if not goals:
-            return Outcome(SolveReport(0, [], True, "converged"))
+            return Solved(SolveReport(0, [], True, "converged"))
         if self.whole:
             pose, report = self._solve_whole(goals, start.pose(), settings)
-            return Outcome(report, pose=pose)
+            return Solved(report, pose=pose)
         if len(self.parts) == 1:
-            solved = self._solve_part(0, self.parts[0], goals, start, settings, carry)
-            return Outcome(solved.report, solved.frames, solved.heads)
+            return self._solve_part(0, self.parts[0], goals, start, settings, carry)
         frames, heads, reports = None, None, []
         for i, part in enumerate(self.parts):
             solved = self._solve_part(
@@ -173,7 +164,7 @@ class Plan:
                 frames, heads = list(start.frames), list(start.heads)
             for k, frame, head in zip(part.nodes, solved.frames, solved.heads):
                 frames[k], heads[k] = frame, head
-        return Outcome(joined_report([p.goals for p in self.parts], reports, len(goals)), frames, heads)
+        return Solved(joined_report([p.goals for p in self.parts], reports, len(goals)), frames, heads)
 
     def _solve_part(
         self, i: int, part: Part, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None
@@ -295,21 +286,23 @@ class Plan:
                     solved[f, k] = above @ skeleton.rest_in_parent[b] @ np.array(quat.to_matrix(twisted))
         return good
 
-    def rotations(self, start: Start, outcome: Outcome) -> list[Quat]:
-        """The nodes' local rotations (unit quaternions) as the outcome leaves them: what their rotation channels
+    def rotations(self, start: Start, solved: Solved) -> list[Quat]:
+        """The nodes' local rotations (unit quaternions) as a solve leaves them: what their rotation channels
         are set to."""
-        if outcome.pose is not None:
-            local = self.skeleton.local_rotations(outcome.pose)[self.bones]
+        if solved.pose is not None:
+            local = self.skeleton.local_rotations(solved.pose)[self.bones]
             return [tuple(q) for q in matrix_rows.quaternions_from_matrices(local).tolist()]
-        return _local_rotations(self.skeleton, self.tree, start, outcome.frames, outcome.heads)
+        if solved.frames is not None and self.local.placed and start.fixed is not None:  # (the common case)
+            return tracked_rotations(self.local, solved.frames, start.fixed)
+        return _local_rotations(self.skeleton, self.tree, start, solved.frames, solved.heads)
 
-    def pose(self, start: Start, outcome: Outcome) -> Pose:
-        """The whole pose the outcome leaves: the nodes as solved, the bones below them following rigidly."""
-        if outcome.pose is not None:
-            return outcome.pose
-        if outcome.frames is None:
+    def pose(self, start: Start, solved: Solved) -> Pose:
+        """The whole pose a solve leaves: the nodes as solved, the bones below them following rigidly."""
+        if solved.pose is not None:
+            return solved.pose
+        if solved.frames is None:
             return start.pose().copy()
-        return posed(self.skeleton, self.tree, start.pose(), outcome.frames, outcome.heads)
+        return posed(self.skeleton, self.tree, start.pose(), solved.frames, solved.heads)
 
 
 def _local_rotations(

@@ -117,7 +117,8 @@ def validate_goals(skeleton: Skeleton, goals: Sequence[Goal]) -> None:
     for k, goal in enumerate(goals):
         if not 0 <= goal.bone < n:
             raise ValueError(f"goal {k} names bone index {goal.bone}, outside 0..{n - 1}")
-        if len(goal.target) != 3 or not all(math.isfinite(c) for c in goal.target):
+        t = goal.target  # (written out, no generator: every solve checks every goal)
+        if len(t) != 3 or not (math.isfinite(t[0]) and math.isfinite(t[1]) and math.isfinite(t[2])):
             raise ValueError(f"goal {k} (bone '{skeleton.names[goal.bone]}') has a target that is not a finite 3D point")
         if not math.isfinite(goal.weight) or goal.weight < 0.0:
             raise ValueError(f"goal {k} (bone '{skeleton.names[goal.bone]}') has weight {goal.weight}; use 0 or more")

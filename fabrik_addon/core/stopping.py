@@ -86,11 +86,9 @@ class Stopping:
 class Iterations(Protocol):
     """What `iterate` drives: a solver's iterations on its working state."""
 
-    def step(self, reach: float) -> None:
-        """One iteration, aiming `reach` of the way from the tips to the targets (1: all of it)."""
-
-    def measure(self) -> tuple[float, bool, float]:
-        """(summed error, whether every goal is reached, summed error of the goals that pull) as things stand."""
+    def step(self, reach: float) -> tuple[float, bool, float]:
+        """One iteration, aiming `reach` of the way from the tips to the targets (1: all of it); then (the summed
+        error, whether every goal is reached, the summed error of the goals that pull)."""
 
     def snapshot(self) -> object:
         """What `restore` goes back to."""
@@ -109,8 +107,10 @@ def iterate(iterations: Iterations, stopping: Stopping, careful: bool = False) -
     best = iterations.snapshot()
     reach = 1.0
     while stopping.going:
-        iterations.step(reach)
-        if stopping.judge(*iterations.measure()):
+        error, reached, pulling = iterations.step(reach)
+        if stopping.judge(error, reached, pulling):
+            if not stopping.going:
+                return  # (the last iteration is the best: it stays)
             best = iterations.snapshot()
             reach = min(1.0, 2.0 * reach)
         elif careful and stopping.going:

@@ -107,6 +107,11 @@ class MovingTree:
         return self.offset_parents
 
     @cached_property
+    def base_nodes(self) -> tuple[int, ...]:
+        """The nodes without a moving parent: each chain's fixed base."""
+        return tuple(k for k, p in enumerate(self.parent) if p < 0)
+
+    @cached_property
     def is_single_chain(self) -> bool:
         """True when the nodes form one unbranched chain."""
         return sum(1 for p in self.parent if p < 0) == 1 and all(len(c) <= 1 for c in self.children)
@@ -275,7 +280,9 @@ class Joints:
         self.heads: list[Vec] = list(start.heads)
         self.tails: list[Vec] = list(start.tails)
         #: The fixed head of each base node (None for the others).
-        self.base: list[Vec | None] = [self.heads[k] if p < 0 else None for k, p in enumerate(tree.parent)]
+        self.base: list[Vec | None] = [None] * len(self.heads)
+        for k in tree.base_nodes:
+            self.base[k] = self.heads[k]
         #: Each node's head offset from its parent's tail in the parent's frame (None when connected).
         self.offset: list[Vec | None] = [None] * len(tree.bones)
         #: Armature-space frame of each node, or None for a free connected tree that needs none.
@@ -360,24 +367,23 @@ def swung_frames(
             continue
         fw, fx, fy, fz = frame
         head, tail = heads[k], tails[k]
-        inverse = 1.0 / tree.length[k]
-        bx, by, bz = (tail[0] - head[0]) * inverse, (tail[1] - head[1]) * inverse, (tail[2] - head[2]) * inverse
+        bx, by, bz = tail[0] - head[0], tail[1] - head[1], tail[2] - head[2]
         n = 1.0 / math.sqrt(bx * bx + by * by + bz * bz)
         bx, by, bz = bx * n, by * n, bz * n
         # a: the frame's Y axis (quat.y_axis), the bone's start direction
         ax, ay, az = 2.0 * (fx * fy - fw * fz), 1.0 - 2.0 * (fx * fx + fz * fz), 2.0 * (fy * fz + fw * fx)
         d = ax * bx + ay * by + az * bz
         if d >= -1.0 + 1e-6:
-            # the frame turned by quat.arc(a, b): (1 + a.b, a x b), normalized, then the product normalized
+            # the frame turned by quat.arc(a, b) = (1 + a.b, a x b) / its length: the product with the unit frame
+            # has that length too, so it is divided by it once
             tw, tx, ty, tz = 1.0 + d, ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
             n = math.sqrt(tw * tw + tx * tx + ty * ty + tz * tz)
-            tw, tx, ty, tz = tw / n, tx / n, ty / n, tz / n
-            w = tw * fw - tx * fx - ty * fy - tz * fz
-            x = tw * fx + tx * fw + ty * fz - tz * fy
-            y = tw * fy - tx * fz + ty * fw + tz * fx
-            z = tw * fz + tx * fy - ty * fx + tz * fw
-            n = math.sqrt(w * w + x * x + y * y + z * z)
-            frame = (w / n, x / n, y / n, z / n)
+            frame = (
+                (tw * fw - tx * fx - ty * fy - tz * fz) / n,
+                (tw * fx + tx * fw + ty * fz - tz * fy) / n,
+                (tw * fy - tx * fz + ty * fw + tz * fx) / n,
+                (tw * fz + tx * fy - ty * fx + tz * fw) / n,
+            )
         else:
             frame = _swung_half_round(frame, (ax, ay, az), (bx, by, bz))
         solved.append(frame)
