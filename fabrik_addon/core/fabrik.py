@@ -321,17 +321,19 @@ def solve_from(
                 stopping.iterations, [iterations.error], stopping.stopped_by == "converged", stopping.stopped_by,
                 rotation_errors=[0.0],
             )
+    if joints.frames is not None and is_two_bone_chain(tree, goals):
+        t = goals[0].target
+        target = (float(t[0]), float(t[1]), float(t[2]))
+        if settle_two_bones(tree, joints, target):
+            # A limb whose pole makes it carry frames, on its target in the plane `pole.holds` turned it to: the
+            # passes would leave it where it is.
+            return joints, SolveReport(0, [dist(joints.tails[1], target)], True, "converged", rotation_errors=[0.0])
     iterations = _TreeIterations(tree, joints, goals, holds, tolerance)
     error, reached, pulling = iterations.measure()
     report = SolveReport(0, iterations.errors, reached, "converged", rotation_errors=iterations.angles)
     if reached and joints.frames is None:
         return None, report
     report.converged = False  # a limited start pose still has to be brought inside its limits
-    if is_two_bone_chain(tree, goals) and settle_two_bones(tree, joints, tuple(float(c) for c in goals[0].target)):
-        # A limb whose pole makes it carry frames, on its target in the plane `pole.holds` turned it to: the
-        # passes would leave it where it is.
-        report.errors, report.converged = goal_errors(tree, joints, goals, iterations.node_of_goal), True
-        return joints, report
     stopping = Stopping(settings, error, pulling, window, halving)
     iterate(iterations, stopping, careful=careful and joints.frames is not None)
     report.iterations, report.stopped_by = stopping.iterations, stopping.stopped_by

@@ -26,6 +26,7 @@ live frames, which carry what the last frame left (`Carry`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Callable, Sequence
 
 import numpy as np
@@ -321,13 +322,14 @@ def _local_rotations(
 
 def _part_start(start: Start, nodes: Sequence[int]) -> Start:
     """A whole tree's start, for the nodes of one part."""
+    pick = itemgetter(*nodes) if len(nodes) > 1 else (lambda values: (values[nodes[0]],))
 
-    def pick(values):
-        return None if values is None else [values[k] for k in nodes]
+    def of(values):
+        return None if values is None else list(pick(values))
 
     return Start(
-        pick(start.frames), pick(start.heads), pick(start.tails), pick(start.zero), start.pose,
-        pick(start.rotations), pick(start.fixed), pick(start.translations),
+        of(start.frames), of(start.heads), of(start.tails), of(start.zero), start.pose, of(start.rotations),
+        of(start.fixed), of(start.translations),
     )
 
 

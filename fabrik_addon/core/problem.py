@@ -131,7 +131,8 @@ def validate_goals(skeleton: Skeleton, goals: Sequence[Goal]) -> None:
             if not (math.isfinite(goal.rotation_weight) and 0.0 <= goal.rotation_weight <= 1.0):
                 raise ValueError(f"goal {k} (bone '{skeleton.names[goal.bone]}') has a rotation weight outside 0..1")
         if goal.pole is not None:
-            if len(goal.pole) != 3 or not all(math.isfinite(c) for c in goal.pole):
+            t = goal.pole
+            if len(t) != 3 or not (math.isfinite(t[0]) and math.isfinite(t[1]) and math.isfinite(t[2])):
                 raise ValueError(f"goal {k} (bone '{skeleton.names[goal.bone]}') has a pole that is not a finite 3D point")
             if not math.isfinite(goal.pole_angle):
                 raise ValueError(f"goal {k} (bone '{skeleton.names[goal.bone]}') has a pole angle that is not finite")
