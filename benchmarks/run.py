@@ -128,20 +128,12 @@ def set_mode(rig, mode: str) -> None:
         return
     rig.fabrik.live = False
     if mode == "blender":
-        for effector in rig.fabrik.effectors:
-            constraint = rig.pose.bones[effector.bone].constraints.new("IK")
-            constraint.target, constraint.subtarget = effector.target, effector.subtarget
-            constraint.chain_count = effector.chain_length
-            if effector.pole_target is not None:
-                constraint.pole_target, constraint.pole_subtarget = effector.pole_target, effector.pole_subtarget
-                constraint.pole_angle = effector.pole_angle
+        _as_blender_ik(rig)
     rig.fabrik.effectors.clear()
 
 
-def convert_from_blender_ik(rig) -> None:
-    """Make a rig with FABRIK effectors one converted from Blender's IK: the effectors become IK constraints (as
-    `set_mode` 'blender' makes them), and Convert IK Constraints turns them back into effectors, muting them (a
-    muted constraint still ties the armature to its target in Blender's dependency graph)."""
+def _as_blender_ik(rig) -> None:
+    """Give each effector's bone Blender's IK constraint with its target, chain and pole, and drop the effectors."""
     for effector in rig.fabrik.effectors:
         constraint = rig.pose.bones[effector.bone].constraints.new("IK")
         constraint.target, constraint.subtarget = effector.target, effector.subtarget
@@ -150,6 +142,13 @@ def convert_from_blender_ik(rig) -> None:
             constraint.pole_target, constraint.pole_subtarget = effector.pole_target, effector.pole_subtarget
             constraint.pole_angle = effector.pole_angle
     rig.fabrik.effectors.clear()
+
+
+def convert_from_blender_ik(rig) -> None:
+    """Make a rig with FABRIK effectors one converted from Blender's IK: the effectors become IK constraints (as
+    `set_mode` 'blender' makes them), and Convert IK Constraints turns them back into effectors, muting them (a
+    muted constraint still ties the armature to its target in Blender's dependency graph)."""
+    _as_blender_ik(rig)
     converted, skipped = constraints.convert_ik_constraints(rig)  # (what the operator does)
     assert converted and not skipped, skipped
 

@@ -645,7 +645,7 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
     build, monkeypatch
 ):
     """A continuous bake of a limited rig goes on from the limits' coordinates its last frame's solve left
-    (`methods.follow_limited`, as live solving from the previous solution moves first, with what continuity mode
+    (`methods._followed`, as live solving from the previous solution moves first, with what continuity mode
     carries), without reading the whole rig again: on exactly the frames live solving moved so. Frames that take
     the whole solve (a target thrown far) are solved as live solving does. The keys replay the live solve, twists
     included (1e-5)."""

@@ -133,12 +133,13 @@ def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str],
 
     rigbuild.key_path(target, frames, lambda f: (2.9 * math.sin(angle(f)), 0.2, 2.9 * math.cos(angle(f))))
     count_bulk(general, monkeypatch)
-    answered, inside, limited = [], methods.inside_limits, methods.solve_limited
+    answered, inside, limited = [], methods.local_rotations_inside, methods.solve_limited
     kept = []  # (whether the free passes' pose kept inside every limit, in the solve under way)
 
     def checked(*args):
-        kept.append(inside(*args))
-        return kept[-1]
+        rotations = inside(*args)
+        kept.append(rotations is not None)
+        return rotations
 
     def solved(*args, **options):
         kept.clear()
@@ -146,7 +147,7 @@ def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str],
         answered.append(any(kept))
         return result
 
-    monkeypatch.setattr(methods, "inside_limits", checked)
+    monkeypatch.setattr(methods, "local_rotations_inside", checked)
     monkeypatch.setattr(methods, "solve_limited", solved)
     rig.fabrik.live = True
     seen, messages = [], []

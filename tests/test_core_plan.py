@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from fabrik_addon.core import Goal, SolveSettings, fabrik, matrix_rows, quat, solve, stretch, tree as tree_types
 from fabrik_addon.core.limits import JointLimit
-from fabrik_addon.core.methods import inside_limits, open_cones_as_free
+from fabrik_addon.core.methods import local_rotations_inside, open_cones_as_free
 from fabrik_addon.core.plan import FREE, LIMITED, OFFSETS, plan_for
 from fabrik_addon.core.tree import Start, components, moving_tree
 from skeletons import hand, random_rotations, skeletons, straight_chain
@@ -243,7 +243,9 @@ def test_chains_in_open_cones_solve_as_fabrik_does(n, seed, degrees, twist_range
     start = skeleton.with_local_rotations(skeleton.pose_from_local(rotations), {b: rotations[b] for b in tree.bones}, locations)
     begun = Start.of_pose(skeleton, tree, start)
     joints, passes = fabrik.solve_from(free, goals, begun, solve_settings, careful=True, window=fabrik.SLOW_WINDOW)
-    answered = passes.converged and inside_limits(tree, begun, begun.frames if joints is None else joints.final_frames(free, begun))
+    answered = passes.converged and local_rotations_inside(
+        tree, begun, begun.frames if joints is None else joints.final_frames(free, begun)
+    ) is not None
     event("free passes answer" if answered else "the limited solve goes on")
     fast, fast_report, slow, report = solve_both(skeleton, goals, rotations, locations, solve_settings)
     if answered:  # (from there on the limited solve's refinement and restarts turn on comparisons of rounding)

@@ -276,31 +276,42 @@ def _sub(a: Vec, b: Vec) -> Vec:
     return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
 
 
+def _goal_structure(tree: MovingTree, rotated: tuple[int, ...]) -> tuple[list[float], list[set[int]], set[int]]:
+    """`TreeGoals`' reach, moved_by and idle_twists for a tree whose goals turn the nodes `rotated`."""
+    moved_by = []
+    for node in tree.tips:
+        above = set()
+        k = node
+        while k >= 0:
+            above.add(k)
+            k = tree.parent[k]
+        moved_by.append(above)
+    idle = {k for k in range(len(tree.bones)) if not tree.children[k] and k not in rotated}
+    return [sum(tree.length[k] for k in chain) for chain in tree.goal_chain], moved_by, idle
+
+
 class TreeGoals:
     """The goals as the refinement sees them: effector nodes, targets, weights, rotation goals, reach."""
 
     def __init__(self, tree: MovingTree, goals: Sequence[Goal]) -> None:
         self.tree = tree
         self.goals = goals
-        self.nodes = [tree.bones.index(g.bone) for g in goals]
-        self.targets = [tuple(float(c) for c in g.target) for g in goals]
+        self.nodes = tree.tips
+        self.targets = [(float(t[0]), float(t[1]), float(t[2])) for t in (g.target for g in goals)]
         self.weights = [math.sqrt(max(0.0, g.weight)) for g in goals]
         self.rotations = [None if g.rotation is None else quat.normalized(g.rotation) for g in goals]
         self.rotation_weights = [g.rotation_weight for g in goals]
+        rotated = tuple(node for node, rotation in zip(self.nodes, self.rotations) if rotation is not None)
+        key = ("tree goals", rotated)
+        known = tree.derived.get(key)
+        if known is None:  # (what depends on the tree and which goals turn alone is kept with the tree)
+            known = tree.derived[key] = _goal_structure(tree, rotated)
         #: Per goal, its chain's summed bone length: the scale of its errors (rotation goals count at it).
-        self.reach = [sum(tree.length[k] for k in chain) for chain in tree.goal_chain]
-        # Per goal, the nodes whose turn moves its tip: its tip node and every moving ancestor.
-        self.moved_by: list[set[int]] = []
-        for node in self.nodes:
-            above = set()
-            k = node
-            while k >= 0:
-                above.add(k)
-                k = tree.parent[k]
-            self.moved_by.append(above)
-        rotated = {node for node, rotation in zip(self.nodes, self.rotations) if rotation is not None}
+        self.reach: list[float] = known[0]
+        #: Per goal, the nodes whose turn moves its tip: its tip node and every moving ancestor.
+        self.moved_by: list[set[int]] = known[1]
         #: Leaf nodes without a rotation goal: their twist moves nothing the goals ask about.
-        self.idle_twists = {k for k in range(len(tree.bones)) if not tree.children[k] and k not in rotated}
+        self.idle_twists: set[int] = known[2]
 
     def cost(self, errors: Sequence[float], rotation_errors: Sequence[float]) -> float:
         """The weighted squared error the refinement lowers (angles count as lengths at the chain's reach)."""

@@ -376,7 +376,7 @@ class _TreeIterations:
         self.tree, self.joints, self.goals, self.holds, self.tolerance = tree, joints, goals, holds, tolerance
         self.targets = [tuple(float(c) for c in g.target) for g in goals]
         self.weights = [float(g.weight) for g in goals]
-        self.node_of_goal = [tree.bones.index(g.bone) for g in goals]
+        self.node_of_goal = tree.tips
         self.branch = branch_weights(tree, self.weights)
         turns = [None if g.rotation is None else (quat.normalized(g.rotation), g.rotation_weight) for g in goals]
         self.turns = turns if any(t is not None for t in turns) else []
@@ -386,7 +386,7 @@ class _TreeIterations:
             for g, turn in enumerate(self.turns) if turn
         ]
         self.pulling = [g for g, goal in enumerate(goals) if goal.weight > 0.0]
-        self.stiff = any(limit is not None and limit.is_stiff for limit in tree.limits)
+        self.stiff = tree.is_stiff
         self.errors: list[float] = []
         self.angles: list[float] = []
 

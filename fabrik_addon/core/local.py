@@ -71,14 +71,19 @@ def start_of(
     frame and head of the fixed bone it hangs from (`fixed`: None for a node with a moving parent, or a root
     bone); `pose` is the whole start pose, or what makes it where a method asks. Only for a tree whose nodes
     forward kinematics places (`LocalTree.placed`)."""
-    frames, heads, tails = _forward(local, rotations, translations, fixed)
-    zero = []
-    for k, p in enumerate(local.tree.parent):
-        link = local.rest[k]
-        if p < 0 and fixed[k] is not None:
-            link = quat.mul(fixed[k][0], link)
-        zero.append(quat.normalized(link))
-    return Start(frames, heads, tails, zero, pose, list(rotations), list(fixed), list(translations))
+    rotations, translations, fixed = list(rotations), list(translations), list(fixed)
+
+    def place() -> tuple[list[Quat], list[Vec], list[Vec], list[Quat]]:
+        frames, heads, tails = _forward(local, rotations, translations, fixed)
+        zero = []
+        for k, p in enumerate(local.tree.parent):
+            link = local.rest[k]
+            if p < 0 and fixed[k] is not None:
+                link = quat.mul(fixed[k][0], link)
+            zero.append(quat.normalized(link))
+        return frames, heads, tails, zero
+
+    return Start(None, None, None, None, pose, rotations, fixed, translations, place)
 
 
 def _forward(

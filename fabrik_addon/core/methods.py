@@ -21,7 +21,7 @@ the settings, and gives the nodes' solved frames and heads with a report.
   finishes in the coordinates the limits are written in; dead ends of the
   limits get other start poses inside them. In continuity mode (warm starts)
   a start near its targets moves by one settling step where that reaches
-  (`follow_limited`), else is refined as it is first.
+  (`_followed`), else is refined as it is first.
 
 One iteration cap covers everything a method does.
 """
@@ -42,7 +42,7 @@ from .skeleton import Pose, Skeleton
 from .tree import Joints, MovingTree, Start
 from .vec import Vec, dist
 
-__all__ = ["NEAR", "Solved", "follow_limited", "open_cones_as_free", "solve_free", "solve_limited", "solve_offsets"]
+__all__ = ["NEAR", "Solved", "local_rotations_inside", "open_cones_as_free", "solve_free", "solve_limited", "solve_offsets"]
 
 #: In continuity mode, a limited solve whose start has every goal within this share of its chain's reach moves
 #: by one settling step where that reaches, else is refined from the start as it is before FABRIK runs.
@@ -54,13 +54,14 @@ class Solved:
     """What a solve made of a tree (a method of one part, or the plan of a whole rig): the report, and the nodes'
     frames (unit quaternions) and heads (None: the nodes stay where they start); where it ended in the limits'
     coordinates, that rig (`rig`); where a method of the whole rig made the whole pose (IK stretch, another
-    solver), that pose (`pose`)."""
+    solver), that pose (`pose`); the nodes' local rotations where the plan has worked them out (`rotations`)."""
 
     report: SolveReport
     frames: list[Quat] | None = None
     heads: list[Vec] | None = None
     rig: AngleRig | None = None
     pose: Pose | None = None
+    rotations: list[Quat] | None = None
 
 
 def _of_joints(tree: MovingTree, start: Start, joints: Joints | None, report: SolveReport) -> Solved:
@@ -112,11 +113,11 @@ def solve_offsets(
     budget = settings.max_iterations
     joints, report = fabrik.solve_from(tree, goals, start, settings, careful=True, window=SLOW_WINDOW)
     best = _of_joints(tree, start, joints, report)
-    problem = TreeGoals(tree, goals)
     if report.converged or all(g.weight <= 0.0 for g in goals):  # (goals of no weight pull nothing)
         if report.stopped_by == "handover":
             report.stopped_by = "stalled"
         return best
+    problem = TreeGoals(tree, goals)
     if problem.out_of_reach(start.heads, skeleton, settings.tolerance):
         # No pose reaches every target: FABRIK's stretch towards them is as good an answer, and the bake's
         # passes on numpy rows need not solve such frames again.
@@ -174,16 +175,18 @@ def solved_as_free(tree: MovingTree, goals: Sequence[Goal], settings: SolveSetti
     return open_cones_as_free(tree)
 
 
-def inside_limits(tree: MovingTree, start: Start, frames: list[Quat]) -> bool:
-    """Whether every limited node with these frames is inside its limit."""
-    for k, limit in enumerate(tree.limits):
-        if limit is None:
-            continue
-        p = tree.parent[k]
+def local_rotations_inside(tree: MovingTree, start: Start, frames: list[Quat]) -> list[Quat] | None:
+    """Each node's rotation from the frame it has with no rotation of its own to these frames, where every limited
+    node is inside its limit; else None. (From a start forward kinematics made, these are the channels'.)"""
+    out = []
+    for k, p in enumerate(tree.parent):
         zero = start.zero[k] if p < 0 else quat.mul(frames[p], start.zero[k])
-        if not limits.allows(limit, quat.mul(quat.conj(zero), frames[k])):
-            return False
-    return True
+        turn = quat.normalized(quat.mul(quat.conj(zero), frames[k]))
+        limit = tree.limits[k]
+        if limit is not None and not limits.allows(limit, turn):
+            return None
+        out.append(turn)
+    return out
 
 
 def solve_limited(
@@ -201,15 +204,25 @@ def solve_limited(
         solved = _of_joints(free, start, joints, report)
         used = report.iterations
         frames = start.frames if solved.frames is None else solved.frames
-        if report.converged and inside_limits(tree, start, frames):
+        rotations = local_rotations_inside(tree, start, frames) if report.converged else None
+        if rotations is not None:
             if solved.frames is None:
                 solved.frames, solved.heads = list(start.frames), list(start.heads)
-            solved.frames = settle.idle_twists_kept(tree, problem, solved.frames, start)
+            kept = settle.idle_twists_kept(tree, problem, solved.frames, start)
+            for k, (before, after) in enumerate(zip(solved.frames, kept)):
+                if after is not before:  # (a leaf: its parent's frame is as it was)
+                    p = tree.parent[k]
+                    zero = start.zero[k] if p < 0 else quat.mul(kept[p], start.zero[k])
+                    rotations[k] = quat.normalized(quat.mul(quat.conj(zero), after))
+            solved.frames = kept
+            if start.fixed is not None:
+                solved.rotations = rotations
             return solved
         # Some joint left its limit: the limited solve goes on from FABRIK's pose, so that where the limits
         # begin to bind from one frame to the next, the pose moves on from where the free passes had it.
         attempt_start = _after(skeleton, tree, start, solved)
-    aims = problem.out_of_reach(start.heads, skeleton, settings.tolerance)
+    # (a kept rig's base heads are the start's: it was made on the same fixed frames)
+    aims = problem.out_of_reach((start if start_rig is None else start_rig).heads, skeleton, settings.tolerance)
     asked = goals
     if aims:
         # Beyond reach: get as close as the limits allow, aiming at the nearest point in reach.
@@ -310,7 +323,7 @@ def solve_limited(
     solved = _of_rig(rig, report) if rig is not None else Solved(report, *placed)
     report.iterations, report.restarts = used, attempt
     if aims:
-        report.errors = [dist(_tail(tree, solved, tree.bones.index(g.bone)), g.target) for g in asked]
+        report.errors = [dist(_tail(tree, solved, tree.tips[i]), g.target) for i, g in enumerate(asked)]
         report.converged = max(report.errors) <= settings.tolerance
     if not report.converged:
         report.stopped_by = "unreachable" if out_of_reach else ("max_iterations" if used >= budget else "stalled")
@@ -331,24 +344,11 @@ def _near(problem: TreeGoals, rig: AngleRig) -> bool:
     )
 
 
-def follow_limited(
-    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], rig: AngleRig, settings: SolveSettings
-) -> SolveReport | None:
-    """Continuity mode's move on a limited tree (`solve_limited`): from the rig as the start poses it (the last
-    frame's solution), where every goal is near its target and in reach and no pole turns a chain, one settling
-    step that reaches every goal (`settle.follow`); what is left of the pull towards rest is the next frame's.
-    The report, or None with the rig as it was, where the whole solve must run."""
-    if settings.explore or any(g.pole is not None for g in goals):
-        return None
-    problem = TreeGoals(tree, goals)
-    if problem.out_of_reach(rig.heads, skeleton, settings.tolerance) or not _near(problem, rig):
-        return None
-    return _followed(problem, rig, settings)
-
-
 def _followed(problem: TreeGoals, rig: AngleRig, settings: SolveSettings) -> SolveReport | None:
-    """`follow_limited` where its conditions hold: the report of the settling step, or None where it did not
-    reach (the rig as it was)."""
+    """Continuity mode's move on a limited tree (`solve_limited`): from the rig the last frame left, where every
+    goal is near its target and in reach and no pole turns a chain, one settling step that reaches every goal
+    (`settle.follow`); what is left of the pull towards rest is the next frame's. The report, or None where the
+    step does not reach (the rig as it was), and the whole solve runs."""
     steps, followed = settle.follow(rig, problem, settings.tolerance, settings.max_iterations)
     if not followed:
         return None

@@ -179,11 +179,14 @@ class Plan:
             found = carry.rigs.get(i)
             kept = found[1] if found is not None and found[0] == key else None
         solved = methods.solve_limited(self.skeleton, part.tree, goals, start, settings, kept)
+        if solved.rig is not None and start.fixed is not None:
+            # A start forward kinematics made has each node's zero frame on its rest: the rig's own rotations are
+            # the channels'.
+            solved.rotations = list(solved.rig.local)
         if key is not None:
             carry.rigs.pop(i, None)
-            if solved.rig is not None and solved.frames is not None:
-                rotations = tracked_rotations(local_tree(self.skeleton, part.tree), solved.frames, start.fixed)
-                carry.rigs[i] = (tuple(rotations), tuple(start.fixed), tuple(start.translations)), solved.rig
+            if solved.rig is not None and solved.rotations is not None:
+                carry.rigs[i] = (tuple(solved.rotations), tuple(start.fixed), tuple(start.translations)), solved.rig
         return solved
 
     def _solve_whole(self, goals: Sequence[Goal], pose: Pose, settings: SolveSettings) -> tuple[Pose, SolveReport]:
@@ -290,6 +293,8 @@ class Plan:
     def rotations(self, start: Start, solved: Solved) -> list[Quat]:
         """The nodes' local rotations (unit quaternions) as a solve leaves them: what their rotation channels
         are set to."""
+        if solved.rotations is not None:
+            return solved.rotations
         if solved.pose is not None:
             local = self.skeleton.local_rotations(solved.pose)[self.bones]
             return [tuple(q) for q in matrix_rows.quaternions_from_matrices(local).tolist()]

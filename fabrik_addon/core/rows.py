@@ -90,7 +90,7 @@ def solve(
     converged (F,) out. Trees with offsets are descended carefully, as one frame alone is."""
     count = len(targets)
     length = np.asarray(tree.length)
-    node_of_goal = [tree.bones.index(g.bone) for g in goals]
+    node_of_goal = list(tree.tips)
     aims = np.ascontiguousarray(np.asarray(targets, dtype=float).transpose(1, 2, 0))  # (G, 3, F)
     joints = JointRows.start(tree, heads, frames)
     for g, chain in enumerate(tree.goal_chain):

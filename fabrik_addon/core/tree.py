@@ -88,6 +88,16 @@ class MovingTree:
         return any(limit is not None for limit in self.limits)
 
     @cached_property
+    def is_stiff(self) -> bool:
+        """True when some node's limit has stiffness."""
+        return any(limit is not None and limit.is_stiff for limit in self.limits)
+
+    @cached_property
+    def tips(self) -> tuple[int, ...]:
+        """Per goal, the node whose tail is its effector."""
+        return tuple(chain[0] for chain in self.goal_chain)
+
+    @cached_property
     def needs_frames(self) -> bool:
         """True when limits or rigid offsets need each bone's frame carried through the passes."""
         return self.is_limited or not all(c for c, p in zip(self.connected, self.parent) if p >= 0)
@@ -221,22 +231,38 @@ class Start:
     (`fixed`).
     """
 
-    __slots__ = ("frames", "heads", "tails", "zero", "rotations", "fixed", "translations", "_pose", "_make_pose")
+    __slots__ = (
+        "frames", "heads", "tails", "zero", "rotations", "fixed", "translations", "_pose", "_make_pose", "_place"
+    )
 
     def __init__(
         self,
-        frames: list[Quat],
-        heads: list[Vec],
-        tails: list[Vec],
+        frames: list[Quat] | None,
+        heads: list[Vec] | None,
+        tails: list[Vec] | None,
         zero: list[Quat] | None,
         pose: Pose | Callable[[], Pose],
         rotations: list[Quat] | None = None,
         fixed: list | None = None,
         translations: list | None = None,
+        place: Callable[[], tuple[list[Quat], list[Vec], list[Vec], list[Quat]]] | None = None,
     ) -> None:
-        self.frames, self.heads, self.tails, self.zero = frames, heads, tails, zero
+        """`place`, where given, makes frames, heads, tails and zero when one of them is first asked for (a solve
+        that goes on from what the last frame left may need none of them)."""
+        if place is None:
+            self.frames, self.heads, self.tails, self.zero = frames, heads, tails, zero
         self.rotations, self.fixed, self.translations = rotations, fixed, translations
         self._pose, self._make_pose = (pose, None) if isinstance(pose, Pose) else (None, pose)
+        self._place = place
+
+    def __getattr__(self, name: str):
+        # (only reached for a slot not yet set: a start made with `place`)
+        place = object.__getattribute__(self, "_place")
+        if place is None or name not in ("frames", "heads", "tails", "zero"):
+            raise AttributeError(name)
+        self.frames, self.heads, self.tails, self.zero = place()
+        self._place = None
+        return object.__getattribute__(self, name)
 
     @classmethod
     def of_pose(cls, skeleton: Skeleton, tree: MovingTree, pose: Pose) -> "Start":
