@@ -76,7 +76,7 @@ def reset_pose(rig) -> None:
     """Back to the rest pose, as before any solve."""
     for pose_bone in rig.pose.bones:
         pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-    memory.forget(rig.name)
+    memory.reset()
 
 
 @pytest.mark.parametrize("build", [animated_chain, animated_hand, limited_chain], ids=["chain", "tree", "limits"])
@@ -309,14 +309,14 @@ def test_per_frame_bakes_of_free_chains_solve_all_frames_together():
     rig.pose.bones["bone1"].rotation_euler = (0.1, 0.0, 0.2)  # FK poses that are not the rest pose
     rig.pose.bones["bone2"].rotation_axis_angle = (0.3, 1.0, 0.0, 0.0)
     rig.fabrik.start = "FK"
-    memory.forget(rig.name)
+    memory.reset()
     scene = bpy.context.scene
     live = play(rig)
     rig.pose.bones["bone1"].rotation_euler = (0.1, 0.0, 0.2)
     rig.pose.bones["bone2"].rotation_axis_angle = (0.3, 1.0, 0.0, 0.0)
     for pose_bone in (rig.pose.bones["bone0"], rig.pose.bones["bone3"]):
         pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-    memory.forget(rig.name)
+    memory.reset()
     baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
@@ -367,7 +367,7 @@ def played_from_fk(build):
     live = play(rig)
     for name in bake.bake_bones(rig, "CHAINS"):
         rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-    memory.forget(rig.name)
+    memory.reset()
     return rig, bpy.context.scene, live
 
 
@@ -457,7 +457,7 @@ def test_continuous_bakes_solve_each_frame_as_they_read_it_and_replay_the_live_s
     is solved as live solving does, and the frames after it go on from there."""
     rig = build()
     rig.fabrik.start = "PREVIOUS"
-    memory.forget(rig.name)
+    memory.reset()
     live = play(rig)
     baker, result = bake_in_turn(rig)
     assert not result.problems and result.frames == len(FRAMES)
@@ -471,7 +471,7 @@ def bake_in_turn(rig):
     """A continuous bake of the rig's chains from rest (as its live playback started): the baker and result."""
     for name in bake.bake_bones(rig, "CHAINS"):
         rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-    memory.forget(rig.name)
+    memory.reset()
     baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
     return baker, baker.finish(new_action=False, cleanup=None, keep_live=False)
 
@@ -519,7 +519,7 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
         for pose_bone in rig.pose.bones:
             pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
         rig.pose.bones[-1].rotation_quaternion = twist
-        memory.forget(rig.name)
+        memory.reset()
 
     fk_pose()
     live = pose_matrices(rig)
@@ -628,7 +628,7 @@ def test_a_continuous_bake_of_a_limited_rig_with_a_rotation_goal_replays_the_liv
         target.keyframe_insert("rotation_euler", frame=frame)
     rig.fabrik.effectors[0].use_rotation = True
     rig.fabrik.start = "PREVIOUS"
-    memory.forget(rig.name)
+    memory.reset()
     live = pose_matrices(rig)
     baker, result = bake_in_turn(rig)
     assert result.frames == len(FRAMES) and baker._batch is not None
@@ -656,7 +656,7 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
     monkeypatch.setattr(methods, "_followed", lambda *a: followed.append(follow(*a)) or followed[-1])
     rig = build()
     rig.fabrik.start = "PREVIOUS"
-    memory.forget(rig.name)
+    memory.reset()
     live, moved = [], []
     for frame in FRAMES:
         followed.clear()
@@ -664,7 +664,7 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
         moved.append(any(report is not None for report in followed))
     for name in bake.bake_bones(rig, "CHAINS"):  # (from rest, as the live playback started)
         rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
-    memory.forget(rig.name)
+    memory.reset()
     baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
     baked = []
     while baker.index < len(FRAMES):

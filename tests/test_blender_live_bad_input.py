@@ -88,7 +88,7 @@ def path(request, monkeypatch):
         return result
 
     monkeypatch.setattr(live, "_reused", counted)
-    memory.forget()
+    memory.reset()
     live.on_load(None)
     return types.SimpleNamespace(name=request.param, taken=taken)
 

@@ -26,7 +26,7 @@ def play(general: bool, start: str, keyed: bool, monkeypatch, mixed: bool = Fals
     the status messages, and how many solves started from local rotations (`general`: none, every solve starts
     from the whole pose)."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    memory.forget()
+    memory.reset()
     rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(8, 0.5))
     # A second chain on the same root: a tree, pulled with another weight.
     arm = rigbuild.chain_bones(3, 0.4, prefix="arm", start=(0.0, 0.0, 2.0), axis=(1.0, 0.0, 0.0))
@@ -117,7 +117,7 @@ def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str],
     messages, and per solve whether the free chain's passes were the answer (converged with every joint inside
     its cone)."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    memory.forget()
+    memory.reset()
     rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(12, 0.25))
     for pose_bone in rig.pose.bones:
         rigbuild.set_limits(rig, pose_bone.name, x=(-30.0, 30.0), z=(-30.0, 30.0))

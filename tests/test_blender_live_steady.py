@@ -504,3 +504,32 @@ def test_a_chain_bone_set_without_a_tag_on_an_animated_rig_goes_the_full_frame(s
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
         np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
+
+
+def test_a_chain_bone_set_by_a_script_that_tags_the_object_goes_the_full_frame(steady_frames, monkeypatch):
+    """On a rig whose object Blender updates with its targets (a converted rig), a chain bone's channel set by
+    `foreach_set` and a tag of the object alone (no armature update) is seen, and taken for the animator's, as
+    the full frame takes it."""
+    frames = [1, 2, 3, 4, 5]
+
+    def play_set() -> list:
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        rig = converted_chain()
+        out = []
+        for frame in frames:
+            if frame == 4:
+                values = rotation_channels(rig)[: 4 * len(rig.pose.bones)].copy()
+                values[4 * 3: 4 * 4] = (0.9, 0.3, 0.0, 0.3)  # bone3, in the chain
+                rig.pose.bones.foreach_set("rotation_quaternion", values)
+                rig.update_tag(refresh={'OBJECT'})
+            bpy.context.scene.frame_set(frame)
+            out.append(state(rig))
+        return out
+
+    quick = play_set()
+    assert steady_frames == [True, True, False, True]
+    monkeypatch.setattr(live, "_reused", lambda *args: None)
+    full = play_set()
+    for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
+        assert a_status == b_status, f"frame {frame}"
+        np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")

@@ -253,7 +253,7 @@ def reset_pose(rig) -> None:
     for pose_bone in rig.pose.bones:
         pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
         pose_bone.scale = (1.0, 1.0, 1.0)
-    memory.forget(rig.name)
+    memory.reset()
 
 
 @pytest.mark.parametrize("warm_start", [False, True])

@@ -158,7 +158,7 @@ def test_free_trees_with_poles_solve_as_fabrik_does(skeleton, seed, goal_count, 
 
 
 def test_an_arm_with_a_pole_solves_as_fabrik_does():
-    """A three-bone arm reaching with its elbow towards a pole: the plain-float solve gives fabrik.solve's pose."""
+    """A three-bone arm reaching with its elbow towards a pole: the plain-float solve gives `core.solve`'s pose."""
     skeleton = straight_chain(3, 1.0)
     rng = np.random.default_rng(3)
     rotations = random_rotations(rng, 3, 0.3)

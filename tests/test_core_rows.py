@@ -47,7 +47,7 @@ def frames_of(skeleton, tips, count, seed, scale_every=7):
 
 @pytest.mark.parametrize("bones", [1, 2, 3, 10, 30])
 def test_batched_chains_agree_with_the_per_frame_solver(bones):
-    """Every frame's pose, iteration count and errors match fabrik.solve on the same input."""
+    """Every frame's pose, iteration count and errors match `core.solve` on the same input."""
     skeleton = straight_chain(bones, 4.0 / bones)
     targets, starts = frames_of(skeleton, [bones - 1], 60, bones)
     targets[5, 0] = skeleton.rest_heads[0]  # a target on the root
@@ -80,7 +80,7 @@ def test_batched_trees_with_weights_agree_with_the_per_frame_solver():
 
 
 def assert_agrees_with_the_per_frame_solver(skeleton, goals, targets, starts, run=SolveSettings()) -> None:
-    """Each frame of a batch equals fabrik.solve on that frame: pose, iterations and errors."""
+    """Each frame of a batch equals `core.solve` on that frame: pose, iterations and errors."""
     poses, iterations, errors = solve_frames(skeleton, goals, targets, starts, run)
     for f in range(len(starts)):
         frame_goals = [Goal(g.bone, tuple(targets[f, i]), g.weight, g.chain_length) for i, g in enumerate(goals)]
@@ -222,3 +222,19 @@ def test_open_cones_are_checked_in_bulk_as_one_by_one():
     np.testing.assert_array_equal(limits.allows_rows(cone, rows), one_by_one)
     with pytest.raises(ValueError, match="open cones"):
         limits.allows_rows(JointLimit(lock_x=True), rows)
+
+
+def test_a_root_bone_in_an_open_cone_solves_in_bulk_as_alone():
+    """A single root bone limited by an open cone (a leaf, whose twist goes back to its start's) through the plan
+    on numpy rows: each frame's pose is the one it gets solved alone."""
+    cone = JointLimit(use_limit_x=True, use_limit_y=True, use_limit_z=True, min_x=-0.8, max_x=0.8, min_z=-0.7,
+                      max_z=0.9, min_y=-0.5, max_y=0.5)
+    skeleton = straight_chain(1, 1.0).with_limits({0: cone})
+    goals = [Goal(0, (0.0, 0.0, 0.0))]
+    assert plan_for(skeleton, goals).rows
+    targets, starts = frames_of(skeleton, [0], 30, 4)
+    settings = SolveSettings(tolerance=1e-6)
+    poses, _, _ = solve_frames(skeleton, goals, targets, starts, settings)
+    for f, start in enumerate(starts):
+        pose, _ = solve(skeleton, [Goal(0, tuple(targets[f, 0]))], start, settings)
+        np.testing.assert_allclose(poses[f].frames, pose.frames, atol=1e-9, err_msg=f"frame {f}")

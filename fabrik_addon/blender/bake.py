@@ -115,7 +115,7 @@ class Baker:
         #: The frames' cheap reader, where the rig allows one, and the frames it read to solve together.
         self._batch = None
         self._batched: list[int] = []
-        #: What continuity mode carries between a continuous bake's frames read whole.
+        #: What continuity mode carries between a continuous bake's frames (read whole or by the FrameRows).
         self._carry = Carry()
         #: Solving work left once every frame is read: each unit returns how many frames it solved.
         self._queue: list = []
@@ -172,7 +172,7 @@ class Baker:
         self.scene.frame_set(self.frames[i])
         depsgraph = bpy.context.evaluated_depsgraph_get()
         if i == 0:
-            self._batch = FrameRows.start(self.obj, depsgraph, self.bones, in_turn=self.warm_start)
+            self._batch = FrameRows.start(self.obj, depsgraph, self.bones, in_turn=self.warm_start, carry=self._carry)
         if self.warm_start:
             self._solve_in_turn(i, depsgraph)
             return

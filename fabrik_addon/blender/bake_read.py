@@ -35,11 +35,14 @@ class FrameRows:
     """The inputs of many frames of one rig, as the bake reads them, and their solve."""
 
     @classmethod
-    def start(cls, obj, depsgraph, bake_bones: list[str], in_turn: bool = False) -> "FrameRows | None":
+    def start(
+        cls, obj, depsgraph, bake_bones: list[str], in_turn: bool = False, carry: Carry | None = None
+    ) -> "FrameRows | None":
         """A reader for this rig, or None where a whole read of each frame must solve it: another solver or IK
         stretch, a bone baked that the solve does not move, a fixed bone between two moving ones, an influence
         below 1 (the blend is per frame); and, where frames are solved together (not `in_turn`), a plan that
-        does not solve on numpy rows (`core.plan.Plan.rows`)."""
+        does not solve on numpy rows (`core.plan.Plan.rows`). `carry`: what continuity mode carries from frame to
+        frame, shared with the frames the bake reads whole."""
         skeleton = rig.skeleton_of(obj)
         goals, used, problems = effector_goals.gather_goals(obj, depsgraph, skeleton)
         if not goals:
@@ -51,9 +54,9 @@ class FrameRows:
             return None
         if effector_goals.influences(obj, depsgraph, plan.tree, used) is not None:
             return None  # blended with the animator's pose: frame by frame
-        return cls(obj, plan, goals, used, problems, in_turn)
+        return cls(obj, plan, goals, used, problems, in_turn, carry)
 
-    def __init__(self, obj, plan, goals, used, problems, in_turn: bool) -> None:
+    def __init__(self, obj, plan, goals, used, problems, in_turn: bool, carry: Carry | None = None) -> None:
         skeleton = plan.skeleton
         self.obj, self.plan, self.goals, self.used, self.in_turn = obj, plan, goals, used, in_turn
         #: The goals' weights (frames solved together share them).
@@ -102,7 +105,7 @@ class FrameRows:
         self._rotated: dict[int, list[Quat]] = {}
         self._last_index = -1
         #: What continuity mode carries from frame to frame of a continuous bake.
-        self.carry = Carry()
+        self.carry = carry if carry is not None else Carry()
 
     def read(self, depsgraph) -> bool:
         """Read the current frame; False when its goals or settings differ from the reader's (the caller reads

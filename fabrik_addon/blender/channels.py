@@ -92,10 +92,11 @@ class Channels:
     #: Each rotation channel kind read: (number of pose bones, size) values.
     arrays: dict[str, np.ndarray]
     current: list[tuple[float, ...]]
-    #: What `fabrik.held` keeps, in bulk (`_held_arrays`; its last item: the entries the FK read matched).
+    #: The rig's held entries (`held.held_bones`), and them in bulk (`held.entries_of`; its last item: the entries
+    #: the FK read matched).
     held: object
     entries: tuple | None
-    #: Per bone, its FK value (`fk_channel_values`).
+    #: Per bone, its FK value (`fk_channels`).
     fk_values: list[tuple[float, ...]]
     #: Per bone, its row among the held entries, once a write has held it (`solve.write`).
     held_rows: list[int] | None = None
@@ -185,20 +186,16 @@ def _tag_written(obj) -> None:
     obj.update_tag(refresh={'OBJECT'})
 
 
-def fk_channel_values(obj, names: list[str]) -> dict[str, tuple[float, ...]]:
-    """Per named bone, its FK rotation this frame as a value of its rotation channel, ignoring our own last write.
+def fk_channels(obj, names: list[str], depsgraph=None) -> dict[str, tuple[str, tuple[float, ...]]]:
+    """Per named bone, its rotation mode and its FK rotation this frame as a value of its rotation channel,
+    ignoring our own last write, read in bulk (the depsgraph, when given, tells the frame keyed channels are
+    evaluated at).
 
     A bone that holds what live solving wrote has the FK value that write
     replaced, except where animation keys the channel: there the FK value is
     what the animation gives this frame (it is re-evaluated on every frame, so
     the held value must not override it).
     """
-    return {name: value for name, (_, value) in fk_channels(obj, names).items()}
-
-
-def fk_channels(obj, names: list[str], depsgraph=None) -> dict[str, tuple[str, tuple[float, ...]]]:
-    """`fk_channel_values` with each bone's rotation mode: (mode, value) per named bone, read in bulk (the
-    depsgraph, when given, tells the frame keyed channels are evaluated at)."""
     channels = read_channels(obj, names, pose_bone_indices(obj, names), depsgraph)
     return {name: (mode, value) for name, mode, value in zip(names, channels.modes, channels.fk_values)}
 
@@ -267,7 +264,7 @@ def release_others(obj, moving: set[str]) -> bool:
 
 def give_back_rotations(obj, names: list[str]) -> bool:
     """Put the animator's rotation back into each named bone's channel where it still holds what live solving
-    wrote (`fk_channel_values`); whether a channel changed. Bones gone since have nothing to give back."""
+    wrote (`fk_channels`); whether a channel changed. Bones gone since have nothing to give back."""
     pose_bones = obj.pose.bones
     changed = False
     for name, (mode, value) in fk_channels(obj, [name for name in names if name in pose_bones]).items():

@@ -290,7 +290,7 @@ def entries_of(held: HeldBones):
 
 
 def animator_values(obj, held: HeldBones, names, modes, current, entries, depsgraph=None) -> list[tuple[float, ...]]:
-    """`fk_channel_values` from channels and held entries read in bulk (`modes`: each bone's rotation mode); the
+    """`channels.fk_channels` from channels and held entries read in bulk (`modes`: each bone's rotation mode); the
     depsgraph, when there is one, tells the frame keyed channels are evaluated at."""
     if entries is None:
         return list(current)

@@ -8,19 +8,20 @@ frame read (`_reused`) wherever nothing the solve reads can have changed,
 decided from what the solve reads rather than from which data-blocks Blender
 says it updated:
 
-* the rig's structure, settings and channels: any edit of them (a bone, an IK
-  setting, a pose channel, a setting of ours, through RNA or an operator)
-  updates the rig's armature data too, and the settings' own update drops
-  what was kept (`memory.forget_reads`); a frame where the armature was
-  updated is read whole;
+* the rig's structure, settings and channels: an edit of them (a bone, an IK
+  setting, a pose channel, through RNA or an operator) updates the rig's
+  armature data, and a setting of ours tags the rig; the update handler,
+  which compares every input, then solves the rig whole, and a frame where
+  the armature was updated is read whole;
 * the rig object updated without its data: a constraint's target or a driver
   moved it (a converted rig keeps its muted IK constraints, which tie the
   armature to the targets), its transform moved, or its animation played.
   The frame reads again what that can change -- the rig's transform, the
-  frames of the bones the chains hang from, and, where the rig is animated
-  itself, the channels its animation moves -- and goes on where they are as
-  the solve read them (an update that rebuilt the scene's relations, or where
-  the animation reaches a chain bone or a setting, is read whole);
+  frames of the bones the chains hang from, and the chain bones' rotation
+  channels (where the rig is animated itself, with the pose its animation
+  moves) -- and goes on where the chain's channels are as the solve left
+  them (an update that rebuilt the scene's relations, or where the animation
+  reaches a chain bone or a setting, is read whole);
 * the targets and poles are read every frame.
 
 Anything else (as many effectors and held entries as then, the targets still
@@ -282,8 +283,6 @@ class _Kept:
     #: many drivers it had; each frame then reads what the animation moves (`_read_animated`). None for a rig
     #: nothing animates.
     animation: tuple[frozenset, int] | None
-    #: Where the solve starts from the animator's pose: that start, which stays while nothing moves it.
-    start: object = None
 
 
 def _keepable(obj, depsgraph, inputs: tuple, values: list[EffectorValues], result: RigStatus, read_: solve.Read):
@@ -339,9 +338,9 @@ def _animation(obj, names: list[str]) -> tuple[frozenset, int] | None:
 def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.RigMemory) -> tuple | None:
     """Solve a frame of obj from what the last frame read, where nothing the solve reads can have changed but
     what is read here (see the module): the live inputs as the whole read would have read them, with the
-    channels as the solve left them (what live solving compares its next update with); None, having touched
-    nothing, where the whole read must run. `watched`: whether live solving saw the rig at the evaluation
-    before."""
+    channels as the solve left them (what live solving compares its next update with); None, having written
+    nothing, where the whole read must run (it replaces the read this may have begun to update). `watched`:
+    whether live solving saw the rig at the evaluation before."""
     kept = memory_.read
     if kept is None:
         return None
@@ -404,8 +403,8 @@ def _read_again(kept: _Kept, obj, depsgraph) -> bool:
         if pose is None:
             return False
         read_.pose = pose
-    elif _animates(obj):
-        return False  # (animated since: the whole read looks at it)
+    elif _animates(obj) or not _chain_channels_kept(read_, PoseRead(obj, read_.pose.count)):
+        return False  # (animated since, or a chain channel set by a script that tagged the object: the whole read)
     plan = read_.plan
     fixed = hung_frames(obj, plan.skeleton, plan.tree, plan.local)
     if fixed is None:
@@ -435,16 +434,23 @@ def _read_animated(kept: _Kept, obj) -> PoseRead | None:
         or len(animation_data.nla_tracks)
     ):
         return None
-    found = read_.channels
     pose = PoseRead(obj, read_.pose.count)
-    at = found.at
-    for name, size in {rig.rotation_channel(mode) for mode in found.modes}:
-        if (pose.channel(name, size)[at] != read_.pose.arrays[name][at]).any():
-            return None  # (set by other means than a key: the whole read takes it for the animator's)
+    if not _chain_channels_kept(read_, pose):
+        return None  # (set by other means than a key: the whole read takes it for the animator's)
     if effector_goals.usable_goals(obj, read_.gathered, pose)[1]:
         return None
-    found.arrays = pose.arrays
+    read_.channels.arrays = pose.arrays
     return pose
+
+
+def _chain_channels_kept(read_: solve.Read, pose: PoseRead) -> bool:
+    """Whether the chain bones' rotation channels in `pose` are as the last solve left them."""
+    found = read_.channels
+    at = found.at
+    return not any(
+        (pose.channel(name, size)[at] != read_.pose.arrays[name][at]).any()
+        for name, size in {rig.rotation_channel(mode) for mode in found.modes}
+    )
 
 
 def _moved(goal: Goal, target: tuple, rotation: tuple | None, pole: tuple | None) -> Goal:

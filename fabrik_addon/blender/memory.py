@@ -7,7 +7,9 @@ continuity mode carries, the last live read (which the next frame may reuse),
 and what the overlay and the comparison keep. None of it is in the file: what
 must survive a reload (the animator's pose under the solve) is kept with the
 rig (`held`). A rig's memory is forgotten here, all of it at once, when the
-rig is deleted, renamed or switched off, or another file is loaded.
+rig is deleted or renamed, another file is loaded or the add-on is switched
+off; undo and switching live solving off or on forget what the next frame
+could go on from (`forget_reads`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 
 import bpy
 
-__all__ = ["RigMemory", "forget", "forget_missing", "forget_reads", "get", "names", "of"]
+__all__ = ["RigMemory", "forget_missing", "forget_reads", "get", "names", "of", "reset"]
 
 
 @dataclass
@@ -81,14 +83,6 @@ def get(name: str) -> RigMemory | None:
 def names() -> set[str]:
     """The names of the rigs something is remembered for."""
     return set(_memories)
-
-
-def forget(name: str | None = None) -> None:
-    """Forget one rig, or every rig (another file, the add-on switched off)."""
-    if name is None:
-        _memories.clear()
-    else:
-        _memories.pop(name, None)
 
 
 def forget_reads(name: str | None = None) -> None:

@@ -24,7 +24,7 @@ from .limits import JointLimit
 from .problem import Goal, goal_reached
 from .quat import Quat
 from .skeleton import Skeleton
-from .tree import MovingTree, Start
+from .tree import MovingTree, Start, chain_reach
 from .vec import Vec
 
 __all__ = [
@@ -287,7 +287,7 @@ def _goal_structure(tree: MovingTree, rotated: tuple[int, ...]) -> tuple[list[fl
             k = tree.parent[k]
         moved_by.append(above)
     idle = {k for k in range(len(tree.bones)) if not tree.children[k] and k not in rotated}
-    return [sum(tree.length[k] for k in chain) for chain in tree.goal_chain], moved_by, idle
+    return [chain_reach(tree, chain) for chain in tree.goal_chain], moved_by, idle
 
 
 class TreeGoals:

@@ -6,7 +6,7 @@ parent: pose = parent pose @ (parent rest^-1 @ rest) @ basis. The bridge reads
 those channels, the solvers work on where the bones are (armature space), and
 the solved rotations go back as channels. Here that is done for the nodes of a
 moving tree only, from the frames of the fixed bones they hang from: on plain
-floats for one frame (`start_of`, `tracked_rotations`), and on numpy rows for
+floats for one frame (`start_of`, `rotations_from_zero`), and on numpy rows for
 many frames at once (`start_rows`, `rotation_rows`).
 """
 
@@ -26,7 +26,9 @@ from .skeleton import Pose, Skeleton
 from .tree import MovingTree, Start
 from .vec import Vec, add
 
-__all__ = ["LocalTree", "local_tree", "rotation_rows", "start_of", "start_rows", "tracked_rotations", "with_start_twist"]
+__all__ = [
+    "LocalTree", "local_tree", "rotation_rows", "rotations_from_zero", "start_of", "start_rows", "with_start_twist",
+]
 
 
 @dataclass(frozen=True)
@@ -156,25 +158,24 @@ def _forward(
     return frames, heads, tails
 
 
-def tracked_rotations(local: LocalTree, frames: list[Quat], fixed: Sequence[tuple[Quat, Vec] | None]) -> list[Quat]:
-    """Each node's local rotation from its frame (armature space): relative to its parent's frame (or the fixed
-    bone's it hangs from) and its rest."""
-    # (the products written out, as in `start_joints`: once per moving bone every frame)
-    tree = local.tree
+def rotations_from_zero(tree: MovingTree, zero: Sequence[Quat], frames: Sequence[Quat]) -> list[Quat]:
+    """Each node's turn from the frame it has with no rotation of its own to its frame (armature space), normalized:
+    with `zero` a start's (`Start.zero`), and that start made by forward kinematics (`start_of`), the local
+    rotation its channel holds."""
+    # (the products written out, as in `_forward`: once per moving bone every frame)
     out: list[Quat] = []
     for k, p in enumerate(tree.parent):
-        parent = frames[p] if p >= 0 else (fixed[k][0] if fixed[k] is not None else None)
-        aw, ax, ay, az = local.rest[k]
-        if parent is not None:
-            # zero = parent * rest (quat.mul)
-            pw, px, py, pz = parent
+        aw, ax, ay, az = zero[k]
+        if p >= 0:
+            # zero frame = parent frame * zero (quat.mul)
+            pw, px, py, pz = frames[p]
             aw, ax, ay, az = (
                 pw * aw - px * ax - py * ay - pz * az,
                 pw * ax + px * aw + py * az - pz * ay,
                 pw * ay - px * az + py * aw + pz * ax,
                 pw * az + px * ay - py * ax + pz * aw,
             )
-        # conj(zero) * frame, normalized
+        # conj(zero frame) * frame, normalized
         ax, ay, az = -ax, -ay, -az
         fw, fx, fy, fz = frames[k]
         w = aw * fw - ax * fx - ay * fy - az * fz
@@ -212,7 +213,7 @@ def start_rows(
 
 
 def rotation_rows(skeleton: Skeleton, tree: MovingTree, frames: np.ndarray, fixed: dict[int, np.ndarray]) -> np.ndarray:
-    """`tracked_rotations` for F frames at once: each node's local rotation rest_b^T rest_p F_p^T F_b (F, m, 3, 3)
+    """`rotations_from_zero` for F frames at once: each node's local rotation rest_b^T rest_p F_p^T F_b (F, m, 3, 3)
     from the nodes' frames (F, m, 3, 3), F_p its moving parent's frame, or the fixed bone's it hangs from
     (`fixed`, by bone: (F, 3, 3)), or none for a root bone."""
     parent_of = np.empty_like(frames)

@@ -36,13 +36,17 @@ import numpy as np
 from . import fabrik, limits, pole, quat, refine, settle
 from .angles import AngleRig, Freedom, TreeGoals, goal_errors_of, values_after_turn
 from .fabrik import SLOW_WINDOW
+from .local import rotations_from_zero
 from .problem import Goal, SolveReport, SolveSettings
 from .quat import Quat
 from .skeleton import Pose, Skeleton
+from .stopping import unreached
 from .tree import Joints, MovingTree, Start
 from .vec import Vec, dist
 
-__all__ = ["NEAR", "Solved", "local_rotations_inside", "open_cones_as_free", "solve_free", "solve_limited", "solve_offsets"]
+__all__ = [
+    "NEAR", "Solved", "local_rotations_inside", "open_cones_as_free", "solve_free", "solve_limited", "solve_offsets",
+]
 
 #: In continuity mode, a limited solve whose start has every goal within this share of its chain's reach moves
 #: by one settling step where that reaches, else is refined from the start as it is before FABRIK runs.
@@ -100,7 +104,7 @@ def solve_free(
     joints, other = fabrik.solve_from(tree, goals, after, replace(settings, max_iterations=left), careful=False)
     total = report.iterations + other.iterations
     if other.converged or sum(other.errors) < sum(report.errors) * (1.0 - settings.stall_fraction):
-        solved = _of_joints(tree, after, joints, other) if joints is not None else Solved(other, after.frames, after.heads)
+        solved = Solved(other, after.frames, after.heads) if joints is None else _of_joints(tree, after, joints, other)
     solved.report.iterations, solved.report.restarts = total, 1
     return solved
 
@@ -138,7 +142,7 @@ def solve_offsets(
     report = best.report
     report.iterations, report.restarts = used, attempt
     if not report.converged:
-        report.stopped_by = "max_iterations" if used >= budget else "stalled"
+        report.stopped_by = unreached(used, budget)
     return best
 
 
@@ -176,17 +180,13 @@ def solved_as_free(tree: MovingTree, goals: Sequence[Goal], settings: SolveSetti
 
 
 def local_rotations_inside(tree: MovingTree, start: Start, frames: list[Quat]) -> list[Quat] | None:
-    """Each node's rotation from the frame it has with no rotation of its own to these frames, where every limited
-    node is inside its limit; else None. (From a start forward kinematics made, these are the channels'.)"""
-    out = []
-    for k, p in enumerate(tree.parent):
-        zero = start.zero[k] if p < 0 else quat.mul(frames[p], start.zero[k])
-        turn = quat.normalized(quat.mul(quat.conj(zero), frames[k]))
-        limit = tree.limits[k]
-        if limit is not None and not limits.allows(limit, turn):
-            return None
-        out.append(turn)
-    return out
+    """Each node's rotation from the frame it has with no rotation of its own to these frames
+    (`local.rotations_from_zero`: from a start forward kinematics made, the channels'), where every limited node is
+    inside its limit; else None."""
+    rotations = rotations_from_zero(tree, start.zero, frames)
+    if all(limit is None or limits.allows(limit, q) for limit, q in zip(tree.limits, rotations)):
+        return rotations
+    return None
 
 
 def solve_limited(
@@ -326,7 +326,7 @@ def solve_limited(
         report.errors = [dist(_tail(tree, solved, tree.tips[i]), g.target) for i, g in enumerate(asked)]
         report.converged = max(report.errors) <= settings.tolerance
     if not report.converged:
-        report.stopped_by = "unreachable" if out_of_reach else ("max_iterations" if used >= budget else "stalled")
+        report.stopped_by = "unreachable" if out_of_reach else unreached(used, budget)
     return solved
 
 

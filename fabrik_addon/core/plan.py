@@ -34,7 +34,8 @@ import numpy as np
 from . import limits, matrix_rows, methods, quat, rows, stretch
 from .angles import AngleRig, longest_reach
 from .fabrik import SLOW_WINDOW
-from .local import LocalTree, local_tree, rotation_rows as local_rotation_rows, start_of, tracked_rotations, with_start_twist
+from .local import LocalTree, local_tree, rotations_from_zero, start_of, with_start_twist
+from .local import rotation_rows as local_rotation_rows
 from .methods import Solved
 from .problem import Goal, SolveReport, SolveSettings, begin, joined_report, validate_goals, validate_settings
 from .quat import Quat
@@ -154,6 +155,8 @@ class Plan:
         if len(self.parts) == 1:
             return self._solve_part(0, self.parts[0], goals, start, settings, carry)
         frames, heads, reports = None, None, []
+        # The parts' rotations where each worked them out (or stayed where it started), as one part's are kept.
+        rotations = [quat.normalized(q) for q in start.rotations] if start.fixed is not None else None
         for i, part in enumerate(self.parts):
             solved = self._solve_part(
                 i, part, [goals[g] for g in part.goals], _part_start(start, part.nodes), settings, carry
@@ -165,7 +168,13 @@ class Plan:
                 frames, heads = list(start.frames), list(start.heads)
             for k, frame, head in zip(part.nodes, solved.frames, solved.heads):
                 frames[k], heads[k] = frame, head
-        return Solved(joined_report([p.goals for p in self.parts], reports, len(goals)), frames, heads)
+            if solved.rotations is None:
+                rotations = None
+            elif rotations is not None:
+                for k, rotation in zip(part.nodes, solved.rotations):
+                    rotations[k] = rotation
+        report = joined_report([p.goals for p in self.parts], reports, len(goals))
+        return Solved(report, frames, heads, rotations=rotations if frames is not None else None)
 
     def _solve_part(
         self, i: int, part: Part, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None
@@ -177,7 +186,8 @@ class Plan:
         if carry is not None and not settings.explore and start.fixed is not None:
             key = (tuple(start.rotations), tuple(start.fixed), tuple(start.translations))
             found = carry.rigs.get(i)
-            kept = found[1] if found is not None and found[0] == key else None
+            # (a rig of another structure -- a limit or a bone edited since -- is not gone on from)
+            kept = found[1] if found is not None and found[0] == key and found[1].tree is part.tree else None
         solved = methods.solve_limited(self.skeleton, part.tree, goals, start, settings, kept)
         if solved.rig is not None and start.fixed is not None:
             # A start forward kinematics made has each node's zero frame on its rest: the rig's own rotations are
@@ -248,13 +258,15 @@ class Plan:
                 iterations, errors[:, group] = np.maximum(iterations, counted), missed
                 again = np.zeros(count, dtype=bool)
                 if part.method == OFFSETS and any(g.weight > 0.0 for g in own):
-                    again = ~converged & ~_out_of_reach_rows(self.skeleton, tree, own, targets[:, group], heads[:, nodes])
+                    beyond = _out_of_reach_rows(self.skeleton, tree, own, targets[:, group], heads[:, nodes])
+                    again = ~converged & ~beyond
                 elif part.method == LIMITED:
                     again = ~self._inside_cones(tree, placed, frames[:, nodes], fixed, converged)
                 solved_frames[:, nodes], solved_heads[:, nodes] = placed, placed_heads
             for f in np.flatnonzero(again).tolist():
                 frame_goals = [replace(g, target=tuple(map(float, targets[f, i]))) for i, g in zip(group, own)]
-                solved = _METHODS[part.method](self.skeleton, tree, frame_goals, _part_start(start_of(f), nodes), settings)
+                begun = _part_start(start_of(f), nodes)
+                solved = _METHODS[part.method](self.skeleton, tree, frame_goals, begun, settings)
                 if solved.frames is None:
                     solved_frames[f, nodes], solved_heads[f, nodes] = frames[f, nodes], heads[f, nodes]
                 else:
@@ -265,7 +277,8 @@ class Plan:
         return solved_frames, solved_heads, iterations, errors
 
     def _inside_cones(
-        self, tree: MovingTree, solved: np.ndarray, begun: np.ndarray, fixed: dict[int, np.ndarray], converged: np.ndarray
+        self, tree: MovingTree, solved: np.ndarray, begun: np.ndarray, fixed: dict[int, np.ndarray],
+        converged: np.ndarray,
     ) -> np.ndarray:
         """Which frames of the free passes on a limited part's open cones are the answer (`methods.solve_limited`):
         converged with every joint inside its limit (the limits read the local rotations). Their leaves' twists,
@@ -284,9 +297,14 @@ class Plan:
             started = matrix_rows.quaternions_from_matrices(started.reshape(-1, 3, 3)).reshape(count, -1, 4)
             for f in np.flatnonzero(good).tolist():
                 for j, k in enumerate(leaves):
-                    twisted = with_start_twist(tree.limits[k], tuple(quaternions[f, k].tolist()), tuple(started[f, j].tolist()))
+                    twisted = with_start_twist(
+                        tree.limits[k], tuple(quaternions[f, k].tolist()), tuple(started[f, j].tolist())
+                    )
                     b, p = tree.bones[k], tree.parent[k]
-                    above = solved[f, p] if p >= 0 else fixed[skeleton.parents[b]][f]
+                    if p >= 0:
+                        above = solved[f, p]
+                    else:  # (a base node hangs from a fixed bone, or is a root: its rest is in armature space)
+                        above = fixed[skeleton.parents[b]][f] if skeleton.parents[b] >= 0 else np.eye(3)
                     solved[f, k] = above @ skeleton.rest_in_parent[b] @ np.array(quat.to_matrix(twisted))
         return good
 
@@ -298,9 +316,15 @@ class Plan:
         if solved.pose is not None:
             local = self.skeleton.local_rotations(solved.pose)[self.bones]
             return [tuple(q) for q in matrix_rows.quaternions_from_matrices(local).tolist()]
-        if solved.frames is not None and self.local.placed and start.fixed is not None:  # (the common case)
-            return tracked_rotations(self.local, solved.frames, start.fixed)
-        return _local_rotations(self.skeleton, self.tree, start, solved.frames, solved.heads)
+        if self.local.placed and start.fixed is not None:  # (a start forward kinematics made: the common case)
+            if solved.frames is None:
+                return [quat.normalized(q) for q in start.rotations]
+            return rotations_from_zero(self.tree, start.zero, solved.frames)
+        pose = start.pose()
+        if solved.frames is not None:
+            pose = posed(self.skeleton, self.tree, pose, solved.frames, solved.heads)
+        matrices = self.skeleton.local_rotations(pose)[self.bones]
+        return [tuple(q) for q in matrix_rows.quaternions_from_matrices(matrices).tolist()]
 
     def pose(self, start: Start, solved: Solved) -> Pose:
         """The whole pose a solve leaves: the nodes as solved, the bones below them following rigidly."""
@@ -311,20 +335,6 @@ class Plan:
         return posed(self.skeleton, self.tree, start.pose(), solved.frames, solved.heads)
 
 
-def _local_rotations(
-    skeleton: Skeleton, tree: MovingTree, start: Start, frames: list[Quat] | None, heads: list[Vec] | None
-) -> list[Quat]:
-    """A tree's nodes' local rotations (unit quaternions) with these frames and heads (None: as they start)."""
-    local = local_tree(skeleton, tree)
-    if local.placed and start.fixed is not None:
-        if frames is None:
-            return [quat.normalized(q) for q in start.rotations]
-        return tracked_rotations(local, frames, start.fixed)
-    pose = start.pose() if frames is None else posed(skeleton, tree, start.pose(), frames, heads)
-    matrices = skeleton.local_rotations(pose)[list(tree.bones)]
-    return [tuple(q) for q in matrix_rows.quaternions_from_matrices(matrices).tolist()]
-
-
 def _part_start(start: Start, nodes: Sequence[int]) -> Start:
     """A whole tree's start, for the nodes of one part."""
     pick = itemgetter(*nodes) if len(nodes) > 1 else (lambda values: (values[nodes[0]],))
@@ -332,9 +342,11 @@ def _part_start(start: Start, nodes: Sequence[int]) -> Start:
     def of(values):
         return None if values is None else list(pick(values))
 
+    def place() -> tuple:
+        return of(start.frames), of(start.heads), of(start.tails), of(start.zero)
+
     return Start(
-        of(start.frames), of(start.heads), of(start.tails), of(start.zero), start.pose, of(start.rotations),
-        of(start.fixed), of(start.translations),
+        None, None, None, None, start.pose, of(start.rotations), of(start.fixed), of(start.translations), place
     )
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from .problem import SolveSettings
 
-__all__ = ["Iterations", "Stopping", "StoppingRows", "iterate"]
+__all__ = ["Iterations", "Stopping", "StoppingRows", "iterate", "unreached"]
 
 
 class Stopping:
@@ -81,6 +81,11 @@ class Stopping:
         if self.iterations >= self.cap:
             self.going = False
         return improved
+
+
+def unreached(used: int, budget: int) -> str:
+    """Why a solve of several stages that did not converge stopped: its iteration cap, or else a stall."""
+    return "max_iterations" if used >= budget else "stalled"
 
 
 class Iterations(Protocol):

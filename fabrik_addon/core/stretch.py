@@ -39,6 +39,7 @@ import numpy as np
 from . import limits, matrix_rows, quat
 from .problem import Goal, SolveReport, SolveSettings, begin
 from .skeleton import Pose, Skeleton, pose_with
+from .stopping import unreached
 
 __all__ = ["applies", "scalable", "scales", "share", "solve", "stretched", "supporting"]
 
@@ -238,7 +239,7 @@ def solve(
     report.iterations = used
     report = _rechecked(skeleton, goals, pose, report, settings.tolerance)
     if report.stopped_by == "unreachable":  # (the first solve's word: its targets lay past the grown chains)
-        report.stopped_by = "max_iterations" if used >= settings.max_iterations else "stalled"
+        report.stopped_by = unreached(used, settings.max_iterations)
     return pose, report
 
 

@@ -384,7 +384,7 @@ def swung_frames(
 ) -> list[Quat]:
     """Each node's start frame turned the shortest way onto its solved direction (as `matrix_rows.swung_frames`);
     the frames of nodes the passes `carried` (`Joints.carried`) as they are (as `Joints.final_frames`)."""
-    # (the common turn and its product written out, as in `start_joints`: once per moving bone every frame)
+    # (the common turn and its product written out, as in `local.start_of`: once per moving bone every frame)
     heads, tails = joints.heads, joints.tails
     solved: list[Quat] = []
     for k, frame in enumerate(frames):
