@@ -533,3 +533,20 @@ def test_a_chain_bone_set_by_a_script_that_tags_the_object_goes_the_full_frame(s
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
         np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
+
+
+def test_a_limit_edited_on_a_warm_started_arm_holds_from_the_next_frame():
+    """What continuity mode carries (the rig the last frame left, in the limits' coordinates) is not gone on from
+    once a limit changes: a joint whose swing is then locked only twists from the next frame on."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    rig = warm_limited_arm()
+    scene = bpy.context.scene
+    for frame in range(1, 11):
+        scene.frame_set(frame)
+    bent = rig.pose.bones["bone3"].rotation_quaternion
+    assert abs(bent[1]) + abs(bent[3]) > 1e-3  # (it swings, before)
+    rig.pose.bones["bone3"].lock_ik_x = rig.pose.bones["bone3"].lock_ik_z = True
+    for frame in (11, 12, 13):
+        scene.frame_set(frame)
+        w, x, y, z = rig.pose.bones["bone3"].rotation_quaternion
+        assert abs(x) < 1e-6 and abs(z) < 1e-6, (frame, (w, x, y, z), statuses["Rig"].message)
