@@ -14,8 +14,11 @@ After each iteration the solve stops
 - **max_iterations**: at the iteration cap.
 
 The iteration with the least summed error is the one kept. `iterate` is the
-loop that applies these rules to a solver's own iterations; `StoppingRows`
-applies the same rules to many frames at once, each on its own.
+loop that applies these rules to a solver's own iterations (FABRIK's, and the
+comparison solvers'); `StoppingRows` applies the same rules to many frames at
+once, each on its own. The refinement (`refine`) is Levenberg-Marquardt:
+a step that does not lower its error is undone and the damping raised, which
+is no iteration without progress, so it judges its own crawl and dead ends.
 """
 
 from __future__ import annotations
