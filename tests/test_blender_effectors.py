@@ -10,6 +10,7 @@ import pytest
 from mathutils import Euler, Vector
 
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
+from fabrik_addon.blender import constraints
 from fabrik_addon.blender.status import statuses
 
 
@@ -83,6 +84,56 @@ def test_restore_unmutes_the_constraints_and_removes_their_effectors():
     assert bpy.ops.fabrik.restore_constraints() == {"FINISHED"}
     assert not rig.pose.bones["bone3"].constraints["IK"].mute
     assert [e.bone for e in rig.fabrik.effectors] == ["bone1"]
+
+
+def updated_by_moving(target) -> set[str]:
+    """The names of the objects Blender's evaluation reports updated when the target moves."""
+    seen: set[str] = set()
+
+    def note(scene, depsgraph):
+        seen.update(update.id.name for update in depsgraph.updates if isinstance(update.id, bpy.types.Object))
+
+    bpy.app.handlers.depsgraph_update_post.append(note)
+    try:
+        target.location.x += 0.25
+        bpy.context.view_layer.update()
+    finally:
+        bpy.app.handlers.depsgraph_update_post.remove(note)
+    return seen
+
+
+def test_convert_sets_the_constraints_targets_aside_and_restore_gives_them_back():
+    """A muted constraint still ties the armature to its targets in Blender's dependency graph: converted, moving
+    the target no longer updates the rig (as for a rig built fresh), and Restore gives the targets back, followed
+    through a rename."""
+    rig, target, pole = ik_rig()
+    constraint = rig.pose.bones["bone3"].constraints["IK"]
+    constraint.subtarget = ""  # (an object target)
+    bpy.context.view_layer.update()
+    assert rig.name in updated_by_moving(target)  # tied by the constraint
+    constraints.convert_ik_constraints(rig)
+    assert constraint.mute and constraint.target is None and constraint.pole_target is None
+    rig.fabrik.live = False
+    bpy.context.view_layer.update()
+    assert updated_by_moving(target) == {target.name}
+    target.name, pole.name = "Hand Target", "Elbow Pole"
+    restored, problems = constraints.restore_ik_constraints(rig)
+    assert restored == ["'IK' on 'bone3'"] and not problems
+    assert (constraint.target, constraint.pole_target, constraint.mute) == (target, pole, False)
+    assert constraint.pole_angle == pytest.approx(math.radians(-90)) and constraint.chain_count == 3
+
+
+def test_restore_says_which_target_it_could_not_give_back():
+    """A pole deleted while converted: the constraint comes back with its target, and Restore says the pole is
+    gone."""
+    rig, target, pole = ik_rig()
+    constraint = rig.pose.bones["bone3"].constraints["IK"]
+    constraints.convert_ik_constraints(rig)
+    bpy.data.objects.remove(pole)
+    restored, problems = constraints.restore_ik_constraints(rig)
+    assert restored == ["'IK' on 'bone3'"]
+    assert problems == ["'IK' on 'bone3': its pole 'Pole' is gone; the constraint stays without it"]
+    assert constraint.target == target and constraint.pole_target is None and not constraint.mute
 
 
 def test_constraints_without_use_tail_or_target():

@@ -65,10 +65,12 @@ def chain(modes: str):
     return rig
 
 
-def converted_chain():
-    """The quaternion chain built with Blender's IK constraint on its tip and converted (Convert IK Constraints):
-    the constraint stays, muted, and a muted constraint still ties the armature to its target in Blender's
-    dependency graph, so every move of the target updates the rig object as well."""
+def converted_chain(tied: bool = False):
+    """The quaternion chain built with Blender's IK constraint on its tip and converted (Convert IK Constraints).
+
+    Tied: as a file converted by an earlier version has it, the muted constraint keeps its target, which still
+    ties the armature to it in Blender's dependency graph, so every move of the target updates the rig object.
+    """
     from fabrik_addon.blender import constraints
 
     rig = chain("quaternions")
@@ -79,6 +81,9 @@ def converted_chain():
     constraint.target = target
     converted, skipped = constraints.convert_ik_constraints(rig)  # (what the operator does)
     assert converted and not skipped and constraint.mute
+    if tied:
+        constraint.target = target
+        rig.fabrik.converted[0].set_aside = False
     rig.fabrik.live = True
     return rig
 
@@ -168,7 +173,7 @@ def keyed_influence():
 RIGS = {"quaternions": lambda: chain("quaternions"), "one Euler order": lambda: chain("euler"),
         "mixed modes": lambda: chain("mixed"), "hand": hand, "hanging chain": hanging_chain,
         "animated rig": animated_rig, "scaled above": scaled_above, "converted": converted_chain,
-        "target on a moving parent": target_on_a_moving_parent}
+        "converted, target kept": lambda: converted_chain(tied=True), "target on a moving parent": target_on_a_moving_parent}
 
 #: Rigs whose animation reaches what the full frame must read each frame: no frame is solved from a plan.
 PLANLESS = {"a keyed chain bone": keyed_chain_bone, "a keyed influence": keyed_influence}
@@ -210,15 +215,17 @@ def test_frames_where_only_targets_move_solve_as_the_full_frame(kind, steady_fra
         np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
 
 
-def test_a_converted_rig_takes_the_path_of_the_same_rig_built_fresh(steady_frames):
-    """A rig converted from Blender's IK constraint, whose muted constraint makes Blender update the rig object
-    whenever its target moves, goes on from its last read on exactly the frames the same rig built fresh does,
-    and gives the same channels, held values and statuses."""
+@pytest.mark.parametrize("tied", [False, True], ids=["converted", "converted, target kept on the constraint"])
+def test_a_converted_rig_takes_the_path_of_the_same_rig_built_fresh(tied, steady_frames):
+    """A rig converted from Blender's IK constraint goes on from its last read on exactly the frames the same rig
+    built fresh does, and gives the same channels, held values and statuses; so does one whose muted constraint
+    still holds its target (converted by an earlier version), which makes Blender update the rig object
+    whenever the target moves."""
     frames = [1, 2, 3, 5, 9, 8, 20, 20, 33, 12, 40]
     fresh = play(RIGS["quaternions"], frames)
     fresh_path = list(steady_frames)
     steady_frames.clear()
-    converted = play(converted_chain, frames)
+    converted = play(lambda: converted_chain(tied), frames)
     assert steady_frames == fresh_path == [True] * (len(frames) - 1)
     for frame, (a, a_status), (b, b_status) in zip(frames, fresh, converted):
         assert a_status == b_status, f"frame {frame}"
@@ -507,14 +514,14 @@ def test_a_chain_bone_set_without_a_tag_on_an_animated_rig_goes_the_full_frame(s
 
 
 def test_a_chain_bone_set_by_a_script_that_tags_the_object_goes_the_full_frame(steady_frames, monkeypatch):
-    """On a rig whose object Blender updates with its targets (a converted rig), a chain bone's channel set by
-    `foreach_set` and a tag of the object alone (no armature update) is seen, and taken for the animator's, as
-    the full frame takes it."""
+    """On a rig whose object Blender updates with its targets (a muted IK constraint that keeps its target), a
+    chain bone's channel set by `foreach_set` and a tag of the object alone (no armature update) is seen, and
+    taken for the animator's, as the full frame takes it."""
     frames = [1, 2, 3, 4, 5]
 
     def play_set() -> list:
         bpy.ops.wm.read_factory_settings(use_empty=True)
-        rig = converted_chain()
+        rig = converted_chain(tied=True)
         out = []
         for frame in frames:
             if frame == 4:

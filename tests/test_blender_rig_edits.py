@@ -7,7 +7,7 @@ from __future__ import annotations
 import bpy
 import pytest
 
-from blender_scenes import chain_rig, rigbuild, target_world, tip_world
+from blender_scenes import chain_rig, disable_rigify, rigbuild, target_world, tip_world
 from fabrik_addon.blender import constraints, integrity
 from fabrik_addon.blender.status import statuses
 
@@ -269,12 +269,7 @@ def rigify_file(registered_addon, tmp_path_factory) -> str:
         path = str(tmp_path_factory.mktemp("rigify") / "rig.blend")
         bpy.ops.wm.save_as_mainfile(filepath=path)
     finally:
-        addon_utils.disable("rigify", default_set=True)
-        # Rigify 5.0 appends a load_post handler at register and leaves it at unregister; it then raises on
-        # every later file load (its armature property is gone), which later tests would read as ours.
-        for handler in list(bpy.app.handlers.load_post):
-            if getattr(handler, "__module__", "").startswith("rigify"):
-                bpy.app.handlers.load_post.remove(handler)
+        disable_rigify()
     return path
 
 

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 from mathutils import Vector
 
-import addon_utils  # noqa: E402  (only importable once bpy is)
 import fabrik_addon
-from blender_scenes import ROOT, empty_scene, rigbuild
+from blender_scenes import ROOT, disable_rigify, empty_scene, rigbuild
 from fabrik_addon.blender import bake, motion
 
 SAMPLES = ("chain", "robot_arm", "tentacle", "hand", "hexapod", "humanoid", "ur5")
@@ -37,7 +36,7 @@ def scene():
     empty_scene()
     yield bpy.context.scene
     if "rigify" in bpy.context.preferences.addons:
-        addon_utils.disable("rigify", default_set=True)
+        disable_rigify()
 
 
 def load_demo():

@@ -3,7 +3,11 @@
 
 Each converted constraint is recorded on the armature object
 (`obj.fabrik.converted`), apart from its effector, so Restore finds it even
-when the constraint or its bone was renamed or the effector removed. A rig's
+when the constraint or its bone was renamed or the effector removed. The
+record also keeps the constraint's targets, which Convert takes off it: a
+muted constraint still ties the armature to its targets in Blender's
+dependency graph, so every move of a target would make Blender evaluate the
+rig once more, which a rig built fresh does not pay. A rig's
 own switches (Rigify's pole switch drives which of a limb's two IK
 constraints is muted) keep working: the drivers of a converted constraint's
 mute and influence are moved onto its effector while converted, and back.
@@ -42,7 +46,7 @@ def _unique_key(settings, base: str) -> str:
 
 
 def convert_ik_constraints(obj) -> tuple[list[str], list[str]]:
-    """Add an effector for each IK constraint of the armature and mute the constraint.
+    """Add an effector for each IK constraint of the armature, mute the constraint and set its targets aside.
 
     Returns (what was converted, with what was done to it; what was skipped
     and why). Constraints whose mute or influence is driven (a rig's switch)
@@ -108,6 +112,8 @@ def convert_ik_constraints(obj) -> tuple[list[str], list[str]]:
             elif constraint.influence < 1.0:
                 notes.append(f"its influence {constraint.influence:.2g} is not blended: the effector solves fully")
             constraint.mute = True
+            constraint.target = constraint.pole_target = None  # kept in the record
+            record.set_aside = True
             converted.append(label + (f" ({'; '.join(notes)})" if notes else ""))
     if converted:
         settings.live = True
@@ -123,6 +129,7 @@ def _record(settings, key: str, pose_bone, index: int, constraint):
     record.target = constraint.target.name if constraint.target else ""
     record.subtarget = constraint.subtarget
     record.pole = constraint.pole_target.name if constraint.pole_target else ""
+    record.pole_subtarget = constraint.pole_subtarget
     record.chain_count = constraint.chain_count
     bone = pose_bone.bone
     ref = record.bone_ref
@@ -134,9 +141,39 @@ def _record(settings, key: str, pose_bone, index: int, constraint):
 
 def _fits(constraint, record) -> bool:
     """Whether an IK constraint is set up as the recorded one was (for finding it renamed or on a renamed bone)."""
+    if constraint.chain_count != record.chain_count:
+        return False
+    if getattr(record, "set_aside", False):
+        return constraint.target is None and constraint.pole_target is None
     target = constraint.target.name if constraint.target else ""
     pole = constraint.pole_target.name if constraint.pole_target else ""
-    return target == record.target and pole == record.pole and constraint.chain_count == record.chain_count
+    return target == record.target and pole == record.pole
+
+
+def _give_targets_back(constraint, record, effector) -> list[str]:
+    """Put the targets Convert set aside back on the constraint; what could not be found, in words."""
+    if not getattr(record, "set_aside", False) or constraint.target is not None:
+        return []
+    problems = []
+    for name, bone, kind, attr in (
+        (record.target, record.subtarget, "target", "target"),
+        (record.pole, record.pole_subtarget, "pole", "pole_target"),
+    ):
+        if not name:
+            continue
+        # By its name, or (renamed since) as the effector made from the constraint holds it.
+        found = bpy.data.objects.get(name)
+        if found is None and effector is not None:
+            found = getattr(effector, attr)
+        if found is None:
+            problems.append(f"its {kind} '{name}' is gone; the constraint stays without it")
+            continue
+        setattr(constraint, attr, found)
+        if attr == "target":
+            constraint.subtarget = bone
+        else:
+            constraint.pole_subtarget = bone
+    return problems
 
 
 def _find_constraint(obj, record, claimed: set[int]):
@@ -173,7 +210,7 @@ def _records(settings) -> list:
 
 
 def restore_ik_constraints(obj) -> tuple[list[str], list[str]]:
-    """Switch the converted IK constraints back on (their drivers back onto them) and remove their effectors.
+    """Switch the converted IK constraints back on (their targets and drivers back onto them), remove their effectors.
 
     Returns (what was restored, what could not be and why). A constraint that
     cannot be found leaves its effector in place, as an ordinary one, so the
@@ -197,6 +234,7 @@ def restore_ik_constraints(obj) -> tuple[list[str], list[str]]:
                 kept.add(effector.as_pointer())
             continue
         claimed.add(constraint.as_pointer())
+        problems.extend(f"{label}: {problem}" for problem in _give_targets_back(constraint, record, effector))
         mute = False
         for moved in record.drivers:
             fcurve = drivers.find(moved.path) if drivers is not None else None

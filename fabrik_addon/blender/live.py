@@ -14,8 +14,9 @@ says it updated:
   which compares every input, then solves the rig whole, and a frame where
   the armature was updated is read whole;
 * the rig object updated without its data: a constraint's target or a driver
-  moved it (a converted rig keeps its muted IK constraints, which tie the
-  armature to the targets), its transform moved, or its animation played.
+  moved it (even a muted constraint ties the armature to its target: a rig
+  converted before Convert set the targets aside has them), its transform
+  moved, or its animation played.
   The frame reads again what that can change -- the rig's transform, the
   frames of the bones the chains hang from, and the chain bones' rotation
   channels (where the rig is animated itself, with the pose its animation

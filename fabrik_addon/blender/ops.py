@@ -131,7 +131,7 @@ class FABRIK_OT_effector_move(Operator):
 
 
 class FABRIK_OT_convert_constraints(Operator):
-    """Turn the armature's Blender IK constraints into FABRIK effectors and mute the constraints"""
+    """Turn the armature's Blender IK constraints into FABRIK effectors and mute the constraints (their targets are kept aside for Restore)"""
 
     bl_idname = "fabrik.convert_constraints"
     bl_label = "Convert IK Constraints"
@@ -154,7 +154,7 @@ class FABRIK_OT_convert_constraints(Operator):
 
 
 class FABRIK_OT_restore_constraints(Operator):
-    """Remove the effectors made from IK constraints and switch those constraints back on"""
+    """Remove the effectors made from IK constraints and switch those constraints back on, with their targets"""
 
     bl_idname = "fabrik.restore_constraints"
     bl_label = "Restore IK Constraints"

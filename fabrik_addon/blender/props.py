@@ -131,6 +131,10 @@ class FabrikConverted(PropertyGroup):
     target: StringProperty(name="Target", description="The constraint's target object's name")
     subtarget: StringProperty(name="Target Bone", description="The constraint's target bone")
     pole: StringProperty(name="Pole", description="The constraint's pole target object's name")
+    pole_subtarget: StringProperty(name="Pole Bone", description="The constraint's pole target bone")
+    # Convert takes the targets off the muted constraint (kept here), because even muted it ties the armature to
+    # them in Blender's dependency graph and makes Blender evaluate the rig again whenever one moves.
+    set_aside: BoolProperty(name="Targets Set Aside", description="Convert took the constraint's targets off it")
     chain_count: IntProperty(name="Chain Length", description="The constraint's chain length")
     bone_ref: PointerProperty(type=FabrikBoneRef)
     drivers: CollectionProperty(type=FabrikMovedDriver)
