@@ -250,3 +250,52 @@ def test_chains_in_open_cones_solve_as_fabrik_does(n, seed, degrees, twist_range
     fast, fast_report, slow, report = solve_both(skeleton, goals, rotations, locations, solve_settings)
     if answered:  # (from there on the limited solve's refinement and restarts turn on comparisons of rounding)
         assert_same(fast, fast_report, slow, report)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=SELECTED_CASES)
+@given(skeletons(max_bones=9, offsets=True, roots=2), st.integers(0, 2**32 - 1), st.integers(1, 3), st.booleans())
+def test_a_frame_that_goes_on_from_the_last_solve_starts_where_forward_kinematics_puts_it(
+    skeleton, seed, goal_count, translate
+):
+    """A continuous bake's next frame starts where the last solve left the nodes (`Plan.start_after`): where forward
+    kinematics of that solve's local rotations puts them, with those rotations, worked out one by one or for
+    many frames at once (`local.rotation_rows_from_zero`)."""
+    from fabrik_addon.core import local
+
+    rng = np.random.default_rng(seed)
+    n = len(skeleton)
+    reach = skeleton.pose_from_local(random_rotations(rng, n, 1.5))
+    goals = [
+        Goal(bone, tuple(reach.tails[bone]), 1.0, int(rng.integers(0, 4)))
+        for bone in rng.integers(n, size=goal_count).tolist()
+    ]
+    plan = plan_for(skeleton, goals)
+    assume(plan.local.placed and not plan.whole and all(p.method != LIMITED for p in plan.parts))
+    tree = plan.tree
+    bones = list(tree.bones)
+    around = skeleton.pose_from_local(random_rotations(rng, n, 1.0))
+    fixed = [
+        (quat.from_matrix(around.frames[b].tolist()), tuple(around.heads[b].tolist())) if k < 0 and b >= 0 else None
+        for k, b in zip(tree.parent, (skeleton.parents[b] for b in bones))
+    ]
+    moves = [tuple(rng.normal(size=3) * 0.3) if translate and rng.random() < 0.5 else None for _ in bones]
+    rotations = [quat.from_matrix(m) for m in random_rotations(rng, n, 1.0)[bones].tolist()]
+    start = plan.start(rotations, moves, fixed, None)
+    solved = plan.solve(goals, start, SolveSettings(max_iterations=20, tolerance=1e-5))
+    assume(plan.goes_on(start, solved))
+    after = plan.start_after(start, solved, list(moves), list(fixed))
+    if any(m is not None and p >= 0 for m, p in zip(moves, tree.parent)):
+        # A bone moved off its parent's tail by its location channel: forward kinematics places that one.
+        assert after is None
+        return
+    local_rotations = plan.rotations(start, solved)
+    again = plan.start(local_rotations, moves, fixed, None)
+    for mine, theirs in ((after.frames, again.frames), (after.heads, again.heads), (after.tails, again.tails)):
+        np.testing.assert_allclose(np.abs(np.array(mine)), np.abs(np.array(theirs)), atol=1e-9)
+    np.testing.assert_allclose(after.rotations, local_rotations, atol=1e-12)
+    rows = local.rotation_rows_from_zero(tree, np.array([start.zero] * 2), np.array([solved.frames] * 2))
+    np.testing.assert_allclose(rows, np.array([local_rotations] * 2), atol=1e-12)
+    # Anything it hangs from moved: not where the last solve left it.
+    if any(f is not None for f in fixed):
+        moved = [None if f is None else (f[0], (f[1][0] + 1.0, f[1][1], f[1][2])) for f in fixed]
+        assert plan.start_after(start, solved, list(moves), moved) is None

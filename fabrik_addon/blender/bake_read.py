@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import NamedTuple
 
 import bpy
 import numpy as np
@@ -102,8 +103,10 @@ class FrameRows:
         self.parents: list[np.ndarray] = []
         self.problems: list[dict[int, str]] = []
         #: A continuous bake's frames solved by `solve_last`: per frame index, the moving bones' local rotations.
-        self._rotated: dict[int, list[Quat]] = {}
+        self._rotated: dict[int, list[Quat] | _Placed] = {}
         self._last_index = -1
+        #: The start and outcome of the frame `solve_last` solved last, which the next may go on from.
+        self._last: tuple | None = None
         #: What continuity mode carries from frame to frame of a continuous bake.
         self.carry = carry if carry is not None else Carry()
 
@@ -214,24 +217,34 @@ class FrameRows:
         whole read says why); `last_rotations` then still gives the solve before."""
         began = time.perf_counter()
         plan = self.plan
-        previous = previous if previous is not None else self.last_rotations()
-        if not all(b in previous for b in self.moving):
-            return None
+        last, self._last = self._last, None
         fixed = self._fixed(lambda j: self.parents[-1][j])
         if fixed is None:
             return None
         translations = [tuple(t) if any(t) else None for t in self.channels["loc"][-1][self.moving].tolist()]
-        rotations = [previous[b] for b in self.moving]
+        # Going on from its own solve of the frame before, the nodes start where that left them.
+        start = plan.start_after(*last, translations, fixed) if previous is None and last is not None else None
+        if start is None:
+            previous = previous if previous is not None else self.last_rotations()
+            if not all(b in previous for b in self.moving):
+                return None
+            start = plan.start([previous[b] for b in self.moving], translations, fixed, None)
         goals = self.frames_goals[-1]
-        start = plan.start(rotations, translations, fixed, None)
         try:
             outcome = plan.solve(goals, start, self.warm_settings, self.carry)
         except ValueError:
             return None
-        solved = plan.rotations(start, outcome)
-        if not math.isfinite(sum(map(sum, solved))):
-            return None
-        self._rotated[index] = solved
+        if plan.goes_on(start, outcome):
+            if not math.isfinite(sum(map(sum, outcome.frames))):
+                return None
+            # (their local rotations are worked out with the other frames', at the end: `rotations_in_turn`)
+            self._rotated[index] = _Placed(start.zero, outcome.frames)
+        else:
+            solved = plan.rotations(start, outcome)
+            if not math.isfinite(sum(map(sum, solved))):
+                return None
+            self._rotated[index] = solved
+        self._last = start, outcome
         self._last_index = index
         result = RigStatus(effectors=dict(self.problems[-1]))
         return concluded(
@@ -257,7 +270,10 @@ class FrameRows:
 
     def last_rotations(self) -> dict[int, Quat]:
         """The moving bones' local rotations of the last frame `solve_last` solved."""
-        return dict(zip(self.moving, self._rotated.get(self._last_index, [])))
+        rotations = self._rotated.get(self._last_index, [])
+        if isinstance(rotations, _Placed):
+            rotations = local.rotations_from_zero(self.plan.tree, rotations.zero, rotations.frames)
+        return dict(zip(self.moving, rotations))
 
     @property
     def solved_in_turn(self) -> bool:
@@ -268,8 +284,16 @@ class FrameRows:
         """The frame indices `solve_last` solved and their moving bones' local rotations (frames, m, 3, 3), worked
         out together."""
         indices = sorted(self._rotated)
-        quaternions = np.array([self._rotated[i] for i in indices]).reshape(-1, 4)
-        return indices, matrix_rows.quaternion_to_matrix(quaternions).reshape(len(indices), -1, 3, 3)
+        quaternions = np.empty((len(indices), len(self.moving), 4))
+        placed = [n for n, i in enumerate(indices) if isinstance(self._rotated[i], _Placed)]
+        for n, i in enumerate(indices):
+            if n not in placed:
+                quaternions[n] = self._rotated[i]
+        if placed:
+            zero = np.array([self._rotated[indices[n]].zero for n in placed])
+            frames = np.array([self._rotated[indices[n]].frames for n in placed])
+            quaternions[placed] = local.rotation_rows_from_zero(self.plan.tree, zero, frames)
+        return indices, matrix_rows.quaternion_to_matrix(quaternions.reshape(-1, 4)).reshape(len(indices), -1, 3, 3)
 
     def _fk_rotations(self, found: dict[str, np.ndarray]) -> np.ndarray:
         """Each moving bone's animator's rotation (U, m, 3, 3) from its channels, in its rotation mode: where a
@@ -288,6 +312,14 @@ class FrameRows:
                 same = np.all(np.abs(values - np.asarray(written)[None, :]) <= 1e-6, axis=1)
                 fk[same, k] = matrix
         return fk
+
+
+class _Placed(NamedTuple):
+    """A frame `solve_last` solved whose local rotations are worked out later: the zero links of its start and the
+    nodes' solved frames (`local.rotations_from_zero`)."""
+
+    zero: list
+    frames: list
 
 
 def _unit_frames(pose: np.ndarray) -> np.ndarray:

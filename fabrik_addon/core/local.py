@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import quat
+from . import quat, quat_rows
 from .angles import limited_angles
 from .limits import JointLimit
 from .quat import Quat
@@ -27,7 +27,8 @@ from .tree import MovingTree, Start
 from .vec import Vec, add
 
 __all__ = [
-    "LocalTree", "local_tree", "rotation_rows", "rotations_from_zero", "start_of", "start_rows", "with_start_twist",
+    "LocalTree", "local_tree", "rotation_rows", "rotation_rows_from_zero", "rotations_from_zero", "start_of",
+    "start_rows", "with_start_twist",
 ]
 
 
@@ -185,6 +186,19 @@ def rotations_from_zero(tree: MovingTree, zero: Sequence[Quat], frames: Sequence
         n = math.sqrt(w * w + x * x + y * y + z * z)
         out.append((w / n, x / n, y / n, z / n))
     return out
+
+
+def rotation_rows_from_zero(tree: MovingTree, zero: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """`rotations_from_zero` for F frames at once: zero links and frames (F, m, 4) in, local rotations (F, m, 4)
+    out."""
+    count, m = frames.shape[:2]
+    parent = np.asarray(tree.parent)
+    links = zero.reshape(-1, 4).T
+    above = frames[:, np.maximum(parent, 0)].reshape(-1, 4).T
+    unmoved = quat_rows.mul(above, links)
+    zero_frames = np.where(np.tile(parent >= 0, count), unmoved, links)
+    turns = quat_rows.mul(quat_rows.conj(zero_frames), frames.reshape(-1, 4).T)
+    return quat_rows.normalized(turns).T.reshape(count, m, 4)
 
 
 def start_rows(

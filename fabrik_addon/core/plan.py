@@ -40,7 +40,7 @@ from .methods import Solved
 from .problem import Goal, SolveReport, SolveSettings, begin, joined_report, validate_goals, validate_settings
 from .quat import Quat
 from .skeleton import Pose, Skeleton
-from .tree import MovingTree, Start, components, moving_tree, posed
+from .tree import MovingTree, Start, components, moving_tree, posed, tails_of
 from .vec import Vec
 
 __all__ = ["FREE", "LIMITED", "OFFSETS", "Carry", "Part", "Plan", "Solved", "layout_of", "plan_for", "solve"]
@@ -137,6 +137,30 @@ class Plan:
         if self.local.placed and not self.whole:
             return start_of(self.local, rotations, translations, fixed, pose)
         return Start.of_pose(self.skeleton, self.tree, pose())
+
+    def goes_on(self, start: Start, solved: Solved) -> bool:
+        """Whether a frame may start where `solved` (a solve from `start`) left the nodes (`start_after`): a start
+        forward kinematics made, and a solve that moved them and left their rotations to be worked out."""
+        return solved.frames is not None and solved.rotations is None and start.fixed is not None and (
+            self.local.placed and not self.whole
+        )
+
+    def start_after(
+        self, start: Start, solved: Solved, translations: Sequence[Vec | None], fixed: Sequence[tuple[Quat, Vec] | None]
+    ) -> Start | None:
+        """The start of a frame that goes on from `solved` (a solve from `start`, a start forward kinematics
+        made), where what the nodes hang from has not moved (the same fixed frames and location channels, none
+        on a node below another): the nodes where that solve left them, their local rotations worked out only
+        where a method asks. None where that does not hold, or where the solve worked out its rotations itself."""
+        if not self.goes_on(start, solved) or list(fixed) != start.fixed or list(translations) != start.translations:
+            return None
+        if any(t is not None and p >= 0 for t, p in zip(translations, self.tree.parent)):
+            return None  # (the passes keep a moved bone on its parent's tail; forward kinematics moves it off)
+        frames, heads, zero = solved.frames, solved.heads, start.zero
+        return Start(
+            frames, heads, tails_of(frames, heads, self.tree.length), zero, None, fixed=start.fixed,
+            translations=start.translations, rotations_of=lambda: rotations_from_zero(self.tree, zero, frames),
+        )
 
     def solve(
         self, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None = None

@@ -85,16 +85,22 @@ def _half_turns(a: np.ndarray, axis: np.ndarray) -> np.ndarray:
     return np.concatenate((np.zeros((1, a.shape[1])), k / n))
 
 
-def reach(fixed: np.ndarray, toward: np.ndarray, length, fallback: np.ndarray) -> np.ndarray:
-    """FABRIK's move for every column: the point at `length` from `fixed` towards `toward`.
+def reach(fixed: np.ndarray, toward: np.ndarray, length, fallback, out: np.ndarray | None = None) -> np.ndarray:
+    """FABRIK's move for every column: the point at `length` from `fixed` towards `toward`, written into `out`
+    where given (which may be `toward` itself).
 
     Where the two points meet (the line is undefined) the result is
-    `fixed + fallback`, as one frame alone keeps the bone's previous vector.
+    `fixed + fallback()`, as one frame alone keeps the bone's previous vector;
+    `fallback` is called before `out` is written.
     """
     d = toward - fixed
-    n = np.sqrt((d * d).sum(axis=0))
-    degenerate = n < EPSILON
-    out = fixed + d * (length / np.where(degenerate, 1.0, n))
-    if degenerate.any():
-        out[:, degenerate] = fixed[:, degenerate] + fallback[:, degenerate]
-    return out
+    n = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    if n.size and n.min() < EPSILON:
+        degenerate = n < EPSILON
+        kept = fallback()
+        n[degenerate] = 1.0
+        d *= length / n
+        d[:, degenerate] = kept[:, degenerate]
+    else:
+        d *= length / n
+    return np.add(fixed, d, out=out)

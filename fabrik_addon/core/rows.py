@@ -69,11 +69,11 @@ class JointRows:
             None if self.frames is None else self.frames[:, :, columns], offsets, self.base[:, :, columns], self.carried,
         )
 
-    def put(self, columns: np.ndarray, other: "JointRows") -> None:
-        """Write the moving parts of another state back into some frames."""
-        self.heads[:, :, columns], self.tails[:, :, columns] = other.heads, other.tails
+    def put(self, columns, other: "JointRows", rows=slice(None)) -> None:
+        """Write the moving parts of another state (its `rows` frames) back into some frames."""
+        self.heads[:, :, columns], self.tails[:, :, columns] = other.heads[:, :, rows], other.tails[:, :, rows]
         if self.frames is not None:
-            self.frames[:, :, columns] = other.frames
+            self.frames[:, :, columns] = other.frames[:, :, rows]
 
 
 def solve(
@@ -134,7 +134,10 @@ def solve(
             active, e.sum(axis=1), e.max(axis=1) <= settings.tolerance, e[:, pulling].sum(axis=1)
         )
         rows = np.searchsorted(active, taken)
-        best.put(taken, now.take(rows))
+        if len(taken) == count:
+            best.put(slice(None), now)
+        else:
+            best.put(taken, now, rows)
         best_errors[taken] = e[rows]
         reach[taken] = np.minimum(1.0, 2.0 * reach[taken])
         if careful and len(retry):
@@ -160,7 +163,9 @@ def _frames(tree: MovingTree, joints: JointRows, start: np.ndarray) -> np.ndarra
     own = start
     if joints.frames is not None:
         own = matrix_rows.quaternion_to_matrix(joints.frames.transpose(2, 0, 1))
-    carried = joints.carried or (False,) * m
+    if not joints.carried or not any(joints.carried):
+        return matrix_rows.swung_frames(own.reshape(-1, 3, 3), directions.reshape(-1, 3)).reshape(count, m, 3, 3)
+    carried = joints.carried
     swung = [k for k in range(m) if not carried[k]]
     if swung:
         turned = matrix_rows.swung_frames(own[:, swung].reshape(-1, 3, 3), directions[:, swung].reshape(-1, 3))
@@ -191,8 +196,8 @@ def _forward_reaching(tree: MovingTree, joints: JointRows, aims: np.ndarray, ask
         if total <= 0.0:
             continue  # nothing pulls this bone
         points = [aims[i] if kind == "goal" else heads[i] for kind, i, _ in node_asks]
-        # One ask is taken as it is (w * p / w may be a rounding off p).
-        wanted = points[0].copy() if len(points) == 1 else sum(w * p for (_, _, w), p in zip(node_asks, points)) / total
+        # One ask is taken as it is (w * p / w may be a rounding off p); the moves below copy it.
+        wanted = points[0] if len(points) == 1 else sum(w * p for (_, _, w), p in zip(node_asks, points)) / total
         pull = None  # weighted offsets of the pulled points from the tail
         if offsets is not None:
             for kind, c, w in node_asks:
@@ -213,9 +218,15 @@ def _forward_reaching(tree: MovingTree, joints: JointRows, aims: np.ndarray, ask
 
 def _move_tail(joints: JointRows, k: int, length: float, columns, wanted: np.ndarray) -> None:
     """FABRIK's move for bone k in some frames: the tail to `wanted`, the head onto the line, the frame turned."""
+    if joints.carried is None or not joints.carried[k]:
+        if isinstance(columns, slice):  # every frame: in place
+            head, tail = joints.heads[k], joints.tails[k]
+            quat_rows.reach(wanted, head, length, lambda: head - tail, out=head)
+            tail[...] = wanted
+            return
     head, tail = joints.heads[k][:, columns], joints.tails[k][:, columns]
     before = (tail - head) * (1.0 / length)
-    head = quat_rows.reach(wanted, head, length, head - tail)
+    head = quat_rows.reach(wanted, head, length, lambda: head - tail)
     joints.heads[k][:, columns], joints.tails[k][:, columns] = head, wanted
     _turn(joints, k, before, (wanted - head) * (1.0 / length), columns)
 
@@ -228,7 +239,7 @@ def _move_rigidly(joints: JointRows, k: int, columns: np.ndarray, point: np.ndar
     short = arm < EPSILON
     arm = np.where(short, 1.0, arm)
     before = lever * (1.0 / arm)
-    new_head = quat_rows.reach(wanted, head, arm, -lever)
+    new_head = quat_rows.reach(wanted, head, arm, lambda: -lever)
     after = (wanted - new_head) * (1.0 / arm)
     across = matrix_rows.any_perpendicular(np.where(short, np.array([[0.0], [1.0], [0.0]]), before).T).T
     turn = quat_rows.arc(before, after, across)
@@ -245,20 +256,20 @@ def _move_rigidly(joints: JointRows, k: int, columns: np.ndarray, point: np.ndar
 def _backward_reaching(tree: MovingTree, joints: JointRows) -> None:
     """Root to tips (`fabrik.backward_reaching`): each base back to its fixed place, each head onto its parent
     (at its offset), the tail on the line."""
-    heads, tails, offsets = joints.heads, joints.tails, joints.offsets
+    heads, tails, offsets, carried = joints.heads, joints.tails, joints.offsets, joints.carried
     for k, p in enumerate(tree.parent):
-        old_tail = tails[k].copy()
-        old_bone = old_tail - heads[k]
+        tail = tails[k]
+        old_bone = tail - heads[k]
         if p < 0:
-            head = joints.base[k]
+            heads[k] = joints.base[k]
         elif offsets is None or offsets[k] is None:
-            head = tails[p]
+            heads[k] = tails[p]
         else:
-            head = tails[p] + quat_rows.rotate(joints.frames[p], offsets[k])
+            heads[k] = tails[p] + quat_rows.rotate(joints.frames[p], offsets[k])
         length = tree.length[k]
-        heads[k] = head
-        tails[k] = quat_rows.reach(heads[k], old_tail, length, old_bone)
-        _turn(joints, k, old_bone * (1.0 / length), (tails[k] - heads[k]) * (1.0 / length))
+        quat_rows.reach(heads[k], tail, length, lambda: old_bone, out=tail)
+        if carried is not None and carried[k]:
+            _turn(joints, k, old_bone * (1.0 / length), (tail - heads[k]) * (1.0 / length))
 
 
 def _stretch_towards(joints: JointRows, length: np.ndarray, columns: np.ndarray, target: np.ndarray) -> None:

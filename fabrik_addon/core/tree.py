@@ -26,7 +26,7 @@ from .vec import Vec, perpendicular, scale, sub
 
 __all__ = [
     "Joints", "MovingTree", "Start", "branch_weights", "chain_reach", "components", "moving_tree", "posed", "pulls",
-    "swung_frames",
+    "swung_frames", "tails_of",
 ]
 
 
@@ -232,7 +232,8 @@ class Start:
     """
 
     __slots__ = (
-        "frames", "heads", "tails", "zero", "rotations", "fixed", "translations", "_pose", "_make_pose", "_place"
+        "frames", "heads", "tails", "zero", "rotations", "fixed", "translations", "_pose", "_make_pose", "_place",
+        "_rotations_of",
     )
 
     def __init__(
@@ -246,17 +247,25 @@ class Start:
         fixed: list | None = None,
         translations: list | None = None,
         place: Callable[[], tuple[list[Quat], list[Vec], list[Vec], list[Quat]]] | None = None,
+        rotations_of: Callable[[], list[Quat]] | None = None,
     ) -> None:
         """`place`, where given, makes frames, heads, tails and zero when one of them is first asked for (a solve
-        that goes on from what the last frame left may need none of them)."""
+        that goes on from what the last frame left may need none of them); `rotations_of`, where given, makes the
+        rotations when first asked for (a start placed where the last solve left it)."""
         if place is None:
             self.frames, self.heads, self.tails, self.zero = frames, heads, tails, zero
-        self.rotations, self.fixed, self.translations = rotations, fixed, translations
+        if rotations_of is None:
+            self.rotations = rotations
+        self.fixed, self.translations = fixed, translations
         self._pose, self._make_pose = (pose, None) if isinstance(pose, Pose) else (None, pose)
-        self._place = place
+        self._place, self._rotations_of = place, rotations_of
 
     def __getattr__(self, name: str):
-        # (only reached for a slot not yet set: a start made with `place`)
+        # (only reached for a slot not yet set: a start made with `place` or `rotations_of`)
+        if name == "rotations" and object.__getattribute__(self, "_rotations_of") is not None:
+            self.rotations = self._rotations_of()
+            self._rotations_of = None
+            return self.rotations
         place = object.__getattribute__(self, "_place")
         if place is None or name not in ("frames", "heads", "tails", "zero"):
             raise AttributeError(name)
@@ -282,11 +291,16 @@ class Start:
     def moved(self, skeleton: Skeleton, tree: MovingTree, frames: list[Quat], heads: list[Vec]) -> "Start":
         """This start with the nodes at other frames and heads (the bones below them follow rigidly in its pose):
         where a solve goes on from what another method left."""
-        tails = [
-            (h[0] + 2.0 * (x * y - w * z) * n, h[1] + (1.0 - 2.0 * (x * x + z * z)) * n, h[2] + 2.0 * (y * z + w * x) * n)
-            for h, (w, x, y, z), n in zip(heads, frames, tree.length)
-        ]
+        tails = tails_of(frames, heads, tree.length)
         return Start(frames, heads, tails, self.zero, lambda: posed(skeleton, tree, self.pose(), frames, heads))
+
+
+def tails_of(frames: Sequence[Quat], heads: Sequence[Vec], lengths: Sequence[float]) -> list[Vec]:
+    """Each bone's tail: its head and its length along its frame's Y axis."""
+    return [
+        (h[0] + 2.0 * (x * y - w * z) * n, h[1] + (1.0 - 2.0 * (x * x + z * z)) * n, h[2] + 2.0 * (y * z + w * x) * n)
+        for h, (w, x, y, z), n in zip(heads, frames, lengths)
+    ]
 
 
 def posed(skeleton: Skeleton, tree: MovingTree, start: Pose, frames: list[Quat], heads: list[Vec]) -> Pose:
