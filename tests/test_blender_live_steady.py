@@ -486,58 +486,38 @@ def test_after_steady_frames_live_off_gives_the_pose_back_and_a_reload_solves_th
     np.testing.assert_array_equal(rotation_channels(rig), animator)
 
 
-def test_a_chain_bone_set_without_a_tag_on_an_animated_rig_goes_the_full_frame(steady_frames, monkeypatch):
-    """A rig animated itself is read again every frame: a chain bone's channel set by `foreach_set` (which tags
-    nothing) is seen there, and taken for the animator's, as the full frame takes it."""
-    frames = [1, 2, 3, 4, 5]
-
-    def play_set() -> list:
-        bpy.ops.wm.read_factory_settings(use_empty=True)
-        rig = animated_rig()
-        out = []
-        for frame in frames:
-            if frame == 4:
-                values = rotation_channels(rig)[: 4 * len(rig.pose.bones)].copy()
-                values[4 * 3: 4 * 4] = (0.9, 0.3, 0.0, 0.3)  # bone3, in the chain
-                rig.pose.bones.foreach_set("rotation_quaternion", values)
-            bpy.context.scene.frame_set(frame)
-            out.append(state(rig))
-        return out
-
-    quick = play_set()
-    assert steady_frames == [True, True, False, True]
-    monkeypatch.setattr(live, "_reused", lambda *args: None)
-    full = play_set()
-    for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
-        assert a_status == b_status, f"frame {frame}"
-        np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
-
-
-def test_a_chain_bone_set_by_a_script_that_tags_the_object_goes_the_full_frame(steady_frames, monkeypatch):
-    """On a rig whose object Blender updates with its targets (a muted IK constraint that keeps its target), a
-    chain bone's channel set by `foreach_set` and a tag of the object alone (no armature update) is seen, and
-    taken for the animator's, as the full frame takes it."""
-    frames = [1, 2, 3, 4, 5]
-
-    def play_set() -> list:
-        bpy.ops.wm.read_factory_settings(use_empty=True)
-        rig = converted_chain(tied=True)
-        out = []
-        for frame in frames:
-            if frame == 4:
-                values = rotation_channels(rig)[: 4 * len(rig.pose.bones)].copy()
-                values[4 * 3: 4 * 4] = (0.9, 0.3, 0.0, 0.3)  # bone3, in the chain
-                rig.pose.bones.foreach_set("rotation_quaternion", values)
+def played_with_a_chain_bone_set(make_rig, tag: bool) -> list:
+    """Frames 1-5 of a rig, with a chain bone's channel set by `foreach_set` before frame 4 (and, with `tag`, the
+    rig object alone tagged, as a script may): the state after each frame."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    rig = make_rig()
+    out = []
+    for frame in [1, 2, 3, 4, 5]:
+        if frame == 4:
+            values = rotation_channels(rig)[: 4 * len(rig.pose.bones)].copy()
+            values[4 * 3: 4 * 4] = (0.9, 0.3, 0.0, 0.3)  # bone3, in the chain
+            rig.pose.bones.foreach_set("rotation_quaternion", values)
+            if tag:
                 rig.update_tag(refresh={'OBJECT'})
-            bpy.context.scene.frame_set(frame)
-            out.append(state(rig))
-        return out
+        bpy.context.scene.frame_set(frame)
+        out.append(state(rig))
+    return out
 
-    quick = play_set()
+
+@pytest.mark.parametrize("make_rig, tag", [
+    (animated_rig, False),
+    # A rig whose object Blender updates with its targets (a muted IK constraint that keeps its target).
+    (lambda: converted_chain(tied=True), True),
+], ids=["set without a tag on a rig animated itself", "set by a script that tags the rig object"])
+def test_a_chain_bone_set_by_a_script_goes_the_full_frame(make_rig, tag, steady_frames, monkeypatch):
+    """A rig animated itself is read again every frame, and a rig object tagged alone (no armature update) reads
+    the chain's channels again: a chain bone's channel set by `foreach_set` is seen, and taken for the
+    animator's, as the full frame takes it."""
+    quick = played_with_a_chain_bone_set(make_rig, tag)
     assert steady_frames == [True, True, False, True]
     monkeypatch.setattr(live, "_reused", lambda *args: None)
-    full = play_set()
-    for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
+    full = played_with_a_chain_bone_set(make_rig, tag)
+    for frame, (a, a_status), (b, b_status) in zip([1, 2, 3, 4, 5], quick, full):
         assert a_status == b_status, f"frame {frame}"
         np.testing.assert_allclose(a, b, atol=2e-7, err_msg=f"frame {frame}")
 

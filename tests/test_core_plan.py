@@ -103,12 +103,7 @@ def test_free_trees_with_offsets_solve_as_fabrik_does(skeleton, seed, goal_count
     assert any(p.method == OFFSETS for p in plan_for(skeleton, goals).parts)
     locations = {b: rng.normal(size=3) * 0.3 for b in tree.bones if translate and rng.random() < 0.5}
     solve_settings = SolveSettings(max_iterations=int(rng.integers(1, 40)), tolerance=1e-4)
-    converges = descent_converges(skeleton, goals, rotations, locations, solve_settings)
-    event("descent converges" if converges else "refined")
-    if converges:
-        assert_same(*solve_both(skeleton, goals, rotations, locations, solve_settings))
-    else:  # (the refinement's steps and stalls turn on comparisons of rounding: the same outcome, to 1e-6)
-        assert_alike(*solve_both(skeleton, goals, rotations, locations, solve_settings))
+    solve_alike(skeleton, goals, rotations, locations, solve_settings, "refined")
 
 
 def descent_converges(skeleton, goals, rotations, locations, solve_settings) -> bool:
@@ -131,6 +126,17 @@ def descent_converges(skeleton, goals, rotations, locations, solve_settings) -> 
     return True
 
 
+
+def solve_alike(skeleton, goals, rotations, locations, solve_settings, otherwise: str) -> None:
+    """Both solves alike: the same where FABRIK's descent converges, else (where the refinement's steps or plain
+    FABRIK's wandering turn on comparisons of rounding) the same outcome, to 1e-6."""
+    converges = descent_converges(skeleton, goals, rotations, locations, solve_settings)
+    event("descent converges" if converges else otherwise)
+    if converges:
+        assert_same(*solve_both(skeleton, goals, rotations, locations, solve_settings))
+    else:
+        assert_alike(*solve_both(skeleton, goals, rotations, locations, solve_settings))
+
 @settings(max_examples=150, deadline=None, suppress_health_check=SELECTED_CASES)
 @given(skeletons(max_bones=7, offsets=True, roots=1), st.integers(0, 2**32 - 1), st.integers(1, 2), st.booleans())
 def test_free_trees_with_poles_solve_as_fabrik_does(skeleton, seed, goal_count, translate):
@@ -149,12 +155,7 @@ def test_free_trees_with_poles_solve_as_fabrik_does(skeleton, seed, goal_count, 
     assume(not tree.is_limited and not stretch.applies(skeleton, goals))
     locations = {b: rng.normal(size=3) * 0.3 for b in tree.bones if translate and rng.random() < 0.5}
     solve_settings = SolveSettings(max_iterations=int(rng.integers(1, 40)), tolerance=1e-4)
-    converges = descent_converges(skeleton, goals, rotations, locations, solve_settings)
-    event("descent converges" if converges else "went on")
-    if converges:
-        assert_same(*solve_both(skeleton, goals, rotations, locations, solve_settings))
-    else:  # (plain FABRIK's wandering turns on comparisons of rounding: the same outcome, to 1e-6)
-        assert_alike(*solve_both(skeleton, goals, rotations, locations, solve_settings))
+    solve_alike(skeleton, goals, rotations, locations, solve_settings, "went on")
 
 
 def test_an_arm_with_a_pole_solves_as_fabrik_does():

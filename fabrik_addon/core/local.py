@@ -226,26 +226,32 @@ def start_rows(
     return heads, frames
 
 
-def rotation_rows(skeleton: Skeleton, tree: MovingTree, frames: np.ndarray, fixed: dict[int, np.ndarray]) -> np.ndarray:
+def rotation_rows(
+    skeleton: Skeleton, tree: MovingTree, frames: np.ndarray, fixed: dict[int, np.ndarray],
+    nodes: Sequence[int] | None = None,
+) -> np.ndarray:
     """`rotations_from_zero` for F frames at once: each node's local rotation rest_b^T rest_p F_p^T F_b (F, m, 3, 3)
     from the nodes' frames (F, m, 3, 3), F_p its moving parent's frame, or the fixed bone's it hangs from
-    (`fixed`, by bone: (F, 3, 3)), or none for a root bone."""
-    parent_of = np.empty_like(frames)
-    rest = np.empty((len(tree.bones), 3, 3))
+    (`fixed`, by bone: (F, 3, 3)), or none for a root bone; with `nodes`, those nodes' only (F, len(nodes), 3, 3)."""
+    picked = frames if nodes is None else frames[:, list(nodes)]
+    nodes = range(len(tree.bones)) if nodes is None else nodes
+    parent_of = np.empty((len(frames), len(nodes), 3, 3))
+    rest = np.empty((len(nodes), 3, 3))
     inner, inner_parents = [], []
-    for k, (b, p) in enumerate(zip(tree.bones, tree.parent)):
+    for j, k in enumerate(nodes):
+        b, p = tree.bones[k], tree.parent[k]
         q = skeleton.parents[b]
         if q < 0:
-            parent_of[:, k], rest[k] = np.eye(3), skeleton.rest_frames[b].T
+            parent_of[:, j], rest[j] = np.eye(3), skeleton.rest_frames[b].T
             continue
-        rest[k] = skeleton.rest_frames[b].T @ skeleton.rest_frames[q]
+        rest[j] = skeleton.rest_frames[b].T @ skeleton.rest_frames[q]
         if p >= 0:
-            inner.append(k)
+            inner.append(j)
             inner_parents.append(p)
         else:
-            parent_of[:, k] = fixed[q]
+            parent_of[:, j] = fixed[q]
     parent_of[:, inner] = frames[:, inner_parents]
-    return rest[None] @ (np.swapaxes(parent_of, 2, 3) @ frames)
+    return rest[None] @ (np.swapaxes(parent_of, 2, 3) @ picked)
 
 
 def with_start_twist(limit: JointLimit, solved: Quat, start: Quat) -> Quat:

@@ -317,7 +317,7 @@ class Plan:
                 good &= limits.allows_rows(limit, quaternions[:, k])
         leaves = [k for k, limit in enumerate(tree.limits) if limit is not None and not tree.children[k]]
         if leaves and good.any():
-            started = local_rotation_rows(skeleton, tree, begun, fixed)[:, leaves]
+            started = local_rotation_rows(skeleton, tree, begun, fixed, leaves)
             started = matrix_rows.quaternions_from_matrices(started.reshape(-1, 3, 3)).reshape(count, -1, 4)
             for f in np.flatnonzero(good).tolist():
                 for j, k in enumerate(leaves):
