@@ -286,9 +286,8 @@ class FrameRows:
         indices = sorted(self._rotated)
         quaternions = np.empty((len(indices), len(self.moving), 4))
         placed = [n for n, i in enumerate(indices) if isinstance(self._rotated[i], _Placed)]
-        for n, i in enumerate(indices):
-            if n not in placed:
-                quaternions[n] = self._rotated[i]
+        for n in sorted(set(range(len(indices))) - set(placed)):
+            quaternions[n] = self._rotated[indices[n]]
         if placed:
             zero = np.array([self._rotated[indices[n]].zero for n in placed])
             frames = np.array([self._rotated[indices[n]].frames for n in placed])
