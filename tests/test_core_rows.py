@@ -26,11 +26,16 @@ def solve_frames(skeleton, goals, targets, starts, settings=SolveSettings()):
     frames = np.stack([p.frames[bones] for p in starts])
     hung = {skeleton.parents[b] for k, b in zip(plan.tree.parent, bones) if k < 0 and skeleton.parents[b] >= 0}
     fixed = {b: np.stack([p.frames[b] for p in starts]) for b in hung}
-    solved, placed, iterations, errors = plan.solve_rows(
+    solved = plan.solve_rows(
         goals, targets, heads, frames, fixed, settings, lambda f: Start.of_pose(skeleton, plan.tree, starts[f])
     )
-    poses = [pose_with(skeleton, start, bones, h, m) for start, h, m in zip(starts, placed, solved)]
-    return poses, iterations, errors
+    poses = [pose_with(skeleton, start, bones, h, m) for start, h, m in zip(starts, solved.heads, solved.frames)]
+    if plan.local.placed:
+        for pose, rotations in zip(poses, solved.rotations):
+            np.testing.assert_allclose(rotations, skeleton.local_rotations(pose)[bones], atol=1e-9)
+    else:  # (a fixed bone between two moving ones: the nodes' frames alone do not give their local rotations)
+        assert solved.rotations is None
+    return poses, solved.iterations, solved.errors
 
 
 def frames_of(skeleton, tips, count, seed, scale_every=7):
@@ -224,17 +229,19 @@ def test_open_cones_are_checked_in_bulk_as_one_by_one():
         limits.allows_rows(JointLimit(lock_x=True), rows)
 
 
-def test_a_root_bone_in_an_open_cone_solves_in_bulk_as_alone():
-    """A single root bone limited by an open cone (a leaf, whose twist goes back to its start's) through the plan
-    on numpy rows: each frame's pose is the one it gets solved alone."""
+@pytest.mark.parametrize("bones", [1, 6])
+def test_a_chain_in_open_cones_solves_in_bulk_as_alone(bones):
+    """A root bone alone, and a chain, limited by open cones (the leaf's twist goes back to its start's) through
+    the plan on numpy rows: each frame's pose is the one it gets solved alone, and the local rotations it hands
+    back are that pose's (`solve_frames` checks them)."""
     cone = JointLimit(use_limit_x=True, use_limit_y=True, use_limit_z=True, min_x=-0.8, max_x=0.8, min_z=-0.7,
                       max_z=0.9, min_y=-0.5, max_y=0.5)
-    skeleton = straight_chain(1, 1.0).with_limits({0: cone})
-    goals = [Goal(0, (0.0, 0.0, 0.0))]
+    skeleton = straight_chain(bones, 1.0 / bones).with_limits({k: cone for k in range(bones)})
+    goals = [Goal(bones - 1, (0.0, 0.0, 0.0))]
     assert plan_for(skeleton, goals).rows
-    targets, starts = frames_of(skeleton, [0], 30, 4)
+    targets, starts = frames_of(skeleton, [bones - 1], 30, 4)
     settings = SolveSettings(tolerance=1e-6)
     poses, _, _ = solve_frames(skeleton, goals, targets, starts, settings)
     for f, start in enumerate(starts):
-        pose, _ = solve(skeleton, [Goal(0, tuple(targets[f, 0]))], start, settings)
+        pose, _ = solve(skeleton, [Goal(bones - 1, tuple(targets[f, 0]))], start, settings)
         np.testing.assert_allclose(poses[f].frames, pose.frames, atol=1e-9, err_msg=f"frame {f}")

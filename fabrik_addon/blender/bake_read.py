@@ -204,10 +204,8 @@ class FrameRows:
             moves = [tuple(t) if any(t) else None for t in found["loc"][f][self.moving].tolist()]
             return plan.start(rotations, moves, self._fixed(lambda j: hung[j][f], nan=True), None)
 
-        solved, _, iterations, errors = plan.solve_rows(
-            frame_goals[0], targets, heads, frames, fixed, self.solve_settings, start_of
-        )
-        return local.rotation_rows(skeleton, plan.tree, solved, fixed), iterations, errors
+        solved = plan.solve_rows(frame_goals[0], targets, heads, frames, fixed, self.solve_settings, start_of)
+        return solved.rotations, solved.iterations, solved.errors
 
     def solve_last(self, index: int, previous: dict | None) -> RigStatus | None:
         """Solve the frame read last (the bake's frame `index`) from `previous` (each moving bone's local rotation:

@@ -43,7 +43,9 @@ from .skeleton import Pose, Skeleton
 from .tree import MovingTree, Start, components, moving_tree, posed, tails_of
 from .vec import Vec
 
-__all__ = ["FREE", "LIMITED", "OFFSETS", "Carry", "Part", "Plan", "Solved", "layout_of", "plan_for", "solve"]
+__all__ = [
+    "FREE", "LIMITED", "OFFSETS", "Carry", "Part", "Plan", "Solved", "SolvedRows", "layout_of", "plan_for", "solve",
+]
 
 FREE, OFFSETS, LIMITED = "free", "offsets", "limited"
 
@@ -54,6 +56,19 @@ def layout_of(goals: Sequence[Goal]) -> tuple:
     """What of the goals decides a plan: each one's bone and chain length, and whether it carries a rotation
     goal, a pole or IK stretch."""
     return tuple((g.bone, g.chain_length, g.rotation is not None, g.pole is not None, g.stretch) for g in goals)
+
+
+@dataclass(frozen=True)
+class SolvedRows:
+    """What `Plan.solve_rows` leaves for F frames: the nodes' frames (F, m, 3, 3), heads (F, m, 3) and local
+    rotations (F, m, 3, 3; None where a fixed bone lies between two moving ones, `LocalTree.placed`), the
+    iterations (F,) and the errors (F, G)."""
+
+    frames: np.ndarray
+    heads: np.ndarray
+    rotations: np.ndarray | None
+    iterations: np.ndarray
+    errors: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -248,11 +263,10 @@ class Plan:
         fixed: dict[int, np.ndarray],
         settings: SolveSettings,
         start_of: Callable[[int], Start],
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> SolvedRows:
         """Solve F frames of a plan that `rows`: targets (F, G, 3) for the goals' layout, the nodes' start heads
-        (F, m, 3) and frames (F, m, 3, 3), and the frames of the fixed bones the base nodes of limited parts hang
-        from (`fixed`, by bone: (F, 3, 3)). The nodes' solved frames (F, m, 3, 3) and heads (F, m, 3), the
-        iterations (F,) and the errors (F, G): what each frame alone gives.
+        (F, m, 3) and frames (F, m, 3, 3), and the frames of the fixed bones the base nodes hang from (`fixed`,
+        by bone: (F, 3, 3)). What each frame alone gives.
 
         FABRIK runs on numpy rows (`rows`); the frames where a method goes on
         from FABRIK (the refinement, the limits) are solved one by one from
@@ -268,6 +282,9 @@ class Plan:
         solved_frames, solved_heads = frames.copy(), heads.copy()
         iterations = np.zeros(count, dtype=int)
         errors = np.zeros((count, len(goals)))
+        # The cone check works out local rotations; the frames it passes keep them rather than working them out again.
+        rotations = np.empty_like(frames)
+        stale = np.ones(count, dtype=bool) if len(self.parts) == 1 else None
         for part in self.parts:
             nodes, group, tree = list(part.nodes), list(part.goals), part.tree
             own = [goals[g] for g in group]
@@ -285,7 +302,11 @@ class Plan:
                     beyond = _out_of_reach_rows(self.skeleton, tree, own, targets[:, group], heads[:, nodes])
                     again = ~converged & ~beyond
                 elif part.method == LIMITED:
-                    again = ~self._inside_cones(tree, placed, frames[:, nodes], fixed, converged)
+                    out = rotations if stale is not None else np.empty_like(placed)
+                    good = self._inside_cones(tree, placed, frames[:, nodes], fixed, converged, out)
+                    if stale is not None:
+                        stale = ~good
+                    again = ~good
                 solved_frames[:, nodes], solved_heads[:, nodes] = placed, placed_heads
             for f in np.flatnonzero(again).tolist():
                 frame_goals = [replace(g, target=tuple(map(float, targets[f, i]))) for i, g in zip(group, own)]
@@ -298,18 +319,28 @@ class Plan:
                     solved_frames[f, nodes] = matrix_rows.orthonormalized(turned)
                     solved_heads[f, nodes] = solved.heads
                 iterations[f], errors[f, group] = max(iterations[f], solved.report.iterations), solved.report.errors
-        return solved_frames, solved_heads, iterations, errors
+        redo = np.ones(count, dtype=bool) if stale is None else stale
+        if not self.local.placed:
+            rotations = None
+        elif redo.all():
+            rotations = local_rotation_rows(self.skeleton, self.tree, solved_frames, fixed)
+        elif redo.any():
+            hung = {b: values[redo] for b, values in fixed.items()}
+            rotations[redo] = local_rotation_rows(self.skeleton, self.tree, solved_frames[redo], hung)
+        return SolvedRows(solved_frames, solved_heads, rotations, iterations, errors)
 
     def _inside_cones(
         self, tree: MovingTree, solved: np.ndarray, begun: np.ndarray, fixed: dict[int, np.ndarray],
-        converged: np.ndarray,
+        converged: np.ndarray, out: np.ndarray,
     ) -> np.ndarray:
         """Which frames of the free passes on a limited part's open cones are the answer (`methods.solve_limited`):
-        converged with every joint inside its limit (the limits read the local rotations). Their leaves' twists,
-        which move no goal, go back to where they began (`solved`, (F, m, 3, 3), changed in place)."""
+        converged with every joint inside its limit (the limits read the local rotations, left in `out`). Their
+        leaves' twists, which move no goal, go back to where they began (`solved` and `out`, (F, m, 3, 3),
+        changed in place)."""
         skeleton = self.skeleton
         count = len(solved)
         rotations = local_rotation_rows(skeleton, tree, solved, fixed)
+        out[...] = rotations
         good = converged.copy()
         quaternions = matrix_rows.quaternions_from_matrices(rotations.reshape(-1, 3, 3)).reshape(count, -1, 4)
         for k, limit in enumerate(tree.limits):
@@ -329,7 +360,8 @@ class Plan:
                         above = solved[f, p]
                     else:  # (a base node hangs from a fixed bone, or is a root: its rest is in armature space)
                         above = fixed[skeleton.parents[b]][f] if skeleton.parents[b] >= 0 else np.eye(3)
-                    solved[f, k] = above @ skeleton.rest_in_parent[b] @ np.array(quat.to_matrix(twisted))
+                    out[f, k] = np.array(quat.to_matrix(twisted))
+                    solved[f, k] = above @ skeleton.rest_in_parent[b] @ out[f, k]
         return good
 
     def rotations(self, start: Start, solved: Solved) -> list[Quat]:
