@@ -63,10 +63,11 @@ class JointRows:
 
     def take(self, columns: np.ndarray) -> "JointRows":
         """The state of some frames (a copy)."""
-        offsets = None if self.offsets is None else [None if o is None else o[:, columns] for o in self.offsets]
+        offsets = None if self.offsets is None else [None if o is None else _columns(o, columns) for o in self.offsets]
         return JointRows(
-            self.heads[:, :, columns], self.tails[:, :, columns],
-            None if self.frames is None else self.frames[:, :, columns], offsets, self.base[:, :, columns], self.carried,
+            _columns(self.heads, columns), _columns(self.tails, columns),
+            None if self.frames is None else _columns(self.frames, columns), offsets, _columns(self.base, columns),
+            self.carried,
         )
 
     def put(self, columns, other: "JointRows", rows=slice(None)) -> None:
@@ -120,7 +121,7 @@ def solve(
     while len(active := stopping.next()):
         everyone = len(active) == count
         now = joints if everyone else joints.take(active)
-        wanted = aims if everyone else aims[:, :, active]
+        wanted = aims if everyone else _columns(aims, active)
         part = reach[active] < 1.0
         if careful and part.any():
             tips = now.tails[node_of_goal]
@@ -129,7 +130,7 @@ def solve(
         _backward_reaching(tree, now)
         if not everyone:
             joints.put(active, now)
-        e = _errors(now, aims if everyone else aims[:, :, active], node_of_goal)
+        e = _errors(now, aims if everyone else _columns(aims, active), node_of_goal)
         taken, retry = stopping.judge(
             active, e.sum(axis=1), e.max(axis=1) <= settings.tolerance, e[:, pulling].sum(axis=1)
         )
@@ -146,6 +147,12 @@ def solve(
     solved_frames = _frames(tree, best, frames)
     solved_frames[kept] = frames[kept]
     return best.heads.transpose(2, 0, 1), solved_frames, stopping.iterations, best_errors, stopping.converged
+
+
+def _columns(rows: np.ndarray, columns) -> np.ndarray:
+    """Some frames of rows whose last axis is the frame: a view for a slice, else a C-contiguous copy (indexing the
+    last axis with an array gives a strided one, which every step after would pay for)."""
+    return rows[..., columns] if isinstance(columns, slice) else np.take(rows, columns, axis=-1)
 
 
 def _errors(joints: JointRows, aims: np.ndarray, node_of_goal: list[int]) -> np.ndarray:
@@ -181,7 +188,7 @@ def _turn(joints: JointRows, k: int, before: np.ndarray, after: np.ndarray, colu
     passes carry its frame."""
     if joints.carried is None or not joints.carried[k]:
         return
-    q = joints.frames[k][:, columns]
+    q = _columns(joints.frames[k], columns)
     turn = quat_rows.arc(before, after, quat_rows.x_axis(q))
     joints.frames[k][:, columns] = quat_rows.normalized(quat_rows.mul(turn, q))
 
@@ -211,9 +218,10 @@ def _forward_reaching(tree: MovingTree, joints: JointRows, aims: np.ndarray, ask
         at_tail = ~pull.any(axis=0)
         plain, rigid = np.flatnonzero(at_tail), np.flatnonzero(~at_tail)
         if len(plain):
-            _move_tail(joints, k, tree.length[k], plain, wanted[:, plain])
+            _move_tail(joints, k, tree.length[k], plain, _columns(wanted, plain))
         if len(rigid):
-            _move_rigidly(joints, k, rigid, joints.tails[k][:, rigid] + pull[:, rigid] / total, wanted[:, rigid])
+            point = _columns(joints.tails[k], rigid) + _columns(pull, rigid) / total
+            _move_rigidly(joints, k, rigid, point, _columns(wanted, rigid))
 
 
 def _move_tail(joints: JointRows, k: int, length: float, columns, wanted: np.ndarray) -> None:
@@ -224,7 +232,7 @@ def _move_tail(joints: JointRows, k: int, length: float, columns, wanted: np.nda
             quat_rows.reach(wanted, head, length, lambda: head - tail, out=head)
             tail[...] = wanted
             return
-    head, tail = joints.heads[k][:, columns], joints.tails[k][:, columns]
+    head, tail = _columns(joints.heads[k], columns), _columns(joints.tails[k], columns)
     before = (tail - head) * (1.0 / length)
     head = quat_rows.reach(wanted, head, length, lambda: head - tail)
     joints.heads[k][:, columns], joints.tails[k][:, columns] = head, wanted
@@ -233,7 +241,7 @@ def _move_tail(joints: JointRows, k: int, length: float, columns, wanted: np.nda
 
 def _move_rigidly(joints: JointRows, k: int, columns: np.ndarray, point: np.ndarray, wanted: np.ndarray) -> None:
     """FABRIK's move for bone k pulled at a point off its axis: that point to `wanted`, the head onto the line."""
-    head, tail = joints.heads[k][:, columns], joints.tails[k][:, columns]
+    head, tail, turned = (_columns(a[k], columns) for a in (joints.heads, joints.tails, joints.frames))
     lever = point - head
     arm = np.sqrt((lever * lever).sum(axis=0))
     short = arm < EPSILON
@@ -244,12 +252,12 @@ def _move_rigidly(joints: JointRows, k: int, columns: np.ndarray, point: np.ndar
     across = matrix_rows.any_perpendicular(np.where(short, np.array([[0.0], [1.0], [0.0]]), before).T).T
     turn = quat_rows.arc(before, after, across)
     new_tail = new_head + quat_rows.rotate(turn, tail - head)
-    frames = quat_rows.normalized(quat_rows.mul(turn, joints.frames[k][:, columns]))
+    frames = quat_rows.normalized(quat_rows.mul(turn, turned))
     if short.any():
         # The pulled point is the head itself: the bone just shifts.
         shift = wanted[:, short] - point[:, short]
         new_head[:, short], new_tail[:, short] = head[:, short] + shift, tail[:, short] + shift
-        frames[:, short] = joints.frames[k][:, columns][:, short]
+        frames[:, short] = turned[:, short]
     joints.heads[k][:, columns], joints.tails[k][:, columns], joints.frames[k][:, columns] = new_head, new_tail, frames
 
 
