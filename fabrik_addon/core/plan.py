@@ -279,12 +279,12 @@ class Plan:
             )
         validate_settings(settings)
         count = len(targets)
-        solved_frames, solved_heads = frames.copy(), heads.copy()
+        whole = len(self.parts) == 1  # (then the part's tree is the plan's: its rows are the answer's)
+        solved_frames, solved_heads = (None, None) if whole else (frames.copy(), heads.copy())
         iterations = np.zeros(count, dtype=int)
         errors = np.zeros((count, len(goals)))
         # The cone check works out local rotations; the frames it passes keep them rather than working them out again.
-        rotations = np.empty_like(frames)
-        stale = np.ones(count, dtype=bool) if len(self.parts) == 1 else None
+        rotations = stale = None
         for part in self.parts:
             nodes, group, tree = list(part.nodes), list(part.goals), part.tree
             own = [goals[g] for g in group]
@@ -302,12 +302,16 @@ class Plan:
                     beyond = _out_of_reach_rows(self.skeleton, tree, own, targets[:, group], heads[:, nodes])
                     again = ~converged & ~beyond
                 elif part.method == LIMITED:
-                    out = rotations if stale is not None else np.empty_like(placed)
-                    good = self._inside_cones(tree, placed, frames[:, nodes], fixed, converged, out)
-                    if stale is not None:
-                        stale = ~good
-                    again = ~good
-                solved_frames[:, nodes], solved_heads[:, nodes] = placed, placed_heads
+                    local = np.empty_like(placed)
+                    again = ~self._inside_cones(tree, placed, frames[:, nodes], fixed, converged, local)
+                    if whole:
+                        rotations, stale = local, again
+                if whole:
+                    solved_frames, solved_heads = placed, placed_heads
+                else:
+                    solved_frames[:, nodes], solved_heads[:, nodes] = placed, placed_heads
+            if solved_frames is None:  # (continuity mode on the whole rig)
+                solved_frames, solved_heads = frames.copy(), heads.copy()
             for f in np.flatnonzero(again).tolist():
                 frame_goals = [replace(g, target=tuple(map(float, targets[f, i]))) for i, g in zip(group, own)]
                 begun = _part_start(start_of(f), nodes)
@@ -319,14 +323,13 @@ class Plan:
                     solved_frames[f, nodes] = matrix_rows.orthonormalized(turned)
                     solved_heads[f, nodes] = solved.heads
                 iterations[f], errors[f, group] = max(iterations[f], solved.report.iterations), solved.report.errors
-        redo = np.ones(count, dtype=bool) if stale is None else stale
         if not self.local.placed:
             rotations = None
-        elif redo.all():
+        elif rotations is None:
             rotations = local_rotation_rows(self.skeleton, self.tree, solved_frames, fixed)
-        elif redo.any():
-            hung = {b: values[redo] for b, values in fixed.items()}
-            rotations[redo] = local_rotation_rows(self.skeleton, self.tree, solved_frames[redo], hung)
+        elif stale.any():
+            hung = {b: values[stale] for b, values in fixed.items()}
+            rotations[stale] = local_rotation_rows(self.skeleton, self.tree, solved_frames[stale], hung)
         return SolvedRows(solved_frames, solved_heads, rotations, iterations, errors)
 
     def _inside_cones(
@@ -350,18 +353,19 @@ class Plan:
         if leaves and good.any():
             started = local_rotation_rows(skeleton, tree, begun, fixed, leaves)
             started = matrix_rows.quaternions_from_matrices(started.reshape(-1, 3, 3)).reshape(count, -1, 4)
-            for f in np.flatnonzero(good).tolist():
-                for j, k in enumerate(leaves):
+            chosen = np.flatnonzero(good)
+            for j, k in enumerate(leaves):
+                for f in chosen.tolist():
                     twisted = with_start_twist(
                         tree.limits[k], tuple(quaternions[f, k].tolist()), tuple(started[f, j].tolist())
                     )
-                    b, p = tree.bones[k], tree.parent[k]
-                    if p >= 0:
-                        above = solved[f, p]
-                    else:  # (a base node hangs from a fixed bone, or is a root: its rest is in armature space)
-                        above = fixed[skeleton.parents[b]][f] if skeleton.parents[b] >= 0 else np.eye(3)
-                    out[f, k] = np.array(quat.to_matrix(twisted))
-                    solved[f, k] = above @ skeleton.rest_in_parent[b] @ out[f, k]
+                    out[f, k] = quat.to_matrix(twisted)
+                b, p = tree.bones[k], tree.parent[k]
+                if p >= 0:
+                    above = solved[chosen, p]
+                else:  # (a base node hangs from a fixed bone, or is a root: its rest is in armature space)
+                    above = fixed[skeleton.parents[b]][chosen] if skeleton.parents[b] >= 0 else np.eye(3)
+                solved[chosen, k] = above @ skeleton.rest_in_parent[b] @ out[chosen, k]
         return good
 
     def rotations(self, start: Start, solved: Solved) -> list[Quat]:

@@ -31,6 +31,8 @@ from .vec import EPSILON
 
 __all__ = ["JointRows", "solve"]
 
+_ROWS_AT_ONCE = 4096  # (frames x nodes turned together at the end of a solve)
+
 
 class JointRows:
     """The working state of many frames: heads and tails (m, 3, F) and, where the tree carries them, frames
@@ -49,7 +51,8 @@ class JointRows:
         count, m = heads.shape[:2]
         length = np.asarray(tree.length)[:, None, None]
         h = np.ascontiguousarray(heads.transpose(1, 2, 0))
-        t = h + length * frames[:, :, :, 1].transpose(1, 2, 0)
+        # (an operand laid out frame-major would give the sum its layout: every step after would stride)
+        t = h + length * np.ascontiguousarray(frames[:, :, :, 1].transpose(1, 2, 0))
         q = offsets = carried = None
         if tree.needs_frames:
             q = matrix_rows.quaternions_from_matrices(frames.reshape(-1, 3, 3)).reshape(count, m, 4)
@@ -163,23 +166,29 @@ def _errors(joints: JointRows, aims: np.ndarray, node_of_goal: list[int]) -> np.
 
 def _frames(tree: MovingTree, joints: JointRows, start: np.ndarray) -> np.ndarray:
     """The solved frames (F, m, 3, 3): the carried ones as carried, every other its frame turned the shortest way
-    onto its bone's direction (as `tree.Joints.final_frames`)."""
+    onto its bone's direction (as `tree.Joints.final_frames`). A few nodes at a time, so that the temporaries stay
+    small (a bake's peak memory is this step's)."""
     count, m = start.shape[:2]
     out = np.empty_like(start)
-    directions = ((joints.tails - joints.heads) / np.asarray(tree.length)[:, None, None]).transpose(2, 0, 1)
-    own = start
-    if joints.frames is not None:
-        own = matrix_rows.quaternion_to_matrix(joints.frames.transpose(2, 0, 1))
-    if not joints.carried or not any(joints.carried):
-        return matrix_rows.swung_frames(own.reshape(-1, 3, 3), directions.reshape(-1, 3)).reshape(count, m, 3, 3)
-    carried = joints.carried
-    swung = [k for k in range(m) if not carried[k]]
-    if swung:
-        turned = matrix_rows.swung_frames(own[:, swung].reshape(-1, 3, 3), directions[:, swung].reshape(-1, 3))
-        out[:, swung] = turned.reshape(count, len(swung), 3, 3)
-    for k in range(m):
-        if carried[k]:
-            out[:, k] = matrix_rows.orthonormalized(own[:, k])
+    carried = joints.carried or (False,) * m
+    length = np.asarray(tree.length)
+    step = max(1, _ROWS_AT_ONCE // count)
+    for first in range(0, m, step):
+        last = min(m, first + step)
+        if joints.frames is None:
+            own = start[:, first:last]
+        else:
+            own = matrix_rows.quaternion_to_matrix(joints.frames[first:last].transpose(2, 0, 1))
+        swung = [k for k in range(first, last) if not carried[k]]
+        if swung:
+            directions = (joints.tails[swung] - joints.heads[swung]) / length[swung, None, None]
+            turned = matrix_rows.swung_frames(
+                own[:, [k - first for k in swung]].reshape(-1, 3, 3), directions.transpose(2, 0, 1).reshape(-1, 3)
+            )
+            out[:, swung] = turned.reshape(count, len(swung), 3, 3)
+        for k in range(first, last):
+            if carried[k]:
+                out[:, k] = matrix_rows.orthonormalized(own[:, k - first])
     return out
 
 
