@@ -124,7 +124,7 @@ def solve(
     while len(active := stopping.next()):
         everyone = len(active) == count
         now = joints if everyone else joints.take(active)
-        wanted = aims if everyone else _columns(aims, active)
+        wanted = aimed = aims if everyone else _columns(aims, active)
         part = reach[active] < 1.0
         if careful and part.any():
             tips = now.tails[node_of_goal]
@@ -133,7 +133,7 @@ def solve(
         _backward_reaching(tree, now)
         if not everyone:
             joints.put(active, now)
-        e = _errors(now, aims if everyone else _columns(aims, active), node_of_goal)
+        e = _errors(now, aimed, node_of_goal)
         taken, retry = stopping.judge(
             active, e.sum(axis=1), e.max(axis=1) <= settings.tolerance, e[:, pulling].sum(axis=1)
         )
