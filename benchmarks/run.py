@@ -34,7 +34,7 @@ import statistics
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "samples"), str(ROOT / "benchmarks")]
 
 import bpy  # noqa: E402
+import numpy as np  # noqa: E402
 
 import fabrik_addon  # noqa: E402
 import live_memory  # noqa: E402
@@ -138,6 +139,7 @@ def _as_blender_ik(rig) -> None:
         constraint = rig.pose.bones[effector.bone].constraints.new("IK")
         constraint.target, constraint.subtarget = effector.target, effector.subtarget
         constraint.chain_count = effector.chain_length
+        constraint.use_rotation = effector.use_rotation
         if effector.pole_target is not None:
             constraint.pole_target, constraint.pole_subtarget = effector.pole_target, effector.pole_subtarget
             constraint.pole_angle = effector.pole_angle
@@ -212,6 +214,46 @@ def robot_arm_rigs(frames: range) -> tuple[list, str]:
     return [robot_arm.build(frames)], "samples/robot_arm.py: 6 hinge joints (IK limits), warm starts as the sample sets"
 
 
+#: Frames between two keyed target poses of a rig class: smooth motion, a new reachable pose every second.
+KEY_STEP = 24
+
+
+def class_rigs(build: str, note: str) -> Callable:
+    """A rig class of samples/rig_classes.py (as `benchmarks/limits.py` measures its reach), live: each effector's
+    target keyed every KEY_STEP frames at a pose the rig reaches (forward kinematics of random poses inside its
+    limits, the same in every scene and run), Blender's smooth interpolation between; its poles where it has them."""
+    def builder(frames: range) -> tuple[list, str]:
+        import rig_classes
+        from mathutils import Matrix
+
+        scene = bpy.context.scene
+        case = getattr(rig_classes, build)()
+        rig = case.obj
+        keys = range(frames.start, frames.stop + KEY_STEP, KEY_STEP)
+        samples = rig_classes.random_targets(case, np.random.default_rng(11), len(keys))
+        for k, spec in enumerate(case.effectors):
+            target = rigbuild.make_target(f"{rig.name}_T{k}", (0.0, 0.0, 0.0), size=0.05)
+            target.rotation_mode = "QUATERNION"
+            for frame, sample in zip(keys, samples):
+                location, rotation = sample[k]
+                matrix = Matrix(rotation).to_4x4() if rotation is not None else Matrix.Identity(4)
+                matrix.translation = location
+                target.matrix_world = rig.matrix_world @ matrix
+                target.keyframe_insert("location", frame=frame)
+                if rotation is not None:
+                    target.keyframe_insert("rotation_quaternion", frame=frame)
+            effector = rigbuild.add_effector(rig, spec.bone, target, chain_length=spec.chain_length)
+            effector.use_rotation = spec.rotation
+            if spec.pole:
+                # (each mode's scene builds its own rig: its pole is the one of that name in this scene)
+                effector.pole_target = next(
+                    o for o in scene.objects if o.name == spec.pole or o.name.startswith(spec.pole + ".")
+                )
+                effector.pole_angle = spec.pole_angle
+        return [rig], note
+    return builder
+
+
 def layout_rigs(make: Callable, note: str, copies: int = 1) -> Callable:
     """A builder of `copies` rigs of a layout, side by side."""
     def builder(frames: range) -> tuple[list, str]:
@@ -242,6 +284,30 @@ def _ratio_at_most(limit: float) -> Callable[[dict], bool]:
     return lambda row: bool(row["ratio"]) and max(row["ratio"]) <= limit
 
 
+#: What every rig class users bring is held to: at most 3x Blender's IK cost, live from this frame's pose.
+CLASS_TARGET = {"target": "≤ 3x Blender's cost", "check": _ratio_at_most(3.0)}
+#: The rig classes users bring, each also built with Blender's IK constraints and converted.
+CLASSES = [
+    RigSpec("finger", "finger, MCP 2 DOF + 2 hinges", class_rigs("build_finger", "samples/rig_classes.py: one "
+            "finger, its knuckle in ranges and two hinges"), **CLASS_TARGET),
+    RigSpec("arm6", "6-axis arm, hinges", class_rigs("build_arm6", "samples/rig_classes.py: an industrial arm, six "
+            "hinge joints"), **CLASS_TARGET),
+    RigSpec("ur5", "UR5, flange position", class_rigs("build_ur5", "samples/rig_classes.py: the UR5 from its DH "
+            "table, hinges in its joint ranges"), **CLASS_TARGET),
+    RigSpec("ur5 rotation", "UR5, position + rotation", class_rigs("build_ur5_rot", "samples/rig_classes.py: the "
+            "UR5 with a rotation goal on its flange"), **CLASS_TARGET),
+    RigSpec("tentacle 30", "tentacle 30, 15-degree cones", class_rigs("build_tentacle", "samples/rig_classes.py: "
+            "30 bones in 15-degree swing cones"), **CLASS_TARGET),
+    RigSpec("arm pole straight", "arm, elbow hinge + pole, straight", class_rigs("build_arm_pole_straight",
+            "samples/rig_classes.py: upper arm and forearm, elbow hinge, pole, straight at rest"), **CLASS_TARGET),
+    RigSpec("arm pole bent", "arm, elbow hinge + pole, bent 15°", class_rigs("build_arm_pole_bent",
+            "samples/rig_classes.py: the same arm bent 15 degrees at rest"), **CLASS_TARGET),
+    RigSpec("leg pole straight", "leg, knee hinge + pole, straight", class_rigs("build_leg_pole_straight",
+            "samples/rig_classes.py: thigh and shin, knee hinge, pole, straight at rest"), **CLASS_TARGET),
+    RigSpec("leg pole bent", "leg, knee hinge + pole, bent 15°", class_rigs("build_leg_pole_bent",
+            "samples/rig_classes.py: the same leg bent 15 degrees at rest"), **CLASS_TARGET),
+]
+
 SPECS = [
     RigSpec("chain 10", "chain 10", layout_rigs(lambda: chain_layout(10), "10 connected bones"),
             target="≤ 1.5x Blender's cost", check=_ratio_at_most(1.5)),
@@ -260,6 +326,9 @@ SPECS = [
     RigSpec("tentacle", "tentacle 40, cones", tentacle_rigs, target="≤ 8x Blender's cost", check=_ratio_at_most(8.0)),
     RigSpec("hinged hand", "hand, finger hinges", hinged_hand_rigs),
     RigSpec("robot arm", "robot arm, 6 hinges", robot_arm_rigs),
+    *CLASSES,
+    *[replace(spec, key=f"{spec.key} converted", label=f"{spec.label}, converted", converted=True)
+      for spec in CLASSES],
     RigSpec("humanoid", "humanoid (Rigify, 5 eff., poles)", humanoid_rigs,
             target="FABRIK cost < 1.5 ms", check=lambda row: max(row["fabrik"]) < 0.0015),
     RigSpec("20 hands", "20 hands live at once", layout_rigs(hand_layout, "20 hand rigs in one scene", copies=20),
