@@ -277,6 +277,9 @@ class RigSpec:
     check: Callable[[dict], bool] | None = None
     #: Whether FABRIK's rigs are built with Blender's IK constraints and converted (`convert_from_blender_ik`).
     converted: bool = False
+    #: Where FABRIK's live solves start ("Start From": 'FK' this frame's pose, 'PREVIOUS' the previous solution);
+    #: None: as the rig's builder sets it.
+    start: str | None = None
 
 
 def _ratio_at_most(limit: float) -> Callable[[dict], bool]:
@@ -284,9 +287,11 @@ def _ratio_at_most(limit: float) -> Callable[[dict], bool]:
     return lambda row: bool(row["ratio"]) and max(row["ratio"]) <= limit
 
 
-#: What every rig class users bring is held to: at most 3x Blender's IK cost, live from this frame's pose.
+#: What every rig class users bring is held to: at most 3x Blender's IK cost, live from this frame's pose and
+#: from the previous solution.
 CLASS_TARGET = {"target": "≤ 3x Blender's cost", "check": _ratio_at_most(3.0)}
-#: The rig classes users bring, each also built with Blender's IK constraints and converted.
+#: The rig classes users bring, each also built with Blender's IK constraints and converted, and each also solved
+#: from the previous solution.
 CLASSES = [
     RigSpec("finger", "finger, MCP 2 DOF + 2 hinges", class_rigs("build_finger", "samples/rig_classes.py: one "
             "finger, its knuckle in ranges and two hinges"), **CLASS_TARGET),
@@ -328,6 +333,8 @@ SPECS = [
     RigSpec("robot arm", "robot arm, 6 hinges", robot_arm_rigs),
     *CLASSES,
     *[replace(spec, key=f"{spec.key} converted", label=f"{spec.label}, converted", converted=True)
+      for spec in CLASSES],
+    *[replace(spec, key=f"{spec.key} previous", label=f"{spec.label}, Previous Solution", start="PREVIOUS")
       for spec in CLASSES],
     RigSpec("humanoid", "humanoid (Rigify, 5 eff., poles)", humanoid_rigs,
             target="FABRIK cost < 1.5 ms", check=lambda row: max(row["fabrik"]) < 0.0015),
@@ -375,6 +382,8 @@ def build_scenes(spec: RigSpec, frames: range) -> tuple[list[Scene], str]:
             set_mode(rig, mode)
             if mode == "fabrik" and spec.iterations is not None:
                 rig.fabrik.iterations = spec.iterations
+            if mode == "fabrik" and spec.start is not None:
+                rig.fabrik.start = spec.start
         scenes.append(Scene(mode, scene, rigs, pairs))
     return scenes, note
 
