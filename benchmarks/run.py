@@ -254,6 +254,16 @@ def class_rigs(build: str, note: str) -> Callable:
     return builder
 
 
+def mocap_rigs(frames: range) -> tuple[list, str]:
+    """The motion-capture character of benchmarks/mocap.py: hips keyed every frame, hands, feet and head followed."""
+    import mocap
+
+    return [mocap.build(frames)], (
+        "benchmarks/mocap.py: 52 bones, hips animated, 3-bone arms from the collar and 2-bone legs with poles, "
+        "a head chain through the chest"
+    )
+
+
 def layout_rigs(make: Callable, note: str, copies: int = 1) -> Callable:
     """A builder of `copies` rigs of a layout, side by side."""
     def builder(frames: range) -> tuple[list, str]:
@@ -338,6 +348,9 @@ SPECS = [
       for spec in CLASSES],
     RigSpec("humanoid", "humanoid (Rigify, 5 eff., poles)", humanoid_rigs,
             target="FABRIK cost < 1.5 ms", check=lambda row: max(row["fabrik"]) < 0.0015),
+    RigSpec("mocap", "captured motion, 52 bones (5 eff., 4 poles)", mocap_rigs, **CLASS_TARGET),
+    RigSpec("mocap previous", "captured motion, Previous Solution", mocap_rigs, start="PREVIOUS", **CLASS_TARGET),
+    RigSpec("mocap converted", "captured motion, converted", mocap_rigs, converted=True, **CLASS_TARGET),
     RigSpec("20 hands", "20 hands live at once", layout_rigs(hand_layout, "20 hand rigs in one scene", copies=20),
             target="frame < 40 ms", check=lambda row: max(row["fabrik_frame"]) < 0.040),
 ]
@@ -358,6 +371,8 @@ class Scene:
     errors: list = field(default_factory=list)
     #: Why FABRIK's solves stopped ("converged", "max_iterations", ...), counted over rigs and frames.
     stopped: Counter = field(default_factory=Counter)
+    #: FABRIK's iterations per rig and frame.
+    iterations: list = field(default_factory=list)
 
 
 def build_scenes(spec: RigSpec, frames: range) -> tuple[list[Scene], str]:
@@ -417,6 +432,7 @@ def play_block(entry: Scene, block: range, warm: int) -> None:
             entry.stopped.update(
                 getattr(status.report, "stopped_by", None) or f"no solve ({status.message})" for status in shown
             )
+            entry.iterations.extend(status.report.iterations for status in shown if status.report is not None)
         if entry.mode != "none":
             entry.errors.append(worst_error(entry))
 
@@ -460,6 +476,7 @@ def measure_run(spec: RigSpec, frames: range) -> tuple[dict, str]:
         "fabrik_error": max(by_mode["fabrik"].errors),
         "fabrik_converged": sum(error <= CONVERGED for error in by_mode["fabrik"].errors),
         "stopped": by_mode["fabrik"].stopped,
+        "iterations": by_mode["fabrik"].iterations,
         "pairs": len(by_mode["fabrik"].pairs),
         "bones": sum(len(rig.data.bones) for rig in by_mode["fabrik"].rigs),
     }
@@ -477,6 +494,7 @@ def summarize(spec: RigSpec, runs: list[dict], frames: int) -> dict:
     row["converged"] = row["fabrik_error"] <= CONVERGED
     row["frames_converged"] = sum(run["fabrik_converged"] for run in runs)
     row["stopped"] = sum((run["stopped"] for run in runs), Counter())
+    row["iterations"] = [n for run in runs for n in run["iterations"]]
     row["frames"], row["bones"] = frames, runs[0]["bones"]
     row["met"] = None if spec.check is None else spec.check(row)
     return row
@@ -626,7 +644,9 @@ def main() -> int:
           "with a solve that did not reach.")
     for spec in specs:
         stopped = ", ".join(f"{reason} {count}" for reason, count in rows[spec.key]["stopped"].most_common())
-        print(f"  {spec.label}: {notes[spec.key]}; FABRIK's solves stopped by: {stopped}")
+        iterations = rows[spec.key]["iterations"]
+        median = f"{statistics.median(iterations):g}" if iterations else "–"
+        print(f"  {spec.label}: {notes[spec.key]}; FABRIK's solves stopped by: {stopped}; median iterations {median}")
     print()
     print_table(specs, rows, args.runs)
     if memory is not None:
