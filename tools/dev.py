@@ -4,7 +4,7 @@
     python3 tools/dev.py demo     # build, install into a throw-away profile, solve sample rigs
     python3 tools/dev.py test     # the whole test suite (what CI runs), then the Blender tests on bpy 4.2
     python3 tools/dev.py build    # dist/fabrik_ik-<version>.zip (extension) and -legacy.zip
-    python3 tools/dev.py bench    # the benchmarks (numbers live there, not in the tests): live, solvers, limits, bake
+    python3 tools/dev.py bench    # the benchmarks (numbers live there, not in the tests): live, solvers, limits, bake, bend
 
 Only the standard library is used here, so it runs with nothing but Python 3.11 and pip.
 The virtual environment lives in `.venv/` (or `$FABRIK_VENV`) and is reused while
@@ -105,6 +105,7 @@ def main(argv: list[str]) -> int:
             or run(python, "benchmarks/solvers.py")
             or run(python, "benchmarks/limits.py")
             or run(python, "benchmarks/bake.py")
+            or run(python, "benchmarks/bend.py")
         )
     ensure_debian_blender()
     pytest = ["-m", "pytest", "-c", "tests/pytest.ini", "--rootdir", "tests"]
