@@ -11,8 +11,8 @@ that keeps the rest pose as it is). Each random target lies between 0.3 and 0.9
 of the reach from the chain's base, anywhere above its base's level, so
 every one is reachable. Both solvers start every solve from the rest pose:
 Blender's IK constraint (legacy solver, constraint defaults) on the rig,
-evaluated; FABRIK's core solver (`core.solve`, the plan's) on the skeleton
-read from the same rig.
+evaluated; FABRIK's core solver (`core.solve`, the plan's, with the add-on's
+default iteration cap) on the skeleton read from the same rig.
 
 A joint's bend is the angle between the bones that meet at it; a chain's
 largest bend says whether the turn is spread along it (Blender's IK spreads
@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 
 import fabrik_addon  # noqa: E402
 import rigbuild  # noqa: E402
-from fabrik_addon.blender import rig as addon_rig  # noqa: E402
+from fabrik_addon.blender import props, rig as addon_rig  # noqa: E402
 from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
 
 #: A solve reaches when its tip is within this fraction of the reach.
@@ -99,7 +99,7 @@ def measure(count: int, pole: bool, points: np.ndarray) -> dict:
     skeleton = addon_rig.skeleton_of(rig)
     tip_index = skeleton.index(tip)
     names = [f"bone{k}" for k in range(count)]
-    settings = SolveSettings(tolerance=REACHED / 2.0)
+    settings = SolveSettings(tolerance=REACHED / 2.0, max_iterations=props.DEFAULT_ITERATIONS)
     out = {"blender": [], "fabrik": [], "blender_reached": 0, "fabrik_reached": 0}
     for point in points:
         target.location = tuple(point)
