@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import statistics
 import sys
@@ -369,6 +370,8 @@ class Scene:
     frame_times: list = field(default_factory=list)
     solve_times: list = field(default_factory=list)
     errors: list = field(default_factory=list)
+    #: Per timed frame, the largest turn of any joint since the frame before (degrees).
+    turns: list = field(default_factory=list)
     #: Why FABRIK's solves stopped ("converged", "max_iterations", ...), counted over rigs and frames.
     stopped: Counter = field(default_factory=Counter)
     #: FABRIK's iterations per rig and frame.
@@ -422,6 +425,7 @@ def play_block(entry: Scene, block: range, warm: int) -> None:
     """Play a block of frames in one scene: an untimed frame first (the switch's own costs), then timed ones."""
     bpy.context.window.scene = entry.scene
     entry.scene.frame_set(warm)
+    before = None if entry.mode == "none" else local_rotations(entry)
     for frame in block:
         began = time.perf_counter()
         entry.scene.frame_set(frame)
@@ -435,6 +439,28 @@ def play_block(entry: Scene, block: range, warm: int) -> None:
             entry.iterations.extend(status.report.iterations for status in shown if status.report is not None)
         if entry.mode != "none":
             entry.errors.append(worst_error(entry))
+            now = local_rotations(entry)
+            entry.turns.append(largest_turn(before, now))
+            before = now
+
+
+def local_rotations(entry: Scene) -> np.ndarray:
+    """Every bone's evaluated rotation relative to its parent's, all rigs of a scene: (bones, 3, 3)."""
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    out = []
+    for rig in entry.rigs:
+        bones = rig.evaluated_get(depsgraph).pose.bones
+        frames = np.array([b.matrix.to_3x3().normalized() for b in bones])
+        parents = [rig.data.bones.find(b.parent.name) if b.parent else -1 for b in bones]
+        above = np.array([frames[p] if p >= 0 else np.eye(3) for p in parents])
+        out.append(np.swapaxes(above, 1, 2) @ frames)
+    return np.concatenate(out)
+
+
+def largest_turn(before: np.ndarray, now: np.ndarray) -> float:
+    """The largest angle (degrees) any joint turned between two frames' local rotations."""
+    cosine = (np.einsum("bij,bij->b", before, now) - 1.0) / 2.0
+    return math.degrees(float(np.arccos(np.clip(cosine, -1.0, 1.0)).max()))
 
 
 def worst_error(entry: Scene) -> float:
@@ -473,6 +499,8 @@ def measure_run(spec: RigSpec, frames: range) -> tuple[dict, str]:
         "fabrik_frame": frame["fabrik"],
         "solve": statistics.median(by_mode["fabrik"].solve_times),
         "blender_error": max(by_mode["blender"].errors),
+        "blender_turn": max(by_mode["blender"].turns),
+        "fabrik_turn": max(by_mode["fabrik"].turns),
         "fabrik_error": max(by_mode["fabrik"].errors),
         "fabrik_converged": sum(error <= CONVERGED for error in by_mode["fabrik"].errors),
         "stopped": by_mode["fabrik"].stopped,
@@ -491,6 +519,8 @@ def summarize(spec: RigSpec, runs: list[dict], frames: int) -> dict:
     row["ratio"] = [run["fabrik"] / run["blender"] for run in runs if run["blender"] > 0.0]
     row["blender_error"] = max(run["blender_error"] for run in runs)
     row["fabrik_error"] = max(run["fabrik_error"] for run in runs)
+    row["blender_turn"] = max(run["blender_turn"] for run in runs)
+    row["fabrik_turn"] = max(run["fabrik_turn"] for run in runs)
     row["converged"] = row["fabrik_error"] <= CONVERGED
     row["frames_converged"] = sum(run["fabrik_converged"] for run in runs)
     row["stopped"] = sum((run["stopped"] for run in runs), Counter())
@@ -529,10 +559,10 @@ def print_table(specs: list[RigSpec], rows: dict[str, dict], runs: int) -> None:
     header = (
         "rig", "bones", "frames", "no IK ms/frame", "Blender IK cost ms/frame", "FABRIK cost ms/frame",
         "FABRIK frame ms", "FABRIK solve ms", "FABRIK cost / Blender cost", "target", "met",
-        "Blender worst error", "FABRIK worst error",
+        "Blender worst error", "FABRIK worst error", "Blender largest joint turn a frame", "FABRIK largest joint turn a frame",
     )
     print("| " + " | ".join(header) + " |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|")
     for spec in specs:
         row = rows.get(spec.key)
         if row is None:
@@ -545,7 +575,8 @@ def print_table(specs: list[RigSpec], rows: dict[str, dict], runs: int) -> None:
         cells = (
             spec.label, str(row["bones"]), str(row["frames"]), ms_range(row["none"]), ms_range(row["blender"]),
             ms_range(row["fabrik"]), ms_range(row["fabrik_frame"]), ms_range(row["solve"]), ratio_range(row["ratio"]),
-            spec.target, met, f"{row['blender_error']:.1e}", fabrik_error,
+            spec.target, met, f"{row['blender_error']:.1e}", fabrik_error, f"{row['blender_turn']:.1f}°",
+            f"{row['fabrik_turn']:.1f}°",
         )
         print("| " + " | ".join(cells) + " |")
 
@@ -639,6 +670,9 @@ def main() -> int:
           f"keeps the add-on's defaults ({defaults['iterations']} iterations, tolerance {defaults['tolerance']:g} of "
           f"the rig's size); converged = every frame's tip within {CONVERGED:g} of the reach. Blender IK: legacy "
           f"solver, constraint defaults (500 iterations), same chains, limits and poles.")
+    print("Largest joint turn a frame: the largest angle any joint of the rig turned from one frame to the next, "
+          "over all frames and runs (evaluated local rotations): where a solver's pose jumps between neighbouring "
+          "frames, it shows here.")
     print("Errors: worst tip-to-target distance over all frames and runs, relative to the chain's reach, on the "
           "evaluated scene. Where Blender's error is large its solver stopped short, so the ratio there compares "
           "with a solve that did not reach.")
