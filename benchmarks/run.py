@@ -235,6 +235,7 @@ def class_rigs(build: str, note: str) -> Callable:
         for k, spec in enumerate(case.effectors):
             target = rigbuild.make_target(f"{rig.name}_T{k}", (0.0, 0.0, 0.0), size=0.05)
             target.rotation_mode = "QUATERNION"
+            previous = None
             for frame, sample in zip(keys, samples):
                 location, rotation = sample[k]
                 matrix = Matrix(rotation).to_4x4() if rotation is not None else Matrix.Identity(4)
@@ -242,6 +243,12 @@ def class_rigs(build: str, note: str) -> Callable:
                 target.matrix_world = rig.matrix_world @ matrix
                 target.keyframe_insert("location", frame=frame)
                 if rotation is not None:
+                    # Blender interpolates the components: each key on the previous one's side, the short way.
+                    if previous is not None:
+                        turned = target.rotation_quaternion.copy()
+                        turned.make_compatible(previous)
+                        target.rotation_quaternion = turned
+                    previous = target.rotation_quaternion.copy()
                     target.keyframe_insert("rotation_quaternion", frame=frame)
             effector = rigbuild.add_effector(rig, spec.bone, target, chain_length=spec.chain_length)
             effector.use_rotation = spec.rotation
@@ -425,7 +432,8 @@ def play_block(entry: Scene, block: range, warm: int) -> None:
     """Play a block of frames in one scene: an untimed frame first (the switch's own costs), then timed ones."""
     bpy.context.window.scene = entry.scene
     entry.scene.frame_set(warm)
-    before = None if entry.mode == "none" else local_rotations(entry)
+    # (the first block's warm frame is the last frame, not a neighbour: its first frame has no turn)
+    before = local_rotations(entry) if entry.mode != "none" and warm == block.start - 1 else None
     for frame in block:
         began = time.perf_counter()
         entry.scene.frame_set(frame)
@@ -440,7 +448,8 @@ def play_block(entry: Scene, block: range, warm: int) -> None:
         if entry.mode != "none":
             entry.errors.append(worst_error(entry))
             now = local_rotations(entry)
-            entry.turns.append(largest_turn(before, now))
+            if before is not None:
+                entry.turns.append(largest_turn(before, now))
             before = now
 
 
@@ -451,7 +460,7 @@ def local_rotations(entry: Scene) -> np.ndarray:
     for rig in entry.rigs:
         bones = rig.evaluated_get(depsgraph).pose.bones
         frames = np.array([b.matrix.to_3x3().normalized() for b in bones])
-        parents = [rig.data.bones.find(b.parent.name) if b.parent else -1 for b in bones]
+        parents = [bones.find(b.parent.name) if b.parent else -1 for b in bones]
         above = np.array([frames[p] if p >= 0 else np.eye(3) for p in parents])
         out.append(np.swapaxes(above, 1, 2) @ frames)
     return np.concatenate(out)

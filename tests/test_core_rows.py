@@ -125,6 +125,20 @@ def test_batched_trees_with_offsets_agree_with_the_per_frame_solver():
     assert reached.any() and not reached[::7].any()
 
 
+@pytest.mark.parametrize("at_once", [1, 70])
+def test_solved_frames_turned_a_few_nodes_at_a_time_are_the_same(monkeypatch, at_once):
+    """The end of a solve turns the nodes' frames in groups (`rows._ROWS_AT_ONCE` frames x nodes): one node at a
+    time, and groups that split the hand's carried and swung nodes unevenly, give each frame its lone solve."""
+    monkeypatch.setattr(rows, "_ROWS_AT_ONCE", at_once)
+    skeleton, tips = hand()
+    targets, starts = frames_of(skeleton, tips, 20, 4)
+    goals = [Goal(tip, (0.0, 0.0, 0.0), chain_length=4) for tip in tips]
+    assert_agrees_with_the_per_frame_solver(skeleton, goals, targets, starts, SolveSettings(tolerance=1e-4))
+    chain = straight_chain(7, 0.5)
+    targets, starts = frames_of(chain, [6], 20, 5)
+    assert_agrees_with_the_per_frame_solver(chain, [Goal(6, (0.0, 0.0, 0.0))], targets, starts)
+
+
 def test_batched_offsets_through_bones_that_stay_put():
     """A node whose nearest moving ancestor is not its parent: the bones between act as a rigid offset."""
     skeleton = straight_chain(6, 0.5)

@@ -302,8 +302,8 @@ class Plan:
                     beyond = _out_of_reach_rows(self.skeleton, tree, own, targets[:, group], heads[:, nodes])
                     again = ~converged & ~beyond
                 elif part.method == LIMITED:
-                    local = np.empty_like(placed)
-                    again = ~self._inside_cones(tree, placed, frames[:, nodes], fixed, converged, local)
+                    good, local = self._inside_cones(tree, placed, frames[:, nodes], fixed, converged)
+                    again = ~good
                     if whole:
                         rotations, stale = local, again
                 if whole:
@@ -334,16 +334,15 @@ class Plan:
 
     def _inside_cones(
         self, tree: MovingTree, solved: np.ndarray, begun: np.ndarray, fixed: dict[int, np.ndarray],
-        converged: np.ndarray, out: np.ndarray,
-    ) -> np.ndarray:
+        converged: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Which frames of the free passes on a limited part's open cones are the answer (`methods.solve_limited`):
-        converged with every joint inside its limit (the limits read the local rotations, left in `out`). Their
-        leaves' twists, which move no goal, go back to where they began (`solved` and `out`, (F, m, 3, 3),
-        changed in place)."""
+        converged with every joint inside its limit; and the local rotations the limits read (F, m, 3, 3). The
+        answer's leaves' twists, which move no goal, go back to where they began (in `solved` and the
+        rotations)."""
         skeleton = self.skeleton
         count = len(solved)
         rotations = local_rotation_rows(skeleton, tree, solved, fixed)
-        out[...] = rotations
         good = converged.copy()
         quaternions = matrix_rows.quaternions_from_matrices(rotations.reshape(-1, 3, 3)).reshape(count, -1, 4)
         for k, limit in enumerate(tree.limits):
@@ -359,14 +358,14 @@ class Plan:
                     twisted = with_start_twist(
                         tree.limits[k], tuple(quaternions[f, k].tolist()), tuple(started[f, j].tolist())
                     )
-                    out[f, k] = quat.to_matrix(twisted)
+                    rotations[f, k] = quat.to_matrix(twisted)
                 b, p = tree.bones[k], tree.parent[k]
                 if p >= 0:
                     above = solved[chosen, p]
                 else:  # (a base node hangs from a fixed bone, or is a root: its rest is in armature space)
                     above = fixed[skeleton.parents[b]][chosen] if skeleton.parents[b] >= 0 else np.eye(3)
-                solved[chosen, k] = above @ skeleton.rest_in_parent[b] @ out[chosen, k]
-        return good
+                solved[chosen, k] = above @ skeleton.rest_in_parent[b] @ rotations[chosen, k]
+        return good, rotations
 
     def rotations(self, start: Start, solved: Solved) -> list[Quat]:
         """The nodes' local rotations (unit quaternions) as a solve leaves them: what their rotation channels
