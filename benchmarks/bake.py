@@ -23,7 +23,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "samples"), str(ROOT / "benchmarks")]
 import bpy  # noqa: E402
 
 import fabrik_addon  # noqa: E402
-import run as rigs  # noqa: E402
+import rigs  # noqa: E402
 from fabrik_addon.blender import bake  # noqa: E402
 
 
@@ -32,7 +32,7 @@ TENTACLE = "tentacle"
 
 
 def build(layout, solver: str, frames: range):
-    """The rig of a layout (or the tentacle) set up for a solver, as `run.build` does."""
+    """The rig of a layout (or the tentacle) set up for a solver, as `rigs.build` does."""
     if layout is not TENTACLE:
         return rigs.build(layout, solver, frames)[0]
     bpy.ops.wm.read_factory_settings(use_empty=True)
