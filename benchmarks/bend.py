@@ -38,6 +38,7 @@ import numpy as np  # noqa: E402
 
 import fabrik_addon  # noqa: E402
 import rigbuild  # noqa: E402
+from rig_classes import planar_chain  # noqa: E402
 from fabrik_addon.blender import props, rig as addon_rig  # noqa: E402
 from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
 
@@ -50,21 +51,13 @@ POLE = (0.0, -0.6, 0.5)
 REST_BEND = 5.0
 
 
-def arc(count: int) -> list:
-    """The chain's bones, `rigbuild.make_armature`'s way: one unit long in all, each joint bent REST_BEND."""
-    bones, head, length = [], (0.0, 0.0, 0.0), 1.0 / count
-    for k in range(count):
-        angle = math.radians(REST_BEND * k)
-        tail = (0.0, head[1] - length * math.sin(angle), head[2] + length * math.cos(angle))
-        bones.append((f"bone{k}", head, tail, f"bone{k - 1}" if k else None, True))
-        head = tail
-    return bones
-
-
 def chain(count: int, pole: bool):
     """A fresh file with the chain, its target empty, Blender's IK constraint on its tip, and a pole or none."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    rig = rigbuild.make_armature("Chain", arc(count))
+    names = [f"bone{k}" for k in range(count)]
+    bones = planar_chain(names, (0.0, 0.0, 0.0), (0.0, 0.0, 1.0), (0.0, -1.0, 0.0), [1.0 / count] * count,
+                         [0.0] + [REST_BEND] * (count - 1))
+    rig = rigbuild.make_armature("Chain", bones)
     target = rigbuild.make_target("Target", (0.0, 0.0, 1.0))
     tip = f"bone{count - 1}"
     constraint = rig.pose.bones[tip].constraints.new("IK")
@@ -99,6 +92,7 @@ def measure(count: int, pole: bool, points: np.ndarray) -> dict:
     skeleton = addon_rig.skeleton_of(rig)
     tip_index = skeleton.index(tip)
     names = [f"bone{k}" for k in range(count)]
+    indices = [skeleton.index(n) for n in names]
     settings = SolveSettings(tolerance=REACHED / 2.0, max_iterations=props.DEFAULT_ITERATIONS)
     out = {"blender": [], "fabrik": [], "blender_reached": 0, "fabrik_reached": 0}
     for point in points:
@@ -112,7 +106,6 @@ def measure(count: int, pole: bool, points: np.ndarray) -> dict:
         goal = Goal(tip_index, tuple(point), chain_length=count, pole=POLE if pole else None,
                     pole_angle=angle if pole else 0.0)
         solved, _ = solve(skeleton, [goal], skeleton.rest_pose(), settings)
-        indices = [skeleton.index(n) for n in names]
         out["fabrik"].append(largest_bend(solved.heads[indices], solved.tails[indices]))
         out["fabrik_reached"] += np.linalg.norm(solved.tails[tip_index] - point) <= REACHED
     ratios = [f / b for f, b in zip(out["fabrik"], out["blender"]) if b > 1.0]

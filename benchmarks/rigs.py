@@ -184,7 +184,6 @@ def class_rigs(build: str, note: str) -> Callable:
         import rig_classes
         from mathutils import Matrix
 
-        scene = bpy.context.scene
         case = getattr(rig_classes, build)()
         rig = case.obj
         keys = range(frames.start, frames.stop + KEY_STEP, KEY_STEP)
@@ -210,11 +209,7 @@ def class_rigs(build: str, note: str) -> Callable:
             effector = rigbuild.add_effector(rig, spec.bone, target, chain_length=spec.chain_length)
             effector.use_rotation = spec.rotation
             if spec.pole:
-                # (each mode's scene builds its own rig: its pole is the one of that name in this scene)
-                effector.pole_target = next(
-                    o for o in scene.objects if o.name == spec.pole or o.name.startswith(spec.pole + ".")
-                )
-                effector.pole_angle = spec.pole_angle
+                effector.pole_target, effector.pole_angle = bpy.data.objects[spec.pole], spec.pole_angle
         return [rig], note
     return builder
 

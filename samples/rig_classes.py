@@ -230,9 +230,10 @@ def _armature(name: str, bones: Sequence[rigbuild.Bone]):
 
 
 def _pole(rig, name: str, location, top: str, tip: str) -> tuple[str, float]:
-    """A pole empty at `location` and the pole angle that keeps the chain top..tip bent as at rest."""
-    rigbuild.make_target(name, location, size=0.05)
-    return name, rigbuild.rest_pole_angle(rig, top, tip, location)
+    """A pole empty at `location` (its name: `name`, or Blender's next free one) and the pole angle that keeps the
+    chain top..tip bent as at rest."""
+    pole = rigbuild.make_target(name, location, size=0.05)
+    return pole.name, rigbuild.rest_pole_angle(rig, top, tip, location)
 
 
 # Fingers and hands: palm down (-Z), fingers along +Y, a right hand (thumb on -X).
