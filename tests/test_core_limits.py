@@ -258,13 +258,13 @@ def test_open_cones_solve_as_the_free_chain_does():
     """Where no cone binds, the limited passes would move every joint as the free passes do: the joints end where
     the paper's free chain puts them, in as many iterations, every joint inside its cone (the tentacle's case)."""
     free = straight_chain(20, 0.2)
-    limited = free.with_limits([_cone(20.0)] * 20)
+    limited = free.with_limits([_cone(30.0)] * 20)
     settings = SolveSettings(max_iterations=200, tolerance=1e-4)
     for target in ((1.2, 0.3, 3.3), (-0.8, 1.0, 3.4), (0.9, -0.9, 3.2)):
         pose, report = solve(limited, [Goal(19, target)], settings=settings)
         free_pose, free_report = solve(free, [Goal(19, target)], settings=settings)
         swings = [math.hypot(*swing_and_twist(local)[:2]) for local in free.local_rotations(free_pose)]
-        assert max(swings) < math.radians(20.0)  # (the case: the free chain's answer keeps inside the cones)
+        assert max(swings) < math.radians(30.0)  # (the case: the free chain's answer keeps inside the cones)
         assert report.converged and report.restarts == 0
         assert report.iterations == free_report.iterations
         np.testing.assert_allclose(pose.heads, free_pose.heads, atol=1e-12)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from . import limits, pole, quat
+from . import bend, limits, pole, quat
 from .problem import Goal, SolveReport, SolveSettings, goal_reached
 from .quat import Quat
 from .stopping import Stopping, iterate
@@ -313,6 +313,10 @@ def solve_from(
         if goals[0].weight > 0.0:
             if is_two_bone_chain(tree, goals):
                 settle_two_bones(tree, joints, target)
+            elif settings.max_iterations > 0 and spread_evenly(tree, joints, target):
+                error = dist(joints.tails[-1], target)
+                if error <= tolerance:  # (the spread is the solve's one step)
+                    return joints, SolveReport(1, [error], True, "converged", rotation_errors=[0.0])
             iterations = _ChainIterations(joints, tree.length, target, tolerance)
             stopping = Stopping(settings, iterations.error, window=window)
             iterate(iterations, stopping)
@@ -328,6 +332,15 @@ def solve_from(
             # A limb whose pole makes it carry frames, on its target in the plane `pole.holds` turned it to: the
             # passes would leave it where it is.
             return joints, SolveReport(0, [dist(joints.tails[1], target)], True, "converged", rotation_errors=[0.0])
+    if pulled_at_tip(tree, goals) and goals[0].weight > 0.0 and (goals[0].rotation is None or goals[0].rotation_weight <= 0.0):
+        t = goals[0].target
+        target = (float(t[0]), float(t[1]), float(t[2]))
+        if not tree.needs_frames and settings.max_iterations > 0 and spread_evenly(tree, joints, target):
+            for hold in holds:
+                pole.turn_about_pole(tree, joints, hold)
+            error = dist(joints.tails[-1], target)
+            if error <= tolerance:
+                return joints, SolveReport(1, [error], True, "converged", rotation_errors=[0.0])
     iterations = _TreeIterations(tree, joints, goals, holds, tolerance)
     error, reached, pulling = iterations.measure()
     report = SolveReport(0, iterations.errors, reached, "converged", rotation_errors=iterations.angles)
@@ -435,6 +448,22 @@ def stretch_towards(tree: MovingTree, joints: Joints, target: Vec) -> None:
         along += tree.length[k]
         joints.tails[k] = add(base, scale(direction, along))
     assert abs(along - reach_total) < 1e-9 * max(1.0, reach_total)
+
+
+def spread_evenly(tree: MovingTree, joints: Joints, target: Vec) -> bool:
+    """Start a single connected chain of three or more bones, pulled at its tip, with its bend spread evenly until
+    its tip is on a target in reach (`bend`), frames turned with their bones where they are carried. Whether it
+    did: where no such bend exists the chain stays as it is."""
+    if len(tree.bones) < bend.SHORTEST or dist(joints.base[0], target) >= sum(tree.length):
+        return False
+    found = bend.spread(joints.heads + [joints.tails[-1]], tree.length, target)
+    if found is None:
+        return False
+    points, axis, delta, turn = found
+    joints.heads, joints.tails = points[:-1], points[1:]
+    if joints.frames is not None:
+        joints.frames = bend.turned_frames(joints.frames, axis, delta, turn)
+    return True
 
 
 def pulled_at_tip(tree: MovingTree, goals: Sequence[Goal]) -> bool:

@@ -198,6 +198,7 @@ def solve_limited(
     budget = settings.max_iterations
     problem = TreeGoals(tree, goals)
     used, attempt_start = 0, start
+    reached_free = False  # whether the free passes reached the targets, leaving some limit
     free = solved_as_free(tree, goals, settings)
     if free is not None:
         joints, report = fabrik.solve_from(free, goals, start, settings, careful=True, window=SLOW_WINDOW)
@@ -221,6 +222,7 @@ def solve_limited(
         # Some joint left its limit: the limited solve goes on from FABRIK's pose, so that where the limits
         # begin to bind from one frame to the next, the pose moves on from where the free passes had it.
         attempt_start = _after(skeleton, tree, start, solved)
+        reached_free = report.converged
     # (a kept rig's base heads are the start's: it was made on the same fixed frames)
     aims = problem.out_of_reach((start if start_rig is None else start_rig).heads, skeleton, settings.tolerance)
     asked = goals
@@ -237,6 +239,9 @@ def solve_limited(
     elif start_rig is None:
         start_rig = AngleRig(tree, start)
     near_first = start_rig is not None and _near(problem, start_rig)
+    # A pose on the targets that leaves a limit is refined as it is first: where the limits begin to bind from one
+    # frame to the next, the pose moves on from the free chain's (FABRIK's limited passes would move it further).
+    unpassed = near_first or reached_free
     if near_first and all(g.pole is None for g in goals):
         report = _followed(problem, start_rig, settings)
         if report is not None:
@@ -251,10 +256,10 @@ def solve_limited(
         left = replace(settings, max_iterations=budget - used)
         joints = None  # FABRIK's result, where it ran and moved the attempt's start
         rig = None
-        if attempt == (0 if near_first else 1):
+        if attempt == (0 if unpassed else 1):
             # The first other start is the same pose without FABRIK: on arms that turn mostly about their
             # own bones (twists) FABRIK's moves can lead away from where the angles would have gone.
-            rig = start_rig if attempt == 0 else AngleRig(tree, attempt_start)
+            rig = start_rig if near_first and attempt == 0 else AngleRig(tree, attempt_start)
             errors, rotation_errors = goal_errors_of(rig, problem)
             converged = problem.reached(errors, rotation_errors, settings.tolerance)
             report = SolveReport(
@@ -286,6 +291,8 @@ def solve_limited(
                 )
         if refined_rig is None and not report.converged:
             refined_rig = AngleRig(tree, attempt_start, moved)  # (again: the refinement moved `rig`)
+        elif refined_rig is None and joints is None and rig is not None:
+            refined_rig = rig  # (reached as the limits' coordinates read the start: that pose, inside them)
         placed = None  # (a refined attempt is kept as its rig)
         if refined_rig is not None:
             settle.set_idle_twists(refined_rig, problem, twists)
@@ -299,7 +306,7 @@ def solve_limited(
             best[2].errors, best[2].rotation_errors
         ):
             best = refined_rig, placed, report
-        fallback = near_first and attempt == 0  # (FABRIK's attempt after the refinement's own, in any mode)
+        fallback = unpassed and attempt == 0  # (FABRIK's attempt after the refinement's own, in any mode)
         if best[2].converged or out_of_reach or used >= budget or (
             not fallback and (not settings.explore or attempt >= settings.restarts)
         ):

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import matrix_rows, quat_rows
+from . import bend, matrix_rows, quat_rows
 from .fabrik import is_two_bone_chain, pulled_at_tip
 from .pole import STRAIGHT
 from .problem import Goal, SolveSettings
@@ -101,7 +101,7 @@ def solve(
         _bend_if_straight_at(tree, joints, chain, aims[g], settings.tolerance)
     errors = _errors(joints, aims, node_of_goal)
     done = np.zeros(count, dtype=bool)
-    kept = done
+    kept = spread = done
     if joints.frames is None:
         done = errors.max(axis=1) <= settings.tolerance
         kept = done.copy()  # reached as they start: kept as they are
@@ -115,8 +115,16 @@ def solve(
         if is_two_bone_chain(tree, goals):
             _settle_two_bones(joints, aims[0], length, ~done)
             errors = _errors(joints, aims, node_of_goal)
+        elif pulled_at_tip(tree, goals) and goals[0].weight > 0.0 and settings.max_iterations > 0:
+            # (`fabrik.spread_evenly`: the frames whose chain it brings onto the target take that one step)
+            if (spread := bend.spread_rows(joints.heads, joints.tails, length, aims[0], ~done)).any():
+                errors = _errors(joints, aims, node_of_goal)
+                spread &= errors.max(axis=1) <= settings.tolerance
+                done |= spread
     pulling = [g for g, goal in enumerate(goals) if goal.weight > 0.0]
     stopping = StoppingRows(settings, errors.sum(axis=1), errors[:, pulling].sum(axis=1), done, window)
+    stopping.iterations[spread] = 1
+    stopping.converged |= spread
     asks = pulls(tree, [float(g.weight) for g in goals])
     careful = joints.frames is not None
     best, best_errors = joints.take(np.arange(count)), errors.copy()

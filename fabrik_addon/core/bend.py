@@ -1,0 +1,278 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A chain's bend spread along it: where FABRIK's passes start a chain pulled at its tip.
+
+FABRIK moves the joints nearest the target most: a chain of three or more
+bones pulled in from nearly straight ends with its bend piled onto the last
+joints (a tip bone hooked back onto the target), where Blender's IK, which
+turns every joint a little, bends it in a smooth C. So before the passes a
+chain of three or more connected bones, pulled at its tip towards a target in
+reach, is bent evenly: every joint between its bones turns by the same angle
+about the axis the chain already bends about (or, straight, the axis that
+turns it towards the target), until its ends are as far apart as base and
+target, and then the whole chain turns about its base onto the target. The
+chain keeps the shape it started with (the rest pose, or the previous
+frame's solution) with the change spread evenly over it, and its tip lands on
+the target, so the passes have nothing left to do. Where no such bend exists
+(a target nearer the base than the chain folds, a chain curled round) the
+passes start from the chain as it was.
+
+With the joints turned by k times the angle, the chord from base to tip is
+``A n + sum_k l_k z_k e^{i k delta}`` in a plane across the axis n (z_k: the
+bone's direction in that plane, A: the chain's length along n), so its length
+is a smooth function of one angle, found by a search outwards from zero and
+a safeguarded Newton step; `spread` works on one chain's joints in plain
+floats and `spread_rows` on many frames at once.
+"""
+
+from __future__ import annotations
+
+import cmath
+import math
+from typing import Sequence
+
+import numpy as np
+
+from . import quat
+from .quat import Quat
+from .vec import Vec, add, cross, dot, norm, perpendicular, scale, sub
+
+__all__ = ["SHORTEST", "spread", "spread_rows"]
+
+#: Chains of fewer bones are left to the passes (two bones have their own exact start, `fabrik.settle_two_bones`).
+SHORTEST = 3
+#: The search for the angle goes out to a full turn shared by the joints, in this many steps each way.
+_STEPS = 12
+#: A chain whose joints bend by less than this (the sine of the angle, summed) counts as straight.
+_STRAIGHT = 1e-9
+#: The angle is found when the chord's squared length is within this fraction of the wanted one.
+_CLOSE = 1e-13
+_NEWTON = 40
+
+
+def _axis(directions: Sequence[Vec], chord: Vec, towards: Vec) -> Vec | None:
+    """The unit axis the chain bends about (its joints' turns summed), or, straight, the one that turns its chord
+    towards the target; None where both are undefined."""
+    x = y = z = 0.0
+    for a, b in zip(directions, directions[1:]):
+        x += a[1] * b[2] - a[2] * b[1]
+        y += a[2] * b[0] - a[0] * b[2]
+        z += a[0] * b[1] - a[1] * b[0]
+    axis = (x, y, z)
+    if norm(axis) <= _STRAIGHT * len(directions):
+        axis = cross(chord, towards)
+        if norm(axis) <= _STRAIGHT:
+            return None
+    return scale(axis, 1.0 / norm(axis))
+
+
+def _chord(z: Sequence[complex], along: float, delta: float) -> tuple[float, float, complex]:
+    """The chord's squared length with every joint turned by `delta` more, its derivative, and its part in the
+    plane."""
+    w = cmath.exp(1j * delta)
+    p, s, ds = 1.0 + 0.0j, 0.0j, 0.0j
+    for k, zk in enumerate(z):
+        t = zk * p
+        s += t
+        ds += k * t
+        p *= w
+    # d|s|^2 = 2 Re(conj(s) i ds) = -2 Im(conj(s) ds)
+    return along * along + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * ds.imag - s.imag * ds.real), s
+
+
+def _bracket(f0: float, value) -> tuple[float, float, float, float] | None:
+    """The first step of the search outwards from zero where the chord's excess changes sign: (a, f(a), b, f(b)),
+    or None where it turns back first (`value`: the excess at an angle)."""
+    sign = 1.0 if f0 > 0.0 else -1.0  # too long: bend further; too short: straighten
+    a, fa = 0.0, f0
+    step = sign * 2.0 * math.pi / _STEPS
+    for k in range(1, _STEPS + 1):
+        b = k * step
+        fb = value(b)
+        if (fb <= 0.0) if sign > 0.0 else (fb >= 0.0):
+            return a, fa, b, fb
+        if (fb > fa) if sign > 0.0 else (fb < fa):
+            return None  # past the chord's shortest (curled round) or longest (no pose of this family reaches)
+        a, fa = b, fb
+    return None
+
+
+def spread(
+    points: list[Vec], length: Sequence[float], target: Vec
+) -> tuple[list[Vec], Vec, float, Quat] | None:
+    """One chain's joints p_0..p_n with its bend spread until its tip is on the target (see the module): the new
+    joints, the axis, the angle each joint turned by, and the turn about the base after (bone k's frame turns by
+    `turn` after `delta * k` about the axis). None where no such bend exists."""
+    n = len(length)
+    base = points[0]
+    span2 = dot(sub(target, base), sub(target, base))
+    directions = [scale(sub(points[k + 1], points[k]), 1.0 / length[k]) for k in range(n)]
+    chord = sub(points[-1], base)
+    size = norm(chord)
+    if size == 0.0 or span2 == 0.0:
+        return None
+    towards = scale(sub(target, base), 1.0 / math.sqrt(span2))
+    axis = _axis(directions, scale(chord, 1.0 / size), towards)
+    if axis is None:
+        return None
+    e1 = perpendicular(axis)
+    e2 = cross(axis, e1)
+    along = sum(l * dot(d, axis) for l, d in zip(length, directions))
+    z = [complex(l * dot(d, e1), l * dot(d, e2)) for l, d in zip(length, directions)]
+    # Scaled by the chain's reach squared, so the tests below mean the same on a rig of any size.
+    unit = 1.0 / sum(length) ** 2
+
+    def excess(delta: float) -> tuple[float, float]:
+        c2, dc2, _ = _chord(z, along, delta)
+        return (c2 - span2) * unit, dc2 * unit
+
+    f0 = excess(0.0)[0]
+    if abs(f0) <= _CLOSE:
+        delta = 0.0
+    else:
+        found = _bracket(f0, lambda x: excess(x)[0])
+        if found is None:
+            return None
+        delta = _root(excess, *found)
+    _, _, s = _chord(z, along, delta)
+    w = cmath.exp(1j * delta)
+    p = 1.0 + 0.0j
+    moved = [base]
+    here = base
+    for k in range(n):
+        c = z[k] * p
+        p *= w
+        step = add(scale(axis, length[k] * dot(directions[k], axis)), add(scale(e1, c.real), scale(e2, c.imag)))
+        here = add(here, step)
+        moved.append(here)
+    now = sub(here, base)
+    now = scale(now, 1.0 / norm(now))
+    if dot(now, towards) < -1.0 + 1e-9:
+        return None  # (the chord points away from the target: no one shortest turn)
+    turn = quat.arc(now, towards, axis)
+    moved = [base] + [add(base, quat.rotate(turn, sub(q, base))) for q in moved[1:]]
+    return moved, axis, delta, turn
+
+
+def _root(excess, a: float, fa: float, b: float, fb: float) -> float:
+    """The angle in [a, b] (the excess changes sign there) where the excess vanishes: Newton's steps, bisection
+    where one would leave the bracket."""
+    x = a - fa * (b - a) / (fb - fa)
+    for _ in range(_NEWTON):
+        fx, dfx = excess(x)
+        if abs(fx) <= _CLOSE:
+            break
+        if (fx > 0.0) == (fa > 0.0):
+            a, fa = x, fx
+        else:
+            b, fb = x, fx
+        x = x - fx / dfx if dfx != 0.0 else 0.5 * (a + b)
+        if not (min(a, b) < x < max(a, b)):
+            x = 0.5 * (a + b)
+    return x
+
+
+def turned_frames(frames: list[Quat], axis: Vec, delta: float, turn: Quat) -> list[Quat]:
+    """Each bone's frame (base first) as `spread` turned its bone."""
+    return [
+        quat.normalized(quat.mul(turn, quat.mul(quat.about_axis(axis, k * delta), f))) for k, f in enumerate(frames)
+    ]
+
+
+def spread_rows(heads: np.ndarray, tails: np.ndarray, length: np.ndarray, target: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """`spread` for the chosen frames of many: a chain's heads and tails (n, 3, F), base first, moved in place where
+    a bend is found; the target (3, F). Which frames it moved (F,)."""
+    n = len(length)
+    columns = np.flatnonzero(chosen)
+    moved = np.zeros(len(chosen), dtype=bool)
+    if n < SHORTEST or not len(columns):
+        return moved
+    h, t, aim = heads[:, :, columns], tails[:, :, columns], target[:, columns]
+    base = h[0]
+    away = aim - base
+    span2 = (away * away).sum(axis=0)
+    directions = (t - h) / length[:, None, None]  # (n, 3, F)
+    chord = t[-1] - base
+    size = np.sqrt((chord * chord).sum(axis=0))
+    ok = (size > 0.0) & (span2 > 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        towards = away / np.sqrt(span2)
+        bent = np.cross(directions[:-1], directions[1:], axis=1).sum(axis=0)  # (3, F)
+        straight = np.sqrt((bent * bent).sum(axis=0)) <= _STRAIGHT * n
+        across = np.cross(chord / size, towards, axis=0)
+        axis = np.where(straight, across, bent)
+        axis_size = np.sqrt((axis * axis).sum(axis=0))
+        ok &= np.where(straight, axis_size > _STRAIGHT, True)
+        axis = axis / axis_size
+        helper = np.where(np.abs(axis[2]) < 0.9, np.array([[0.0], [0.0], [1.0]]), np.array([[1.0], [0.0], [0.0]]))
+        e1 = np.cross(axis, helper, axis=0)
+        e1 = e1 / np.sqrt((e1 * e1).sum(axis=0))
+    e2 = np.cross(axis, e1, axis=0)
+    along = (length[:, None] * (directions * axis).sum(axis=1)).sum(axis=0)  # (F,)
+    z = length[:, None] * ((directions * e1).sum(axis=1) + 1j * (directions * e2).sum(axis=1))  # (n, F)
+    k = np.arange(n)[:, None]
+    unit = 1.0 / float(length.sum()) ** 2
+
+    def excess(delta: np.ndarray, rows=slice(None)) -> tuple[np.ndarray, np.ndarray]:
+        terms = z[:, rows] * np.exp(1j * k * delta)
+        s, ds = terms.sum(axis=0), (k * terms).sum(axis=0)
+        c2 = along[rows] ** 2 + s.real ** 2 + s.imag ** 2
+        return (c2 - span2[rows]) * unit, -2.0 * (s.real * ds.imag - s.imag * ds.real) * unit
+
+    f0 = excess(np.zeros(len(columns)))[0]
+    ok &= np.isfinite(f0)
+    delta = np.zeros(len(columns))
+    searching = ok & (np.abs(f0) > _CLOSE)
+    sign = np.where(f0 > 0.0, 1.0, -1.0)
+    a, fa = np.zeros(len(columns)), f0.copy()
+    b, fb = np.zeros(len(columns)), f0.copy()
+    open_ = searching.copy()
+    for step in range(1, _STEPS + 1):
+        if not open_.any():
+            break
+        x = step * sign * 2.0 * math.pi / _STEPS
+        fx = excess(x)[0]
+        crossed = open_ & np.where(sign > 0.0, fx <= 0.0, fx >= 0.0)
+        turned_back = open_ & ~crossed & np.where(sign > 0.0, fx > fa, fx < fa)
+        b, fb = np.where(crossed, x, b), np.where(crossed, fx, fb)
+        ok &= ~turned_back
+        open_ &= ~crossed & ~turned_back
+        a, fa = np.where(open_, x, a), np.where(open_, fx, fa)
+    ok &= ~open_
+    searching &= ok
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x = np.where(searching, a - fa * (b - a) / (fb - fa), 0.0)
+        for _ in range(_NEWTON):
+            if not searching.any():
+                break
+            fx, dfx = excess(x)
+            searching &= np.abs(fx) > _CLOSE
+            same = (fx > 0.0) == (fa > 0.0)
+            a, fa = np.where(searching & same, x, a), np.where(searching & same, fx, fa)
+            b, fb = np.where(searching & ~same, x, b), np.where(searching & ~same, fx, fb)
+            nxt = np.where(dfx != 0.0, x - fx / dfx, 0.5 * (a + b))
+            inside = (np.minimum(a, b) < nxt) & (nxt < np.maximum(a, b))
+            x = np.where(searching, np.where(inside, nxt, 0.5 * (a + b)), x)
+    delta = np.where(ok, x, 0.0)
+    c = z * np.exp(1j * k * delta)  # (n, F)
+    steps = axis[None] * (length[:, None] * (directions * axis).sum(axis=1))[:, None] + e1[None] * c.real[:, None] + (
+        e2[None] * c.imag[:, None]
+    )
+    joints = base[None] + np.concatenate((np.zeros((1, 3, len(columns))), np.cumsum(steps, axis=0)))  # (n + 1, 3, F)
+    now = joints[-1] - base
+    with np.errstate(invalid="ignore", divide="ignore"):
+        now = now / np.sqrt((now * now).sum(axis=0))
+    cosine = (now * towards).sum(axis=0)
+    ok &= cosine >= -1.0 + 1e-9
+    # The shortest turn taking `now` onto `towards`, as `quat.arc` makes it: (1 + cos, now x towards), normalized.
+    q = np.concatenate(((1.0 + cosine)[None], np.cross(now, towards, axis=0)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = q / np.sqrt((q * q).sum(axis=0))
+    relative = joints[1:] - base[None]
+    w, v = q[0], q[1:]
+    tv = 2.0 * np.cross(v[None], relative, axis=1)
+    placed = base[None] + relative + w[None, None] * tv + np.cross(v[None], tv, axis=1)
+    take = columns[ok]
+    heads[1:, :, take] = placed[:-1, :, ok]
+    tails[:, :, take] = placed[:, :, ok]
+    moved[take] = True
+    return moved
