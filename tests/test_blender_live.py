@@ -862,7 +862,9 @@ def test_a_solve_put_off_after_bones_leave_every_chain_asks_for_its_own_update(s
 def test_a_long_chain_ends_on_screen_where_the_solve_put_it():
     """Every bone's new rotation is written unless the channel already holds it in single precision: skipping
     changes below a fixed threshold (1e-7 was used) drops real turns, which add up along a long chain, so the
-    status said "reached" while the evaluated tip was off by more than the tolerance."""
+    status said "reached" while the evaluated tip was off by more than the tolerance (by the 1e-5 to 3e-5 the
+    target moves below: the dropped turns left the tip where it was). Blender evaluates the chain in single
+    precision, which puts a tip 100 bones down a chain bent at every joint a few 1e-6 off."""
     rig, target = chain_rig(count=100, length=0.04, target_at=(1.0, 0.0, 2.4))
     rig.fabrik.tolerance, rig.fabrik.iterations = 1e-7, 2000
     for dx in (0.0, 1e-5, 2e-5, 3e-5):
@@ -871,7 +873,7 @@ def test_a_long_chain_ends_on_screen_where_the_solve_put_it():
         status = statuses["Rig"]
         solved = status.report.errors[0]
         shown = (tip_world(rig, "bone99") - target_world(target)).length
-        assert abs(shown - solved) < 2e-6, (dx, solved, shown)
+        assert abs(shown - solved) < 5e-6, (dx, solved, shown)
 
 
 @pytest.mark.parametrize("case", ["free chain", "hinged", "chain made shorter", "stretched before"])

@@ -33,7 +33,10 @@ error stops improving (the best pose is kept), or the iteration cap. As in
 the paper, a single free chain whose target is out of reach is stretched
 straight towards it at once; two free bones start on the triangle their
 iterations converge to (`settle_two_bones`), which near full reach they would
-crawl to for hundreds of iterations. What the paper leaves open -- which
+crawl to for hundreds of iterations; and a chain of three or more bones
+pulled at its tip starts with its bend spread evenly along it until the tip
+is on the target (`bend`, one step), where the passes would pile the bend
+onto the joints nearest the target. What the paper leaves open -- which
 method a rig takes, limits that bind, IK stretch -- the plan decides (`plan`).
 """
 

@@ -14,9 +14,11 @@ the settings, and gives the nodes' solved frames and heads with a report.
   FABRIK hands over once its best error has not halved over
   `fabrik.SLOW_WINDOW` iterations, and the refinement in the joints' angles
   (`refine`) finishes, from there and, where that stalls, from the start.
-- `solve_limited`: a tree with joint limits. Where the limits are open cones
-  FABRIK first runs as on the free tree: a pose it converges to inside every
-  limit is the answer. Else each attempt runs FABRIK while every iteration
+- `solve_limited`: a tree with joint limits. A two-bone limb pulled at its
+  tip first takes its exact answer (`limb`) where that keeps every limit.
+  Where the limits are open cones FABRIK first runs as on the free tree: a
+  pose it converges to inside every limit is the answer, and one on the
+  targets that leaves some limit is refined from there first. Else each attempt runs FABRIK while every iteration
   still halves the error, then hands the pose to the refinement, which
   finishes in the coordinates the limits are written in; dead ends of the
   limits get other start poses inside them. In continuity mode (warm starts)
@@ -33,7 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import fabrik, limits, pole, quat, refine, settle
+from . import fabrik, limb, limits, pole, quat, refine, settle
 from .angles import AngleRig, Freedom, TreeGoals, goal_errors_of, values_after_turn
 from .fabrik import SLOW_WINDOW
 from .local import rotations_from_zero
@@ -195,6 +197,11 @@ def solve_limited(
 ) -> Solved:
     """A tree with joint limits (see the module); in continuity mode `start_rig` is the start in the limits'
     coordinates where the caller keeps it (the rig the last frame left)."""
+    if limb.applies(tree, goals):
+        exact = limb.solve(tree, goals, start, settings)
+        if exact is not None:
+            frames, heads, rotations, report = exact
+            return Solved(report, frames, heads, rotations=rotations if start.fixed is not None else None)
     budget = settings.max_iterations
     problem = TreeGoals(tree, goals)
     used, attempt_start = 0, start

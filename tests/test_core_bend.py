@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A chain's bend spread along it (`core.bend`), and the exact answer of a two-bone limb inside its limits
+(`core.limb`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fabrik_addon.core import Goal, SolveSettings, solve
+from fabrik_addon.core import bend, limb, quat
+from fabrik_addon.core.limits import JointLimit
+from fabrik_addon.core.plan import plan_for
+from fabrik_addon.core.tree import Start
+from limit_checks import assert_within, swing_and_twist
+from skeletons import straight_chain
+from test_core_goals import facing_error_degrees
+
+SETTINGS = SolveSettings(max_iterations=200, tolerance=1e-4)
+
+
+def _bent_chain(n: int, degrees: float = 5.0):
+    """A chain of n unit bones up +Z, every joint bent `degrees` about X (a rig's chains are modelled a little
+    bent), and that start pose."""
+    skeleton = straight_chain(n)
+    turn = quat.to_matrix(quat.about_axis((1.0, 0.0, 0.0), math.radians(degrees)))
+    start = skeleton.with_local_rotations(skeleton.rest_pose(), {k: np.array(turn) for k in range(1, n)})
+    return skeleton, start
+
+
+def _bends(pose, n: int) -> list[float]:
+    """The angle (degrees) between the bones meeting at each joint."""
+    directions = [pose.frames[k][:, 1] for k in range(n)]
+    return [math.degrees(math.acos(np.clip(a @ b, -1.0, 1.0))) for a, b in zip(directions, directions[1:])]
+
+
+@pytest.mark.parametrize("n", [3, 4, 6, 8])
+@pytest.mark.parametrize("pole", [None, (0.0, -4.0, 2.0)])
+def test_a_chain_pulled_in_bends_evenly_in_one_step(n, pole):
+    """From a start bent evenly a little, every joint takes the same share of the bend the target asks for (the
+    smooth C Blender's IK makes, not a hook at the tip); the tip is on the target after the one step, and the
+    pole's plane is kept."""
+    skeleton, start = _bent_chain(n)
+    for target in ((0.0, -1.2, 0.35 * n), (0.8, -0.9, 0.5 * n), (-0.6 * n, -0.2, 0.3 * n)):
+        goal = Goal(n - 1, target) if pole is None else Goal(n - 1, target, pole=pole, pole_angle=-math.pi / 2)
+        pose, report = solve(skeleton, [goal], start, SETTINGS)
+        assert report.converged and report.iterations == 1, report
+        assert np.linalg.norm(pose.tails[n - 1] - np.array(target)) < 1e-9
+        bends = _bends(pose, n)
+        assert max(bends) - min(bends) < 1e-6, bends
+        if pole is not None:
+            assert facing_error_degrees(pose, target, pose.heads[n // 2] - pose.heads[0], pole) < 0.5
+
+
+def test_the_spread_keeps_the_start_shape_and_adds_to_it_evenly():
+    """A start curved unevenly keeps its curve: each joint's bend grows by the same angle."""
+    skeleton = straight_chain(4)
+    bends = (0.1, 0.4, 0.2)
+    start = skeleton.with_local_rotations(skeleton.rest_pose(), {
+        k + 1: np.array(quat.to_matrix(quat.about_axis((1.0, 0.0, 0.0), b))) for k, b in enumerate(bends)
+    })
+    pose, report = solve(skeleton, [Goal(3, (0.3, -1.5, 2.4))], start, SETTINGS)
+    assert report.converged and report.iterations == 1
+    added = [math.radians(b) - a for a, b in zip(bends, _bends(pose, 4))]
+    assert max(added) - min(added) < 1e-6 and added[0] > 0.0, added
+
+
+def test_the_spread_on_rows_is_the_one_on_floats():
+    """`spread_rows` puts every frame's joints where `spread` puts that frame's alone."""
+    rng = np.random.default_rng(4)
+    n, count = 5, 40
+    length = rng.uniform(0.5, 1.5, n)
+    directions = rng.normal(size=(count, n, 3)) * 0.3 + np.array([0.0, 0.0, 1.0])
+    directions /= np.linalg.norm(directions, axis=2, keepdims=True)
+    joints = np.concatenate((np.zeros((count, 1, 3)), np.cumsum(directions * length[None, :, None], axis=1)), axis=1)
+    targets = rng.normal(size=(count, 3))
+    targets *= (rng.uniform(0.2, 0.95, count) * length.sum() / np.linalg.norm(targets, axis=1))[:, None]
+    heads = np.ascontiguousarray(joints[:, :-1].transpose(1, 2, 0))
+    tails = np.ascontiguousarray(joints[:, 1:].transpose(1, 2, 0))
+    moved = bend.spread_rows(heads, tails, length, np.ascontiguousarray(targets.T), np.ones(count, dtype=bool))
+    found = 0
+    for f in range(count):
+        alone = bend.spread([tuple(p) for p in joints[f]], length.tolist(), tuple(targets[f]))
+        assert (alone is not None) == moved[f]
+        if alone is not None:
+            found += 1
+            np.testing.assert_allclose(tails[:, :, f], np.array(alone[0][1:]), atol=1e-9)
+            np.testing.assert_allclose(tails[-1, :, f], targets[f], atol=1e-9)
+    assert found > count // 2
+
+
+def test_no_spread_where_the_chain_cannot_fold_so_far_the_passes_solve_it():
+    """A target nearer the base than an even bend folds the chain: the passes start from the chain as it was."""
+    skeleton, start = _bent_chain(3)
+    pose, report = solve(skeleton, [Goal(2, (0.05, 0.0, 0.1))], start, SETTINGS)
+    assert report.iterations > 1
+    found = bend.spread([tuple(p) for p in [start.heads[0], *start.tails]], [1.0] * 3, (0.05, 0.0, 0.1))
+    assert found is None
+
+
+# The exact limb.
+
+SHOULDER = JointLimit(use_limit_x=True, min_x=math.radians(-45), max_x=math.radians(130), use_limit_y=True,
+                      min_y=math.radians(-90), max_y=math.radians(90), use_limit_z=True, min_z=math.radians(-90),
+                      max_z=math.radians(90))
+ELBOW = JointLimit(lock_y=True, lock_z=True, use_limit_x=True, min_x=0.0, max_x=math.radians(150))
+
+
+def _limb(bend_degrees: float):
+    """An upper arm and a forearm up +Z with a shoulder cone and an elbow hinge about X, the elbow bent at start."""
+    skeleton = straight_chain(2).with_limits([SHOULDER, ELBOW])
+    elbow = np.array(quat.to_matrix(quat.about_axis((1.0, 0.0, 0.0), math.radians(bend_degrees))))
+    return skeleton, skeleton.with_local_rotations(skeleton.rest_pose(), {1: elbow})
+
+
+@pytest.mark.parametrize("target", [(0.3, -0.8, 1.2), (0.9, 0.2, 0.9), (0.2, -0.3, 1.6)])
+@pytest.mark.parametrize("pole", [None, (0.0, -3.0, 1.0), (0.0, 3.0, 1.0)])
+def test_a_limb_with_an_elbow_hinge_is_solved_in_one_step_inside_its_limits(target, pole):
+    """The law of cosines in the pole's plane (or the limb's own), the upper arm turned about itself so that the
+    elbow bends about its hinge alone: one step, on the target, every limit kept, the elbow facing the pole."""
+    skeleton, start = _limb(20.0)
+    goal = Goal(1, target) if pole is None else Goal(1, target, pole=pole, pole_angle=-math.pi / 2)
+    pose, report = solve(skeleton, [goal], start, SETTINGS)
+    assert report.converged and report.iterations == 1, report
+    assert np.linalg.norm(pose.tails[1] - np.array(target)) < 1e-9
+    local = skeleton.local_rotations(pose)
+    assert_within(SHOULDER, local[0], "shoulder")
+    assert_within(ELBOW, local[1], "elbow")
+    assert abs(swing_and_twist(local[1])[1]) < 1e-9 and abs(swing_and_twist(local[1])[2]) < 1e-9  # a hinge
+    if pole is not None:
+        assert facing_error_degrees(pose, target, pose.heads[1] - pose.heads[0], pole) < 0.5
+    # The live path (a start from local rotations) takes the same step.
+    plan = plan_for(skeleton, [goal])
+    rotations = [tuple(quat.from_matrix(m)) for m in skeleton.local_rotations(start)]
+    begun = plan.start(rotations, [None, None], [None, None], lambda: start)
+    outcome = plan.solve([goal], begun, SETTINGS)
+    assert outcome.report.iterations == 1 and outcome.report.converged
+    np.testing.assert_allclose(np.array(quat.to_matrix(plan.rotations(begun, outcome)[1])), local[1], atol=1e-9)
+
+
+def test_a_limb_the_exact_step_cannot_keep_inside_its_limits_is_solved_as_before():
+    """Where the pole's plane asks the elbow to bend against its hinge unless the upper arm turns about itself
+    further than its twist range allows: the limited method solves it (more than one step), every limit kept."""
+    skeleton, start = _limb(20.0)
+    target, pole = (-0.6, -0.5, 1.4), (0.0, -3.0, 1.0)
+    goal = Goal(1, target, pole=pole, pole_angle=-math.pi / 2)
+    plan = plan_for(skeleton, [goal])
+    assert limb.applies(plan.tree, [goal])
+    assert limb.solve(plan.tree, [goal], Start.of_pose(skeleton, plan.tree, start), SETTINGS) is None
+    pose, report = solve(skeleton, [goal], start, SETTINGS)
+    assert report.converged and report.iterations > 1
+    local = skeleton.local_rotations(pose)
+    assert_within(SHOULDER, local[0], "shoulder")
+    assert_within(ELBOW, local[1], "elbow")
