@@ -23,7 +23,9 @@ the settings, and gives the nodes' solved frames and heads with a report.
   finishes in the coordinates the limits are written in; dead ends of the
   limits get other start poses inside them. In continuity mode (warm starts)
   a start near its targets moves by one settling step where that reaches
-  (`_followed`), else is refined as it is first.
+  (`_followed`), else is refined as it is first; where the warm attempts
+  stall short of a target in reach, the frame's whole search runs (other
+  starts inside the limits), since a jump is better than a miss.
 
 One iteration cap covers everything a method does.
 """
@@ -339,6 +341,13 @@ def solve_limited(
     if aims:
         report.errors = [dist(_tail(tree, solved, tree.tips[i]), g.target) for i, g in enumerate(asked)]
         report.converged = max(report.errors) <= settings.tolerance
+    if not report.converged and not out_of_reach and not settings.explore and used < budget:
+        # A warm start that the limits hold away from a target in reach: this frame's whole search (other starts
+        # inside the limits) finds a pose that reaches, where one exists; a jump is better than a miss.
+        searched = solve_limited(skeleton, tree, asked, start, replace(settings, explore=True, max_iterations=budget - used))
+        if searched.report.converged:
+            searched.report.iterations += used
+            return searched
     if not report.converged:
         report.stopped_by = "unreachable" if out_of_reach else unreached(used, budget)
     return solved

@@ -244,18 +244,30 @@ def bend_towards(tree: MovingTree, joints: Joints, chain: tuple[int, ...], side:
     lengths = [tree.length[k] for k in reversed(chain)]
     middle = (len(lengths) - 1) / 2.0
 
-    def chord(turn: float) -> float:
-        x = sum(length * math.cos((i - middle) * turn) for i, length in enumerate(lengths))
-        y = sum(length * math.sin((i - middle) * turn) for i, length in enumerate(lengths))
-        return math.hypot(x, y)
+    def chord(turn: float) -> tuple[float, float]:
+        """The chord's length with every joint turned by `turn`, and its derivative."""
+        x = y = dx = dy = 0.0
+        for i, length in enumerate(lengths):
+            a = i - middle
+            c, s = math.cos(a * turn), math.sin(a * turn)
+            x, y, dx, dy = x + length * c, y + length * s, dx - length * a * s, dy + length * a * c
+        size = math.hypot(x, y)
+        return size, (x * dx + y * dy) / size
 
     low, high = 0.2 / (len(lengths) - 1), 2.0 * math.pi / len(lengths)
-    if chord(low) > span:  # in reach: bisect for the arc whose chord is the span
-        for _ in range(40):
-            turn = 0.5 * (low + high)
-            low, high = (turn, high) if chord(turn) > span else (low, turn)
-    turn_rigidly(joints, tree.subtree(top), joints.heads[top], quat.about_axis(axis, -middle * low))
-    back = quat.about_axis(axis, low)
+    turn = low
+    if chord(low)[0] > span:  # in reach: the arc whose chord is the span (Newton's steps, bisection as a guard)
+        turn = 0.5 * (low + high)
+        for _ in range(60):
+            size, slope = chord(turn)
+            if abs(size - span) <= 1e-13 * span:
+                break
+            low, high = (turn, high) if size > span else (low, turn)
+            turn = turn - (size - span) / slope if slope < 0.0 else 0.5 * (low + high)
+            if not low < turn < high:
+                turn = 0.5 * (low + high)
+    turn_rigidly(joints, tree.subtree(top), joints.heads[top], quat.about_axis(axis, -middle * turn))
+    back = quat.about_axis(axis, turn)
     for k in reversed(chain[:-1]):
         turn_rigidly(joints, tree.subtree(k), joints.heads[k], back)
 
