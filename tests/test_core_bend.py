@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 from fabrik_addon.core import Goal, SolveSettings, solve
-from fabrik_addon.core import bend, limb, quat
+from fabrik_addon.core import bend, limits, quat
 from fabrik_addon.core.limits import JointLimit
 from fabrik_addon.core.plan import plan_for
-from fabrik_addon.core.tree import Start
 from limit_checks import assert_within, swing_and_twist
 from skeletons import straight_chain
 from test_core_goals import facing_error_degrees
@@ -140,17 +139,26 @@ def test_a_limb_with_an_elbow_hinge_is_solved_in_one_step_inside_its_limits(targ
     np.testing.assert_allclose(np.array(quat.to_matrix(plan.rotations(begun, outcome)[1])), local[1], atol=1e-9)
 
 
-def test_a_limb_the_exact_step_cannot_keep_inside_its_limits_is_solved_as_before():
+def test_a_limb_whose_pole_plane_leaves_a_limit_swivels_to_the_nearest_plane_inside_it():
     """Where the pole's plane asks the elbow to bend against its hinge unless the upper arm turns about itself
-    further than its twist range allows: the limited method solves it (more than one step), every limit kept."""
+    further than its twist range allows, the limb swivels about its base-target line (which moves neither the tip
+    nor the elbow's bend) to the plane nearest the pole's that keeps the upper arm's limit: one step, on the
+    target, every limit kept, and a degree further towards the pole's plane the upper arm would leave its limit."""
     skeleton, start = _limb(20.0)
     target, pole = (-0.6, -0.5, 1.4), (0.0, -3.0, 1.0)
-    goal = Goal(1, target, pole=pole, pole_angle=-math.pi / 2)
-    plan = plan_for(skeleton, [goal])
-    assert limb.applies(plan.tree, [goal])
-    assert limb.solve(plan.tree, [goal], Start.of_pose(skeleton, plan.tree, start), SETTINGS) is None
-    pose, report = solve(skeleton, [goal], start, SETTINGS)
-    assert report.converged and report.iterations > 1
+    pose, report = solve(skeleton, [Goal(1, target, pole=pole, pole_angle=-math.pi / 2)], start, SETTINGS)
+    assert report.converged and report.iterations == 1, report
     local = skeleton.local_rotations(pose)
     assert_within(SHOULDER, local[0], "shoulder")
     assert_within(ELBOW, local[1], "elbow")
+    missed = facing_error_degrees(pose, target, pose.heads[1] - pose.heads[0], pole)
+    assert missed > 1.0  # (the pole's own plane is out of the limits' reach here)
+    line = np.array(target) / np.linalg.norm(target)
+    nearer = []
+    for degrees in (1.0, -1.0):
+        turn = np.array(quat.to_matrix(quat.about_axis(tuple(line), math.radians(degrees))))
+        elbow = turn @ (pose.heads[1] - pose.heads[0])
+        if facing_error_degrees(pose, target, elbow, pole) < missed:
+            upper = skeleton.rest_frames[0].T @ turn @ pose.frames[0]
+            nearer.append(limits.allows(SHOULDER, quat.normalized(quat.from_matrix(upper.tolist()))))
+    assert nearer == [False]

@@ -9,10 +9,14 @@ limb already bends in. Each bone turns the shortest way onto its side of the
 triangle (`fabrik.settle_two_bones`, where FABRIK's iterations on two bones
 end); where the lower joint is a hinge, the upper bone instead turns about
 its own length until the hinge's axis stands across the plane, so the lower
-bone bends about that axis alone. Where that pose keeps every limit it is
-the answer, found in one step; else (a target the limits keep the limb from
-reaching this way, a straight limb without a pole, no triangle) the limited
-method solves the limb as any other part (`methods.solve_limited`).
+bone bends about that axis alone. Where the upper bone leaves its limit
+there, the limb swivels about the line from its base to the target (which
+moves neither the tip nor the lower joint's bend) to the nearest plane that
+keeps it: the pole is kept as nearly as the limits allow, and Blender's own
+IK, which keeps it by breaking the limit, is not followed there. Each such
+pose is the answer, found in one step; else (no swivel keeps the limits, a
+straight limb without a pole, no triangle) the limited method solves the
+limb as any other part (`methods.solve_limited`).
 """
 
 from __future__ import annotations
@@ -25,10 +29,14 @@ from .fabrik import settle_two_bones
 from .problem import Goal, SolveReport, SolveSettings
 from .quat import Quat
 from .tree import Joints, MovingTree, Start
-from .vec import Vec, cross, dist, dot, norm, scale
+from .vec import Vec, add, cross, dist, dot, norm, scale, sub
 
 __all__ = ["applies", "solve"]
 
+#: Where the pole's plane leaves the upper bone outside its limit, the limb swivels about its base-target line
+#: towards the nearest swivel inside it, searched in steps of this angle (radians) each way round.
+SWIVEL_STEP = math.radians(5.0)
+SWIVEL_STEPS = 36
 #: A hinge's axis may lean this far (its cosine) from square to the upper bone: further, no turn of the upper
 #: bone about itself puts the axis across the plane.
 _SQUARE = 1e-6
@@ -58,22 +66,14 @@ def _signed_angle(a: Vec, b: Vec, axis: Vec) -> float:
     return math.atan2(dot(axis, cross(a, b)), dot(a, b))
 
 
-def _inside(tree: MovingTree, start: Start, frames: list[Quat], lower: Quat | None = None) -> list[Quat] | None:
-    """The two bones' local rotations where both keep their limits (`lower`: the lower one's, where it is known
-    exactly), else None."""
-    upper = quat.normalized(quat.mul(quat.conj(start.zero[0]), frames[0]))
-    if lower is None:
+def _ways(tree: MovingTree, start: Start, frames: list[Quat], axis: Vec | None) -> list[tuple[list[Quat], Quat]]:
+    """The limb's frames and the lower bone's local rotation, each way that keeps the lower joint's limit: the
+    frames as they are, or with a hinge (its `axis`) the upper bone turned about itself so that the hinge's axis
+    stands across the bend plane, either way round (the turn that needs less first)."""
+    limit = tree.limits[1]
+    if axis is None:
         lower = quat.normalized(quat.mul(quat.conj(quat.mul(frames[0], start.zero[1])), frames[1]))
-    for limit, q in zip(tree.limits, (upper, lower)):
-        if limit is not None and not limits.allows(limit, q):
-            return None
-    return [upper, lower]
-
-
-def _hinged(tree: MovingTree, start: Start, frames: list[Quat], axis: Vec) -> list[tuple[list[Quat], list[Quat]]]:
-    """The limb's frames with the upper bone turned about itself so that the lower joint's hinge axis stands
-    across the bend plane, either way round (the turn that needs less first), with their local rotations where
-    they keep the limits."""
+        return [(frames, lower)] if limit is None or limits.allows(limit, lower) else []
     upper_y, lower_y = quat.y_axis(frames[0]), quat.y_axis(frames[1])
     normal = cross(upper_y, lower_y)
     size = norm(normal)
@@ -89,14 +89,46 @@ def _hinged(tree: MovingTree, start: Start, frames: list[Quat], axis: Vec) -> li
         upper = quat.normalized(quat.mul(quat.about_axis(upper_y, turn), frames[0]))
         zero = quat.mul(upper, start.zero[1])
         across = quat.rotate(zero, axis)
-        bend = _signed_angle(quat.y_axis(zero), lower_y, across)
         # (the hinge's own turn, exactly: worked out again from the frames, its locked axes would be a hair off)
-        turn = quat.about_axis(axis, bend)
-        placed = [upper, quat.normalized(quat.mul(zero, turn))]
-        rotations = _inside(tree, start, placed, turn)
-        if rotations is not None:
-            found.append((placed, rotations))
+        lower = quat.about_axis(axis, _signed_angle(quat.y_axis(zero), lower_y, across))
+        if limits.allows(limit, lower):
+            found.append(([upper, quat.normalized(quat.mul(zero, lower))], lower))
     return found
+
+
+def _swivelled(
+    tree: MovingTree, start: Start, ways: list[tuple[list[Quat], Quat]], line: Vec
+) -> tuple[Quat, list[Quat], list[Quat]] | None:
+    """Of the ways, the one turned least about the base-target line (unit `line`; the limb's swivel, which moves
+    neither its tip nor the lower joint's bend) that keeps the upper bone's limit: the turn, its frames and the
+    local rotations; None where no swivel does."""
+    limit, zero = tree.limits[0], quat.conj(start.zero[0])
+
+    def local(turn: Quat, upper: Quat) -> Quat:
+        return quat.normalized(quat.mul(zero, quat.mul(turn, upper)))
+
+    def inside(angle: float, upper: Quat) -> bool:
+        return limit is None or limits.allows(limit, local(quat.about_axis(line, angle), upper))
+
+    for k in range(SWIVEL_STEPS + 1):
+        found = []
+        for sign in (1.0, -1.0) if k else (1.0,):
+            for frames, lower in ways:
+                angle = sign * k * SWIVEL_STEP
+                if not inside(angle, frames[0]):
+                    continue
+                if k:  # the least swivel inside, between this step's and the last one's (outside)
+                    outside = sign * (k - 1) * SWIVEL_STEP
+                    for _ in range(30):
+                        middle = 0.5 * (outside + angle)
+                        outside, angle = (outside, middle) if inside(middle, frames[0]) else (middle, angle)
+                found.append((abs(angle), angle, frames, lower))
+        if found:
+            _, angle, frames, lower = min(found, key=lambda f: f[0])
+            turn = quat.about_axis(line, angle)
+            turned = [quat.normalized(quat.mul(turn, f)) for f in frames]
+            return turn, turned, [local(turn, frames[0]), lower]
+    return None
 
 
 def solve(
@@ -115,18 +147,16 @@ def solve(
         pole.holds(tree, joints, goals, settings.tolerance)
     if not settle_two_bones(tree, joints, target):
         return None
-    frames = joints.frames
-    axis = _hinge_axis(tree.limits[1])
-    if axis is None:
-        rotations = _inside(tree, start, frames)
-        if rotations is None:
-            return None
-    else:
-        found = _hinged(tree, start, frames, axis)
-        if not found:
-            return None
-        frames, rotations = found[0]
-    heads = [joints.heads[0], joints.tails[0]]
+    ways = _ways(tree, start, joints.frames, _hinge_axis(tree.limits[1]))
+    base = joints.heads[0]
+    away = sub(target, base)
+    if not ways or norm(away) < 1e-12:
+        return None
+    found = _swivelled(tree, start, ways, scale(away, 1.0 / norm(away)))
+    if found is None:
+        return None
+    turn, frames, rotations = found
+    heads = [base, add(base, quat.rotate(turn, sub(joints.tails[0], base)))]
     error = dist(target, _tip(heads[1], frames[1], tree.length[1]))
     if error > settings.tolerance:
         return None
