@@ -119,7 +119,7 @@ def _swivelled(
                     continue
                 if k:  # the least swivel inside, between this step's and the last one's (outside)
                     outside = sign * (k - 1) * SWIVEL_STEP
-                    for _ in range(30):
+                    for _ in range(16):  # (5 degrees / 2^16: a few millionths of a radian)
                         middle = 0.5 * (outside + angle)
                         outside, angle = (outside, middle) if inside(middle, frames[0]) else (middle, angle)
                 found.append((abs(angle), angle, frames, lower))
