@@ -162,3 +162,46 @@ def test_a_limb_whose_pole_plane_leaves_a_limit_swivels_to_the_nearest_plane_ins
             upper = skeleton.rest_frames[0].T @ turn @ pose.frames[0]
             nearer.append(limits.allows(SHOULDER, quat.normalized(quat.from_matrix(upper.tolist()))))
     assert nearer == [False]
+
+
+def _cone(degrees: float) -> JointLimit:
+    """A round swing cone of this half angle, twist free."""
+    r = math.radians(degrees)
+    return JointLimit(use_limit_x=True, min_x=-r, max_x=r, use_limit_z=True, min_z=-r, max_z=r)
+
+
+def test_a_joint_the_even_bend_takes_out_of_its_cone_stops_on_the_rim_and_the_rest_bend_evenly():
+    """A chain in open cones pulled in towards its base: the even bend would tilt the first joint back by half the
+    whole bend (over 50 degrees), its cone allows 20. That joint stops on its cone's rim, the bones after it bend
+    evenly onto the target (and so on down the chain): two steps, on the target, every cone kept; and on rows,
+    the same joints."""
+    n = 12
+    skeleton = straight_chain(n, 0.2).with_limits([_cone(20.0)] * n)
+    target = (0.2, 0.1, 1.9)
+    free_pose, _ = solve(straight_chain(n, 0.2), [Goal(n - 1, target)], settings=SETTINGS)
+    first = math.degrees(math.hypot(*swing_and_twist(straight_chain(n, 0.2).local_rotations(free_pose)[0])[:2]))
+    assert first > 25.0  # (the case: the even bend leaves the first cone)
+    pose, report = solve(skeleton, [Goal(n - 1, target)], settings=SETTINGS)
+    assert report.converged and report.iterations == 2, report
+    assert np.linalg.norm(pose.tails[n - 1] - np.array(target)) < 1e-9
+    local = skeleton.local_rotations(pose)
+    for b in range(n):
+        assert_within(skeleton.limits[b], local[b], f"bone {b}")
+    assert math.degrees(math.hypot(*swing_and_twist(local[0])[:2])) == pytest.approx(20.0, abs=1e-6)
+    # (here the second joint leaves its cone too and stops on its rim: the joints after it bend evenly)
+    assert math.degrees(math.hypot(*swing_and_twist(local[1])[:2])) == pytest.approx(20.0, abs=1e-6)
+    later = _bends(pose, n)[2:]
+    assert max(later) - min(later) < 1e-6, later
+    # The rows' twin, from the same start.
+    plan = plan_for(skeleton, [Goal(n - 1, target)])
+    start = skeleton.rest_pose()
+    points = np.concatenate((start.heads, start.tails[-1:]))[:, :, None].copy()
+    frames = start.frames[None].copy()
+    zero = skeleton.rest_in_parent[0][None]
+    rest = np.array([skeleton.rest_in_parent[b] for b in range(n)])
+    moved = bend.spread_within_rows(
+        points, np.asarray(plan.tree.length), np.array(target)[:, None], frames, zero, rest, skeleton.limits,
+        np.array([True]),
+    )
+    assert moved[0]
+    np.testing.assert_allclose(points[1:, :, 0], pose.tails, atol=1e-9)

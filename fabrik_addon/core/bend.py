@@ -22,6 +22,11 @@ bone's direction in that plane, A: the chain's length along n), so its length
 is a smooth function of one angle, found by a search outwards from zero and
 a safeguarded Newton step; `spread` works on one chain's joints in plain
 floats and `spread_rows` on many frames at once.
+
+A chain in swing cones (a tentacle) may not bend so: the first joint takes
+the whole turn towards the target, more than its cone allows. There that
+joint stops on its cone's rim and the bones after it bend evenly from its
+tail, and so on down the chain (`spread_within`, `spread_within_rows`).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from . import quat
 from .quat import Quat
 from .vec import Vec, add, cross, dot, norm, perpendicular, scale, sub
 
-__all__ = ["SHORTEST", "spread", "spread_rows"]
+__all__ = ["SHORTEST", "spread", "spread_rows", "spread_within", "turned_frames"]
 
 #: Chains of fewer bones are left to the passes (two bones have their own exact start, `fabrik.settle_two_bones`).
 SHORTEST = 3
@@ -47,6 +52,8 @@ _STRAIGHT = 1e-9
 #: The angle is found when the chord's squared length is within this fraction of the wanted one.
 _CLOSE = 1e-13
 _NEWTON = 40
+#: A joint the even bend takes out of its cone stops this far inside the rim (a fraction of its swing).
+_RIM = 1.0 - 1e-9
 
 
 def _axis(directions: Sequence[Vec], chord: Vec, towards: Vec) -> Vec | None:
@@ -275,4 +282,101 @@ def spread_rows(heads: np.ndarray, tails: np.ndarray, length: np.ndarray, target
     heads[1:, :, take] = placed[:-1, :, ok]
     tails[:, :, take] = placed[:, :, ok]
     moved[take] = True
+    return moved
+
+
+def spread_within(
+    points: list[Vec], length: Sequence[float], target: Vec, frames: list[Quat], zero: list[Quat], cones: Sequence,
+) -> list[Vec] | None:
+    """`spread` for a chain whose joints swing in cones (`cones`: each bone's `limits.JointLimit` or None; `frames`:
+    its start frames, `zero`: `tree.Start.zero`): where the even bend takes a joint out of its cone (the first
+    joints take the whole turn towards the target), that joint stops on its cone's rim and the bones after it
+    bend evenly onto the target; and so on down the chain. The joints, or None where no such bend reaches.
+
+    A joint's rotation is read as the passes leave it (its start frame turned the shortest way onto its bone:
+    `tree.swung_frames`), and where the even bend keeps it inside, nothing changes: the pose moves on smoothly
+    where a cone begins to bind."""
+    from . import limits  # (here: the rest of the module needs no limits)
+
+    n = len(length)
+    placed = [tuple(p) for p in points]
+    parent_frame = None
+    for k in range(n):
+        if n - k < SHORTEST:
+            return None
+        found = spread(placed[k:], length[k:], target)
+        if found is None:
+            return None
+        placed = placed[:k] + found[0]
+        direction = scale(sub(placed[k + 1], placed[k]), 1.0 / length[k])
+        frame = _swung(frames[k], direction)
+        zero_frame = zero[k] if parent_frame is None else quat.mul(parent_frame, zero[k])
+        local = quat.normalized(quat.mul(quat.conj(zero_frame), frame))
+        limit = cones[k]
+        if limit is None or limits.allows(limit, local):
+            return placed  # (the joints after it are the even bend's: the caller checks them)
+        # On the rim (a hair inside: read again from the bone's direction, it must still pass): the bones after it
+        # keep their shape, turned with it, and bend on from its new tail.
+        sx, sz, twist = quat.swing_twist(limits.constrain(limit, local))
+        inside = quat.from_swing_twist(sx * _RIM, sz * _RIM, twist)
+        rim = quat.y_axis(quat.mul(zero_frame, inside))
+        turn = quat.arc(direction, rim, quat.x_axis(frame))
+        head = placed[k]
+        placed = placed[:k + 1] + [add(head, quat.rotate(turn, sub(p, head))) for p in placed[k + 1:]]
+        parent_frame = _swung(frames[k], rim)
+    return None
+
+
+def _swung(frame: Quat, direction: Vec) -> Quat:
+    """A frame turned the shortest way so that its Y axis points along the unit direction."""
+    return quat.normalized(quat.mul(quat.arc(quat.y_axis(frame), direction, quat.x_axis(frame)), frame))
+
+
+def spread_within_rows(
+    points: np.ndarray, length: np.ndarray, target: np.ndarray, frames: np.ndarray, zero: np.ndarray,
+    rest: np.ndarray, cones: Sequence, chosen: np.ndarray,
+) -> np.ndarray:
+    """`spread_within` for the chosen frames of many: the chain's joints (n + 1, 3, F), moved in place where a bend
+    is found; the target (3, F), the start frames (F, n, 3, 3), the first bone's zero frame (F, 3, 3) and each
+    bone's rest in its parent (n, 3, 3). Which frames it moved (F,)."""
+    from . import limits, matrix_rows  # (here: the rest of the module needs neither)
+
+    n = len(length)
+    moved = np.zeros(len(chosen), dtype=bool)
+    active = np.flatnonzero(chosen)
+    joints = np.ascontiguousarray(points[:, :, active])  # (n + 1, 3, N): the active frames' joints
+    parent = None  # the frames of the bone before, in the active frames (N, 3, 3)
+    for k in range(n - SHORTEST + 1):
+        if not len(active):
+            break
+        heads, tails = joints[k:-1].copy(), joints[k + 1:].copy()
+        found = spread_rows(heads, tails, length[k:], target[:, active], np.ones(len(active), dtype=bool))
+        keep = np.flatnonzero(found)
+        active, joints = active[keep], joints[:, :, keep]
+        parent = None if parent is None else parent[keep]
+        joints[k + 1:] = tails[:, :, keep]
+        direction = ((joints[k + 1] - joints[k]) / length[k]).T  # (N, 3)
+        frame = matrix_rows.swung_frames(frames[active, k], direction)
+        zero_frame = zero[active] if parent is None else parent @ rest[k]
+        quaternions = matrix_rows.quaternions_from_matrices(np.swapaxes(zero_frame, 1, 2) @ frame)
+        limit = cones[k]
+        inside = np.ones(len(active), dtype=bool) if limit is None else limits.allows_rows(limit, quaternions)
+        points[:, :, active[inside]] = joints[:, :, inside]
+        moved[active[inside]] = True
+        out = np.flatnonzero(~inside)
+        if not len(out) or k + 1 > n - SHORTEST:
+            break
+        active, joints, direction, zero_frame = active[out], joints[:, :, out], direction[out], zero_frame[out]
+        rimmed = matrix_rows.quaternion_to_matrix(limits.clamp_rows(limit, quaternions[out], _RIM))
+        rim = (zero_frame @ rimmed)[:, :, 1]
+        # The bones after it keep their shape, turned with it about its head the shortest way onto the rim.
+        c = np.cross(direction, rim)
+        cosine = np.einsum("ij,ij->i", direction, rim)
+        skew = np.zeros((len(c), 3, 3))
+        skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -c[:, 2], c[:, 1], -c[:, 0]
+        skew -= np.swapaxes(skew, 1, 2)
+        turn = np.eye(3) + skew + skew @ skew / (1.0 + cosine)[:, None, None]
+        head = joints[k][None]  # (1, 3, N)
+        joints[k + 1:] = head + np.einsum("nij,kjn->kin", turn, joints[k + 1:] - head)
+        parent = matrix_rows.swung_frames(frames[active, k], rim)
     return moved

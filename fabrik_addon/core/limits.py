@@ -164,6 +164,19 @@ def allows_rows(limit: JointLimit, local: np.ndarray) -> np.ndarray:
     lo_y, hi_y = limit.y_range
     if not (lo_x < 0.0 < hi_x and lo_z < 0.0 < hi_z and lo_y <= 0.0 <= hi_y) or limit.is_stiff:
         raise ValueError("allows_rows takes open cones only")
+    swing_x, swing_z, twist = swing_twist_rows(local)
+    r = _ellipse_rows(limit, swing_x, swing_z)
+    inside = (r <= 1.0) & (lo_y <= twist) & (twist <= hi_y) & (-math.pi < twist)
+    near = (np.abs(r - 1.0) < 1e-9) | (np.abs(twist - lo_y) < 1e-9) | (np.abs(twist - hi_y) < 1e-9) | (
+        np.abs(np.abs(twist) - math.pi) < 1e-9
+    )
+    for i in np.flatnonzero(near).tolist():
+        inside[i] = allows(limit, tuple(local[i].tolist()))
+    return inside
+
+
+def swing_twist_rows(local: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`quat.swing_twist` for many local rotations ((N, 4) unit quaternions): swing x, swing z and twist (N,)."""
     q = np.where(local[:, :1] < 0.0, -local, local)  # (as quat.swing_twist: w made non-negative)
     w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
     tn = np.sqrt(w * w + y * y)
@@ -177,16 +190,31 @@ def allows_rows(limit: JointLimit, local: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         swing_x = np.where(s < 1e-15, 0.0, angle * sx / s)
         swing_z = np.where(s < 1e-15, 0.0, angle * sz / s)
+    return swing_x, swing_z, twist
+
+
+def _ellipse_rows(limit: JointLimit, swing_x: np.ndarray, swing_z: np.ndarray) -> np.ndarray:
+    """Per row, the swing's place in its quadrant's ellipse (1: on the rim) of an open cone."""
+    (lo_x, hi_x), (lo_z, hi_z) = limit.x_range, limit.z_range
     a = np.where(swing_x >= 0.0, hi_x, -lo_x)  # the ellipse's semi-axes in each row's quadrant
     b = np.where(swing_z >= 0.0, hi_z, -lo_z)
-    r = (swing_x / a) ** 2 + (swing_z / b) ** 2
-    inside = (r <= 1.0) & (lo_y <= twist) & (twist <= hi_y) & (-math.pi < twist)
-    near = (np.abs(r - 1.0) < 1e-9) | (np.abs(twist - lo_y) < 1e-9) | (np.abs(twist - hi_y) < 1e-9) | (
-        np.abs(np.abs(twist) - math.pi) < 1e-9
-    )
-    for i in np.flatnonzero(near).tolist():
-        inside[i] = allows(limit, tuple(local[i].tolist()))
-    return inside
+    return (swing_x / a) ** 2 + (swing_z / b) ** 2
+
+
+def clamp_rows(limit: JointLimit, local: np.ndarray, shrink: float = 1.0) -> np.ndarray:
+    """`constrain` for many local rotations of an open cone ((N, 4)), each swing moved in to the rim where it
+    leaves the cone (as `clamp_swing`) and then scaled by `shrink`, each twist into its range: (N, 4)."""
+    swing_x, swing_z, twist = swing_twist_rows(local)
+    r = _ellipse_rows(limit, swing_x, swing_z)
+    s = shrink / np.sqrt(np.maximum(r, 1.0))
+    swing_x, swing_z = swing_x * s, swing_z * s
+    twist = np.clip(twist, *limit.y_range)
+    angle = np.sqrt(swing_x * swing_x + swing_z * swing_z)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = np.where(angle < 1e-15, 0.5, np.sin(angle / 2.0) / angle)
+    sw, sx, sz = np.cos(angle / 2.0), swing_x * f, swing_z * f
+    tw, ty = np.cos(twist / 2.0), np.sin(twist / 2.0)
+    return np.stack((sw * tw, sx * tw - sz * ty, sw * ty, sx * ty + sz * tw), axis=1)
 
 
 def _wrap(angle: float) -> float:

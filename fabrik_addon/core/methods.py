@@ -17,8 +17,10 @@ the settings, and gives the nodes' solved frames and heads with a report.
 - `solve_limited`: a tree with joint limits. A two-bone limb pulled at its
   tip first takes its exact answer (`limb`) where that keeps every limit.
   Where the limits are open cones FABRIK first runs as on the free tree: a
-  pose it converges to inside every limit is the answer, and one on the
-  targets that leaves some limit is refined from there first. Else each attempt runs FABRIK while every iteration
+  pose it converges to inside every limit is the answer; where the chain's
+  even bend (`bend`) leaves a cone, its joints stop on their cones' rims and
+  the bones after them bend evenly (`bend.spread_within`); a pose on the
+  targets that still leaves some limit is refined from there first. Else each attempt runs FABRIK while every iteration
   still halves the error, then hands the pose to the refinement, which
   finishes in the coordinates the limits are written in; dead ends of the
   limits get other start poses inside them. In continuity mode (warm starts)
@@ -37,7 +39,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import fabrik, limb, limits, pole, quat, refine, settle
+from . import bend, fabrik, limb, limits, pole, quat, refine, settle
 from .angles import AngleRig, Freedom, TreeGoals, goal_errors_of, values_after_turn
 from .fabrik import SLOW_WINDOW
 from .local import rotations_from_zero
@@ -175,6 +177,30 @@ def _without_open_cones(tree: MovingTree) -> MovingTree | None:
     return replace(tree, limits=(None,) * n, limited_child=(-1,) * n)
 
 
+def spread_on(tree: MovingTree, goals: Sequence[Goal]) -> bool:
+    """Whether FABRIK starts this free tree's chain with its bend spread evenly (`fabrik.spread_evenly`)."""
+    return len(tree.bones) >= bend.SHORTEST and fabrik.pulled_at_tip(tree, goals) and goals[0].weight > 0.0
+
+
+def _spread_within(tree: MovingTree, free: MovingTree, goal: Goal, start: Start) -> tuple[Solved, list[Quat]] | None:
+    """The chain's even bend with every joint it would take out of its cone stopped on the rim (`bend.spread_within`),
+    and the local rotations, where every joint keeps its limit; else None."""
+    target = (float(goal.target[0]), float(goal.target[1]), float(goal.target[2]))
+    points = bend.spread_within(
+        [start.heads[0]] + list(start.tails), free.length, target, start.frames, start.zero, tree.limits
+    )
+    if points is None:
+        return None
+    joints = Joints(free, start)
+    joints.heads, joints.tails = points[:-1], points[1:]
+    frames = joints.final_frames(free, start)
+    rotations = local_rotations_inside(tree, start, frames)
+    if rotations is None or dist(points[-1], target) > 1e-9 * max(1.0, dist(points[0], target)):
+        return None
+    return Solved(SolveReport(1, [dist(points[-1], target)], True, "converged", rotation_errors=[0.0]), frames,
+                  list(joints.heads)), rotations
+
+
 def solved_as_free(tree: MovingTree, goals: Sequence[Goal], settings: SolveSettings) -> MovingTree | None:
     """The free tree `solve_limited` first solves this limited tree as (`open_cones_as_free`), or None where it
     does not: poles and rotation goals need the frames, and continuity mode settles the limited solve's pose."""
@@ -215,6 +241,12 @@ def solve_limited(
         used = report.iterations
         frames = start.frames if solved.frames is None else solved.frames
         rotations = local_rotations_inside(tree, start, frames) if report.converged else None
+        if rotations is None and report.converged and used < budget and spread_on(free, goals):
+            # The even bend took a joint out of its cone: that joint on its rim, the bones after it bent evenly.
+            rimmed = _spread_within(tree, free, goals[0], start)
+            if rimmed is not None:
+                solved, rotations = rimmed
+                used = solved.report.iterations = used + 1
         if rotations is not None:
             if solved.frames is None:
                 solved.frames, solved.heads = list(start.frames), list(start.heads)

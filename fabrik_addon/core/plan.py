@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import limits, matrix_rows, methods, quat, rows, stretch
+from . import bend, limits, matrix_rows, methods, quat, rows, stretch
 from .angles import AngleRig, longest_reach
 from .fabrik import SLOW_WINDOW
 from .local import LocalTree, local_tree, rotations_from_zero, start_of, with_start_twist
@@ -303,6 +303,12 @@ class Plan:
                     again = ~converged & ~beyond
                 elif part.method == LIMITED:
                     good, local = self._inside_cones(tree, placed, frames[:, nodes], fixed, converged)
+                    if methods.spread_on(free, own):
+                        rimmed = self._spread_within(
+                            tree, own[0], targets[:, group[0]], heads[:, nodes], frames[:, nodes], fixed,
+                            ~good & converged & (counted == 1), (placed_heads, placed, local, good),
+                        )
+                        iterations[rimmed] += 1
                     again = ~good
                     if whole:
                         rotations, stale = local, again
@@ -331,6 +337,44 @@ class Plan:
             hung = {b: values[stale] for b, values in fixed.items()}
             rotations[stale] = local_rotation_rows(self.skeleton, self.tree, solved_frames[stale], hung)
         return SolvedRows(solved_frames, solved_heads, rotations, iterations, errors)
+
+    def _spread_within(
+        self, tree: MovingTree, goal: Goal, targets: np.ndarray, heads: np.ndarray, frames: np.ndarray,
+        fixed: dict[int, np.ndarray], chosen: np.ndarray, solved: tuple,
+    ) -> np.ndarray:
+        """Where the even bend took a joint of a chain in open cones out of its cone, the joint on its rim and the
+        bones after it bent evenly (`bend.spread_within_rows`, as `methods.solve_limited` does alone): the frames
+        that keeps inside every cone take that pose (`solved`: the solve's heads, frames, local rotations and the
+        frames inside, changed in place). Which frames did."""
+        placed_heads, placed, local, good = solved
+        if not chosen.any():
+            return chosen
+        skeleton, length = self.skeleton, np.asarray(tree.length)
+        points = np.concatenate((heads, (heads[:, -1] + length[-1] * frames[:, -1, :, 1])[:, None]), axis=1)
+        points = np.ascontiguousarray(points.transpose(1, 2, 0))
+        b = tree.bones[0]
+        above = fixed[skeleton.parents[b]] if skeleton.parents[b] >= 0 else np.broadcast_to(np.eye(3), frames[:, 0].shape)
+        zero = above @ skeleton.rest_in_parent[b]
+        rest = np.array([skeleton.rest_in_parent[bone] for bone in tree.bones])
+        moved = bend.spread_within_rows(
+            points, length, np.ascontiguousarray(targets.T), frames, zero, rest, tree.limits, chosen
+        )
+        rows_at = np.flatnonzero(moved)
+        if not len(rows_at):
+            return moved
+        directions = (points[1:] - points[:-1])[:, :, rows_at] / length[:, None, None]  # (m, 3, N)
+        turned = matrix_rows.swung_frames(
+            frames[rows_at].reshape(-1, 3, 3), directions.transpose(2, 0, 1).reshape(-1, 3)
+        ).reshape(len(rows_at), -1, 3, 3)
+        hung = {bone: values[rows_at] for bone, values in fixed.items()}
+        inside, rotations = self._inside_cones(tree, turned, frames[rows_at], hung, np.ones(len(rows_at), bool))
+        take = rows_at[inside]
+        placed[take], local[take] = turned[inside], rotations[inside]
+        placed_heads[take] = points[:-1][:, :, take].transpose(2, 0, 1)
+        good[take] = True
+        taken = np.zeros_like(chosen)
+        taken[take] = True
+        return taken
 
     def _inside_cones(
         self, tree: MovingTree, solved: np.ndarray, begun: np.ndarray, fixed: dict[int, np.ndarray],
