@@ -507,7 +507,8 @@ def pose_matrices(rig) -> list[np.ndarray]:
 def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees, monkeypatch):
     """A per-frame bake of a chain in open cones runs the free chain's passes for all frames at once, as live
     solving runs them first; the frames where they end inside every cone keep that pose (the tip's twist, which
-    no goal moves, kept from its FK pose), the others are solved again alone, limits and all. The keys replay
+    no goal moves, kept from its FK pose), then where the even bend left a cone its joints stop on their rims
+    in bulk too (`bend.spread_within_rows`), and the others are solved again alone, limits and all. The keys replay
     the live solve, twists included (1e-5)."""
     from fabrik_addon.core import plan
 

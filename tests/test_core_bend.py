@@ -94,7 +94,7 @@ def test_no_spread_where_the_chain_cannot_fold_so_far_the_passes_solve_it():
     """A target nearer the base than an even bend folds the chain: the passes start from the chain as it was."""
     skeleton, start = _bent_chain(3)
     pose, report = solve(skeleton, [Goal(2, (0.05, 0.0, 0.1))], start, SETTINGS)
-    assert report.iterations > 1
+    assert report.converged and report.iterations > 1
     found = bend.spread([tuple(p) for p in [start.heads[0], *start.tails]], [1.0] * 3, (0.05, 0.0, 0.1))
     assert found is None
 

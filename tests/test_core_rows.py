@@ -259,3 +259,28 @@ def test_a_chain_in_open_cones_solves_in_bulk_as_alone(bones):
     for f, start in enumerate(starts):
         pose, _ = solve(skeleton, [Goal(bones - 1, tuple(targets[f, 0]))], start, settings)
         np.testing.assert_allclose(poses[f].frames, pose.frames, atol=1e-9, err_msg=f"frame {f}")
+
+
+@pytest.mark.parametrize("cap", [1, 2, 200])
+def test_a_chain_whose_even_bend_leaves_its_cones_solves_in_bulk_as_alone(cap):
+    """A 12-bone chain in 20-degree cones pulled in towards its base, where the even bend takes the first joints
+    out of their cones and they stop on the rims (`bend.spread_within`): through the plan on numpy rows each
+    frame's pose, iterations and errors are the ones it gets solved alone, under the iteration cap too (one step:
+    the even bend alone, no rims)."""
+    n = 12
+    r = np.radians(20.0)
+    cone = JointLimit(use_limit_x=True, min_x=-r, max_x=r, use_limit_z=True, min_z=-r, max_z=r)
+    skeleton = straight_chain(n, 0.2).with_limits([cone] * n)
+    goals = [Goal(n - 1, (0.0, 0.0, 0.0))]
+    rng = np.random.default_rng(3)
+    count = 12
+    targets = np.zeros((count, 1, 3))
+    for f in range(count):
+        angle = rng.uniform(0.0, 2.0 * np.pi)
+        targets[f, 0] = (0.25 * np.cos(angle), 0.25 * np.sin(angle), rng.uniform(1.7, 2.0))
+    starts = [skeleton.rest_pose()] * count
+    settings = SolveSettings(max_iterations=cap)
+    assert_agrees_with_the_per_frame_solver(skeleton, goals, targets, starts, settings)
+    if cap > 1:
+        _, iterations, _ = solve_frames(skeleton, goals, targets, starts, settings)
+        assert (iterations == 2).sum() > count // 2  # (the case: the rims take most frames)

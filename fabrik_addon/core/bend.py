@@ -41,7 +41,7 @@ from . import quat
 from .quat import Quat
 from .vec import Vec, add, cross, dot, norm, perpendicular, scale, sub
 
-__all__ = ["SHORTEST", "spread", "spread_rows", "spread_within", "turned_frames"]
+__all__ = ["SHORTEST", "spread", "spread_rows", "spread_within", "spread_within_rows", "turned_frames"]
 
 #: Chains of fewer bones are left to the passes (two bones have their own exact start, `fabrik.settle_two_bones`).
 SHORTEST = 3
@@ -49,7 +49,8 @@ SHORTEST = 3
 _STEPS = 12
 #: A chain whose joints bend by less than this (the sine of the angle, summed) counts as straight.
 _STRAIGHT = 1e-9
-#: The angle is found when the chord's squared length is within this fraction of the wanted one.
+#: The angle is found when the chord's squared length is within this fraction of the chain's reach squared off
+#: the wanted one (the tip then lands within about 1e-13 of the reach squared over the target's distance).
 _CLOSE = 1e-13
 _NEWTON = 40
 #: A joint the even bend takes out of its cone stops this far inside the rim (a fraction of its swing).
@@ -110,6 +111,8 @@ def spread(
     joints, the axis, the angle each joint turned by, and the turn about the base after (bone k's frame turns by
     `turn` after `delta * k` about the axis). None where no such bend exists."""
     n = len(length)
+    if min(length) <= 0.0:
+        return None  # (a bone of no length has no direction to turn)
     base = points[0]
     span2 = dot(sub(target, base), sub(target, base))
     directions = [scale(sub(points[k + 1], points[k]), 1.0 / length[k]) for k in range(n)]
@@ -191,7 +194,7 @@ def spread_rows(heads: np.ndarray, tails: np.ndarray, length: np.ndarray, target
     n = len(length)
     columns = np.flatnonzero(chosen)
     moved = np.zeros(len(chosen), dtype=bool)
-    if n < SHORTEST or not len(columns):
+    if n < SHORTEST or not len(columns) or length.min() <= 0.0:
         return moved
     h, t, aim = heads[:, :, columns], tails[:, :, columns], target[:, columns]
     base = h[0]

@@ -285,7 +285,9 @@ def solve_from(
     First what the paper and Blender's rules do before iterating: poles turn
     their chains (`pole.holds`), a straight chain with its target on its line
     is bent, a single free chain out of reach is stretched straight at its
-    target, and two free bones start on their triangle. Then the iterations,
+    target, two free bones start on their triangle, and a chain of three or
+    more bones has its bend spread evenly onto its target (`spread_evenly`,
+    counted as one iteration). Then the iterations,
     by the stopping rules (`stopping`); a `careful` descent (where frames are
     carried) undoes an iteration that makes things worse and tries again
     reaching part of the way. With `halving` the iterations hand over at the

@@ -15,7 +15,9 @@ the settings, and gives the nodes' solved frames and heads with a report.
   `fabrik.SLOW_WINDOW` iterations, and the refinement in the joints' angles
   (`refine`) finishes, from there and, where that stalls, from the start.
 - `solve_limited`: a tree with joint limits. A two-bone limb pulled at its
-  tip first takes its exact answer (`limb`) where that keeps every limit.
+  tip first takes its exact answer (`limb`) where that keeps every limit
+  (not where the free passes below take it, nor in continuity mode without
+  a pole, where settling pulls the limb's free swivel towards rest).
   Where the limits are open cones FABRIK first runs as on the free tree: a
   pose it converges to inside every limit is the answer; where the chain's
   even bend (`bend`) leaves a cone, its joints stop on their cones' rims and
@@ -225,7 +227,11 @@ def solve_limited(
 ) -> Solved:
     """A tree with joint limits (see the module); in continuity mode `start_rig` is the start in the limits'
     coordinates where the caller keeps it (the rig the last frame left)."""
-    if limb.applies(tree, goals):
+    # The limb's exact step: where the free passes do not take it (open cones, which bakes solve on numpy rows),
+    # and, in continuity mode, where a pole holds its plane (without one, settling pulls the limb to rest).
+    if limb.applies(tree, goals) and solved_as_free(tree, goals, settings) is None and (
+        settings.explore or goals[0].pole is not None
+    ):
         exact = limb.solve(tree, goals, start, settings)
         if exact is not None:
             frames, heads, rotations, report = exact
@@ -377,9 +383,11 @@ def solve_limited(
         # A warm start that the limits hold away from a target in reach: this frame's whole search (other starts
         # inside the limits) finds a pose that reaches, where one exists; a jump is better than a miss.
         searched = solve_limited(skeleton, tree, asked, start, replace(settings, explore=True, max_iterations=budget - used))
+        used += searched.report.iterations
         if searched.report.converged:
-            searched.report.iterations += used
+            searched.report.iterations = used
             return searched
+        report.iterations = used  # (the search found nothing better: the warm pose stays, its cost counted)
     if not report.converged:
         report.stopped_by = "unreachable" if out_of_reach else unreached(used, budget)
     return solved

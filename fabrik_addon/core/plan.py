@@ -303,12 +303,13 @@ class Plan:
                     again = ~converged & ~beyond
                 elif part.method == LIMITED:
                     good, local = self._inside_cones(tree, placed, frames[:, nodes], fixed, converged)
-                    if methods.spread_on(free, own):
-                        rimmed = self._spread_within(
-                            tree, own[0], targets[:, group[0]], heads[:, nodes], frames[:, nodes], fixed,
+                    if methods.spread_on(free, own) and settings.max_iterations > 1:
+                        rimmed, missed_now = self._spread_within(
+                            tree, targets[:, group[0]], heads[:, nodes], frames[:, nodes], fixed,
                             ~good & converged & (counted == 1), (placed_heads, placed, local, good),
                         )
                         iterations[rimmed] += 1
+                        errors[rimmed, group[0]] = missed_now
                     again = ~good
                     if whole:
                         rotations, stale = local, again
@@ -339,16 +340,16 @@ class Plan:
         return SolvedRows(solved_frames, solved_heads, rotations, iterations, errors)
 
     def _spread_within(
-        self, tree: MovingTree, goal: Goal, targets: np.ndarray, heads: np.ndarray, frames: np.ndarray,
+        self, tree: MovingTree, targets: np.ndarray, heads: np.ndarray, frames: np.ndarray,
         fixed: dict[int, np.ndarray], chosen: np.ndarray, solved: tuple,
-    ) -> np.ndarray:
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Where the even bend took a joint of a chain in open cones out of its cone, the joint on its rim and the
         bones after it bent evenly (`bend.spread_within_rows`, as `methods.solve_limited` does alone): the frames
-        that keeps inside every cone take that pose (`solved`: the solve's heads, frames, local rotations and the
-        frames inside, changed in place). Which frames did."""
+        where that lands on the target inside every cone take that pose (`solved`: the solve's heads, frames, local
+        rotations and the frames inside, changed in place). Which frames did, and their tips' distances."""
         placed_heads, placed, local, good = solved
         if not chosen.any():
-            return chosen
+            return chosen, np.zeros(0)
         skeleton, length = self.skeleton, np.asarray(tree.length)
         points = np.concatenate((heads, (heads[:, -1] + length[-1] * frames[:, -1, :, 1])[:, None]), axis=1)
         points = np.ascontiguousarray(points.transpose(1, 2, 0))
@@ -359,9 +360,13 @@ class Plan:
         moved = bend.spread_within_rows(
             points, length, np.ascontiguousarray(targets.T), frames, zero, rest, tree.limits, chosen
         )
+        # (as alone: the tip on the target to rounding)
+        missed = np.sqrt(((points[-1] - targets.T) ** 2).sum(axis=0))
+        away = np.sqrt(((targets.T - points[0]) ** 2).sum(axis=0))
+        moved &= missed <= 1e-9 * np.maximum(1.0, away)
         rows_at = np.flatnonzero(moved)
         if not len(rows_at):
-            return moved
+            return moved, np.zeros(0)
         directions = (points[1:] - points[:-1])[:, :, rows_at] / length[:, None, None]  # (m, 3, N)
         turned = matrix_rows.swung_frames(
             frames[rows_at].reshape(-1, 3, 3), directions.transpose(2, 0, 1).reshape(-1, 3)
@@ -374,7 +379,7 @@ class Plan:
         good[take] = True
         taken = np.zeros_like(chosen)
         taken[take] = True
-        return taken
+        return taken, missed[take]
 
     def _inside_cones(
         self, tree: MovingTree, solved: np.ndarray, begun: np.ndarray, fixed: dict[int, np.ndarray],
