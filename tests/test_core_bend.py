@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from fabrik_addon.core import Goal, SolveSettings, solve
+from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
 from fabrik_addon.core import bend, limits, quat
 from fabrik_addon.core.limits import JointLimit
 from fabrik_addon.core.plan import plan_for
@@ -91,12 +91,14 @@ def test_the_spread_on_rows_is_the_one_on_floats():
 
 
 def test_no_spread_where_the_chain_cannot_fold_so_far_the_passes_solve_it():
-    """A target nearer the base than an even bend folds the chain: the passes start from the chain as it was."""
-    skeleton, start = _bent_chain(3)
-    pose, report = solve(skeleton, [Goal(2, (0.05, 0.0, 0.1))], start, SETTINGS)
+    """A long first bone and two short ones: bent evenly, the chain's ends never come nearer than about 1.5, though
+    folding the short bones back brings them to 1. A target 1.19 from the base: the passes start from the chain as
+    it was, and reach it."""
+    skeleton = skeleton_from_points([-1, 0, 1], [(0, 0, 0), (0, 0, 2), (0, 0, 2.5)], [(0, 0, 2), (0, 0, 2.5), (0, 0, 3)])
+    target = (0.3, 0.0, 1.15)
+    assert bend.spread([(0, 0, 0), (0, 0, 2), (0, 0, 2.5), (0, 0, 3)], [2.0, 0.5, 0.5], target) is None
+    pose, report = solve(skeleton, [Goal(2, target)], settings=SETTINGS)
     assert report.converged and report.iterations > 1
-    found = bend.spread([tuple(p) for p in [start.heads[0], *start.tails]], [1.0] * 3, (0.05, 0.0, 0.1))
-    assert found is None
 
 
 # The exact limb.

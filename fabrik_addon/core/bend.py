@@ -45,8 +45,11 @@ __all__ = ["SHORTEST", "spread", "spread_rows", "spread_within", "spread_within_
 
 #: Chains of fewer bones are left to the passes (two bones have their own exact start, `fabrik.settle_two_bones`).
 SHORTEST = 3
-#: The search for the angle goes out to a full turn shared by the joints, in this many steps each way.
-_STEPS = 12
+#: The search for the angle first doubles it this many times up to half the ring's turn (`_grid`).
+_STEPS = 6
+#: Where the chord's excess changes by less than this (of the reach squared) from one step to the next, it has
+#: not turned back: a straight chain's chord hardly changes as it first bends (rounding may raise it a hair).
+_FLAT = 1e-12
 #: A chain whose joints bend by less than this (the sine of the angle, summed) counts as straight.
 _STRAIGHT = 1e-9
 #: The angle is found when the chord's squared length is within this fraction of the chain's reach squared off
@@ -87,21 +90,28 @@ def _chord(z: Sequence[complex], along: float, delta: float) -> tuple[float, flo
     return along * along + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * ds.imag - s.imag * ds.real), s
 
 
-def _bracket(f0: float, value) -> tuple[float, float, float, float] | None:
+def _bracket(f0: float, value, bones: int) -> tuple[float, float, float, float] | None:
     """The first step of the search outwards from zero where the chord's excess changes sign: (a, f(a), b, f(b)),
     or None where it turns back first (`value`: the excess at an angle)."""
     sign = 1.0 if f0 > 0.0 else -1.0  # too long: bend further; too short: straighten
     a, fa = 0.0, f0
-    step = sign * 2.0 * math.pi / _STEPS
-    for k in range(1, _STEPS + 1):
-        b = k * step
+    for b in _grid(bones):
+        b *= sign
         fb = value(b)
         if (fb <= 0.0) if sign > 0.0 else (fb >= 0.0):
             return a, fa, b, fb
-        if (fb > fa) if sign > 0.0 else (fb < fa):
+        if (fb > fa + _FLAT) if sign > 0.0 else (fb < fa - _FLAT):
             return None  # past the chord's shortest (curled round) or longest (no pose of this family reaches)
         a, fa = b, fb
     return None
+
+
+def _grid(bones: int) -> list[float]:
+    """The angles the search tries, outwards: each twice the last up to half the turn that closes an even chain
+    into a ring, then in sixteenths of it to a quarter past it (further, a long chain would coil, and its chord
+    pass through the wanted length again and again)."""
+    ring = 2.0 * math.pi / bones
+    return [ring * 2.0 ** -k for k in range(_STEPS, 0, -1)] + [ring * (0.5 + k / 16.0) for k in range(1, 13)]
 
 
 def spread(
@@ -139,7 +149,7 @@ def spread(
     if abs(f0) <= _CLOSE:
         delta = 0.0
     else:
-        found = _bracket(f0, lambda x: excess(x)[0])
+        found = _bracket(f0, lambda x: excess(x)[0], n)
         if found is None:
             return None
         delta = _root(excess, *found)
@@ -236,13 +246,13 @@ def spread_rows(heads: np.ndarray, tails: np.ndarray, length: np.ndarray, target
     a, fa = np.zeros(len(columns)), f0.copy()
     b, fb = np.zeros(len(columns)), f0.copy()
     open_ = searching.copy()
-    for step in range(1, _STEPS + 1):
+    for step in _grid(n):
         if not open_.any():
             break
-        x = step * sign * 2.0 * math.pi / _STEPS
+        x = step * sign
         fx = excess(x)[0]
         crossed = open_ & np.where(sign > 0.0, fx <= 0.0, fx >= 0.0)
-        turned_back = open_ & ~crossed & np.where(sign > 0.0, fx > fa, fx < fa)
+        turned_back = open_ & ~crossed & np.where(sign > 0.0, fx > fa + _FLAT, fx < fa - _FLAT)
         b, fb = np.where(crossed, x, b), np.where(crossed, fx, fb)
         ok &= ~turned_back
         open_ &= ~crossed & ~turned_back
