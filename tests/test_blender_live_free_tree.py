@@ -134,7 +134,7 @@ def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str],
     rigbuild.key_path(target, frames, lambda f: (2.9 * math.sin(angle(f)), 0.2, 2.9 * math.cos(angle(f))))
     count_bulk(general, monkeypatch)
     answered, inside, limited = [], methods.local_rotations_inside, methods.solve_limited
-    kept = []  # (whether the free passes' pose kept inside every limit, in the solve under way)
+    kept = []  # (whether each pose checked kept inside every limit, in the solve under way: the free passes' first)
 
     def checked(*args):
         rotations = inside(*args)
@@ -144,7 +144,7 @@ def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str],
     def solved(*args, **options):
         kept.clear()
         result = limited(*args, **options)
-        answered.append(any(kept))
+        answered.append(bool(kept) and kept[0])
         return result
 
     monkeypatch.setattr(methods, "local_rotations_inside", checked)
