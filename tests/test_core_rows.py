@@ -284,3 +284,28 @@ def test_a_chain_whose_even_bend_leaves_its_cones_solves_in_bulk_as_alone(cap):
     if cap > 1:
         _, iterations, _ = solve_frames(skeleton, goals, targets, starts, settings)
         assert (iterations == 2).sum() > count // 2  # (the case: the rims take most frames)
+
+
+def test_a_rim_step_counts_its_own_part_where_other_parts_took_more_iterations():
+    """Two parts: a free 4-bone chain with two goals (several passes) and the 12-bone chain in cones whose rims
+    take a step: each frame's iterations through the rows are the ones it gets solved alone (the most any part
+    took), under a cap of 3 too."""
+    n, m = 12, 4
+    r = np.radians(20.0)
+    cone = JointLimit(use_limit_x=True, min_x=-r, max_x=r, use_limit_z=True, min_z=-r, max_z=r)
+    heads = [(5.0, 0.0, 1.0 * i) for i in range(m)] + [(0.0, 0.0, 0.2 * i) for i in range(n)]
+    tails = [(5.0, 0.0, 1.0 * (i + 1)) for i in range(m)] + [(0.0, 0.0, 0.2 * (i + 1)) for i in range(n)]
+    parents = [-1] + list(range(m - 1)) + [-1] + [m + i for i in range(n - 1)]
+    skeleton = skeleton_from_points(parents, heads, tails).with_limits([None] * m + [cone] * n)
+    goals = [Goal(1, (0.0, 0.0, 0.0)), Goal(m - 1, (0.0, 0.0, 0.0)), Goal(m + n - 1, (0.0, 0.0, 0.0))]
+    rng = np.random.default_rng(3)
+    count = 12
+    targets = np.zeros((count, 3, 3))
+    for f in range(count):
+        a = rng.uniform(0.0, 2.0 * np.pi)
+        targets[f, 0] = (5.0 + 1.5 * np.cos(a), 1.5 * np.sin(a), 0.3)
+        targets[f, 1] = (4.0, 0.5, 2.5)
+        targets[f, 2] = (0.25 * np.cos(a), 0.25 * np.sin(a), rng.uniform(1.7, 2.0))
+    starts = [skeleton.rest_pose()] * count
+    for cap in (3, 50):
+        assert_agrees_with_the_per_frame_solver(skeleton, goals, targets, starts, SolveSettings(max_iterations=cap))

@@ -308,7 +308,8 @@ class Plan:
                             tree, targets[:, group[0]], heads[:, nodes], frames[:, nodes], fixed,
                             ~good & converged & (counted == 1), (placed_heads, placed, local, good),
                         )
-                        iterations[rimmed] += 1
+                        # (this part's own count, the even bend's step and the rim's, as alone)
+                        iterations[rimmed] = np.maximum(iterations[rimmed], counted[rimmed] + 1)
                         errors[rimmed, group[0]] = missed_now
                     again = ~good
                     if whole:
