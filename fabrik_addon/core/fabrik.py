@@ -54,7 +54,7 @@ from .vec import EPSILON, Vec, add, dist, dot, norm, perpendicular, reach, scale
 
 __all__ = [
     "SLOW_WINDOW", "backward_reaching", "chain_backward", "chain_forward", "forward_reaching", "is_two_bone_chain",
-    "pulled_at_tip", "solve_from",
+    "pulled_at_tip", "solve_from", "spread_evenly", "spreads",
 ]
 
 #: A tree that another method finishes hands over once FABRIK's best error has not halved over this many
@@ -318,7 +318,7 @@ def solve_from(
         if goals[0].weight > 0.0:
             if is_two_bone_chain(tree, goals):
                 settle_two_bones(tree, joints, target)
-            elif settings.max_iterations > 0 and spread_evenly(tree, joints, target):
+            elif spreads(tree, goals, settings) and spread_evenly(tree, joints, target):
                 error = dist(joints.tails[-1], target)
                 if error <= tolerance:  # (the spread is the solve's one step)
                     return joints, SolveReport(1, [error], True, "converged", rotation_errors=[0.0])
@@ -337,10 +337,10 @@ def solve_from(
             # A limb whose pole makes it carry frames, on its target in the plane `pole.holds` turned it to: the
             # passes would leave it where it is.
             return joints, SolveReport(0, [dist(joints.tails[1], target)], True, "converged", rotation_errors=[0.0])
-    if pulled_at_tip(tree, goals) and goals[0].weight > 0.0 and (goals[0].rotation is None or goals[0].rotation_weight <= 0.0):
+    if spreads(tree, goals, settings):
         t = goals[0].target
         target = (float(t[0]), float(t[1]), float(t[2]))
-        if not tree.needs_frames and settings.max_iterations > 0 and spread_evenly(tree, joints, target):
+        if spread_evenly(tree, joints, target):
             for hold in holds:
                 pole.turn_about_pole(tree, joints, hold)
             error = dist(joints.tails[-1], target)
@@ -455,11 +455,22 @@ def stretch_towards(tree: MovingTree, joints: Joints, target: Vec) -> None:
     assert abs(along - reach_total) < 1e-9 * max(1.0, reach_total)
 
 
+def spreads(tree: MovingTree, goals: Sequence[Goal], settings: SolveSettings) -> bool:
+    """Whether FABRIK starts this tree with its bend spread evenly (`spread_evenly`): a single connected chain of
+    three or more bones pulled at its tip by a position goal of some weight (a rotation goal of no weight pulls
+    nothing), and an iteration to spend on it."""
+    goal = goals[0] if len(goals) == 1 else None
+    return (
+        goal is not None and len(tree.bones) >= bend.SHORTEST and not tree.needs_frames and pulled_at_tip(tree, goals)
+        and goal.weight > 0.0 and (goal.rotation is None or goal.rotation_weight <= 0.0) and settings.max_iterations > 0
+    )
+
+
 def spread_evenly(tree: MovingTree, joints: Joints, target: Vec) -> bool:
-    """Start a single connected chain of three or more bones, pulled at its tip, with its bend spread evenly until
-    its tip is on a target in reach (`bend`), frames turned with their bones where they are carried. Whether it
-    did: where no such bend exists the chain stays as it is."""
-    if len(tree.bones) < bend.SHORTEST or dist(joints.base[0], target) >= sum(tree.length):
+    """Start a chain that `spreads` with its bend spread evenly until its tip is on a target in reach (`bend`),
+    frames turned with their bones where they are carried. Whether it did: where no such bend exists the chain
+    stays as it is."""
+    if dist(joints.base[0], target) >= sum(tree.length):
         return False
     found = bend.spread(joints.heads + [joints.tails[-1]], tree.length, target)
     if found is None:

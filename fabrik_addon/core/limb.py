@@ -28,7 +28,7 @@ from . import limits, pole, quat
 from .fabrik import settle_two_bones
 from .problem import Goal, SolveReport, SolveSettings
 from .quat import Quat
-from .tree import Joints, MovingTree, Start
+from .tree import Joints, MovingTree, Start, tails_of
 from .vec import Vec, add, cross, dist, dot, norm, scale, sub
 
 __all__ = ["applies", "solve"]
@@ -157,13 +157,7 @@ def solve(
         return None
     turn, frames, rotations = found
     heads = [base, add(base, quat.rotate(turn, sub(joints.tails[0], base)))]
-    error = dist(target, _tip(heads[1], frames[1], tree.length[1]))
+    error = dist(target, tails_of(frames[1:], heads[1:], tree.length[1:])[0])
     if error > settings.tolerance:
         return None
     return frames, heads, rotations, SolveReport(1, [error], True, "converged", rotation_errors=[0.0])
-
-
-def _tip(head: Vec, frame: Quat, length: float) -> Vec:
-    """A bone's tail."""
-    y = quat.y_axis(frame)
-    return (head[0] + length * y[0], head[1] + length * y[1], head[2] + length * y[2])

@@ -179,17 +179,15 @@ def _without_open_cones(tree: MovingTree) -> MovingTree | None:
     return replace(tree, limits=(None,) * n, limited_child=(-1,) * n)
 
 
-def spread_on(tree: MovingTree, goals: Sequence[Goal]) -> bool:
-    """Whether FABRIK starts this free tree's chain with its bend spread evenly (`fabrik.spread_evenly`)."""
-    return len(tree.bones) >= bend.SHORTEST and fabrik.pulled_at_tip(tree, goals) and goals[0].weight > 0.0
-
-
-def _spread_within(tree: MovingTree, free: MovingTree, goal: Goal, start: Start) -> tuple[Solved, list[Quat]] | None:
-    """The chain's even bend with every joint it would take out of its cone stopped on the rim (`bend.spread_within`),
-    and the local rotations, where every joint keeps its limit; else None."""
+def _spread_within(
+    tree: MovingTree, free: MovingTree, goal: Goal, start: Start, spread: Joints
+) -> tuple[Solved, list[Quat]] | None:
+    """The chain's even bend (`spread`: the free passes' joints, which made it) with every joint it takes out of its
+    cone stopped on the rim (`bend.spread_within`), and the local rotations, where every joint keeps its limit;
+    else None."""
     target = (float(goal.target[0]), float(goal.target[1]), float(goal.target[2]))
     points = bend.spread_within(
-        [start.heads[0]] + list(start.tails), free.length, target, start.frames, start.zero, tree.limits
+        spread.heads + [spread.tails[-1]], free.length, target, start.frames, start.zero, tree.limits
     )
     if points is None:
         return None
@@ -247,9 +245,9 @@ def solve_limited(
         used = report.iterations
         frames = start.frames if solved.frames is None else solved.frames
         rotations = local_rotations_inside(tree, start, frames) if report.converged else None
-        if rotations is None and report.converged and used < budget and spread_on(free, goals):
+        if rotations is None and report.converged and used == 1 and used < budget and fabrik.spreads(free, goals, settings):
             # The even bend took a joint out of its cone: that joint on its rim, the bones after it bent evenly.
-            rimmed = _spread_within(tree, free, goals[0], start)
+            rimmed = _spread_within(tree, free, goals[0], start, joints)
             if rimmed is not None:
                 solved, rotations = rimmed
                 used = solved.report.iterations = used + 1

@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import bend, limits, matrix_rows, methods, quat, rows, stretch
+from . import bend, fabrik, limits, matrix_rows, methods, quat, rows, stretch
 from .angles import AngleRig, longest_reach
 from .fabrik import SLOW_WINDOW
 from .local import LocalTree, local_tree, rotations_from_zero, start_of, with_start_twist
@@ -303,9 +303,9 @@ class Plan:
                     again = ~converged & ~beyond
                 elif part.method == LIMITED:
                     good, local = self._inside_cones(tree, placed, frames[:, nodes], fixed, converged)
-                    if methods.spread_on(free, own) and settings.max_iterations > 1:
+                    if fabrik.spreads(free, own, settings) and settings.max_iterations > 1:
                         rimmed, missed_now = self._spread_within(
-                            tree, targets[:, group[0]], heads[:, nodes], frames[:, nodes], fixed,
+                            tree, targets[:, group[0]], placed_heads, placed, frames[:, nodes], fixed,
                             ~good & converged & (counted == 1), (placed_heads, placed, local, good),
                         )
                         # (this part's own count, the even bend's step and the rim's, as alone)
@@ -341,18 +341,20 @@ class Plan:
         return SolvedRows(solved_frames, solved_heads, rotations, iterations, errors)
 
     def _spread_within(
-        self, tree: MovingTree, targets: np.ndarray, heads: np.ndarray, frames: np.ndarray,
-        fixed: dict[int, np.ndarray], chosen: np.ndarray, solved: tuple,
+        self, tree: MovingTree, targets: np.ndarray, spread_heads: np.ndarray, spread_frames: np.ndarray,
+        frames: np.ndarray, fixed: dict[int, np.ndarray], chosen: np.ndarray, solved: tuple,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Where the even bend took a joint of a chain in open cones out of its cone, the joint on its rim and the
-        bones after it bent evenly (`bend.spread_within_rows`, as `methods.solve_limited` does alone): the frames
-        where that lands on the target inside every cone take that pose (`solved`: the solve's heads, frames, local
-        rotations and the frames inside, changed in place). Which frames did, and their tips' distances."""
+        """Where the even bend (its heads and frames, (F, m, 3) and (F, m, 3, 3)) took a joint of a chain in open
+        cones out of its cone, the joint on its rim and the bones after it bent evenly (`bend.spread_within_rows`,
+        as `methods.solve_limited` does alone; `frames`: the start frames): the frames where that lands on the
+        target inside every cone take that pose (`solved`: the solve's heads, frames, local rotations and the
+        frames inside, changed in place). Which frames did, and their tips' distances."""
         placed_heads, placed, local, good = solved
         if not chosen.any():
             return chosen, np.zeros(0)
         skeleton, length = self.skeleton, np.asarray(tree.length)
-        points = np.concatenate((heads, (heads[:, -1] + length[-1] * frames[:, -1, :, 1])[:, None]), axis=1)
+        tip = spread_heads[:, -1] + length[-1] * spread_frames[:, -1, :, 1]
+        points = np.concatenate((spread_heads, tip[:, None]), axis=1)
         points = np.ascontiguousarray(points.transpose(1, 2, 0))
         b = tree.bones[0]
         above = fixed[skeleton.parents[b]] if skeleton.parents[b] >= 0 else np.broadcast_to(np.eye(3), frames[:, 0].shape)

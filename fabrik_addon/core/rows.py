@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from . import bend, matrix_rows, quat_rows
-from .fabrik import is_two_bone_chain, pulled_at_tip
+from .fabrik import is_two_bone_chain, pulled_at_tip, spreads
 from .pole import STRAIGHT
 from .problem import Goal, SolveSettings
 from .stopping import StoppingRows
@@ -115,7 +115,7 @@ def solve(
         if is_two_bone_chain(tree, goals):
             _settle_two_bones(joints, aims[0], length, ~done)
             errors = _errors(joints, aims, node_of_goal)
-        elif pulled_at_tip(tree, goals) and goals[0].weight > 0.0 and settings.max_iterations > 0:
+        elif spreads(tree, goals, settings):
             # (`fabrik.spread_evenly`: the frames whose chain it brings onto the target take that one step)
             if (spread := bend.spread_rows(joints.heads, joints.tails, length, aims[0], ~done)).any():
                 errors = _errors(joints, aims, node_of_goal)
