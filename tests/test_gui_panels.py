@@ -5,12 +5,11 @@ Status lines are wrapped so they fit the sidebar, and alert red shows in the sid
 refused target and not for a reached one.
 
 The captures are kept in test-artifacts/panels_<state>.png; the missed state's, cropped to the sidebar and
-the rig, in test-artifacts/panels_blender34.png and docs/images/panels_blender34.png.
+the rig, in test-artifacts/panels_blender34.png (`python3 tools/dev.py pictures` copies it into docs/images/).
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,9 +18,7 @@ from gui_session import ARTIFACTS, run_gui_once
 
 pytestmark = pytest.mark.gui
 
-ROOT = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).resolve().parent / "gui_panels_driver.py"
-DOCS_IMAGE = ROOT / "docs" / "images" / "panels_blender34.png"
 GUI_TIMEOUT = 90
 SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_solver",
              "VIEW3D_PT_fabrik_testing")
@@ -30,11 +27,7 @@ SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_
 @pytest.fixture(scope="module")
 def panels_run(gui_tools: tuple[str, str], legacy_zip: Path, tmp_path_factory) -> dict:
     """Install the legacy zip in a temporary profile (background), then run the panels driver in the GUI."""
-    result, shots = run_gui_once("gui34_panels", DRIVER, gui_tools, legacy_zip, tmp_path_factory, GUI_TIMEOUT)
-    crop = shots / "panels_blender34.png"
-    if crop.is_file():
-        DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(crop, DOCS_IMAGE)
+    result, _shots = run_gui_once("gui34_panels", DRIVER, gui_tools, legacy_zip, tmp_path_factory, GUI_TIMEOUT)
     return result
 
 
@@ -82,7 +75,7 @@ def test_alert_red_shows_in_the_sidebar_for_a_miss_and_a_refusal_and_not_when_re
         red, runs = states[name]["red_in_sidebar"], states[name]["red_line_runs"]
         assert red > 150 and red > 10 * max(reached, 1), f"{name}: only {red} red pixels in the sidebar"
         assert runs >= 3, f"{name}: red on only {runs} separate rows (the rig line and the effector's, wrapped)"
-    assert DOCS_IMAGE.is_file() and (ARTIFACTS / "panels_blender34.png").is_file()
+    assert (ARTIFACTS / "panels_blender34.png").is_file()
 
 
 def test_the_gui_run_is_quick(panels_run: dict) -> None:

@@ -77,7 +77,7 @@ def test_extension_rejects_unknown_tag(tmp_path: Path) -> None:
 
 
 def test_extension_content(zips: tuple[Path, Path]) -> None:
-    """Exactly the manifest, the root shim, the add-on package (recursively) and the README; no dev files."""
+    """Exactly the manifest, the root shim, the add-on package (recursively), the README and LICENSE; no dev files."""
     with zipfile.ZipFile(zips[0]) as archive:
         names = [n for n in archive.namelist() if not n.endswith("/")]
         shipped_manifest = archive.read("blender_manifest.toml")
@@ -86,6 +86,7 @@ def test_extension_content(zips: tuple[Path, Path]) -> None:
     for required in ("fabrik_addon/__init__.py", "fabrik_addon/core/fabrik.py", "fabrik_addon/core/skeleton.py",
                      "fabrik_addon/blender/__init__.py", "fabrik_addon/blender/ops.py"):
         assert required in names, f"{required} is missing from the extension zip"
+    assert "LICENSE" in names and "GNU GENERAL PUBLIC LICENSE" in (ROOT / "LICENSE").read_text()
     for name in names:
         parts = name.split("/")
         assert not {"tests", "tools", "samples", "benchmarks", "dist", "__pycache__"} & set(parts), name
@@ -96,14 +97,14 @@ def test_extension_content(zips: tuple[Path, Path]) -> None:
 
 
 def test_legacy_content(zips: tuple[Path, Path]) -> None:
-    """One top folder `fabrik_ik/` holding the shim with bl_info and the add-on package, nothing else."""
+    """One top folder `fabrik_ik/` holding the shim with bl_info, the licence and the add-on package, nothing else."""
     with zipfile.ZipFile(zips[1]) as archive:
         names = [n for n in archive.namelist() if not n.endswith("/")]
         shim = archive.read("fabrik_ik/__init__.py").decode()
     assert {name.split("/")[0] for name in names} == {"fabrik_ik"}
     assert "bl_info" in shim
     inner = {name.removeprefix("fabrik_ik/") for name in names}
-    expected = {"__init__.py", *(p.as_posix() for p in build.source_files())}
+    expected = {"__init__.py", "LICENSE", *(p.as_posix() for p in build.source_files())}
     assert inner == expected, f"missing {sorted(expected - inner)}, extra {sorted(inner - expected)}"
     assert "fabrik_addon/core/fabrik.py" in inner
     assert not any("__pycache__" in n or n.endswith(".pyc") or "/tests/" in n for n in names)

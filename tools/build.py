@@ -127,7 +127,7 @@ def check_wrong_package_notice() -> None:
 def expected_legacy_entries() -> set[str]:
     """Every file the legacy zip must hold, all below one folder named after the id."""
     top = package_id()
-    return {f"{top}/__init__.py", *(f"{top}/{p.as_posix()}" for p in source_files())}
+    return {f"{top}/__init__.py", f"{top}/LICENSE", *(f"{top}/{p.as_posix()}" for p in source_files())}
 
 
 def zip_files(path: Path) -> set[str]:
@@ -177,7 +177,7 @@ def build_legacy(out_dir: Path = DIST) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     top = package_id()
     final = out_dir / f"{top}-{version()}-legacy.zip"
-    files = [Path("__init__.py"), *source_files()]
+    files = [Path("__init__.py"), Path("LICENSE"), *source_files()]
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as scratch:
         built = Path(scratch) / final.name
         with zipfile.ZipFile(built, "w", compression=zipfile.ZIP_DEFLATED) as archive:

@@ -5,6 +5,7 @@
     python3 tools/dev.py test     # the whole test suite (what CI runs), then the Blender tests on bpy 4.2
     python3 tools/dev.py build    # dist/fabrik_ik-<version>.zip (extension) and -legacy.zip
     python3 tools/dev.py bench    # the benchmarks (numbers live there, not in the tests): live, solvers, limits, bake, bend
+    python3 tools/dev.py pictures # the README's pictures: the GUI tests' screenshots and the demo's sheets
 
 Only the standard library is used here, so it runs with nothing but Python 3.11 and pip.
 The virtual environment lives in `.venv/` (or `$FABRIK_VENV`) and is reused while
@@ -82,6 +83,25 @@ def ensure_debian_blender() -> None:
         log(f"apt-get failed ({exc}); GUI tests will skip")
 
 
+def checkout_state() -> str | None:
+    """`git status` of the checkout (tracked and untracked, not ignored), or None outside a git checkout."""
+    try:
+        return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def checkout_unchanged(before: str | None) -> int:
+    """0 if the tests left the checkout as they found it; else name what changed and return 1."""
+    after = checkout_state()
+    if before is None or after == before:
+        return 0
+    changed = sorted(set(after.splitlines()) - set(before.splitlines()))
+    log(f"the tests changed the checkout (they must write to test-artifacts/ or a temporary folder): {changed}")
+    return 1
+
+
 def run(python: Path, *args: str) -> int:
     """Run the venv's Python from the repository root and return its exit code."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
@@ -90,7 +110,7 @@ def run(python: Path, *args: str) -> int:
 
 def main(argv: list[str]) -> int:
     """Dispatch the sub-command."""
-    if not argv or argv[0] not in {"demo", "test", "build", "bench"}:
+    if not argv or argv[0] not in {"demo", "test", "build", "bench", "pictures"}:
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
@@ -109,14 +129,20 @@ def main(argv: list[str]) -> int:
         )
     ensure_debian_blender()
     pytest = ["-m", "pytest", "-c", "tests/pytest.ini", "--rootdir", "tests"]
+    if command == "pictures":
+        gui_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_gui_*.py"))
+        return (run(python, *pytest, *gui_tests) or run(python, "tools/pictures.py")
+                or run(python, "tools/demo.py", "--update-docs", *rest))
+    before = checkout_state()
     code = run(python, *pytest, *(rest or ["tests"]))
+    code = code or checkout_unchanged(before)
     if rest:
         return code  # a chosen subset: run it on the main environment only
     log("the Blender-facing tests again on Blender 4.2 LTS (bpy 4.2 module)")
     python_42 = ensure_venv(VENV_42, REQUIREMENTS_42)
     blender_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_blender_*.py"))
     code_42 = run(python_42, *pytest, "-p", "no:cacheprovider", *blender_tests)
-    return code or code_42
+    return code or code_42 or checkout_unchanged(before)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Refresh the README's pictures: the GUI tests' screenshots and the demo's contact sheets.
+
+    python3 tools/dev.py pictures
+
+The GUI tests leave their screenshots in test-artifacts/ (never in the checkout); this copies the ones the
+README shows into docs/images/, then runs the demo with --update-docs for the sample rigs' contact sheets.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+DOCS_IMAGES = ROOT / "docs" / "images"
+#: docs/images/<name> <- test-artifacts/<name>: what each README picture is taken from.
+SCREENSHOTS = {
+    "panel_blender34.png": "gui_blender34.png",
+    "panels_blender34.png": "panels_blender34.png",
+    "overlay_blender34.png": "overlay_missed_on.png",
+    "setup_blender34.png": "setup_blender34.png",
+    "bake_dialog_blender34.png": "bake_dialog_blender34.png",
+}
+
+
+def copy_screenshots() -> list[str]:
+    """Copy the GUI tests' screenshots the README shows; return the names of any that are missing."""
+    missing = []
+    DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
+    for name, source in SCREENSHOTS.items():
+        if (ARTIFACTS / source).is_file():
+            shutil.copyfile(ARTIFACTS / source, DOCS_IMAGES / name)
+            print(f"[pictures] docs/images/{name} <- test-artifacts/{source}")
+        else:
+            missing.append(source)
+    return missing
+
+
+def main() -> int:
+    """Copy the screenshots; fail with one line if the GUI tests did not make them."""
+    missing = copy_screenshots()
+    if missing:
+        print(f"[pictures] the GUI tests made no {', '.join(missing)} (did they skip?)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
