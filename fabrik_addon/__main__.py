@@ -172,10 +172,17 @@ def main(argv: list[str]) -> int:
         print(f"fabrik: {error}", file=sys.stderr)
         return 2
 
-    import bpy
+    try:
+        import bpy
 
-    from . import register
-    from .blender import bake
+        from . import register
+        from .blender import bake
+    except ImportError as error:
+        if debug:
+            traceback.print_exc()
+        print(f"fabrik: this Python ({sys.executable}) cannot import Blender's bpy module ({error}); "
+              "run with one that has it (pip install bpy, or the repo's .venv/bin/python)", file=sys.stderr)
+        return 2
 
     register()
     try:
@@ -214,7 +221,13 @@ def check_object(bpy, bake, args):
     elif not any(effector.enabled for effector in obj.fabrik.effectors):
         raise UsageError(f"armature '{args.object}' has no enabled FABRIK effectors (add one in the FABRIK panel)")
     elif not bake.bake_bones(obj, 'CHAINS'):
-        raise UsageError(f"none of the enabled effectors of armature '{args.object}' names one of its bones")
+        # bake_bones has let the effectors follow renamed bones; what is still missing is named.
+        missing = [e.bone for e in obj.fabrik.effectors if e.enabled and e.bone not in obj.data.bones]
+        listed = ", ".join(f"'{name}'" if name else "an empty name" for name in missing)
+        raise UsageError(
+            f"none of the enabled effectors of armature '{args.object}' names one of its bones "
+            f"(no bone {listed} in it)"
+        )
     return obj
 
 

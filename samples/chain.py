@@ -32,4 +32,4 @@ def build(frames: range = FRAMES):
 
 
 if __name__ == "__main__":
-    build()
+    rigbuild.main(build)

@@ -18,6 +18,7 @@ import math
 import os
 import sys
 
+import bpy  # noqa: F401  (first: the bpy module makes mathutils importable)
 from mathutils import Vector
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -14,8 +14,8 @@ import os
 import sys
 from typing import Callable, Iterable, Sequence
 
+import bpy  # first: the bpy module makes bmesh and mathutils importable
 import bmesh
-import bpy
 from mathutils import Matrix, Vector
 
 # (name, head, tail, parent name or None, connected[, vector the bone's Z axis should face])

@@ -30,6 +30,7 @@ import os
 import sys
 from typing import NamedTuple, Sequence
 
+import bpy  # noqa: F401  (first: the bpy module makes mathutils importable)
 from mathutils import Matrix, Vector
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

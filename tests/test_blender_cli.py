@@ -23,7 +23,8 @@ MOTION = range(-5, 13)
 @pytest.fixture(scope="module")
 def scene(registered_addon, tmp_path_factory) -> Path:
     """One saved .blend for the module: 'Rig' (a chain with an effector, bones deselected, its target moving),
-    'Off' (an armature whose only effector is disabled), 'Bare' (an armature without effectors), 'Target' (an empty)."""
+    'Off' (an armature whose only effector is disabled), 'Bare' (an armature without effectors), 'Ghost' (an
+    armature whose effector names a bone it does not have), 'Target' (an empty)."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     rig, target = chain_rig(count=3)
     rigbuild.key_circle(target, (0.0, 0.0, 2.0), 1.5, MOTION, axis="XZ")
@@ -32,6 +33,8 @@ def scene(registered_addon, tmp_path_factory) -> Path:
     off = rigbuild.make_armature("Off", rigbuild.chain_bones(2, 1.0, prefix="off"))
     rigbuild.add_effector(off, "off1", target).enabled = False
     rigbuild.make_armature("Bare", rigbuild.chain_bones(2, 1.0, prefix="bare"))
+    ghost = rigbuild.make_armature("Ghost", rigbuild.chain_bones(2, 1.0, prefix="ghost"))
+    rigbuild.add_effector(ghost, "ghost1", target).bone = "Nope"
     folder = tmp_path_factory.mktemp("cli")
     path = folder / "scene.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(path))
@@ -76,10 +79,11 @@ REFUSALS = {
     "cleanup inf": (["--cleanup", "inf"], ["clean-up tolerance", "finite", "'inf'"], True),
     "cleanup negative": (["--cleanup", "-0.5"], ["clean-up tolerance", "0 or more", "'-0.5'"], True),
     "cleanup not a number": (["--cleanup", "tight"], ["clean-up tolerance", "number", "'tight'"], True),
-    "object missing": (["--object", "Nope"], ["no armature object 'Nope'", "'Bare', 'Off', 'Rig'"], False),
+    "object missing": (["--object", "Nope"], ["no armature object 'Nope'", "'Bare', 'Ghost', 'Off', 'Rig'"], False),
     "object not an armature": (["--object", "Target"], ["'Target'", "EMPTY", "not an armature"], False),
     "armature without effectors": (["--object", "Bare"], ["'Bare'", "no enabled FABRIK effectors"], False),
     "armature with only disabled effectors": (["--object", "Off"], ["'Off'", "no enabled FABRIK effectors"], False),
+    "effector on a missing bone": (["--object", "Ghost"], ["'Ghost'", "no bone 'Nope'"], False),
     "selected without selected bones": (["--selected"], ["'Rig'", "no selected bones"], False),
 }
 
@@ -96,6 +100,16 @@ def test_refuses_bad_arguments_and_objects_in_one_line(scene, case):
     assert not out.exists() and digest(scene) == before
     if before_loading:
         assert "Read blend" not in result.stdout
+
+
+def test_a_python_without_bpy_gets_one_line(scene):
+    """Run by a Python that cannot import bpy: one line saying so and what to run instead, exit 2."""
+    out = scene.parent / "without_bpy.blend"
+    code = ('import sys, runpy; sys.modules["bpy"] = None; '
+            'runpy.run_module("fabrik_addon", run_name="__main__", alter_sys=True)')
+    result = run("bake", str(scene), "--object", "Rig", "--out", str(out), code=code)
+    assert_refused(result, ["cannot import Blender's bpy module", ".venv/bin/python"])
+    assert not out.exists()
 
 
 def test_frames_joined_with_equals_are_checked_too(scene):
