@@ -15,11 +15,15 @@ status: 0 baked and saved, 2 a mistake in the command or the file, 1 the bake
 or the save failed. --debug, or FABRIK_DEBUG=1 in the environment, adds the
 traceback of an unexpected failure.
 
-Render farms (Flamenco, Deadline) can run this as a job step. With Blender
-itself instead of the bpy module, the same bake is one expression:
+Inside Blender (a render farm's worker, where the add-on is installed and
+enabled), the same command runs from an expression; --python-exit-code makes
+Blender's exit status say when it failed (farm/ has a Flamenco job type):
 
-    blender -b scene.blend --python-expr "import bpy, bl_ext.user_default.fabrik_ik.fabrik_addon.blender.bake as b; \\
-        b.bake_object(bpy.data.objects['Rig']); bpy.ops.wm.save_mainfile()"
+    blender -b --python-exit-code 1 --python-expr "import sys; \\
+        from bl_ext.user_default.fabrik_ik.fabrik_addon.__main__ import main; \\
+        sys.exit(main(sys.argv[sys.argv.index('--') + 1:]))" -- bake scene.blend --object Rig --out baked.blend
+
+(`fabrik_ik.fabrik_addon.__main__` for the legacy add-on in Blender 3.4 to 4.1.)
 """
 
 from __future__ import annotations
@@ -184,7 +188,10 @@ def main(argv: list[str]) -> int:
               "run with one that has it (pip install bpy, or the repo's .venv/bin/python)", file=sys.stderr)
         return 2
 
-    register()
+    # Inside a Blender that has the add-on enabled (a farm worker) it is registered already.
+    registered_here = not hasattr(bpy.types.Object, "fabrik")
+    if registered_here:
+        register()
     try:
         return _bake(bpy, bake, args)
     except UsageError as error:
@@ -201,9 +208,10 @@ def main(argv: list[str]) -> int:
         return 1
     finally:
         # Leaving the add-on registered at interpreter exit crashes the bpy 4.2 module.
-        from . import unregister
+        if registered_here:
+            from . import unregister
 
-        unregister()
+            unregister()
 
 
 def check_object(bpy, bake, args):

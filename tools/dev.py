@@ -27,7 +27,7 @@ VENV = Path(os.environ.get("FABRIK_VENV", ROOT / ".venv"))
 #: A second environment with Blender 4.2 LTS as a module, for the Blender-facing tests.
 REQUIREMENTS_42 = ROOT / "requirements-bpy42.txt"
 VENV_42 = Path(os.environ.get("FABRIK_VENV_42", ROOT / ".venv-bpy42"))
-DEBIAN_PACKAGES = ("blender", "python3-numpy", "xvfb", "xauth")
+DEBIAN_PACKAGES = ("blender", "python3-numpy", "xvfb", "xauth", "nodejs")
 
 
 def log(message: str) -> None:
@@ -63,14 +63,15 @@ def ensure_venv(venv: Path = VENV, requirements: Path = REQUIREMENTS) -> Path:
 
 
 def ensure_debian_blender() -> None:
-    """Install Debian's blender and xvfb for the GUI tests when we are root and they are missing."""
+    """Install Debian's blender and xvfb (GUI tests) and Node.js (the Flamenco job type's test) when we are root
+    and they are missing."""
     numpy_for_blender = Path("/usr/lib/python3/dist-packages/numpy").exists()
-    if shutil.which("blender") and shutil.which("xvfb-run") and numpy_for_blender:
+    if shutil.which("blender") and shutil.which("xvfb-run") and shutil.which("node") and numpy_for_blender:
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        log("Debian's blender/xvfb are missing and this is not root with apt-get: GUI tests will skip")
+        log("Debian's blender/xvfb/nodejs are missing and this is not root with apt-get: their tests will skip")
         return
-    log("installing Debian's blender, xvfb and xauth for the GUI tests (apt-get)")
+    log("installing Debian's blender, xvfb, xauth and nodejs for the GUI and farm tests (apt-get)")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     try:
         subprocess.check_call(["apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL)
