@@ -170,7 +170,6 @@ def step_setup() -> float:
     scene.frame_set(RANGE[0])
     obj = rigbuild.make_armature("Rig", rigbuild.chain_bones(4, 0.5))
     obj.show_in_front = True
-    obj.fabrik.live = True
     view_layer = bpy.context.view_layer
     for other in view_layer.objects:
         other.select_set(other == obj)

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from blender_scenes import chain_rig, rigbuild
-from fabrik_addon.blender import presets, setup_ops, ui
+from fabrik_addon.blender import overlay, presets, setup_ops, ui
 from fabrik_addon.blender.status import RigStatus, statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -47,13 +47,22 @@ class TreeLayout:
             layout = layout.parent
         return None
 
+    def greyed(self) -> bool:
+        """Whether this layout or one of its parents is inactive (drawn greyed out)."""
+        layout = self
+        while layout is not None:
+            if not layout.__dict__["active"]:
+                return True
+            layout = layout.parent
+        return False
+
     def __getattr__(self, name: str):
         if name in {"row", "column", "box", "split", "grid_flow", "column_flow"}:
             return lambda *args, **kwargs: TreeLayout(self.log, self)
 
         def record(*args, **kwargs):
             self.log.append(types.SimpleNamespace(
-                call=name, args=args, kwargs=kwargs, alert=bool(self.inherited("alert")),
+                call=name, args=args, kwargs=kwargs, alert=bool(self.inherited("alert")), greyed=self.greyed(),
                 split=bool(self.inherited("use_property_split")),
                 decorate=bool(self.inherited("use_property_decorate")),
             ))
@@ -239,7 +248,32 @@ def test_a_disabled_effector_and_a_rig_not_solved_yet_are_not_red():
     rig.fabrik.live = True
     bpy.context.view_layer.update()
     row = next(r for r in status_rows(rig) if "disabled" in r.kwargs["text"])
-    assert row.kwargs["icon"] == 'HIDE_ON' and not row.alert
+    assert row.kwargs["icon"] == 'HIDE_ON' and not row.alert and row.greyed
+
+
+def test_an_effector_the_rigs_switch_turned_off_looks_off_not_broken():
+    """A converted Rigify limb has two effectors, one switched off by the rig's pole switch: greyed with an eye
+    icon in the Status lines, the list and Active Effector, never red, and not drawn in the viewport."""
+    rig, target = chain_rig()
+    second = rigbuild.add_effector(rig, "bone3", target)
+    second.name = "With pole"
+    second.switched, second.switch_mute = True, True  # what the switch's driver writes
+    rig.update_tag()
+    bpy.context.view_layer.update()
+    status = statuses["Rig"]
+    assert status.ok and status.kind(1) == 'DISABLED' and status.kind(0) == 'REACHED', status.message
+    row = next(r for r in status_rows(rig) if r.kwargs["text"].startswith("With pole"))
+    assert "disabled by the rig's switch" in row.kwargs["text"]
+    assert row.kwargs["icon"] == 'HIDE_ON' and not row.alert and row.greyed
+    log: list = []
+    ui.FABRIK_UL_effectors.draw_item(types.SimpleNamespace(layout_type='DEFAULT'), None, TreeLayout(log),
+                                     rig.fabrik, second, 0, None, "", 1)
+    assert [(e.kwargs["icon"], e.alert, e.greyed) for e in labels(log)] == [('HIDE_ON', False, True)]
+    rig.fabrik.active_effector = 1
+    fields = props(draw(bpy.types.VIEW3D_PT_fabrik_effector, context_for(rig, 300)))
+    assert fields["bone"].greyed and not fields["bone"].alert
+    views = overlay.read_effectors(rig, bpy.context.evaluated_depsgraph_get(), status)
+    assert [view.index for view in views] == [0]  # one readout at the shared tip, not two on top of each other
 
 
 def test_a_status_with_nothing_solved_is_no_success():

@@ -127,6 +127,23 @@ def test_effector_with_a_new_empty_at_the_tip_moves_nothing_and_reaches(bent):
     assert (tip_world(rig, "bone3") - target.location).length < REACHED
 
 
+def test_the_first_effector_turns_live_solving_on_and_a_later_one_leaves_it_as_it_is():
+    """The quick start as written: one click, then dragging the target moves the chain (no checkbox first); a
+    second effector on a rig whose live solving is off (after a bake) leaves it off."""
+    rig = posed_rig(live=False)
+    in_pose_mode(rig, "bone3")
+    assert bpy.ops.fabrik.effector_add_with_target() == {'FINISHED'}
+    assert rig.fabrik.live
+    target = bpy.data.objects["IK-bone3"]
+    target.location += Vector((0.3, 0.2, -0.4))
+    bpy.context.view_layer.update()
+    assert (tip_world(rig, "bone3") - target.location).length < REACHED
+    rig.fabrik.live = False
+    in_pose_mode(rig, "bone1")
+    assert bpy.ops.fabrik.effector_add_with_target() == {'FINISHED'}
+    assert not rig.fabrik.live and len(rig.fabrik.effectors) == 2
+
+
 def test_effector_with_a_new_control_bone_moves_nothing_and_the_bone_drives_the_chain():
     """target_type BONE: a new bone at the tip, outside the chain, made the effector's target bone."""
     rig = posed_rig()

@@ -118,7 +118,8 @@ class EffectorView:
 
 
 def effector_status(rig_status, index: int) -> str:
-    """'REACHED', 'MISSED', 'ERROR' or 'NONE' (not solved yet) for one effector from the rig's last status."""
+    """'REACHED', 'MISSED', 'ERROR', 'DISABLED' or 'NONE' (not solved yet) for one effector from the rig's last
+    status."""
     return 'NONE' if rig_status is None else rig_status.kind(index)
 
 
@@ -139,9 +140,10 @@ def read_effectors(obj, depsgraph, rig_status) -> list[EffectorView]:
     world = evaluated.matrix_world
     views = []
     for index, effector in enumerate(obj.fabrik.effectors):
-        if not effector.enabled:
+        status = effector_status(rig_status, index)
+        if not effector.enabled or status == 'DISABLED':  # off, by its checkbox or the rig's switch: not drawn
             continue
-        view = EffectorView(index, effector.bone, effector_status(rig_status, index))
+        view = EffectorView(index, effector.bone, status)
         views.append(view)
         view.target = _world_point(effector.target, effector.subtarget, depsgraph)
         view.pole = _world_point(effector.pole_target, effector.pole_subtarget, depsgraph)

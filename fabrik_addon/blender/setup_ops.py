@@ -193,9 +193,14 @@ class FABRIK_OT_effector_add_with_target(Operator):
         effector.subtarget = subtarget
         effector.target = target
         obj.fabrik.active_effector = len(obj.fabrik.effectors) - 1
+        # The rig's first effector turns live solving on, so dragging the target moves the chain at once; a
+        # later one leaves it as the animator set it (off after a bake, so the baked keys keep playing).
+        if len(obj.fabrik.effectors) == 1:
+            obj.fabrik.live = True
         obj.update_tag()  # a live rig solves with it at the next update: the target is at the tip, nothing moves
         what = f"bone '{subtarget}'" if subtarget else f"empty '{target.name}'"
-        self.report({'INFO'}, f"Added effector '{effector.name}' reaching for new {what} at its tip")
+        live = "drag it and the chain follows" if obj.fabrik.live else "tick Live Solving to make the chain follow"
+        self.report({'INFO'}, f"Added effector '{effector.name}' reaching for new {what} at its tip: {live}")
         return {'FINISHED'}
 
     @staticmethod

@@ -42,10 +42,12 @@ class RigStatus:
         return self.ok and not all(self.reached.values())
 
     def kind(self, index: int) -> str:
-        """One effector's state: 'REACHED', 'MISSED', 'ERROR' (it could not be solved, or the rig could not) or
-        'NONE' (not solved yet)."""
+        """One effector's state: 'REACHED', 'MISSED', 'ERROR' (it could not be solved, or the rig could not),
+        'DISABLED' (switched off, by its checkbox or by the rig's switch) or 'NONE' (not solved yet)."""
         if index in self.reached:
             return 'REACHED' if self.reached[index] else 'MISSED'
+        if self.effectors.get(index, "").startswith("disabled"):
+            return 'DISABLED'
         if index in self.effectors or not self.ok:
             return 'ERROR'
         return 'NONE'

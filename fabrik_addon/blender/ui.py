@@ -75,10 +75,12 @@ def chars_for(context, reserve: int = MARGIN_PIXELS) -> int:
     return max(MIN_CHARS, int((width - reserve * scale) / (CHAR_PIXELS * scale)))
 
 
-def draw_wrapped(layout, text: str, chars: int, icon: str = 'NONE', alert: bool = False):
-    """A message as label lines that fit: the icon on the first, the rest indented under it; red for `alert`."""
+def draw_wrapped(layout, text: str, chars: int, icon: str = 'NONE', alert: bool = False, active: bool = True):
+    """A message as label lines that fit: the icon on the first, the rest indented under it; red for `alert`,
+    greyed out unless `active`."""
     column = layout.column(align=True)
     column.alert = alert
+    column.active = active
     for number, line in enumerate(wrap(text, chars)):
         column.label(text=line, icon=icon if number == 0 else ('BLANK1' if icon != 'NONE' else 'NONE'))
     return column
@@ -94,7 +96,7 @@ def effector_state(obj, index: int) -> tuple[str, str]:
     if kind == 'NONE':
         return kind, "not solved yet"
     message = rig_status.effectors.get(index, "")
-    return kind, (message or rig_status.message) if kind == 'ERROR' else message
+    return kind, (message or rig_status.message) if kind == 'ERROR' else message or "disabled"
 
 
 def rig_state(rig_status) -> str:
@@ -145,6 +147,7 @@ class FABRIK_UL_effectors(UIList):
             layout.label(text="", icon=status_icon)
             return
         row = layout.row(align=True)
+        row.active = kind != 'DISABLED'  # switched off (by its checkbox or the rig's switch): greyed, not red
         row.prop(item, "enabled", text="")
         name = row.row(align=True)
         name.alert = bad  # a missing bone or target: the row's name in red, as Blender marks invalid fields
@@ -226,7 +229,7 @@ class VIEW3D_PT_fabrik_status(FabrikSidebarPanel, Panel):
                 continue
             icon, alert = STATUS_ICONS[kind]
             name = effector.name or effector.bone or f"#{index + 1}"
-            draw_wrapped(column, f"{name}: {message}", chars, icon, alert)
+            draw_wrapped(column, f"{name}: {message}", chars, icon, alert, active=kind != 'DISABLED')
 
 
 class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
@@ -250,7 +253,7 @@ class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
         effector = obj.fabrik.effectors[obj.fabrik.active_effector]
         bad = invalid_fields(obj, effector)
         chars = chars_for(context)
-        layout.active = effector.enabled
+        layout.active = effector_state(obj, obj.fabrik.active_effector)[0] != 'DISABLED'  # off: greyed
         layout.prop(effector, "name")
 
         column = layout.column()
