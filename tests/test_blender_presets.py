@@ -6,6 +6,7 @@ saved with the + button are .py files in the user's preset folder that give the 
 from __future__ import annotations
 
 import math
+import types
 from pathlib import Path
 
 import bpy
@@ -19,21 +20,21 @@ pytestmark = pytest.mark.usefixtures("clean_scene")
 #: What each shipped bone limit preset must set: locked axes, limited axes with their range in degrees,
 #: and stiffness per axis (axes not named: unlocked, unlimited, no stiffness).
 EXPECTED_LIMITS = {
-    "finger_hinge": {"lock": "yz", "limits": {"x": (0.0, 90.0)}, "stiffness": {}},
-    "knee": {"lock": "yz", "limits": {"x": (0.0, 150.0)}, "stiffness": {}},
-    "elbow": {"lock": "z", "limits": {"x": (0.0, 145.0), "y": (-80.0, 80.0)}, "stiffness": {"y": 0.3}},
-    "spine_cone": {
+    "Finger_Hinge": {"lock": "yz", "limits": {"x": (0.0, 90.0)}, "stiffness": {}},
+    "Knee": {"lock": "yz", "limits": {"x": (0.0, 150.0)}, "stiffness": {}},
+    "Elbow": {"lock": "z", "limits": {"x": (0.0, 145.0), "y": (-80.0, 80.0)}, "stiffness": {"y": 0.3}},
+    "Spine_Cone": {
         "lock": "",
         "limits": {"x": (-30.0, 30.0), "y": (-15.0, 15.0), "z": (-25.0, 25.0)},
         "stiffness": {"x": 0.3, "y": 0.3, "z": 0.3},
     },
-    "robot_joint": {"lock": "yz", "limits": {"x": (-170.0, 170.0)}, "stiffness": {}},
-    "no_limits": {"lock": "", "limits": {}, "stiffness": {}},
+    "Robot_Joint": {"lock": "yz", "limits": {"x": (-170.0, 170.0)}, "stiffness": {}},
+    "No_Limits": {"lock": "", "limits": {}, "stiffness": {}},
 }
 EXPECTED_RIGS = {
-    "default": ("FABRIK", 200, 1e-4, "FK"),
-    "fast_preview": ("FABRIK", 10, 1e-3, "PREVIOUS"),
-    "precise": ("FABRIK", 500, 1e-6, "FK"),
+    "Default": ("FABRIK", 200, 1e-4, "FK"),
+    "Fast_Preview": ("FABRIK", 10, 1e-3, "PREVIOUS"),
+    "Precise": ("FABRIK", 500, 1e-6, "FK"),
 }
 
 
@@ -191,3 +192,32 @@ def test_the_add_operators_are_blenders_preset_operators() -> None:
         assert issubclass(operator, AddPresetBase)
         assert operator.preset_subdir == subdir
         assert hasattr(bpy.types, operator.preset_menu)
+
+
+@pytest.mark.parametrize("menu, names", [
+    ("FABRIK_MT_rig_settings_presets", ["Default", "Fast Preview", "Precise"]),
+    ("FABRIK_MT_bone_limits_presets", ["Elbow", "Finger Hinge", "Knee", "No Limits", "Robot Joint", "Spine Cone"]),
+])
+def test_the_preset_menus_list_capitalised_names_and_nothing_that_widens_them(menu: str, names: list) -> None:
+    """As Blender's own preset menus: one row per preset with its capitalised name; no per-row remove button and
+    no name field (they made the menu 800-1300 px wide; + and - sit beside the menu)."""
+    calls: list = []
+
+    class Recorder:
+        def __getattr__(self, name):
+            if name in {"row", "column"}:  # containers: what they hold is recorded
+                return lambda *args, **kwargs: Recorder()
+
+            def record(*args, **kwargs):
+                calls.append((name, kwargs))
+                return types.SimpleNamespace()
+            return record
+
+    cls = getattr(bpy.types, menu)
+    shown = types.SimpleNamespace(layout=Recorder(), bl_idname=menu, preset_subdir=cls.preset_subdir,
+                                  preset_operator=cls.preset_operator, preset_add_operator=cls.preset_add_operator)
+    shown.path_menu = lambda *args, **kwargs: bpy.types.Menu.path_menu(shown, *args, **kwargs)
+    cls.draw(shown, bpy.context)
+    operators = [kwargs for name, kwargs in calls if name == "operator"]
+    assert [kwargs["text"] for kwargs in operators] == names
+    assert not [name for name, _kwargs in calls if name != "operator"], calls

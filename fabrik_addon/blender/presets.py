@@ -97,13 +97,13 @@ class FABRIK_MT_bone_limits_presets(Menu):
 
 
 def _draw_presets(menu: Menu) -> None:
-    """Blender's `Menu.draw_preset`, over the shipped folder as well as Blender's (3.4 takes no add_operator_props)."""
+    """Blender's `Menu.draw_preset`, over the shipped folder as well as Blender's; without its add operator, whose
+    per-row remove buttons and name field make a plain menu as wide as the window (the + and - sit beside it)."""
     menu.path_menu(
         search_paths(menu.preset_subdir),
         menu.preset_operator,
         props_default={"menu_idname": menu.bl_idname},
         filter_ext=lambda ext: ext.lower() == ".py",
-        add_operator=menu.preset_add_operator,
         display_name=lambda name: bpy.path.display_name(name, title_case=False),
     )
 
