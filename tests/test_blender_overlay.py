@@ -13,7 +13,7 @@ import pytest
 from mathutils import Euler, Vector
 
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import compat, memory, overlay, solve
+from fabrik_addon.blender import animdata, compat, memory, overlay, solve
 from fabrik_addon.blender.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -163,6 +163,32 @@ def test_swing_cone_stays_inside_the_limits_and_a_hinge_is_an_arc():
     assert len(twist) == overlay.ARC_SAMPLES + 3
     assert not [s for s in drawing.of('cone') if s.owner == "bone3"]
     assert not [s for s in drawing.segments if s.owner == "bone0"]  # no limits there
+
+
+def test_limits_can_be_narrowed_to_the_active_chain_or_the_selected_bones():
+    """A full character's cones fill the view: the limits drawn are every chain's, the active effector's chain's
+    (the default) or the selected bones' of the chains."""
+    bones = [("root", (0, 0, 0), (0, 0, 1), None, False),
+             ("l1", (0, 0, 1), (1, 0, 2), "root", True), ("l2", (1, 0, 2), (2, 0, 3), "l1", True),
+             ("r1", (0, 0, 1), (-1, 0, 2), "root", True), ("r2", (-1, 0, 2), (-2, 0, 3), "r1", True)]
+    rig = rigbuild.make_armature("Rig", bones)
+    rigbuild.add_effector(rig, "l2", rigbuild.make_target("L", (2.0, 0.0, 3.0))).chain_length = 2
+    rigbuild.add_effector(rig, "r2", rigbuild.make_target("R", (-2.0, 0.0, 3.0))).chain_length = 2
+    for name in ("l1", "l2", "r1", "r2"):
+        rigbuild.set_limits(rig, name, x=(-30, 60), z=(-20, 20))
+    solved(rig)
+
+    def owners(scope: str) -> set:
+        options = types.SimpleNamespace(**vars(ALL), limits_of=scope)
+        return {s.owner for s in drawing_of(rig, options).of('cone')}
+
+    assert owners('ALL') == {"l1", "l2", "r1", "r2"}
+    rig.fabrik.active_effector = 1
+    assert owners('ACTIVE') == {"r1", "r2"}
+    for pose_bone in rig.pose.bones:
+        animdata.set_selected(pose_bone, pose_bone.name == "l1")
+    assert owners('SELECTED') == {"l1"}
+    assert bpy.context.scene.fabrik_overlay.limits_of == 'ACTIVE'  # the default
 
 
 def test_switches_leave_out_their_items():

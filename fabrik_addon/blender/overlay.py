@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 
 import bpy
 from bpy.app.handlers import persistent
-from bpy.props import BoolProperty, IntProperty, PointerProperty
+from bpy.props import BoolProperty, EnumProperty, IntProperty, PointerProperty
 from bpy.types import Panel, PropertyGroup
 from mathutils import Matrix, Quaternion, Vector
 
 from ..core import quat
-from . import compat, goals, memory, rig
+from . import animdata, compat, goals, memory, rig
 from .status import statuses
 
 log = logging.getLogger(__name__)
@@ -334,9 +334,20 @@ def build(
         except ValueError:
             skeleton = None  # a rig the solver refuses has no limits to show; the panel says why
         if skeleton is not None:
-            bones = list(dict.fromkeys(name for view in views for name in view.chain))
-            drawing.segments += limit_segments(evaluated, bones, skeleton)
+            drawing.segments += limit_segments(evaluated, limited_bones(obj, views, options), skeleton)
     return drawing
+
+
+def limited_bones(obj, views: list[EffectorView], options) -> list[str]:
+    """The chain bones whose limits are drawn: every chain's, the active effector's chain's, or the selected
+    ones among them (`options.limits_of`: 'ALL', 'ACTIVE', 'SELECTED')."""
+    scope = getattr(options, "limits_of", 'ALL')
+    if scope == 'ACTIVE':
+        views = [view for view in views if view.index == obj.fabrik.active_effector]
+    bones = list(dict.fromkeys(name for view in views for name in view.chain))
+    if scope == 'SELECTED':
+        bones = [name for name in bones if animdata.is_selected(obj.pose.bones[name])]
+    return bones
 
 
 # ---------------------------------------------------------------- the tip's trace over recent frames
@@ -357,7 +368,7 @@ def record_trace(obj, views: list[EffectorView], length: int) -> dict[int, deque
 
 # ---------------------------------------------------------------- switches and their panel
 
-def _redraw_viewports(_settings=None, context=None) -> None:
+def redraw_viewports(_settings=None, context=None) -> None:
     """Redraw every 3D viewport (switching an item is no change Blender redraws the viewport for)."""
     wm = getattr(context or bpy.context, "window_manager", None)
     for window in getattr(wm, "windows", ()):
@@ -370,23 +381,30 @@ class FabrikOverlaySettings(PropertyGroup):
     """Which parts of the FABRIK viewport overlay are drawn (per scene)."""
 
     show: BoolProperty(name="Overlay", default=True, description="Draw the FABRIK overlay in the 3D viewport",
-                       update=_redraw_viewports)
+                       update=redraw_viewports)
     show_targets: BoolProperty(
-        name="Tip to Target", default=True, update=_redraw_viewports,
+        name="Tip to Target", default=True, update=redraw_viewports,
         description="A line from each tip to its target: green reached, yellow missed by more than the tolerance, "
                     "red an error, grey not solved yet",
     )
-    show_poles: BoolProperty(name="Poles", default=True, update=_redraw_viewports,
+    show_poles: BoolProperty(name="Poles", default=True, update=redraw_viewports,
                              description="A line from each chain's middle joint to its pole target")
-    show_reach: BoolProperty(name="Reach", default=False, update=_redraw_viewports,
+    show_reach: BoolProperty(name="Reach", default=False, update=redraw_viewports,
                              description="A circle round each chain's base as far as the chain reaches")
-    show_limits: BoolProperty(name="Limits", default=True, update=_redraw_viewports,
+    show_limits: BoolProperty(name="Limits", default=True, update=redraw_viewports,
                               description="The swing cone (or hinge arc) and twist range of each limited joint")
-    show_trace: BoolProperty(name="Trace", default=True, update=_redraw_viewports,
+    limits_of: EnumProperty(
+        name="Limits Of", default='ACTIVE', update=redraw_viewports,
+        description="Whose joint limits are drawn",
+        items=[('ACTIVE', "Active Chain", "The chain of the effector picked in each rig's FABRIK list"),
+               ('SELECTED', "Selected Bones", "The selected bones of every effector chain"),
+               ('ALL', "All Chains", "Every limited joint of every effector chain")],
+    )
+    show_trace: BoolProperty(name="Trace", default=True, update=redraw_viewports,
                              description="The path each tip took over recent frames")
-    trace_length: IntProperty(name="Trace Length", default=48, min=2, soft_max=500, update=_redraw_viewports,
+    trace_length: IntProperty(name="Trace Length", default=48, min=2, soft_max=500, update=redraw_viewports,
                               description="How many recent tip positions the trace keeps")
-    show_readout: BoolProperty(name="Readout", default=True, update=_redraw_viewports,
+    show_readout: BoolProperty(name="Readout", default=True, update=redraw_viewports,
                                description="Next to each tip: its miss, the solve's iterations and time")
 
 
@@ -407,8 +425,14 @@ class VIEW3D_PT_fabrik_overlay(Panel):
         settings = context.scene.fabrik_overlay
         column = self.layout.column(align=True)
         column.active = settings.show
-        for name in ("show_targets", "show_poles", "show_reach", "show_limits", "show_readout"):
+        for name in ("show_targets", "show_poles", "show_reach"):
             column.prop(settings, name)
+        row = column.row(align=True)
+        row.prop(settings, "show_limits")
+        sub = row.row(align=True)
+        sub.active = settings.show_limits
+        sub.prop(settings, "limits_of", text="")
+        column.prop(settings, "show_readout")
         row = column.row(align=True)
         row.prop(settings, "show_trace")
         sub = row.row(align=True)
@@ -475,7 +499,12 @@ def _draw_view(context) -> None:
     for obj in _rigs(context):
         rig_status = statuses.get(obj.name)
         # The reach circle faces the view: with it shown, each view draws its own.
-        made_from = (_updates, id(rig_status), switches, tuple(map(tuple, facing)) if settings.show_reach else None)
+        # The limits drawn follow the active effector and, for selected bones, the bones' selection.
+        chosen = (obj.fabrik.active_effector,
+                  tuple(b.name for b in obj.pose.bones if animdata.is_selected(b))
+                  if settings.limits_of == 'SELECTED' else None)
+        made_from = (_updates, id(rig_status), switches, chosen,
+                     tuple(map(tuple, facing)) if settings.show_reach else None)
         # (what it was built from, the drawing: redraws that change nothing, orbiting the view or a second
         # viewport, reuse it instead of reading the rig and building the lines again)
         kept = memory.of(obj).drawing
@@ -567,7 +596,8 @@ def count_update(_scene, _depsgraph=None) -> None:
 
 #: The switches a drawing depends on (FabrikOverlaySettings).
 _SWITCHES = (
-    "show_targets", "show_poles", "show_reach", "show_limits", "show_trace", "show_readout", "trace_length",
+    "show_targets", "show_poles", "show_reach", "show_limits", "limits_of", "show_trace", "show_readout",
+    "trace_length",
 )
 #: Where `count_update` listens.
 _UPDATE_HANDLERS = ("depsgraph_update_post", "frame_change_post")

@@ -86,8 +86,9 @@ def _active_effector_changed(settings, _context) -> None:
     bones' selection stays). Nothing changes when the active bone already leads to this effector (picking the
     effector by clicking its bone, or its target bone, comes here too), or when the tip bone would lead the
     selection handler (`setup_ops.on_selection_change`) to another effector: so the two never bounce."""
-    from . import animdata, setup_ops  # (imported when first needed, as the modules above)
+    from . import animdata, overlay, setup_ops  # (imported when first needed, as the modules above)
 
+    overlay.redraw_viewports(None, _context)  # the overlay draws the active chain's limits
     obj = settings.id_data
     index = settings.active_effector
     if obj is None or obj.type != 'ARMATURE' or obj.mode == 'EDIT' or not 0 <= index < len(settings.effectors):
