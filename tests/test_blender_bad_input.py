@@ -134,3 +134,47 @@ def test_solve_operator_reports_problems_instead_of_raising():
     bpy.data.objects.remove(target)
     assert bpy.ops.fabrik.solve() == {"FINISHED"}
     assert not statuses["Rig"].ok
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("name, fixed", [("weight", 1.0), ("pole_angle", 0.0), ("rotation_weight", 1.0)])
+def test_a_nan_effector_setting_is_that_effectors_status_and_the_others_solve(name, fixed):
+    """A NaN weight, pole angle or rotation weight (typed or scripted; NaN passes a property's min and max): that
+    effector says what is wrong, the others solve, live solving stays on, and fixing the value solves it again."""
+    rig, target = chain_rig(live=False)
+    second = rigbuild.make_target("Second", (0.5, 0.5, 1.0))
+    effector = rigbuild.add_effector(rig, "bone1", second, chain_length=1)
+    effector.pole_target = rigbuild.make_target("Pole", (0.0, -2.0, 1.0))
+    effector.use_rotation = name == "rotation_weight"
+    settle(rig)
+    assert set(statuses["Rig"].reached) == {0, 1}, statuses["Rig"].effectors  # both solved
+    setattr(effector, name, NAN)
+    target.location.x += 0.3
+    settle(rig)
+    status = statuses["Rig"]
+    assert rig.fabrik.live
+    assert "not a number" in status.effectors[1], (status.message, status.effectors)
+    assert status.effectors[0].startswith("reached") and status.reached[0]
+    setattr(effector, name, fixed)
+    settle(rig)
+    status = statuses["Rig"]
+    assert status.ok and set(status.reached) == {0, 1}, (status.message, status.effectors)  # both solved again
+
+
+def test_a_nan_tolerance_says_so_changes_nothing_and_solves_again_once_fixed():
+    """A free chain (the fast path) with a NaN Tolerance: the status says so, the pose stays, live solving stays
+    on, and a number solves it again."""
+    rig, target = chain_rig(live=False)
+    settle(rig)
+    rig.fabrik.tolerance = NAN
+    target.location.x += 0.3
+    before = snapshot(rig)
+    settle(rig)
+    status = statuses["Rig"]
+    assert rig.fabrik.live and not status.ok and "Tolerance" in status.message, status.message
+    assert snapshot(rig) == before
+    rig.fabrik.tolerance = 1e-4
+    settle(rig)
+    assert statuses["Rig"].ok and statuses["Rig"].reached[0], statuses["Rig"].message

@@ -350,3 +350,37 @@ def test_euler_conversions_agree_with_blender_and_stay_continuous(order):
         np.testing.assert_allclose(channels.channel_from_matrix(order, matrix, angles), angles, atol=1e-9)
         shifted = angles + 2.0 * math.pi * np.array([1.0, -1.0, 2.0])
         np.testing.assert_allclose(channels.channel_from_matrix(order, matrix, shifted + 0.01), shifted, atol=1e-9)
+
+
+# NaN settings ---------------------------------------------------------------------------------------------------
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("continuous", [True, False], ids=["continuous", "per-frame"])
+def test_a_nan_tolerance_is_refused_before_the_bake_begins(continuous):
+    rig, _ = moving_chain()
+    rig.fabrik.tolerance = NAN
+    with pytest.raises(ValueError, match="Tolerance"):
+        bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, 'CHAINS'), continuous)
+    assert rig.animation_data is None or rig.animation_data.action is None
+
+
+@pytest.mark.parametrize("continuous", [True, False], ids=["continuous", "per-frame"])
+def test_a_bake_names_a_nan_weight_on_every_frame(continuous):
+    """Frames solved together on rows (per frame) and one by one (continuous) alike."""
+    rig, _ = moving_chain()
+    rig.fabrik.effectors[0].weight = NAN
+    result = bake.bake_object(rig, FRAMES, warm_start=continuous)
+    assert len(result.problems) == len(FRAMES) and all("weight" in p for p in result.problems), result.problems[:2]
+
+
+def test_the_bake_operator_refuses_a_nan_cleanup_tolerance():
+    """As the command line and bake_object do: a NaN would drop every key between the first and the last."""
+    rig, _ = moving_chain()
+    bpy.context.view_layer.objects.active = rig
+    with pytest.raises(ValueError, match="clean-up tolerance must be a finite number"):
+        bake.bake_object(rig, FRAMES, cleanup=NAN)
+    with pytest.raises(RuntimeError, match="clean-up tolerance must be a finite number"):
+        bpy.ops.fabrik.bake(frame_start=1, frame_end=10, use_cleanup=True, cleanup_tolerance=NAN)
+    assert rig.animation_data is None or rig.animation_data.action is None

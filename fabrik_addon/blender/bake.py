@@ -246,7 +246,9 @@ class Baker:
         """Keep frame i's result (`solve.compute`'s), or (none) the channel values it has now and what went
         wrong. Baked bones the solve does not move keep their pose of this frame."""
         if solved is None:
-            self._problems.append((i, f"frame {self.frames[i]}: {status.message}"))
+            reasons = "; ".join(f"{k}: {m}" for k, m in status.effectors.items() if not m.startswith("disabled"))
+            why = f" ({reasons})" if reasons and reasons not in status.message else ""
+            self._problems.append((i, f"frame {self.frames[i]}: {status.message}{why}"))
             self.as_was[i] = {name: rig.rotation_value(self.obj.pose.bones[name]) for name in self.bones}
             self.scale_as_was[i] = {j: tuple(self.obj.pose.bones[name].scale) for j, name in enumerate(self.bones)}
             return
@@ -470,11 +472,22 @@ def _invertible(matrix) -> bool:
 
 
 def refusal(obj) -> str | None:
-    """Why this rig cannot be baked now (Edit Mode, linked from a library), or None."""
+    """Why this rig cannot be baked now (Edit Mode, linked from a library, a Tolerance that is no number), or None."""
     if obj.mode == 'EDIT':
         # Bone edits reach the armature only when Edit Mode ends; until then the bones we would read are stale.
         return f"'{obj.name}' is in Edit Mode: switch to Pose or Object Mode to bake"
+    tolerance = obj.fabrik.tolerance
+    if not (math.isfinite(tolerance) and tolerance >= 0.0):
+        return f"'{obj.name}' has a Tolerance that is not a number of 0 or more: set it in the FABRIK panel's Solver"
     return editable(obj)
+
+
+def check_cleanup(cleanup) -> None:
+    """ValueError unless a clean-up tolerance is a finite number of 0 or more (a NaN would drop every key between
+    the first and the last)."""
+    real = isinstance(cleanup, (int, float, np.integer, np.floating)) and not isinstance(cleanup, bool)
+    if not (real and np.isfinite(cleanup) and cleanup >= 0.0):
+        raise ValueError(f"the clean-up tolerance must be a finite number of 0 or more, not {cleanup!r}")
 
 
 #: Bakes begun and not yet finished or cancelled (a modal bake lives across many events).
@@ -516,9 +529,8 @@ def bake_object(
     """
     # Checked here, not deep in the bake: a bad value would otherwise be clamped, or (a NaN tolerance)
     # silently drop every in-between key, after the whole bake had run.
-    real = isinstance(cleanup, (int, float, np.integer, np.floating))
-    if cleanup is not None and not (real and np.isfinite(cleanup) and cleanup >= 0.0):
-        raise ValueError(f"the clean-up tolerance must be a finite number of 0 or more, not {cleanup!r}")
+    if cleanup is not None:
+        check_cleanup(cleanup)
     if isinstance(bones, str) and bones not in ('CHAINS', 'SELECTED'):
         raise ValueError(f"bones must be 'CHAINS', 'SELECTED' or a list of bone names, not {bones!r}")
     if isinstance(frames, range) and frames.step < 1:

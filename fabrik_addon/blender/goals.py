@@ -95,6 +95,13 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
         pole = tuple(to_armature @ pole_world.translation)
         if not all(math.isfinite(c) for c in pole):
             raise EffectorError(f"pole target '{effector.pole_target.name}' is not at a finite location")
+        if not math.isfinite(effector.pole_angle):
+            raise EffectorError("its pole angle is not a number")
+    # Typed or scripted, NaN passes a property's min and max: this effector says so, the others solve.
+    if not (math.isfinite(effector.weight) and effector.weight >= 0.0):
+        raise EffectorError("its weight is not a number of 0 or more")
+    if effector.use_rotation and not 0.0 <= effector.rotation_weight <= 1.0:
+        raise EffectorError("its rotation weight is not a number from 0 to 1")
     return Goal(
         bone,
         tuple(point),
@@ -180,6 +187,9 @@ def unusable_rig(obj, depsgraph) -> str | None:
         return f"'{obj.name}' has a transform that is not a number: nothing to solve"
     if abs(world.to_3x3().determinant()) < 1e-12:
         return f"'{obj.name}' has zero scale on some axis, so its space is undefined: nothing to solve"
+    tolerance = obj.fabrik.tolerance
+    if not (math.isfinite(tolerance) and tolerance >= 0.0):
+        return f"'{obj.name}' has a Tolerance that is not a number of 0 or more: nothing to solve"
     return None
 
 

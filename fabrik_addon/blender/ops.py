@@ -290,6 +290,8 @@ class FABRIK_OT_bake(Operator):
                 raise ValueError(refused)
             if self.frame_end < self.frame_start:
                 raise ValueError(f"the End Frame ({self.frame_end}) comes before the Start Frame ({self.frame_start})")
+            if self.use_cleanup:
+                bake.check_cleanup(self.cleanup_tolerance)
             frames = list(range(self.frame_start, self.frame_end + 1, self.step))
             self._baker = bake.Baker(scene, obj, frames, bake.bake_bones(obj, self.bones), bake.warm_start_of(obj, self.start))
         except Exception as exc:  # never raise into Blender; the Baker leaves nothing set up when it raises

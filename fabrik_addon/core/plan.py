@@ -277,6 +277,7 @@ class Plan:
                 "many frames solve together only where FABRIK alone takes every part: position goals, and no joint "
                 "limits on the moving bones but cones open around rest"
             )
+        validate_goals(self.skeleton, goals)
         validate_settings(settings)
         count = len(targets)
         whole = len(self.parts) == 1  # (then the part's tree is the plan's: its rows are the answer's)
