@@ -122,9 +122,15 @@ def test_restore_finds_a_renamed_constraint():
     assert not constraint.mute and not len(rig.fabrik.effectors)
 
 
-def test_restore_finds_the_constraint_of_a_removed_effector():
+def test_restore_finds_the_constraint_of_a_removed_effector(capfd):
+    """Removing a converted effector says its constraint stays muted and that Restore brings it back (else the
+    chain has neither solver, silently); Restore does."""
     rig, constraint = converted_rig()
+    capfd.readouterr()
     assert bpy.ops.fabrik.effector_remove() == {'FINISHED'}
+    said = "".join(capfd.readouterr())
+    assert "IK constraint 'IK' on 'bone3' stays muted" in said and "Restore IK Constraints" in said, said
+    assert constraint.mute
     assert bpy.ops.fabrik.restore_constraints() == {'FINISHED'}
     assert not constraint.mute
     assert not len(rig.fabrik.converted)

@@ -96,11 +96,21 @@ class FABRIK_OT_effector_remove(Operator):
         if not 0 <= index < len(settings.effectors):
             self.report({'ERROR'}, f"No effector {index}")
             return {'CANCELLED'}
-        name = settings.effectors[index].bone
+        effector = settings.effectors[index]
+        name = effector.bone
+        # An effector made by Convert leaves its IK constraint muted (Restore finds it): say so, or the chain
+        # silently has neither solver.
+        source = (effector.source_constraint, effector.source_bone) if effector.source_constraint else None
+        switched = effector.switched
         settings.effectors.remove(index)
         settings.active_effector = max(0, min(settings.active_effector, len(settings.effectors) - 1))
         obj.update_tag()  # a live rig solves without it at the next update
-        self.report({'INFO'}, f"Removed effector for '{name}'")
+        if source is None:
+            self.report({'INFO'}, f"Removed effector for '{name}'")
+        else:
+            driver = " and its driver" if switched else ""
+            self.report({'WARNING'}, f"Removed effector for '{name}': its IK constraint '{source[0]}' on "
+                        f"'{source[1]}' stays muted; Restore IK Constraints gives it back with its targets{driver}")
         return {'FINISHED'}
 
 
