@@ -374,7 +374,7 @@ def played_from_fk(build):
 @pytest.mark.parametrize("build", [open_hand, arm_on_a_moving_shoulder], ids=["offset-tree", "animated-fk"])
 def test_per_frame_bakes_solve_frames_together_and_replay_the_live_solve(build, monkeypatch):
     """Trees with rigid offsets and chains under animated bones go through the batched solve, in several
-    chunks (each a step with progress), and their keys replay the live solve (this frame's FK pose) to 1e-5."""
+    chunks (each a step with progress), then convert every quaternion channel in one step, and their keys replay the live solve (this frame's FK pose) to 1e-5."""
     rig, scene, live = played_from_fk(build)
     monkeypatch.setattr(bake, "CHUNK", 7 * len(bake.bake_bones(rig, "CHAINS")))  # 7 frames a step
     baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
@@ -385,8 +385,9 @@ def test_per_frame_bakes_solve_frames_together_and_replay_the_live_solve(build, 
     assert baker._batch is not None and len(baker._batched) == len(FRAMES)
     assert baker._batch.lean == (build is open_hand) and baker._batch.static_channels == (build is open_hand)
     done = [p[0] for p in progress]
-    assert done == sorted(done) and progress[-1] == (2 * len(FRAMES), 2 * len(FRAMES))
-    assert len(progress) == len(FRAMES) + math.ceil(len(FRAMES) / 7)  # reading steps, then the chunks
+    assert done == sorted(done) and progress[-1] == (3 * len(FRAMES), 3 * len(FRAMES))
+    # reading steps, then the chunks, then the quaternions' conversion at once
+    assert len(progress) == len(FRAMES) + math.ceil(len(FRAMES) / 7) + 1
     result = baker.finish(new_action=False, cleanup=None, keep_live=False)
     assert not result.problems
     assert_keys_replay(rig, live)

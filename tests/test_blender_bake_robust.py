@@ -384,3 +384,30 @@ def test_the_bake_operator_refuses_a_nan_cleanup_tolerance():
     with pytest.raises(RuntimeError, match="clean-up tolerance must be a finite number"):
         bpy.ops.fabrik.bake(frame_start=1, frame_end=10, use_cleanup=True, cleanup_tolerance=NAN)
     assert rig.animation_data is None or rig.animation_data.action is None
+
+
+def test_euler_channels_are_converted_in_steps_before_finish_so_esc_is_heard():
+    """A long bake of Euler bones converts their channels in the bake's steps (progress moves, Esc can stop it),
+    not in one go inside `finish`: there nothing converts a channel frame by frame."""
+    frames = range(1, 201)
+    rig, target = chain_rig(count=3, live=False)
+    rigbuild.key_circle(target, (0.0, 0.0, 1.8), 0.6, frames, axis="XZ")
+    for pose_bone in rig.pose.bones:
+        pose_bone.rotation_mode = 'XYZ'
+    baker = bake.Baker(bpy.context.scene, rig, list(frames), bake.bake_bones(rig, 'CHAINS'), warm_start=False)
+    progress = []
+    while not baker.done:
+        baker.step()
+        progress.append(baker.progress)
+    total = progress[-1][1]
+    assert progress[-1][0] == total == 3 * len(frames)
+    assert sum(1 for done, _ in progress if 2 * len(frames) <= done < total) >= 1  # a step inside the conversion
+    calls = []
+    original = rig_module.channel_value
+    rig_module.channel_value = lambda *args: calls.append(1) or original(*args)
+    try:
+        result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    finally:
+        rig_module.channel_value = original
+    assert not calls, f"{len(calls)} conversions inside finish"
+    assert result.keys == len(frames) * 3 * 3

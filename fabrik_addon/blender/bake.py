@@ -62,6 +62,8 @@ def bake_bones(obj, which: str) -> list[str]:
 #: Frames x moving bones solved together in one step of a per-frame bake: large enough for numpy to pay,
 #: small enough that a step takes well under a second and Esc is heard between steps.
 CHUNK = 100_000
+#: Bone-frames of rotation channels converted in one step (about 10 microseconds each in Euler or axis-angle).
+CONVERT_CHUNK = 5_000
 
 
 class Baker:
@@ -120,6 +122,12 @@ class Baker:
         #: Solving work left once every frame is read: each unit returns how many frames it solved.
         self._queue: list = []
         self._frames_solved = 0
+        #: The rotation channels' values per baked bone (F, size), converted in steps once every frame is solved
+        #: (`_convert` fills them; None until it starts), and the conversion's work left.
+        self._values: list[np.ndarray] | None = None
+        self._modes: list[str] = []
+        self._converting: list = []
+        self._frames_converted = 0
         self._frame_before = scene.frame_current
         self._live_before = obj.fabrik.live
         self._began = time.perf_counter()
@@ -131,15 +139,14 @@ class Baker:
 
     @property
     def done(self) -> bool:
-        """True when every frame has been read and solved."""
-        return self.index >= len(self.frames) and not self._queue
+        """True when every frame has been read, solved and converted to channel values."""
+        return self.index >= len(self.frames) and not self._queue and self._values is not None and not self._converting
 
     @property
     def progress(self) -> tuple[int, int]:
-        """(work done, all the work): reading a frame and solving it count one unit each."""
-        if self.warm_start:
-            return 2 * self.index, 2 * len(self.frames)
-        return self.index + self._frames_solved, 2 * len(self.frames)
+        """(work done, all the work): reading a frame, solving it and converting it count one unit each."""
+        solved = self.index if self.warm_start else self._frames_solved
+        return self.index + solved + self._frames_converted, 3 * len(self.frames)
 
     @property
     def problems(self) -> list[str]:
@@ -165,6 +172,10 @@ class Baker:
                     self._queue_batched()
         elif self._queue:
             self._frames_solved += self._queue.pop(0)()
+        elif self._values is None:
+            self._queue_conversion()
+        elif self._converting:
+            self._frames_converted += self._converting.pop(0)()
 
     def _read(self) -> None:
         """Go to the next frame; solve it (continuous) or read what its solve needs (per frame)."""
@@ -306,9 +317,10 @@ class Baker:
 
     def _write(self, new_action: bool, cleanup: float | None) -> BakeResult:
         """Write every finite key in bulk (an action is made only when there is a key to write)."""
-        values = self._channel_values()
-        columns = [(name, *rig.rotation_channel(self.obj.pose.bones[name].rotation_mode), channel)
-                   for name, channel in zip(self.bones, values)]
+        values = self._values
+        # (the mode each channel was converted in: the mode may have changed during a modal bake's steps)
+        columns = [(name, *rig.rotation_channel(mode), channel)
+                   for name, mode, channel in zip(self.bones, self._modes, values)]
         for j in sorted(self.scaled):
             # Blender's IK stretch scales a bone uniformly: all three channels.
             scale = np.array([
@@ -361,38 +373,56 @@ class Baker:
                 return "it is scaled to zero" if bone == pose_bone else f"its parent '{bone.name}' is scaled to zero"
         return "its rotation there is not finite"
 
-    def _channel_values(self) -> list[np.ndarray]:
-        """Each baked bone's rotation channel for every frame (F, size): solved, or as it was (NaN where the
-        solved rotation is not finite). Conversions are in double precision, continuous from frame to frame."""
+    def _queue_conversion(self) -> None:
+        """Convert the quaternion bones' channels at once where every frame is solved; queue the others' frame by
+        frame conversion in steps (so progress and Esc work through it, as through the solve)."""
         pose_bones = [self.obj.pose.bones[name] for name in self.bones]
+        count = len(self.frames)
         values: list[np.ndarray | None] = [None] * len(self.bones)
         quaternion = [j for j, pb in enumerate(pose_bones) if pb.rotation_mode == 'QUATERNION']
         if quaternion and self.solved.all() and np.isfinite(self.locals[:, quaternion]).all():
             # All frames solved: convert at once and keep the signs continuous (q and -q are the same turn).
-            count = len(self.frames)
             q = matrix_rows.quaternions_from_matrices(self.locals[:, quaternion].reshape(-1, 3, 3)).reshape(count, -1, 4)
             same_side = np.sign(np.einsum("fbi,fbi->fb", q[1:], q[:-1]))
             same_side[same_side == 0] = 1.0
             q *= np.concatenate((np.ones((1, len(quaternion))), np.cumprod(same_side, axis=0)))[:, :, None]
             for column, j in enumerate(quaternion):
                 values[j] = q[:, column]
-        for j, pose_bone in enumerate(pose_bones):
-            if values[j] is not None:
-                continue
-            channel: list[tuple[float, ...]] = []
-            mode, size = pose_bone.rotation_mode, rig.rotation_channel(pose_bone.rotation_mode)[1]
-            previous = rig.rotation_value(pose_bone)
-            for i in range(len(self.frames)):
-                value = self.as_was[i][pose_bone.name] if not self.solved[i] else rig.channel_value(
-                    mode, self.locals[i, j], previous
+        left = [j for j in range(len(self.bones)) if values[j] is None]
+        previous = {}
+        for j in left:
+            mode = pose_bones[j].rotation_mode
+            values[j] = np.empty((count, rig.rotation_channel(mode)[1]))
+            previous[j] = (mode, rig.rotation_value(pose_bones[j]))
+        self._values = values
+        self._modes = [pb.rotation_mode for pb in pose_bones]
+        if not left:
+            self._frames_converted = count
+            return
+        size = max(1, CONVERT_CHUNK // len(left))
+        for first in range(0, count, size):
+            rows = range(first, min(count, first + size))
+            self._converting.append(lambda rows=rows: self._convert(rows, left, previous))
+
+    def _convert(self, rows: range, bones: list[int], previous: dict) -> int:
+        """Convert some frames of the given bones' channels, each continuous with the bone's value on the frame
+        before (`previous`, updated); return how many frames."""
+        for j in bones:
+            mode, value_before = previous[j]
+            channel = self._values[j]
+            size = channel.shape[1]
+            name = self.bones[j]
+            for i in rows:
+                value = self.as_was[i][name] if not self.solved[i] else rig.channel_value(
+                    mode, self.locals[i, j], value_before
                 )
                 if len(value) != size:  # the mode changed since the frame was read: that value is no use
                     value = (np.nan,) * size
                 if all(np.isfinite(value)):
-                    previous = value  # continuity skips the frames that will not be keyed
-                channel.append(value)
-            values[j] = np.asarray(channel, dtype=np.float64).reshape(len(self.frames), size)
-        return values
+                    value_before = value  # continuity skips the frames that will not be keyed
+                channel[i] = value
+            previous[j] = mode, value_before
+        return len(rows)
 
 
 def write_keys(fcurve, frames: np.ndarray, values: np.ndarray, span: tuple[float, float], spare=()) -> None:
