@@ -181,6 +181,9 @@ def test_a_rigify_like_limb_converted_stretches_as_blenders_ik_does(target_at):
     theirs, their_scales = evaluated_bones(rig)
     converted, _ = constraints.convert_ik_constraints(rig)
     assert converted and rig.fabrik.effectors[0].use_stretch and rig.fabrik.live
+    # Convert tells the user where FABRIK's stretch differs from Blender's (it never shortens a bone in reach).
+    stretchy = [bone.name for bone in rig.pose.bones if bone.ik_stretch > 0.0]
+    assert stretchy and constraints.STRETCH_NOTE in converted[0] and all(name in converted[0] for name in stretchy)
     bpy.context.view_layer.update()
     assert (tip_world(rig, "MCH-forearm_ik") - target_world(target)).length < 1e-4
     lengths, scales = evaluated_bones(rig)
@@ -222,7 +225,8 @@ def test_a_generated_rigify_arm_converted_stretches_as_its_own_ik_does():
             if "_ik" in fcurve.data_path and ".constraints[" in fcurve.data_path:
                 rig.animation_data.drivers.remove(fcurve)
         converted, _ = constraints.convert_ik_constraints(rig)
-        assert "'IK' on 'MCH-forearm_ik.L'" in converted
+        label = next(label for label in converted if label.startswith("'IK' on 'MCH-forearm_ik.L'"))
+        assert constraints.STRETCH_NOTE in label and "MCH-forearm_ik.L" in label.split("apart")[-1]
         assert all(e.use_stretch for e in rig.fabrik.effectors)
         bpy.context.view_layer.update()
         assert rig.pose.bones["MCH-forearm_ik.L"].constraints["IK"].mute

@@ -111,6 +111,9 @@ def convert_ik_constraints(obj) -> tuple[list[str], list[str]]:
                 notes.append(f"its {switch} driver (the rig's switch) now switches the effector, {state} now")
             elif constraint.influence < 1.0:
                 notes.append(f"its influence {constraint.influence:.2g} is not blended: the effector solves fully")
+            stretchy = _stretchy_bones(tip, constraint.chain_count) if constraint.use_stretch else []
+            if stretchy:
+                notes.append(f"{STRETCH_NOTE} ({', '.join(stretchy)})")
             constraint.mute = True
             constraint.target = constraint.pole_target = None  # kept in the record
             record.set_aside = True
@@ -119,6 +122,19 @@ def convert_ik_constraints(obj) -> tuple[list[str], list[str]]:
         settings.live = True
         settings.active_effector = len(effectors) - 1
     return converted, skipped
+
+
+#: Why a converted chain with stretchy bones may sit a little apart from where Blender's IK put it.
+STRETCH_NOTE = ("IK Stretch: FABRIK lengthens these bones only for a target out of reach, where Blender's IK also "
+                "shortens them a little within reach, so a joint may sit a few millimetres apart")
+
+
+def _stretchy_bones(tip, chain_count: int) -> list[str]:
+    """The bones of the chain from `tip` up (`chain_count` of them, 0: to the root) with an IK Stretch factor."""
+    chain = [tip, *tip.parent_recursive]
+    if chain_count > 0:
+        chain = chain[:chain_count]
+    return [bone.name for bone in chain if bone.ik_stretch > 0.0]
 
 
 def _record(settings, key: str, pose_bone, index: int, constraint):

@@ -160,6 +160,10 @@ class FABRIK_OT_convert_constraints(Operator):
             self.report({'WARNING'} if skipped else {'INFO'}, "No IK constraint to convert")
             return {'CANCELLED'} if not skipped else {'FINISHED'}
         self.report({'INFO'}, f"Converted {len(converted)} IK constraint(s) into effectors: {', '.join(converted)}")
+        stretchy = sum(constraints.STRETCH_NOTE in label for label in converted)
+        if stretchy:  # (the status bar shows the last report)
+            self.report({'WARNING'}, f"{stretchy} converted chain(s) have IK Stretch: FABRIK lengthens bones only "
+                        "for a target out of reach, Blender's IK also shortens them within reach; see the Info log")
         return {'FINISHED'}
 
 
