@@ -3,7 +3,7 @@
 
 Blender 4.2+ installs the extension zip as an extension and never imports this file. Older Blender unpacks the
 zip straight into its add-ons folder, where this is the one module it lists: the name and warning in the add-on
-list say what happened, and enabling it fails with the same instructions instead of doing nothing.
+list say what happened, and enabling it takes the unpacked files out again and fails with the same instructions.
 tools/build.py checks that the zip name below matches the manifest's version.
 """
 
@@ -18,26 +18,66 @@ bl_info = {
     "category": "Animation",
 }
 
-#: What the extension zip put into the add-ons folder beside this file, for the user to delete.
-UNPACKED = ("fabrik_ik_wrong_package.py", "__init__.py", "blender_manifest.toml", "README.md", "fabrik_addon")
+#: What the extension zip unpacks into the add-ons folder beside this file (this file last), and a line each
+#: holds when it is ours: nothing else is ever removed.
+UNPACKED = (
+    ("__init__.py", "from .fabrik_addon import register"),
+    ("blender_manifest.toml", 'id = "fabrik_ik"'),
+    ("README.md", "FABRIK"),
+    ("LICENSE", "GNU GENERAL PUBLIC LICENSE"),
+    ("fabrik_addon", "FABRIK inverse kinematics for Blender"),
+    ("fabrik_ik_wrong_package.py", "fabrik_ik-0.1.0-legacy.zip"),
+)
 
 
-def instructions() -> str:
-    """What to do, naming the files to delete in this add-ons folder."""
+def _ours(path: str, marker: str) -> bool:
+    """Whether a file (or a package folder, by its __init__.py) holds the marker line of ours."""
     import os
 
+    if os.path.isdir(path):
+        path = os.path.join(path, "__init__.py")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return marker in handle.read()
+    except OSError:
+        return False
+
+
+def remove_unpacked() -> list[str]:
+    """Remove what this zip unpacked beside this file (each checked to be ours); the names it could not."""
+    import os
+    import shutil
+
     folder = os.path.dirname(os.path.abspath(__file__))
-    present = [name for name in UNPACKED if os.path.exists(os.path.join(folder, name))]
-    return (
-        "This is FABRIK IK's extension zip, for Blender 4.2 and newer; this Blender installs add-ons the older "
-        "way, so nothing was installed. Install fabrik_ik-0.1.0-legacy.zip instead (Preferences > Add-ons > "
-        f"Install), and delete from {folder} what this zip unpacked there: {', '.join(present) or 'nothing left'}."
-    )
+    left = []
+    for name, marker in UNPACKED:
+        path = os.path.join(folder, name)
+        if not os.path.exists(path) or not _ours(path, marker):
+            continue
+        try:
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        except OSError:
+            left.append(name)
+    # Python's cache of this module (the folder may hold other add-ons' caches: only ours goes).
+    cache = os.path.join(folder, "__pycache__")
+    for name in os.listdir(cache) if os.path.isdir(cache) else ():
+        if name.startswith("fabrik_ik_wrong_package."):
+            os.remove(os.path.join(cache, name))
+    return left
 
 
 def register() -> None:
-    """Refuse to enable: Blender shows the error, with what to do, and leaves the add-on off."""
-    raise RuntimeError(instructions())
+    """Take the wrongly unpacked files out again and refuse to enable, saying which zip to install."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(__file__))
+    left = remove_unpacked()
+    done = (f"could not remove {', '.join(left)} from {folder}: delete them by hand" if left
+            else "its files were removed from the add-ons folder again")
+    raise RuntimeError(
+        "This is FABRIK IK's zip for Blender 4.2 and newer, and " + done + ". "
+        "Install fabrik_ik-0.1.0-legacy.zip instead (Preferences > Add-ons > Install)."
+    )
 
 
 def unregister() -> None:

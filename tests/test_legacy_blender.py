@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ TIMEOUT = 120
 # Runs inside Blender 3.4 (`blender -b --factory-startup --python DRIVER -- ZIP`). The profile
 # folders are temporary (set by the test), so installing cannot touch the real user profile.
 DRIVER = r'''
+import importlib.util
 import json
 import os
 import sys
@@ -202,3 +204,67 @@ def test_disable_leaves_nothing(legacy_run: dict) -> None:
     assert not r["object_property_left"], "Object.fabrik is still registered"
     assert r["handlers_left"] == {}, f"add-on handlers left: {r['handlers_left']}"
     assert r["handlers_changed"] == [], f"handler lists differ from before the install: {r['handlers_changed']}"
+
+
+# Runs inside Blender 3.4: the 4.2+ extension zip installed by mistake the old way, then enabled.
+WRONG_ZIP_DRIVER = r'''
+import importlib.util
+import json
+import os
+import sys
+import traceback
+
+result = {}
+try:
+    import bpy
+
+    zip_path = sys.argv[sys.argv.index("--") + 1]
+    folder = bpy.utils.user_resource('SCRIPTS', path="addons", create=True)
+    open(os.path.join(folder, "someone_elses_addon.py"), "w").write("bl_info = {'name': 'Other'}\n")
+    result["before"] = sorted(os.listdir(folder))
+    result["install"] = sorted(bpy.ops.preferences.addon_install(filepath=zip_path))
+    result["unpacked"] = sorted(os.listdir(folder))
+    try:
+        result["enable"] = sorted(bpy.ops.preferences.addon_enable(module="fabrik_ik_wrong_package"))
+    except Exception as error:
+        result["enable"] = str(error)
+    bpy.ops.preferences.addon_refresh()
+    result["after"] = sorted(name for name in os.listdir(folder) if name != "__pycache__")
+    cache = os.path.join(folder, "__pycache__")
+    result["cache"] = sorted(os.listdir(cache)) if os.path.isdir(cache) else []
+    result["enabled"] = "fabrik_ik_wrong_package" in bpy.context.preferences.addons
+    import addon_utils
+    result["listed"] = [m.__name__ for m in addon_utils.modules(refresh=True) if m.__name__.startswith("fabrik")]
+except Exception:
+    result["error"] = traceback.format_exc()
+print(json.dumps(result), flush=True)
+'''
+
+
+def test_the_extension_zip_installed_in_blender_34_takes_itself_out_again(blender: str, tmp_path: Path) -> None:
+    """Blender 3.4 unpacks the 4.2+ zip loose into its add-ons folder and lists the notice module; enabling it
+    removes what the zip unpacked (and nothing else) and says, once, which zip to install."""
+    spec = importlib.util.spec_from_file_location("fabrik_build", ROOT / "tools" / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    extension = build.build_extension(tmp_path / "dist")
+    driver = tmp_path / "driver.py"
+    driver.write_text(WRONG_ZIP_DRIVER)
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    for name in ("SCRIPTS", "CONFIG", "DATAFILES"):
+        env[f"BLENDER_USER_{name}"] = str(tmp_path / name.lower())
+    run = subprocess.run([blender, "-b", "--factory-startup", "--python", str(driver), "--", str(extension)],
+                         capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no JSON from the driver (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
+    result = json.loads(lines[-1])
+    assert "error" not in result, result["error"]
+    assert result["install"] == ["FINISHED"]
+    assert {"fabrik_ik_wrong_package.py", "fabrik_addon", "blender_manifest.toml"} <= set(result["unpacked"])
+    assert result["after"] == result["before"] == ["someone_elses_addon.py"], result
+    assert not [name for name in result["cache"] if name.startswith("fabrik")], result["cache"]
+    assert not result["enabled"] and result["listed"] == [], result
+    said = run.stdout + run.stderr + str(result["enable"])
+    assert "its files were removed from the add-ons folder again" in said and "fabrik_ik-" in said, said[-3000:]
+    assert "nothing was installed" not in said

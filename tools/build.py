@@ -26,7 +26,7 @@ PACKAGE = "fabrik_addon"
 DIST = ROOT / "dist"
 
 # What a shipped zip must never contain (anywhere below the top level, too).
-_FORBIDDEN_PARTS = {"tests", "tools", "samples", "benchmarks", "dist", ".venv", "__pycache__", ".git"}
+_FORBIDDEN_PARTS = {"tests", "tools", "samples", "benchmarks", "farm", "dist", ".venv", "__pycache__", ".git"}
 # Ships in the extension zip only: what Blender 3.4-4.1 lists when that zip is installed as a legacy add-on.
 WRONG_PACKAGE_NOTICE = "fabrik_ik_wrong_package.py"
 # Top-level documents that may ship beside the code (name prefixes, upper case).
