@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Driver for Blender 3.4's real GUI: the FABRIK sidebar tab at its default width, for a reached, a missed and
-a refused target.
+"""Driver for Blender 3.4's real GUI: the FABRIK sidebar tab at its default width, for a reached target, a second
+effector switched off by the rig's switch (as on a converted Rigify limb), a missed and a refused target; then
+the preset menus' widths beside one of Blender's own.
 
 Run by tests/test_gui_panels.py as
 `blender --enable-event-simulate --python gui_panels_driver.py -- RESULT.json SHOT_DIR SAMPLES_DIR`.
@@ -26,9 +27,14 @@ NAME = "Left Hand"
 #: (state, target location, chain length, the overlay's name for the status it must give)
 STATES = [
     ("reached", (0.9, 0.3, 1.2), 0, "REACHED"),
+    ("switched", (0.9, 0.3, 1.2), 0, "REACHED"),
     ("missed", (0.0, 2.6, 1.4), 0, "MISSED"),
     ("refused", (0.0, 2.6, 1.4), 9, "ERROR"),
 ]
+#: The name of the effector the rig's switch turns off in the "switched" state.
+SWITCHED = "Left Hand pole"
+#: Our preset menus, and one of Blender's own to compare their widths with.
+MENUS = ("FABRIK_MT_rig_settings_presets", "FABRIK_MT_bone_limits_presets", "RENDER_MT_framerate_presets")
 SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_solver",
              "VIEW3D_PT_fabrik_testing")
 POLL = 0.1
@@ -63,11 +69,11 @@ def measure_status(context) -> None:
 
     ui = addon().blender.ui
     obj = addon().blender.setup_ops.rig_for_panel(context)
-    chars = ui.chars_for(context)
+    room = ui.room_for(context)
     status = addon().blender.status.statuses.get(obj.name)
     texts = [] if status is None else [status.message] + [
         f"{e.name}: {ui.effector_state(obj, i)[1]}" for i, e in enumerate(obj.fabrik.effectors)]
-    lines = [line for text in texts for line in ui.wrap(text, chars)]
+    lines = [line for text in texts for line in room.lines(text)]
     style = context.preferences.ui_styles[0].widget
     scale = getattr(context.preferences.system, "ui_scale", 0.0) or context.preferences.view.ui_scale
     try:
@@ -76,7 +82,7 @@ def measure_status(context) -> None:
         blf.size(0, style.points * scale)
     widths = [blf.dimensions(0, line)[0] for line in lines]
     result["status_draw"] = {
-        "region_width": context.region.width, "chars": chars, "scale": scale, "lines": lines,
+        "region_width": context.region.width, "room": room.width, "scale": scale, "lines": lines,
         "widest_line_px": max(widths, default=0.0), "texts": texts,
     }
 
@@ -200,6 +206,15 @@ def make_state_steps(name, location, chain_length, expected):
         rig = bpy.data.objects["Rig"]
         bpy.data.objects["Target"].location = location
         rig.fabrik.effectors[0].chain_length = chain_length
+        switched = rig.fabrik.effectors.find(SWITCHED)
+        if name == "switched" and switched < 0:
+            effector = rig.fabrik.effectors.add()
+            effector.name, effector.bone, effector.target = SWITCHED, TIP, bpy.data.objects["Target"]
+            effector.switched = effector.switch_mute = True  # what a converted Rigify limb's switch writes
+            rig.update_tag()
+        elif name != "switched" and switched >= 0:
+            rig.fabrik.effectors.remove(switched)
+            rig.update_tag()
         window, screen, area, region, _ui_region = view3d()
         with bpy.context.temp_override(window=window, screen=screen, area=area, region=region):
             bpy.ops.view3d.view_all(center=False)  # (the rig and its target, wherever the target went)
@@ -209,6 +224,8 @@ def make_state_steps(name, location, chain_length, expected):
         result["stage"] = f"{name}: wait for the status"
         status = addon().blender.status.statuses.get("Rig")
         if status is None or addon().blender.overlay.effector_status(status, 0) != expected:
+            return None
+        if (name == "switched") != (addon().blender.overlay.effector_status(status, 1) == 'DISABLED'):
             return None
         if status.message.startswith("the effectors changed"):
             # A solve put off to "the next update" (bones left the chain): nothing else moves here, so the
@@ -244,6 +261,7 @@ def make_state_steps(name, location, chain_length, expected):
         status = addon().blender.status.statuses.get("Rig")
         result["states"][name] = {
             "status": addon().blender.overlay.effector_status(status, 0), "message": status.message,
+            "second": addon().blender.overlay.effector_status(status, 1),
             "effector_message": status.effectors.get(0), "screenshot": record["screenshot"], "shot": path,
             "sidebar_box": list(box), "window_size": [rgba.shape[1], rgba.shape[0]],
             "red_in_sidebar": int(red.sum()), "red_line_runs": runs,
@@ -258,6 +276,46 @@ def make_state_steps(name, location, chain_length, expected):
     return [set_state, wait_status, wait_drawn, take]
 
 
+menus = {"index": 0, "phase": "base", "ticks": 0}
+
+
+def step_menus():
+    """Open each preset menu over the viewport (wm.call_menu), capture the window before and after, and take
+    the menu's width from the pixels that changed; Esc closes it. Runs again (None) until every menu is done."""
+    result["stage"] = "preset menus"
+    window, screen, area, region, _ui_region = view3d()
+    middle = {"x": region.x + region.width // 3, "y": region.y + region.height // 2}
+    if menus["ticks"] > 0:  # (let the UI redraw between the steps)
+        menus["ticks"] -= 1
+        return None
+    if menus["phase"] == "base":
+        window.event_simulate('MOUSEMOVE', 'NOTHING', **middle)
+        menus["base"] = os.path.join(SHOT_DIR, "menu_base.png")
+        with bpy.context.temp_override(window=window, screen=screen, area=area):
+            bpy.ops.screen.screenshot(filepath=menus["base"])
+        menus["phase"], menus["ticks"] = "open", 3
+        return None
+    if menus["index"] >= len(MENUS):
+        return 0.1
+    name = MENUS[menus["index"]]
+    if menus["phase"] == "open":
+        with bpy.context.temp_override(window=window, screen=screen, area=area, region=region):
+            bpy.ops.wm.call_menu(name=name)
+        menus["phase"], menus["ticks"] = "shoot", 4
+        return None
+    path = os.path.join(SHOT_DIR, f"menu_{name}.png")
+    with bpy.context.temp_override(window=window, screen=screen, area=area):
+        bpy.ops.screen.screenshot(filepath=path)
+    changed = (abs(load_rgb(path)[..., :3] - load_rgb(menus["base"])[..., :3]).max(axis=2) > 0.05)
+    columns = changed.any(axis=0).nonzero()[0]
+    result.setdefault("menu_widths", {})[name] = int(columns.max() - columns.min() + 1) if len(columns) else 0
+    for value in ('PRESS', 'RELEASE'):
+        window.event_simulate('ESC', value, **middle)
+    menus["index"] += 1
+    menus["phase"], menus["ticks"] = "open", 3
+    return None
+
+
 def step_finish():
     result["stage"] = "done"
     finish()
@@ -267,5 +325,5 @@ def step_finish():
 steps = [step_setup, step_bone_polls, step_fabrik_tab]
 for state in STATES:
     steps += make_state_steps(*state)
-steps.append(step_finish)
+steps += [step_menus, step_finish]
 session.run(steps)

@@ -47,6 +47,15 @@ class TreeLayout:
             layout = layout.parent
         return None
 
+    def nearest(self, name: str):
+        """The value this layout or its nearest parent set (None: none did), as Blender inherits layout flags."""
+        layout = self
+        while layout is not None:
+            if layout.__dict__[name] is not None:
+                return layout.__dict__[name]
+            layout = layout.parent
+        return None
+
     def greyed(self) -> bool:
         """Whether this layout or one of its parents is inactive (drawn greyed out)."""
         layout = self
@@ -63,8 +72,8 @@ class TreeLayout:
         def record(*args, **kwargs):
             self.log.append(types.SimpleNamespace(
                 call=name, args=args, kwargs=kwargs, alert=bool(self.inherited("alert")), greyed=self.greyed(),
-                split=bool(self.inherited("use_property_split")),
-                decorate=bool(self.inherited("use_property_decorate")),
+                split=bool(self.nearest("use_property_split")),
+                decorate=bool(self.nearest("use_property_decorate")),
             ))
             return TreeLayout(self.log, self)
 
@@ -128,15 +137,19 @@ def test_wrap_lines_fit_and_give_the_words_back(text, chars):
 
 
 def test_the_line_width_follows_the_region_and_the_interface_scale():
+    """The room for a line is the region's width less the margins, scaled as the interface is, measured in pixels
+    of the interface font (a line of wide letters holds fewer of them); characters where no region is known."""
     preferences = bpy.context.preferences
     scale = getattr(preferences.system, "ui_scale", 0.0) or preferences.view.ui_scale
-    assert ui.chars_for(types.SimpleNamespace(region=None)) == ui.DEFAULT_CHARS
-    wide = ui.chars_for(types.SimpleNamespace(region=types.SimpleNamespace(width=600), preferences=preferences))
-    narrow = ui.chars_for(types.SimpleNamespace(region=types.SimpleNamespace(width=300), preferences=preferences))
-    assert wide == int((600 - ui.MARGIN_PIXELS * scale) / (ui.CHAR_PIXELS * scale))
-    assert narrow < wide / 1.7
-    assert ui.chars_for(types.SimpleNamespace(region=types.SimpleNamespace(width=40), preferences=preferences)) \
-        == ui.MIN_CHARS
+    unknown = ui.room_for(types.SimpleNamespace(region=None))
+    assert unknown.width == ui.DEFAULT_CHARS and unknown.measure("abc") == 3
+    wide = ui.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=600), preferences=preferences))
+    narrow = ui.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=300), preferences=preferences))
+    assert wide.width == 600 - ui.MARGIN_PIXELS * scale and narrow.width == 300 - ui.MARGIN_PIXELS * scale
+    assert wide.measure("WWWW") > wide.measure("iiii") > 0  # pixels of the font, not characters
+    assert len(narrow.lines("W" * 60)) > len(narrow.lines("i" * 60))
+    tiny = ui.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=40), preferences=preferences))
+    assert tiny.width == ui.MIN_PIXELS * scale
 
 
 # -- registration --------------------------------------------------------------------------------------------
@@ -155,6 +168,11 @@ def test_the_sidebar_is_a_panel_with_sub_panels_and_the_limits_sit_under_blender
 
 # -- the panels ----------------------------------------------------------------------------------------------
 
+#: Names and choices drawn under their label across the panel's width (the default sidebar would cut them
+#: beside a label); none of them can be keyed.
+STACKED = {"name", "bone", "target", "subtarget", "pole_target", "pole_subtarget", "solver", "start"}
+
+
 def test_every_panel_splits_labels_from_values_and_has_keyframe_dots():
     rig, _target = chain_rig()
     bpy.context.view_layer.update()
@@ -165,6 +183,9 @@ def test_every_panel_splits_labels_from_values_and_has_keyframe_dots():
         drawn = [e for e in log if e.call in {"prop", "prop_search"} and e.args[1] not in {"enabled"}]
         assert drawn or panel.__name__ in {"VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_testing"}, panel.__name__
         for entry in drawn:
+            if entry.args[1] in STACKED:
+                assert not entry.split and entry.kwargs.get("text") == "", f"{panel.__name__}: {entry.args[1]}"
+                continue
             assert entry.split and entry.decorate, f"{panel.__name__}: {entry.args[1]} is not in a split layout"
 
 
@@ -214,9 +235,9 @@ def test_a_miss_is_a_red_warning_with_the_whole_message_wrapped_to_the_sidebar()
     status = statuses["Rig"]
     assert status.missed
     width = 220  # narrow: every message takes more than one line
-    chars = ui.chars_for(context_for(rig, width))
+    room = ui.room_for(context_for(rig, width))
     rows = status_rows(rig, width)
-    assert all(len(r.kwargs["text"]) <= chars for r in rows)
+    assert all(room.fits(r.kwargs["text"]) for r in rows)
     assert rows[0].kwargs["icon"] == 'ERROR' and rows[0].alert
     text = " ".join(r.kwargs["text"] for r in rows)
     assert status.message in text, "the rig's whole message is there, over several lines"
@@ -396,9 +417,9 @@ def test_the_limits_sub_panel_draws_every_ik_setting_and_help_that_fits():
     drawn = props(log)
     assert expected <= set(drawn)
     assert all(entry.args[0] == rig.pose.bones["bone1"] for entry in drawn.values())
-    chars = ui.chars_for(context)
+    room = ui.room_for(context)
     texts = [e.kwargs["text"] for e in labels(log)]
-    assert all(len(text) <= chars for text in texts)
+    assert all(room.fits(text) for text in texts)
     assert " ".join(ui.LIMITS_HELP.split()) in " ".join(texts), "the whole help, wrapped"
     assert any(text.startswith("In the chain of") for text in texts)
     assert any(e.call == "menu" and e.args[0] == presets.FABRIK_MT_bone_limits_presets.__name__ for e in log)

@@ -290,8 +290,10 @@ def open_rigify(path: str):
 
 
 def effector_index(rig, key: str) -> int:
-    """Index of the effector made from a constraint ("IK.001 on MCH-forearm_ik.L")."""
-    return rig.fabrik.effectors.find(key)
+    """Index of the effector made from a constraint ("IK.001 on MCH-forearm_ik.L"), found by its source."""
+    constraint, bone = key.split(" on ")
+    return next(i for i, e in enumerate(rig.fabrik.effectors)
+                if (e.source_constraint, e.source_bone) == (constraint, bone))
 
 
 def mutes(rig, bone: str) -> tuple[bool, bool]:
@@ -313,6 +315,8 @@ def test_convert_on_a_rigify_rig_is_solved_by_fabrik_and_follows_its_pole_switch
     settle()
     assert mutes(rig, "MCH-forearm_ik.L") == (True, True)  # the drivers no longer switch Blender's IK back on
     plain, pole = effector_index(rig, "IK on MCH-forearm_ik.L"), effector_index(rig, "IK.001 on MCH-forearm_ik.L")
+    # Short names that tell Rigify's two versions of a limb apart in the sidebar's list.
+    assert (rig.fabrik.effectors[plain].name, rig.fabrik.effectors[pole].name) == ("forearm_ik.L", "forearm_ik.L pole")
     status = statuses["rig"]
     assert status.ok, status.message
     assert status.effectors[pole] == "disabled by the rig's switch (its converted constraint is muted)"
@@ -345,8 +349,9 @@ def test_a_renamed_rigify_bone_is_told_from_the_bones_that_share_its_place(rigif
     settle()
     rename_in_edit_mode(rig, "MCH-forearm_ik.L", "MCH-elbow_ik.L")
     settle()
-    plain = effector_index(rig, "IK on MCH-forearm_ik.L")
+    plain = effector_index(rig, "IK on MCH-elbow_ik.L")
     effector = rig.fabrik.effectors[plain]
+    assert effector.name == "forearm_ik.L"  # (Convert's short name, from the bone's name then: it stays)
     assert (effector.bone, effector.source_bone) == ("MCH-elbow_ik.L", "MCH-elbow_ik.L")
     assert statuses["rig"].reached[plain]
     restored, problems = constraints.restore_ik_constraints(rig)

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The FABRIK sidebar tab in the real GUI of Debian's Blender 3.4 under Xvfb, at the default sidebar width:
 the sub-panels register and draw (Testing stays closed), Bone > Inverse Kinematics takes our sub-panel, the
-Status lines are wrapped so they fit the sidebar, and alert red shows in the sidebar for a missed and a
-refused target and not for a reached one.
+Status lines are wrapped so they fit the sidebar, alert red shows in the sidebar for a missed and a refused
+target and not for a reached one nor for an effector the rig's switch turned off, and the preset menus are as
+narrow as Blender's own.
 
 The captures are kept in test-artifacts/panels_<state>.png; the missed state's, cropped to the sidebar and
 the rig, in test-artifacts/panels_blender34.png (`python3 tools/dev.py pictures` copies it into docs/images/).
@@ -56,10 +57,12 @@ def test_status_lines_are_wrapped_to_fit_the_default_sidebar(panels_run: dict) -
     for name, state in panels_run["states"].items():
         drawn = state["status_draw"]
         assert drawn and drawn["region_width"] > 100, (name, drawn)
-        room = drawn["region_width"] - 30 * drawn["scale"]  # (the panel's margins and the icon take the rest)
+        # Blender 3.4's sidebar at the default width: the tab column (22 px), the text's start after an icon (44 px)
+        # and the right margin (12 px) take the rest, scaled with the interface.
+        room = drawn["region_width"] - (22 + 44 + 12) * drawn["scale"]
         assert drawn["widest_line_px"] < room, f"{name}: a status line is {drawn['widest_line_px']} px wide: {drawn}"
         assert " ".join(drawn["lines"]).split() == " ".join(drawn["texts"]).split(), "a word was lost"
-        if name != "reached":
+        if name not in {"reached", "switched"}:
             assert len(drawn["lines"]) > len(drawn["texts"]), f"{name}: nothing needed wrapping? {drawn}"
 
 
@@ -71,11 +74,24 @@ def test_alert_red_shows_in_the_sidebar_for_a_miss_and_a_refusal_and_not_when_re
         assert (ARTIFACTS / Path(state["shot"]).name).is_file()
     reached = states["reached"]["red_in_sidebar"]
     assert reached < 20, f"red in the sidebar although the target is reached: {reached} pixels"
+    # An effector the rig's switch turned off looks off (greyed, an eye icon), not broken (no red).
+    assert states["switched"]["second"] == "DISABLED"
+    switched = states["switched"]["red_in_sidebar"]
+    assert switched < 20, f"red in the sidebar for an effector the rig's switch turned off: {switched} pixels"
     for name in ("missed", "refused"):
         red, runs = states[name]["red_in_sidebar"], states[name]["red_line_runs"]
         assert red > 150 and red > 10 * max(reached, 1), f"{name}: only {red} red pixels in the sidebar"
         assert runs >= 3, f"{name}: red on only {runs} separate rows (the rig line and the effector's, wrapped)"
     assert (ARTIFACTS / "panels_blender34.png").is_file()
+
+
+def test_the_preset_menus_are_no_wider_than_blenders_own(panels_run: dict) -> None:
+    """Measured on screen: each of our preset menus is about as wide as Blender's frame-rate preset menu."""
+    widths = panels_run["menu_widths"]
+    blenders = widths["RENDER_MT_framerate_presets"]
+    assert 100 < blenders < 400, widths
+    for name in ("FABRIK_MT_rig_settings_presets", "FABRIK_MT_bone_limits_presets"):
+        assert 50 < widths[name] <= blenders + 20, widths
 
 
 def test_the_gui_run_is_quick(panels_run: dict) -> None:

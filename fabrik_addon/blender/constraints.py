@@ -35,6 +35,21 @@ def _switch_path(key: str, prop: str) -> str:
     return f'fabrik.effectors["{bpy.utils.escape_identifier(key)}"].switch_{prop}'
 
 
+#: Prefixes of rig generators' mechanism bones (Rigify), left out of an effector's name.
+_MECHANISM_PREFIXES = ("MCH-", "ORG-", "DEF-")
+
+
+def effector_name(bone: str, pole: bool) -> str:
+    """A short name for the effector made from a constraint on `bone`: the bone's name without a mechanism
+    prefix, and "pole" where the constraint has one (Rigify's two versions of a limb's IK tell apart in the
+    sidebar's list at its default width; the panel names the constraint)."""
+    for prefix in _MECHANISM_PREFIXES:
+        if bone.startswith(prefix) and len(bone) > len(prefix):
+            bone = bone[len(prefix):]
+            break
+    return f"{bone} pole" if pole else bone
+
+
 def _unique_key(settings, base: str) -> str:
     """A name no effector or record has yet."""
     used = set(settings.effectors.keys()) | set(settings.converted.keys())
@@ -83,7 +98,7 @@ def convert_ik_constraints(obj) -> tuple[list[str], list[str]]:
                 skipped.append(f"{label} does not use the tail of a bone without parent: nothing to move")
                 continue
             effector = effectors.add()
-            key = _unique_key(settings, f"{constraint.name} on {pose_bone.name}")
+            key = _unique_key(settings, effector_name(pose_bone.name, constraint.pole_target is not None))
             effector.name = key
             effector.bone = tip.name
             effector.target, effector.subtarget = constraint.target, constraint.subtarget

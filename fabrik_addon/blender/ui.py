@@ -8,19 +8,21 @@ long panel. Status lines are wrapped to the region's width, so the whole message
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
 import bpy
 from bpy.types import Panel, UIList
 
 from . import compare, integrity, presets, rig, setup_ops
 from .status import statuses
 
-#: Average width of a character of Blender's interface font at scale 1, in pixels (a little wide, so a
-#: wrapped line is not cut after all), and what a panel's margins, an icon and a sub-panel's indent take.
-CHAR_PIXELS = 6.0
-MARGIN_PIXELS = 50
+#: Pixels of a sidebar line that text cannot use at interface scale 1: the tab column (22), the panel's left
+#: margin with an icon (44) and its right margin (12).
+MARGIN_PIXELS = 78
+#: The narrowest room a line gets, in pixels at scale 1 (a sidebar dragged narrower cuts, as Blender's own do).
+MIN_PIXELS = 60
 #: Characters per line when the region's width is not known (as when a panel is drawn outside a UI).
 DEFAULT_CHARS = 40
-MIN_CHARS = 12
 
 #: The limits sub-panel's help (wrapped to the editor's width).
 LIMITS_HELP = (
@@ -40,48 +42,78 @@ STATUS_ICONS = {
 }
 
 
-def wrap(text: str, chars: int) -> list[str]:
-    """`text` as lines of at most `chars` characters, broken at spaces; a word longer than a line starts a
-    line of its own and is cut where it must be. At least one line, so an empty text still takes its row."""
-    chars = max(1, int(chars))
+def wrap(text: str, width: float, measure: Callable[[str], float] = len) -> list[str]:
+    """`text` as lines at most `width` wide (by `measure`: characters, or pixels of the interface font), broken
+    at spaces; a word wider than a line starts a line of its own and is cut where it must be. At least one
+    line, so an empty text still takes its row."""
     lines: list[str] = []
     line = ""
     for word in text.split():
-        if line and len(line) + 1 + len(word) <= chars:
+        if line and measure(line + " " + word) <= width:
             line += " " + word
             continue
         if line:
             lines.append(line)
-        while len(word) > chars:
-            lines.append(word[:chars])
-            word = word[chars:]
+        while len(word) > 1 and measure(word) > width:
+            cut = 1  # the longest start of the word that fits, at least one character
+            while cut < len(word) - 1 and measure(word[:cut + 1]) <= width:
+                cut += 1
+            lines.append(word[:cut])
+            word = word[cut:]
         line = word
     if line or not lines:
         lines.append(line)
     return lines
 
 
-def chars_for(context, reserve: int = MARGIN_PIXELS) -> int:
-    """How many characters fit on a label line in the region being drawn: its width in pixels, less
-    `reserve` pixels (margins, an icon) scaled as the interface is, over the font's average character width."""
+class Room(NamedTuple):
+    """How wide a label line may be (`width`, in the units `measure` gives a text)."""
+
+    width: float
+    measure: Callable[[str], float]
+
+    def lines(self, text: str) -> list[str]:
+        """The text wrapped to this room."""
+        return wrap(text, self.width, self.measure)
+
+    def fits(self, text: str) -> bool:
+        """Whether a line of text fits."""
+        return self.measure(text) <= self.width
+
+
+def room_for(context, reserve: float = MARGIN_PIXELS) -> Room:
+    """The room for a label line in the region being drawn: its width less `reserve` pixels (margins, an icon),
+    both scaled as the interface is, measured with the interface font; DEFAULT_CHARS characters when the
+    region is not known (a panel drawn outside a UI)."""
     region = getattr(context, "region", None)
     width = getattr(region, "width", 0) or 0
-    if width <= 1:
-        return DEFAULT_CHARS
     preferences = getattr(context, "preferences", None)
-    scale = 1.0
-    if preferences is not None:  # (system.ui_scale includes the display's DPI; view.ui_scale the user's setting)
-        scale = getattr(preferences.system, "ui_scale", 0.0) or preferences.view.ui_scale or 1.0
-    return max(MIN_CHARS, int((width - reserve * scale) / (CHAR_PIXELS * scale)))
+    if width <= 1 or preferences is None:
+        return Room(DEFAULT_CHARS, len)
+    # (system.ui_scale includes the display's DPI; view.ui_scale the user's setting)
+    scale = getattr(preferences.system, "ui_scale", 0.0) or preferences.view.ui_scale or 1.0
+    return Room(max(MIN_PIXELS * scale, width - reserve * scale), _font_measure(preferences, scale))
 
 
-def draw_wrapped(layout, text: str, chars: int, icon: str = 'NONE', alert: bool = False, active: bool = True):
-    """A message as label lines that fit: the icon on the first, the rest indented under it; red for `alert`,
-    greyed out unless `active`."""
+def _font_measure(preferences, scale: float) -> Callable[[str], float]:
+    """The width in pixels of a text in the interface's label font at this scale."""
+    import blf
+
+    points = preferences.ui_styles[0].widget.points * scale
+    try:
+        blf.size(0, points)
+    except TypeError:  # (Blender before 4.0 also takes the dpi)
+        blf.size(0, points, 72)
+    return lambda text: blf.dimensions(0, text)[0]
+
+
+def draw_wrapped(layout, text: str, room: Room, icon: str = 'NONE', alert: bool = False, active: bool = True):
+    """A message as label lines that fit the room: the icon on the first, the rest indented under it; red for
+    `alert`, greyed out unless `active`."""
     column = layout.column(align=True)
     column.alert = alert
     column.active = active
-    for number, line in enumerate(wrap(text, chars)):
+    for number, line in enumerate(room.lines(text)):
         column.label(text=line, icon=icon if number == 0 else ('BLANK1' if icon != 'NONE' else 'NONE'))
     return column
 
@@ -126,6 +158,18 @@ def invalid_fields(obj, effector) -> set[str]:
     elif pole is not None and effector.pole_subtarget and pole.type != 'ARMATURE':
         bad.add("pole_subtarget")
     return bad
+
+
+def _stacked(layout, label: str, alert: bool = False):
+    """A label above a row as wide as the panel, for names and choices that a label beside them would cut at
+    the sidebar's default width (none of them can be keyed, so they need no keyframe dot)."""
+    column = layout.column(align=True)
+    column.use_property_split = False
+    column.use_property_decorate = False
+    column.label(text=label)
+    row = column.row(align=True)
+    row.alert = alert
+    return row
 
 
 def _split(layout):
@@ -214,14 +258,14 @@ class VIEW3D_PT_fabrik_status(FabrikSidebarPanel, Panel):
     def draw(self, context):
         layout = _split(self.layout)
         obj = setup_ops.rig_for_panel(context)
-        chars = chars_for(context)
+        room = room_for(context)
         rig_status = statuses.get(obj.name)
         if rig_status is None or not rig_status.message:
             layout.label(text="Not solved yet" if not obj.fabrik.live else "Solving at the next update", icon='INFO')
         else:
             kind = rig_state(rig_status)
             icon, alert = STATUS_ICONS[kind]
-            draw_wrapped(layout, rig_status.message, chars, icon, alert)
+            draw_wrapped(layout, rig_status.message, room, icon, alert)
         column = layout.column()
         for index, effector in enumerate(obj.fabrik.effectors):
             kind, message = effector_state(obj, index)
@@ -229,7 +273,7 @@ class VIEW3D_PT_fabrik_status(FabrikSidebarPanel, Panel):
                 continue
             icon, alert = STATUS_ICONS[kind]
             name = effector.name or effector.bone or f"#{index + 1}"
-            draw_wrapped(column, f"{name}: {message}", chars, icon, alert, active=kind != 'DISABLED')
+            draw_wrapped(column, f"{name}: {message}", room, icon, alert, active=kind != 'DISABLED')
 
 
 class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
@@ -252,27 +296,20 @@ class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
         obj = setup_ops.rig_for_panel(context)
         effector = obj.fabrik.effectors[obj.fabrik.active_effector]
         bad = invalid_fields(obj, effector)
-        chars = chars_for(context)
+        room = room_for(context)
         layout.active = effector_state(obj, obj.fabrik.active_effector)[0] != 'DISABLED'  # off: greyed
-        layout.prop(effector, "name")
+        _stacked(layout, "Name").prop(effector, "name", text="")
 
         column = layout.column()
-        row = column.row()
-        row.alert = "bone" in bad
-        row.prop_search(effector, "bone", obj.data, "bones")
-        row = column.row()
-        row.alert = "target" in bad
-        row.prop(effector, "target")
+        _stacked(column, "Tip Bone", "bone" in bad).prop_search(effector, "bone", obj.data, "bones", text="")
+        _stacked(column, "Target", "target" in bad).prop(effector, "target", text="")
         if effector.target is None and effector.lost_target:
-            draw_wrapped(column, f"Target '{effector.lost_target}' was deleted", chars, 'ERROR', True)
+            draw_wrapped(column, f"Target '{effector.lost_target}' was deleted", room, 'ERROR', True)
         if effector.target is not None and effector.target.type == 'ARMATURE':
-            row = column.row()
-            row.alert = "subtarget" in bad
-            row.prop_search(effector, "subtarget", effector.target.data, "bones", text="Bone")
+            _stacked(column, "Target Bone", "subtarget" in bad).prop_search(
+                effector, "subtarget", effector.target.data, "bones", text="")
         elif "subtarget" in bad:
-            row = column.row()
-            row.alert = True
-            row.prop(effector, "subtarget", text="Bone")
+            _stacked(column, "Target Bone", True).prop(effector, "subtarget", text="")
 
         column = layout.column()
         row = column.row()
@@ -287,17 +324,15 @@ class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
         sub.prop(effector, "rotation_weight", text="", slider=True)
 
         column = layout.column()
-        row = column.row(align=True)
-        row.alert = "pole_target" in bad
-        row.prop(effector, "pole_target", text="Pole")
+        row = _stacked(column, "Pole", "pole_target" in bad)
+        row.prop(effector, "pole_target", text="")
         row.operator("fabrik.pole_add", icon='ADD', text="")
         if effector.pole_target is None and effector.lost_pole:
-            draw_wrapped(column, f"Pole target '{effector.lost_pole}' was deleted", chars, 'ERROR', True)
+            draw_wrapped(column, f"Pole target '{effector.lost_pole}' was deleted", room, 'ERROR', True)
         if effector.pole_target is not None:
             if effector.pole_target.type == 'ARMATURE':
-                row = column.row()
-                row.alert = "pole_subtarget" in bad
-                row.prop_search(effector, "pole_subtarget", effector.pole_target.data, "bones", text="Bone")
+                _stacked(column, "Pole Bone", "pole_subtarget" in bad).prop_search(
+                    effector, "pole_subtarget", effector.pole_target.data, "bones", text="")
             row = column.row(align=True)
             row.prop(effector, "pole_angle")
             row.operator("fabrik.pole_angle_auto", icon='AUTO', text="")
@@ -306,7 +341,7 @@ class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
         layout.prop(effector, "influence", slider=True)
         if effector.source_constraint:
             draw_wrapped(layout, f"From IK constraint '{effector.source_constraint}' on '{effector.source_bone}'",
-                         chars, 'CONSTRAINT_BONE')
+                         room, 'CONSTRAINT_BONE')
 
 
 class VIEW3D_PT_fabrik_solver(FabrikSidebarPanel, Panel):
@@ -320,11 +355,11 @@ class VIEW3D_PT_fabrik_solver(FabrikSidebarPanel, Panel):
         settings = setup_ops.rig_for_panel(context).fabrik
         presets.draw_preset_header(layout, presets.FABRIK_MT_rig_settings_presets, "fabrik.rig_settings_preset_add")
         _split(layout)
-        layout.prop(settings, "solver")
+        _stacked(layout, "Solver").prop(settings, "solver", text="")
         column = layout.column(align=True)
         column.prop(settings, "iterations")
         column.prop(settings, "tolerance")
-        layout.prop(settings, "start")
+        _stacked(layout, "Start From").prop(settings, "start", text="")
 
 
 class VIEW3D_PT_fabrik_testing(FabrikSidebarPanel, Panel):
@@ -348,8 +383,8 @@ class VIEW3D_PT_fabrik_testing(FabrikSidebarPanel, Panel):
             op = row.operator("fabrik.target_motion", text=label)
             op.preset, op.effector_target = preset, True
         layout.separator()
-        chars = chars_for(context, reserve=MARGIN_PIXELS + 10)  # (the legend sits in a box)
-        compare.draw(layout, obj, wrap=lambda text: wrap(text, chars))
+        room = room_for(context, reserve=MARGIN_PIXELS + 10)  # (the legend sits in a box)
+        compare.draw(layout, obj, wrap=room.lines)
 
 
 class BONE_PT_fabrik_limits(Panel):
@@ -381,12 +416,12 @@ class BONE_PT_fabrik_limits(Panel):
         layout = self.layout
         pose_bone = BONE_PT_fabrik_limits.pose_bone(context)
         obj = context.object
-        chars = chars_for(context)
+        room = room_for(context)
         users = [e.name or e.bone for e in obj.fabrik.effectors
                  if pose_bone.name in rig.chain_bones(obj, e.bone, e.chain_length)]
         if users:
-            draw_wrapped(layout, f"In the chain of {', '.join(users)}", chars, 'CON_KINEMATIC')
-        draw_wrapped(layout, LIMITS_HELP, chars, 'INFO')
+            draw_wrapped(layout, f"In the chain of {', '.join(users)}", room, 'CON_KINEMATIC')
+        draw_wrapped(layout, LIMITS_HELP, room, 'INFO')
         presets.draw_preset_header(layout, presets.FABRIK_MT_bone_limits_presets, "fabrik.bone_limits_preset_add")
         _split(layout)
         layout.prop(pose_bone, "ik_stretch", text="IK Stretch", slider=True)
@@ -412,7 +447,7 @@ class BONE_PT_fabrik_limits(Panel):
             column.separator()
         problems = [p for p in rig.limit_problems(obj) if p.startswith(f"bone '{pose_bone.name}'")]
         for problem in problems:
-            draw_wrapped(layout, problem, chars, 'ERROR', True)
+            draw_wrapped(layout, problem, room, 'ERROR', True)
 
 
 classes = (
