@@ -605,7 +605,7 @@ def step_finish() -> float:
 steps = [
     step_setup, step_fabrik_tab,
     step_search_open, step_search_type, step_search_run, step_setup_check, step_setup_shot,
-    make_find_button("pole", "bpy.ops.fabrik.pole_add(", 70), step_pole_click, step_pole_check,
+    make_find_button("pole", "bpy.ops.fabrik.pole_add(", 40), step_pole_click, step_pole_check,
     step_move_target, step_move_check,
     make_find_button("bake", "bpy.ops.fabrik.bake(", 75),
     step_long_range, step_cancel_open, step_cancel_confirm, step_cancel_escape, step_cancel_check,

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.gui
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).resolve().parent / "gui_setup_driver.py"
 #: Taller than the other GUI tests' screen, so the whole FABRIK sidebar (down to Bake Keyframes) fits.
-SCREEN = "1280x960x24"
+SCREEN = "1280x1100x24"
 GUI_TIMEOUT = 85  # seconds for `timeout` around xvfb-run; the run takes about 30 s, its own watchdog 75 s
 RANGE = [5, 36]  # the scene's frame range the driver sets (gui_setup_driver.RANGE)
 BONES = ["bone0", "bone1", "bone2", "bone3"]
@@ -59,7 +59,7 @@ def test_one_click_setup_from_the_f3_menu_search(setup_run: dict) -> None:
     assert (s["mode"], s["active_object"], s["active_bone"], s["live"]) == ("POSE", "Rig", "bone3", True), s
     for name in ("setup_search.png", "setup_blender34.png"):
         width, height, _ = png_info(ARTIFACTS / name)
-        assert (width, height) == (1280, 960), (name, width, height)
+        assert (width, height) == (1280, 1100), (name, width, height)
 
 
 def test_a_pole_from_the_sidebar_button_moves_nothing(setup_run: dict) -> None:
