@@ -218,6 +218,40 @@ def make_state_steps(name, location, chain_length, expected):
     return [set_state, wait_status, shot_off, take_off, take_on]
 
 
+def cone_pixels(path: str) -> int:
+    """Pixels of the limit cones' violet in the viewport of a capture."""
+    import numpy
+
+    rgb = load_rgb(path)
+    _window, _screen, _area, region, _ui = view3d()
+    box = rgb[region.y:region.y + region.height, region.x:region.x + region.width]
+    color = numpy.array(addon().blender.overlay.CONE_COLOR[:3], dtype=numpy.float32)
+    return int((numpy.abs(box - color).max(axis=2) < COLOR_MATCH).sum())
+
+
+def make_limit_steps():
+    """The limits drawn for the active chain (the default), then for the selected bones (none selected)."""
+
+    def shot_active():
+        result["stage"] = "limits: active chain"
+        path = os.path.join(SHOT_DIR, "overlay_limits_active.png")
+        screenshot(path)
+        result["cone_pixels"] = {"ACTIVE": cone_pixels(path)}
+        bpy.context.scene.fabrik_overlay.limits_of = 'SELECTED'  # and no bone is selected
+        return 0.4
+
+    def shot_selected():
+        result["stage"] = "limits: selected bones"
+        path = os.path.join(SHOT_DIR, "overlay_limits_selected.png")
+        screenshot(path)
+        result["cone_pixels"]["SELECTED"] = cone_pixels(path)
+        result["selected_bones"] = [b.name for b in bpy.data.objects["Rig"].data.bones if b.select]
+        bpy.context.scene.fabrik_overlay.limits_of = 'ACTIVE'
+        return POLL
+
+    return [shot_active, shot_selected]
+
+
 def step_finish():
     result["stage"] = "done"
     result["logged_errors"] = sorted(addon().blender.overlay._logged)
@@ -228,5 +262,7 @@ def step_finish():
 steps = [step_setup]
 for state in STATES:
     steps += make_state_steps(*state)
+    if state[0] == "reached":
+        steps += make_limit_steps()
 steps.append(step_finish)
 session.run(steps)

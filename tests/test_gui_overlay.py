@@ -64,3 +64,12 @@ def test_overlay_on_against_off_shows_the_status_colour_round_the_chain(overlay_
         assert sum((a - b) ** 2 for a, b in zip(tip, target)) ** 0.5 < 1e-3
     # Nothing in a status colour was there before the overlay drew it.
     assert s["unchanged_off_matches"][expected] < 10, s["unchanged_off_matches"]
+
+
+def test_the_limits_drawn_can_be_narrowed_to_the_selected_bones(overlay_run: dict) -> None:
+    """On screen: the active chain's cones (the default) are violet; narrowed to the selected bones, with none
+    selected, they are gone."""
+    pixels = overlay_run["cone_pixels"]
+    assert overlay_run["selected_bones"] == []
+    assert pixels["ACTIVE"] > 100 and pixels["SELECTED"] < 0.05 * pixels["ACTIVE"], pixels
+
