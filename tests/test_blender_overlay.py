@@ -244,3 +244,12 @@ def test_shader_names_by_version():
     assert compat.builtin_shader_name("polyline", (3, 4, 1)) == "3D_POLYLINE_UNIFORM_COLOR"
     assert compat.builtin_shader_name("lines", (4, 2, 0)) == "UNIFORM_COLOR"
     assert compat.builtin_shader_name("polyline", (5, 0, 1)) == "POLYLINE_UNIFORM_COLOR"
+
+
+def test_readouts_at_one_tip_are_stacked_not_drawn_over_each_other():
+    line = 15.0
+    placed: list = []
+    for _ in range(3):
+        placed.append((100.0, overlay.stacked_below(100.0, 200.0, placed, line)))
+    assert [y for _, y in placed] == [200.0, 185.0, 170.0]
+    assert overlay.stacked_below(400.0, 200.0, placed, line) == 200.0  # far to the side: left where it is

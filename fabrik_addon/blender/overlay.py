@@ -541,6 +541,14 @@ def _draw_view(context) -> None:
         gpu.state.blend_set('NONE')
 
 
+def stacked_below(x: float, y: float, placed: list[tuple[float, float]], line: float) -> float:
+    """Where a readout goes so that it covers none placed before it: below any that starts within a line's
+    height of it (two effectors on one tip bone, or tips close on screen)."""
+    while any(abs(x - px) < 8 * line and abs(y - py) < line for px, py in placed):
+        y -= line
+    return y
+
+
 def _draw_text(context) -> None:
     """POST_PIXEL: each effector's readout next to its tip."""
     region = context.region
@@ -555,12 +563,17 @@ def _draw_text(context) -> None:
     compat.text_size(font, TEXT_SIZE * scale)
     blf.enable(font, blf.SHADOW)
     blf.shadow(font, 3, 0.0, 0.0, 0.0, 0.8)
+    line = TEXT_SIZE * 1.4 * scale
     try:
+        placed = []
         for label in labels:
             point = location_3d_to_region_2d(region, context.region_data, label.position)
             if point is None:
                 continue
-            blf.position(font, point.x + TEXT_OFFSET[0] * scale, point.y + TEXT_OFFSET[1] * scale, 0.0)
+            x, y = point.x + TEXT_OFFSET[0] * scale, point.y + TEXT_OFFSET[1] * scale
+            y = stacked_below(x, y, placed, line)
+            placed.append((x, y))
+            blf.position(font, x, y, 0.0)
             blf.color(font, *label.color)
             blf.draw(font, label.text)
     finally:
