@@ -4,7 +4,7 @@
     python3 tools/dev.py demo     # build, install into a throw-away profile, solve sample rigs
     python3 tools/dev.py test     # the whole test suite (what CI runs), then the Blender tests on bpy 4.2
     python3 tools/dev.py build    # dist/fabrik_ik-<version>.zip (extension) and -legacy.zip
-    python3 tools/dev.py bench    # the benchmarks (numbers live there, not in the tests): live, solvers, limits, bake, bend
+    python3 tools/dev.py bench    # every benchmark, written into docs/benchmarks.md and the README's table
     python3 tools/dev.py pictures # the README's pictures: the GUI tests' screenshots and the demo's sheets
 
 Only the standard library is used here, so it runs with nothing but Python 3.11 and pip.
@@ -121,13 +121,9 @@ def main(argv: list[str]) -> int:
     if command == "demo":
         return run(python, "tools/demo.py", *rest)
     if command == "bench":
-        return (
-            run(python, "benchmarks/run.py", *rest)
-            or run(python, "benchmarks/solvers.py")
-            or run(python, "benchmarks/limits.py")
-            or run(python, "benchmarks/bake.py")
-            or run(python, "benchmarks/bend.py")
-        )
+        if rest:  # options for the live benchmark alone: print, write nothing
+            return run(python, "benchmarks/run.py", *rest)
+        return run(python, "tools/benchdocs.py")
     ensure_debian_blender()
     pytest = ["-m", "pytest", "-c", "tests/pytest.ini", "--rootdir", "tests"]
     if command == "pictures":

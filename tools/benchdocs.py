@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Run every benchmark and write what they print into docs/benchmarks.md and the README's short table.
+
+    python3 tools/dev.py bench          # (runs this with the venv's Python)
+    .venv/bin/python tools/benchdocs.py --quick --out DIR   # a few samples each, written into DIR (a check)
+
+The figures in docs/benchmarks.md and in the README's table come from one run of the benchmarks' own output,
+never typed by hand, so prose and tables cannot disagree. Each section's explanation is its script's docstring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "benchmarks.md"
+README = ROOT / "README.md"
+#: (script, section title), in the order they run and appear.
+BENCHMARKS = (
+    ("benchmarks/run.py", "Live solving against Blender's IK constraint"),
+    ("benchmarks/bake.py", "Bakes against Blender's Bake Action"),
+    ("benchmarks/limits.py", "Reach under joint limits"),
+    ("benchmarks/bend.py", "How a chain bends"),
+    ("benchmarks/solvers.py", "The core solvers side by side"),
+)
+#: The live benchmark's rows the README shows (its first column), and the columns it keeps.
+README_ROWS = (
+    "chain 10", "chain 1000", "hand (palm + 5 x 4)", "20 hands live at once", "tentacle 40, cones",
+    "humanoid (Rigify, 5 eff., poles)", "finger, MCP 2 DOF + 2 hinges", "UR5, position + rotation",
+    "arm, elbow hinge + pole, bent 15°", "captured motion, 52 bones (5 eff., 4 poles)",
+)
+README_COLUMNS = ("rig", "Blender IK cost ms/frame", "FABRIK cost ms/frame", "FABRIK cost / Blender cost",
+                  "Blender worst error", "FABRIK worst error")
+#: Few samples of each benchmark, for `--quick` (a check that the documents are made, not figures to read).
+QUICK = {
+    "benchmarks/run.py": ["--rigs", "chain 10,hand,finger", "--runs", "1", "--frames", "12", "--no-memory", "--no-paper"],
+    "benchmarks/bake.py": ["--rigs", "chain 10", "--repeats", "1", "--frames", "30"],
+    "benchmarks/limits.py": ["--rigs", "finger", "--count", "3"],
+    "benchmarks/bend.py": ["--count", "3"],
+    "benchmarks/solvers.py": ["--targets", "5"],
+}
+BEGIN = "<!-- benchmark table: written by tools/benchdocs.py from benchmarks/run.py's output -->"
+END = "<!-- end of benchmark table -->"
+
+
+def legend(script: str) -> str:
+    """A benchmark script's docstring, which says what it measures and how."""
+    return ast.get_docstring(ast.parse((ROOT / script).read_text(encoding="utf-8"))) or ""
+
+
+def run(script: str, options: list[str]) -> str:
+    """Run a benchmark, echoing its output as it comes; its output without the progress lines."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    process = subprocess.Popen([sys.executable, script, *options], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               text=True)
+    kept = []
+    for line in process.stdout:
+        print(line, end="", flush=True)
+        if not line.startswith("[bench]"):
+            kept.append(line)
+    if process.wait() != 0:
+        raise SystemExit(f"{script} failed (exit {process.returncode}); docs/benchmarks.md left as it was")
+    return "".join(kept).strip()
+
+
+def machine() -> str:
+    """What the figures were measured on."""
+    import bpy  # (the venv's Blender module)
+
+    cores = os.cpu_count()
+    return (f"{platform.machine()}, {cores} cores, CPython {platform.python_version()}, bpy "
+            f"{bpy.app.version_string}, {datetime.date.today():%d %b %Y}")
+
+
+def table_rows(output: str) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of the first markdown table in a benchmark's output that has a 'rig' column."""
+    lines = [line for line in output.splitlines() if line.startswith("|")]
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+    header = next(row for row in cells if row[0] == "rig")
+    start = cells.index(header)
+    rows = []
+    for row in cells[start + 2:]:
+        if row[0] == "rig":
+            break
+        rows.append(row)
+    return header, rows
+
+
+def readme_table(output: str) -> str:
+    """The README's short table: the chosen rows and columns of the live benchmark's table."""
+    header, rows = table_rows(output)
+    columns = [header.index(name) for name in README_COLUMNS]
+    by_rig = {row[0]: row for row in rows}
+    lines = ["| " + " | ".join(README_COLUMNS) + " |", "|---|" + "---:|" * (len(README_COLUMNS) - 1)]
+    for rig in README_ROWS:
+        if rig in by_rig:
+            lines.append("| " + " | ".join(by_rig[rig][i] for i in columns) + " |")
+    return "\n".join(lines)
+
+
+def write_readme(readme: Path, table: str, measured_on: str) -> None:
+    """Put the table between the README's markers."""
+    text = readme.read_text(encoding="utf-8")
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"README.md has no {BEGIN} ... {END} markers")
+    block = (f"{BEGIN}\n{table}\n\n*IK cost a frame, lowest to highest median of the runs, Blender's IK constraint "
+             f"interleaved in the same process; errors relative to the chain's reach. {measured_on}.*\n{END}")
+    readme.write_text(pattern.sub(lambda _match: block, text), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run them all, then write the document and the README's table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few samples of each benchmark (a check)")
+    parser.add_argument("--out", type=Path, help="write benchmarks.md and a copy of README.md here instead")
+    args = parser.parse_args(argv)
+    doc, readme = DOC, README
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        doc, readme = args.out / "benchmarks.md", args.out / "README.md"
+        readme.write_text(README.read_text(encoding="utf-8"), encoding="utf-8")
+    outputs = {script: run(script, QUICK[script] if args.quick else []) for script, _title in BENCHMARKS}
+    measured_on = machine()
+    parts = [
+        "# Benchmarks",
+        "",
+        f"Written by `python3 tools/dev.py bench` from the benchmarks' own output ({measured_on}); do not edit "
+        "by hand. Machines here are shared and noisy: every figure is a median, comparisons are against a "
+        "baseline measured in the same process, interleaved with ours, and where a table gives a range it is "
+        "the lowest to highest of several runs.",
+    ]
+    for script, title in BENCHMARKS:
+        parts += ["", f"## {title}", "", f"`{script}`", "", legend(script), "", outputs[script]]
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    write_readme(readme, readme_table(outputs["benchmarks/run.py"]), measured_on)
+    print(f"[bench] wrote {doc} and the table in {readme}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
