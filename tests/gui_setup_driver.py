@@ -332,22 +332,72 @@ def step_setup_shot() -> float:
     return POLL
 
 
-def step_move_target() -> float:
-    """The script drags the new target (sets its place); the running UI re-solves."""
-    result["stage"] = "move the target"
-    setup["tip_before_move"] = tip_world()
-    rig().fabrik.effectors[0].target.location = MOVED
+drag: dict = {"phase": "object mode"}
+
+
+def step_move_target():
+    """As the README's quick start says: Ctrl+Tab to Object Mode, click the new empty, G, move the mouse, click.
+    Real events throughout; runs again (None) until the drag is done."""
+    from bpy_extras.view3d_utils import location_3d_to_region_2d
+
+    result["stage"] = f"move the target: {drag['phase']}"
+    window, _screen, _area, region, _ui = view3d()
+    target = rig().fabrik.effectors[0].target
+    if drag["phase"] == "object mode":
+        setup["tip_before_move"] = tip_world()
+        setup["target_before_move"] = list(target.matrix_world.translation)
+        x, y = viewport_centre()
+        press('TAB', x, y, ctrl=True)
+        drag["phase"] = "select"
+        return None
+    if drag["phase"] == "select":
+        if rig().mode != 'OBJECT':
+            return None
+        # On the empty's sphere, to the side of the chain's tip it sits on (a click there picks the bone).
+        from mathutils import Vector
+
+        right = region.data.view_rotation @ Vector((1.0, 0.0, 0.0))
+        edge = target.matrix_world.translation + right * target.empty_display_size * 0.97
+        point = location_3d_to_region_2d(region, region.data, edge)
+        drag["at"] = (region.x + int(round(point.x)), region.y + int(round(point.y)))
+        click(*drag["at"])
+        drag["phase"] = "grab"
+        drag["tries"] = drag.get("tries", 0) + 1
+        return None
+    if drag["phase"] == "grab":
+        if bpy.context.view_layer.objects.active != target:
+            if drag["tries"] < 3:
+                drag["phase"] = "select"  # (click again: Blender cycles through what lies under the mouse)
+            return None
+        x, y = drag["at"]
+        press('G', x, y)
+        for step in range(1, 9):  # the mouse moves in small steps, as a hand does
+            window.event_simulate('MOUSEMOVE', 'NOTHING', x=x - 5 * step, y=y - 5 * step)
+        window.event_simulate('LEFTMOUSE', 'PRESS', x=x - 40, y=y - 40)
+        window.event_simulate('LEFTMOUSE', 'RELEASE', x=x - 40, y=y - 40)
+        drag["phase"] = "done"
+        return None
     return POLL
 
 
 def step_move_check():
     result["stage"] = "move the target: check"
     target = rig().fabrik.effectors[0].target
+    moved = distance(target.matrix_world.translation, setup["target_before_move"])
     error = distance(tip_world(), target.matrix_world.translation)
-    if error > 1e-4 and session.waits < 20:
+    if (moved < 0.05 or error > 1e-4) and session.waits < 20:
         return None
     result["move"] = {"error": error, "tip_moved": distance(tip_world(), setup["tip_before_move"]),
-                      "status": rig_status(), "mode": rig().mode}
+                      "target_moved": moved, "status": rig_status(), "mode": rig().mode,
+                      "active": bpy.context.view_layer.objects.active.name,
+                      "panel_rig": getattr(addon().blender.setup_ops.rig_for_panel(bpy.context), "name", None)}
+    # Back to the rig in Pose Mode for the steps after (by script, an undo step of its own: they test other things).
+    view_layer = bpy.context.view_layer
+    target.select_set(False)
+    rig().select_set(True)
+    view_layer.objects.active = rig()
+    bpy.ops.object.mode_set(mode='POSE')
+    bpy.ops.ed.undo_push(message="Back to the rig")  # (the bake's Ctrl+Z later must not undo this too)
     return 0.3
 
 
@@ -581,6 +631,9 @@ def step_button_setup_check():
     result["stage"] = "setup button: check"
     obj = rig()
     if len(obj.fabrik.effectors) == setup["effectors_before_click"]:
+        result["button_debug"] = {"mode": obj.mode, "active": bpy.context.view_layer.objects.active.name,
+                                  "bone": obj.data.bones.active.name if obj.data.bones.active else None,
+                                  "last": last_operator()}
         return None
     effector = obj.fabrik.effectors[-1]
     evaluated = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
