@@ -466,11 +466,12 @@ def main() -> int:
     print("Errors: worst tip-to-target distance over all frames and runs, relative to the chain's reach, on the "
           "evaluated scene. Where Blender's error is large its solver stopped short, so the ratio there compares "
           "with a solve that did not reach.")
+    print()
     for spec in specs:
         stopped = ", ".join(f"{reason} {count}" for reason, count in rows[spec.key]["stopped"].most_common())
         iterations = rows[spec.key]["iterations"]
         median = f"{statistics.median(iterations):g}" if iterations else "–"
-        print(f"  {spec.label}: {notes[spec.key]}; FABRIK's solves stopped by: {stopped}; median iterations {median}")
+        print(f"- {spec.label}: {notes[spec.key]}; FABRIK's solves stopped by: {stopped}; median iterations {median}")
     print()
     print_table(specs, rows, args.runs)
     if memory is not None:
