@@ -23,7 +23,7 @@ bl_info = {
 UNPACKED = (
     ("__init__.py", "from .fabrik_addon import register"),
     ("blender_manifest.toml", 'id = "fabrik_ik"'),
-    ("README.md", "FABRIK"),
+    ("README.md", "# FABRIK IK for Blender"),
     ("LICENSE", "GNU GENERAL PUBLIC LICENSE"),
     ("fabrik_addon", "FABRIK inverse kinematics for Blender"),
     ("fabrik_ik_wrong_package.py", "fabrik_ik-0.1.0-legacy.zip"),
@@ -44,11 +44,15 @@ def _ours(path: str, marker: str) -> bool:
 
 
 def remove_unpacked() -> list[str]:
-    """Remove what this zip unpacked beside this file (each checked to be ours); the names it could not."""
+    """Remove what this zip unpacked beside this file (each checked to be ours); the names it could not.
+    Only in an add-ons folder that holds this zip's manifest: nowhere else (a checkout) is anything removed."""
     import os
     import shutil
 
     folder = os.path.dirname(os.path.abspath(__file__))
+    manifest = os.path.join(folder, "blender_manifest.toml")
+    if os.path.basename(folder) != "addons" or not _ours(manifest, UNPACKED[1][1]):
+        return []
     left = []
     for name, marker in UNPACKED:
         path = os.path.join(folder, name)
@@ -62,7 +66,10 @@ def remove_unpacked() -> list[str]:
     cache = os.path.join(folder, "__pycache__")
     for name in os.listdir(cache) if os.path.isdir(cache) else ():
         if name.startswith("fabrik_ik_wrong_package."):
-            os.remove(os.path.join(cache, name))
+            try:
+                os.remove(os.path.join(cache, name))
+            except OSError:
+                pass  # (a cache file left behind does no harm)
     return left
 
 

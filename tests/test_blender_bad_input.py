@@ -178,3 +178,29 @@ def test_a_nan_tolerance_says_so_changes_nothing_and_solves_again_once_fixed():
     rig.fabrik.tolerance = 1e-4
     settle(rig)
     assert statuses["Rig"].ok and statuses["Rig"].reached[0], statuses["Rig"].message
+
+
+@pytest.mark.parametrize("name", ["weight", "tolerance", "target"])
+def test_a_nan_setting_does_not_solve_the_rig_again_on_every_unrelated_update(name, monkeypatch):
+    """NaN never equals NaN: what live solving compares to see whether a rig's inputs changed holds a marker
+    instead, so moving another object does not solve a rig with a NaN setting or target again."""
+    from fabrik_addon.blender import solve
+
+    rig, target = chain_rig(live=False)
+    other = rigbuild.make_target("Other", (5.0, 5.0, 5.0))
+    settle(rig)
+    if name == "weight":
+        rig.fabrik.effectors[0].weight = NAN
+    elif name == "tolerance":
+        rig.fabrik.tolerance = NAN
+    else:
+        target.location = (NAN, 0.0, 1.0)
+    settle(rig)
+    calls = []
+    solve_object = solve.solve_object
+    monkeypatch.setattr(solve, "solve_object", lambda *args, **kwargs: calls.append(1) or solve_object(*args, **kwargs))
+    for _ in range(5):
+        other.location.x += 0.01
+        bpy.context.view_layer.update()
+    assert calls == [], f"solved {len(calls)} times for 5 moves of another object"
+    assert not statuses["Rig"].ok or statuses["Rig"].effectors  # (the status still says what is wrong)

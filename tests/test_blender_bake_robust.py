@@ -411,3 +411,19 @@ def test_euler_channels_are_converted_in_steps_before_finish_so_esc_is_heard():
         rig_module.channel_value = original
     assert not calls, f"{len(calls)} conversions inside finish"
     assert result.keys == len(frames) * 3 * 3
+
+
+@pytest.mark.parametrize("continuous", [True, False], ids=["continuous", "per-frame"])
+def test_progress_reaches_its_total_when_frames_are_solved_one_by_one(continuous):
+    """An influence below 1 solves each frame alone as it is read: those frames count as solved too, so the
+    status bar's progress ends at its total instead of stopping short."""
+    rig, _ = moving_chain()
+    rig.fabrik.influence = 0.5
+    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, 'CHAINS'), continuous)
+    progress = []
+    while not baker.done:
+        baker.step()
+        progress.append(baker.progress)
+    assert progress[-1] == (3 * len(FRAMES), 3 * len(FRAMES)), progress[-3:]
+    assert [done for done, _ in progress] == sorted(done for done, _ in progress)
+    baker.finish(new_action=False, cleanup=None, keep_live=False)

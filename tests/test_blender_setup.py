@@ -144,6 +144,15 @@ def test_the_first_effector_turns_live_solving_on_and_a_later_one_leaves_it_as_i
     assert not rig.fabrik.live and len(rig.fabrik.effectors) == 2
 
 
+def test_a_second_effector_on_the_same_bone_gets_a_name_of_its_own():
+    """Drivers of a converted rig's switch and Restore find effectors by name: one-click setup never repeats one."""
+    rig = posed_rig()
+    in_pose_mode(rig, "bone3")
+    assert bpy.ops.fabrik.effector_add_with_target() == {'FINISHED'}
+    assert bpy.ops.fabrik.effector_add_with_target() == {'FINISHED'}
+    assert [e.name for e in rig.fabrik.effectors] == ["bone3", "bone3 (2)"]
+
+
 def test_effector_with_a_new_control_bone_moves_nothing_and_the_bone_drives_the_chain():
     """target_type BONE: a new bone at the tip, outside the chain, made the effector's target bone."""
     rig = posed_rig()

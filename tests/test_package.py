@@ -255,3 +255,19 @@ def test_disable_leaves_nothing(round_trip: dict) -> None:
     assert r["handlers_left"] == {}, f"add-on handlers left: {r['handlers_left']}"
     assert r["handlers_changed"] == {}, f"handler lists differ from before the install (removed, added): " \
                                         f"{r['handlers_changed']}"
+
+
+def test_the_wrong_package_notice_removes_nothing_outside_an_add_ons_folder(tmp_path: Path) -> None:
+    """Run from a checkout (or any folder not named addons), the notice's clean-up removes nothing."""
+    import shutil
+
+    copy = tmp_path / "checkout"
+    copy.mkdir()
+    for name in ("__init__.py", "blender_manifest.toml", "README.md", "LICENSE", build.WRONG_PACKAGE_NOTICE):
+        shutil.copyfile(ROOT / name, copy / name)
+    shutil.copytree(ROOT / "fabrik_addon", copy / "fabrik_addon", ignore=shutil.ignore_patterns("__pycache__"))
+    before = sorted(p.name for p in copy.iterdir())
+    spec = importlib.util.spec_from_file_location("notice", copy / build.WRONG_PACKAGE_NOTICE)
+    notice = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(notice)
+    assert notice.remove_unpacked() == [] and sorted(p.name for p in copy.iterdir() if p.name != "__pycache__") == before

@@ -42,7 +42,7 @@ README_COLUMNS = ("rig", "Blender IK cost ms/frame", "FABRIK cost ms/frame", "FA
 #: Few samples of each benchmark, for `--quick` (a check that the documents are made, not figures to read).
 QUICK = {
     "benchmarks/run.py": ["--rigs", "chain 10,hand,finger", "--runs", "1", "--frames", "12", "--no-memory", "--no-paper"],
-    "benchmarks/bake.py": ["--rigs", "chain 10", "--repeats", "1", "--frames", "30"],
+    "benchmarks/bake.py": ["--rigs", "chain 50", "--repeats", "1", "--frames", "30"],
     "benchmarks/limits.py": ["--rigs", "finger", "--count", "3"],
     "benchmarks/bend.py": ["--count", "3"],
     "benchmarks/solvers.py": ["--targets", "5"],

@@ -11,6 +11,7 @@ this same interpreter. Both zips are checked for content after building.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import subprocess
@@ -114,8 +115,15 @@ def expected_extension_entries() -> set[str]:
 
 
 def check_wrong_package_notice() -> None:
-    """BuildError unless the notice names this version's legacy zip (it is read by Blender as a literal)."""
+    """BuildError unless the notice names this version's legacy zip (it is read by Blender as a literal), and the
+    files it takes out of Blender 3.4's add-ons folder are the ones the extension zip puts there."""
     text = (ROOT / WRONG_PACKAGE_NOTICE).read_text(encoding="utf-8")
+    unpacked = next(node for node in ast.parse(text).body if isinstance(node, ast.Assign)
+                    and getattr(node.targets[0], "id", None) == "UNPACKED")
+    removed = {entry.elts[0].value for entry in unpacked.value.elts}
+    top = {name.split("/")[0] for name in expected_extension_entries()}
+    if removed != top:
+        raise BuildError(f"{WRONG_PACKAGE_NOTICE} removes {sorted(removed)}, the zip unpacks {sorted(top)}")
     legacy_name = f"{package_id()}-{version()}-legacy.zip"
     version_tuple = "(" + ", ".join(version().split(".")) + ")"
     # Every zip name in it is this version's (name, description, warning, message).

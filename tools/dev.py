@@ -84,21 +84,30 @@ def ensure_debian_blender() -> None:
         log(f"apt-get failed ({exc}); GUI tests will skip")
 
 
-def checkout_state() -> str | None:
-    """`git status` of the checkout (tracked and untracked, not ignored), or None outside a git checkout."""
+def checkout_state() -> dict[str, str] | None:
+    """What the checkout holds besides its commit: each changed or untracked (not ignored) file with a hash of
+    its content; None outside a git checkout."""
+    def git(*args: str) -> bytes:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, check=True).stdout
+
     try:
-        return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout
+        changed = git("diff", "HEAD", "--name-only", "-z").split(b"\0")
+        untracked = git("ls-files", "--others", "--exclude-standard", "-z").split(b"\0")
     except (OSError, subprocess.CalledProcessError):
         return None
+    state = {}
+    for name in filter(None, changed + untracked):
+        path = ROOT / name.decode()
+        state[name.decode()] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "gone"
+    return state
 
 
-def checkout_unchanged(before: str | None) -> int:
+def checkout_unchanged(before: dict[str, str] | None) -> int:
     """0 if the tests left the checkout as they found it; else name what changed and return 1."""
     after = checkout_state()
-    if before is None or after == before:
+    if before is None or after is None or after == before:
         return 0
-    changed = sorted(set(after.splitlines()) - set(before.splitlines()))
+    changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
     log(f"the tests changed the checkout (they must write to test-artifacts/ or a temporary folder): {changed}")
     return 1
 
@@ -128,7 +137,8 @@ def main(argv: list[str]) -> int:
     pytest = ["-m", "pytest", "-c", "tests/pytest.ini", "--rootdir", "tests"]
     if command == "pictures":
         gui_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_gui_*.py"))
-        return (run(python, *pytest, *gui_tests) or run(python, "tools/pictures.py")
+        return (run(python, "tools/pictures.py", "--forget") or run(python, *pytest, *gui_tests)
+                or run(python, "tools/pictures.py")
                 or run(python, "tools/demo.py", "--update-docs", *rest))
     before = checkout_state()
     code = run(python, *pytest, *(rest or ["tests"]))

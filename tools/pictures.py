@@ -39,8 +39,18 @@ def copy_screenshots() -> list[str]:
     return missing
 
 
-def main() -> int:
-    """Copy the screenshots; fail with one line if the GUI tests did not make them."""
+def forget_screenshots() -> None:
+    """Delete the GUI tests' earlier screenshots, so a run that skips cannot publish old ones."""
+    for source in SCREENSHOTS.values():
+        (ARTIFACTS / source).unlink(missing_ok=True)
+
+
+def main(argv: list[str]) -> int:
+    """`--forget` before the GUI tests run; else copy the screenshots, failing with one line if the tests did not
+    make them."""
+    if argv[:1] == ["--forget"]:
+        forget_screenshots()
+        return 0
     missing = copy_screenshots()
     if missing:
         print(f"[pictures] the GUI tests made no {', '.join(missing)} (did they skip?)", file=sys.stderr)
@@ -49,4 +59,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -191,6 +191,7 @@ class Baker:
             self._batched.append(i)
             return
         self._record(i, *solve.compute(self.obj, depsgraph))
+        self._frames_solved += 1  # (read and solved in one step)
 
     def _solve_in_turn(self, i: int, depsgraph) -> None:
         """Solve frame i of a continuous bake from the previous frame's solution: read and solved by the FrameRows

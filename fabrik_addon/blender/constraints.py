@@ -50,8 +50,8 @@ def effector_name(bone: str, pole: bool) -> str:
     return f"{bone} pole" if pole else bone
 
 
-def _unique_key(settings, base: str) -> str:
-    """A name no effector or record has yet."""
+def unique_name(settings, base: str) -> str:
+    """A name no effector or converted constraint's record has yet: `base`, else `base (2)`, `base (3)`..."""
     used = set(settings.effectors.keys()) | set(settings.converted.keys())
     key, n = base, 1
     while key in used:
@@ -98,7 +98,7 @@ def convert_ik_constraints(obj) -> tuple[list[str], list[str]]:
                 skipped.append(f"{label} does not use the tail of a bone without parent: nothing to move")
                 continue
             effector = effectors.add()
-            key = _unique_key(settings, effector_name(pose_bone.name, constraint.pole_target is not None))
+            key = unique_name(settings, effector_name(pose_bone.name, constraint.pole_target is not None))
             effector.name = key
             effector.bone = tip.name
             effector.target, effector.subtarget = constraint.target, constraint.subtarget

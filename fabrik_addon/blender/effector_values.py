@@ -38,7 +38,7 @@ class EffectorValues:
 
     def solved(self) -> tuple:
         """The properties a solve reads, as one comparable value."""
-        return tuple(getattr(self, name) for name in SOLVED)
+        return tuple(same_if_nan(getattr(self, name)) for name in SOLVED)
 
 
 def read(obj) -> list[EffectorValues]:
@@ -46,7 +46,18 @@ def read(obj) -> list[EffectorValues]:
     return [EffectorValues(effector, index) for index, effector in enumerate(obj.fabrik.effectors)]
 
 
+def same_if_nan(value):
+    """A value for a snapshot to compare, with a float that is not a number as a marker equal to itself: NaN never
+    equals NaN, so a snapshot holding one would never match and the rig would be solved again on every update."""
+    return "nan" if isinstance(value, float) and value != value else value
+
+
 def comparable(matrix):
-    """A matrix as a value for a snapshot to compare: a copy (mathutils compares matrices by value); None stays
-    None."""
-    return None if matrix is None else matrix.copy()
+    """A matrix as a value for a snapshot to compare: a copy (mathutils compares matrices by value), or its rows
+    with `same_if_nan` markers where some entry is not a number; None stays None."""
+    if matrix is None:
+        return None
+    rows = tuple(tuple(row) for row in matrix)
+    if all(v == v for row in rows for v in row):
+        return matrix.copy()
+    return tuple(tuple(same_if_nan(v) for v in row) for row in rows)

@@ -100,7 +100,8 @@ def _inputs_of(obj, depsgraph) -> tuple[tuple, list[EffectorValues]]:
     snapshot = [
         integrity.problems_of(obj, depsgraph, values),
         comparable(_world_or_none(obj, "", depsgraph)),
-        settings.solver, settings.iterations, settings.tolerance, settings.start, settings.influence,
+        settings.solver, settings.iterations, effector_values.same_if_nan(settings.tolerance), settings.start,
+        effector_values.same_if_nan(settings.influence),
         id(rig.skeleton_of(obj)),
     ]
     for value in values:

@@ -13,7 +13,7 @@ from bpy.types import Operator
 from mathutils import Matrix, Vector
 
 from ..core.pole_angle import auto_pole_angle, pole_point
-from . import animdata, rig
+from . import animdata, constraints, rig
 
 
 def rig_for_panel(context):
@@ -187,7 +187,7 @@ class FABRIK_OT_effector_add_with_target(Operator):
             subtarget = self._add_control_bone(obj, name, local, shown.length)
             target = obj
         effector = obj.fabrik.effectors.add()
-        effector.name = bone.name
+        effector.name = constraints.unique_name(obj.fabrik, bone.name)  # (drivers and Restore find effectors by name)
         effector.bone = bone.name
         effector.chain_length = self.chain_length
         effector.subtarget = subtarget

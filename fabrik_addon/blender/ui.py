@@ -128,7 +128,9 @@ def effector_state(obj, index: int) -> tuple[str, str]:
     if kind == 'NONE':
         return kind, "not solved yet"
     message = rig_status.effectors.get(index, "")
-    return kind, (message or rig_status.message) if kind == 'ERROR' else message or "disabled"
+    if kind == 'ERROR':
+        return kind, message or rig_status.message
+    return kind, message or ("disabled" if kind == 'DISABLED' else "")
 
 
 def rig_state(rig_status) -> str:
