@@ -386,8 +386,8 @@ def test_per_frame_bakes_solve_frames_together_and_replay_the_live_solve(build, 
     assert baker._batch.lean == (build is open_hand) and baker._batch.static_channels == (build is open_hand)
     done = [p[0] for p in progress]
     assert done == sorted(done) and progress[-1] == (3 * len(FRAMES), 3 * len(FRAMES))
-    # reading steps, then the chunks, then the quaternions' conversion at once
-    assert len(progress) == len(FRAMES) + math.ceil(len(FRAMES) / 7) + 1
+    # reading steps, then the chunks, then the quaternions' conversion at once, then the channels to key
+    assert len(progress) == len(FRAMES) + math.ceil(len(FRAMES) / 7) + 2
     result = baker.finish(new_action=False, cleanup=None, keep_live=False)
     assert not result.problems
     assert_keys_replay(rig, live)

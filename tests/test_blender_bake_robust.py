@@ -427,3 +427,26 @@ def test_progress_reaches_its_total_when_frames_are_solved_one_by_one(continuous
     assert progress[-1] == (3 * len(FRAMES), 3 * len(FRAMES)), progress[-3:]
     assert [done for done, _ in progress] == sorted(done for done, _ in progress)
     baker.finish(new_action=False, cleanup=None, keep_live=False)
+
+
+def test_the_key_clean_up_is_chosen_in_steps_before_finish_so_esc_is_heard(monkeypatch):
+    """With a clean-up, which keys stay is chosen in the bake's steps (progress moves through it, Esc can stop
+    it), not inside `finish`; the keys are those the clean-up keeps when `finish` alone is asked for it."""
+    rig, _ = moving_chain()
+    steps = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, 'CHAINS'), False, cleanup=1e-3)
+    progress = []
+    while not steps.done:
+        steps.step()
+        progress.append(steps.progress)
+    assert progress[-1] == (4 * len(FRAMES), 4 * len(FRAMES))
+    assert any(3 * len(FRAMES) < done < 4 * len(FRAMES) for done, _ in progress)  # steps inside the clean-up
+    chosen = []
+    needed = bake._needed_keys
+    monkeypatch.setattr(bake, "_needed_keys", lambda *args: chosen.append(1) or needed(*args))
+    result = steps.finish(new_action=True, cleanup=1e-3, keep_live=False)
+    assert not chosen, f"{len(chosen)} channels cleaned up inside finish"
+    monkeypatch.setattr(bake, "_needed_keys", needed)
+    alone = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, 'CHAINS'), False)
+    other = alone.finish(new_action=True, cleanup=1e-3, keep_live=False)
+    assert (result.keys, result.removed_by_cleanup) == (other.keys, other.removed_by_cleanup)
+    assert result.removed_by_cleanup > 0

@@ -76,7 +76,8 @@ class Baker:
     read. Nothing is written to the file before `finish`.
     """
 
-    def __init__(self, scene, obj, frames: list[int], bones: list[str], warm_start: bool = True) -> None:
+    def __init__(self, scene, obj, frames: list[int], bones: list[str], warm_start: bool = True,
+                 cleanup: float | None = None) -> None:
         refused = refusal(obj)
         if refused:
             raise ValueError(refused)
@@ -84,9 +85,13 @@ class Baker:
             raise ValueError("the frame range is empty")
         if not bones:
             raise ValueError("no bones to bake: add effectors, or select bones and bake the selected ones")
+        if cleanup is not None:
+            check_cleanup(cleanup)
         self.scene, self.obj = scene, obj
         self.frames, self.bones = frames, bones
         self.warm_start = warm_start
+        #: The key clean-up's tolerance, worked out in the steps after the conversion (None: keep every key).
+        self.cleanup = cleanup
         #: Frames read so far (continuous bakes: read and solved).
         self.index = 0
         # The rig's structure cannot change during the bake: its skeleton is read once, here, and each step
@@ -128,6 +133,12 @@ class Baker:
         self._modes: list[str] = []
         self._converting: list = []
         self._frames_converted = 0
+        #: Per channel column (bone, data path, size, values, good frames), once converted; and per column and
+        #: index the keys the clean-up keeps, filled in steps (`_clean`).
+        self._channels: list | None = None
+        self._keeps: dict[tuple[int, int], np.ndarray] = {}
+        self._cleaning: list = []
+        self._frames_cleaned = 0
         self._frame_before = scene.frame_current
         self._live_before = obj.fabrik.live
         self._began = time.perf_counter()
@@ -139,14 +150,19 @@ class Baker:
 
     @property
     def done(self) -> bool:
-        """True when every frame has been read, solved and converted to channel values."""
-        return self.index >= len(self.frames) and not self._queue and self._values is not None and not self._converting
+        """True when every frame has been read, solved, converted to channel values and (with a clean-up) its
+        keys chosen."""
+        return (self.index >= len(self.frames) and not self._queue and self._values is not None
+                and not self._converting and self._channels is not None and not self._cleaning)
 
     @property
     def progress(self) -> tuple[int, int]:
-        """(work done, all the work): reading a frame, solving it and converting it count one unit each."""
+        """(work done, all the work): reading a frame, solving it, converting it and (with a clean-up) choosing
+        its keys count one unit each."""
         solved = self.index if self.warm_start else self._frames_solved
-        return self.index + solved + self._frames_converted, 3 * len(self.frames)
+        phases = 3 if self.cleanup is None else 4
+        done = self.index + solved + self._frames_converted + self._frames_cleaned
+        return done, phases * len(self.frames)
 
     @property
     def problems(self) -> list[str]:
@@ -176,6 +192,10 @@ class Baker:
             self._queue_conversion()
         elif self._converting:
             self._frames_converted += self._converting.pop(0)()
+        elif self._channels is None:
+            self._queue_cleanup()
+        elif self._cleaning:
+            self._frames_cleaned += self._cleaning.pop(0)()
 
     def _read(self) -> None:
         """Go to the next frame; solve it (continuous) or read what its solve needs (per frame)."""
@@ -316,42 +336,64 @@ class Baker:
         result.seconds = time.perf_counter() - self._began
         return result
 
-    def _write(self, new_action: bool, cleanup: float | None) -> BakeResult:
-        """Write every finite key in bulk (an action is made only when there is a key to write)."""
-        values = self._values
+    def _queue_cleanup(self) -> None:
+        """The channel columns to key, each with the frames it has a finite value for; with a clean-up, queue
+        the choice of each column's keys in steps (the choice runs along the keys one by one)."""
         # (the mode each channel was converted in: the mode may have changed during a modal bake's steps)
         columns = [(name, *rig.rotation_channel(mode), channel)
-                   for name, mode, channel in zip(self.bones, self._modes, values)]
+                   for name, mode, channel in zip(self.bones, self._modes, self._values)]
         for j in sorted(self.scaled):
             # Blender's IK stretch scales a bone uniformly: all three channels.
             scale = np.array([
                 (self.scales[i, j],) * 3 if self.solved[i] else self.scale_as_was[i][j] for i in range(len(self.frames))
             ], dtype=np.float64)
             columns.append((self.bones[j], "scale", 3, scale))
-        result = BakeResult(frames=len(self.frames), bones=len(self.bones))
-        frames = np.asarray(self.frames, dtype=np.float64)
-        bad_frames: dict[str, set[int]] = {}
+        bad = {}
         for name, _, _, channel in columns:
             finite = np.isfinite(channel).all(axis=1)
-            if not finite.all():
-                bad_frames.setdefault(name, set()).update(np.flatnonzero(~finite).tolist())
-        for name, rows in bad_frames.items():
-            result.skipped[name] = [self.frames[i] for i in sorted(rows)]
-        bad = {name: np.isin(np.arange(len(self.frames)), sorted(rows)) for name, rows in bad_frames.items()}
+            bad[name] = bad.get(name, np.zeros(len(self.frames), dtype=bool)) | ~finite
+        self._channels = [(name, data_path, size, channel, ~bad[name]) for name, data_path, size, channel in columns]
+        if self.cleanup is None:
+            return
+        count = sum(size for _, _, size, _, _ in self._channels)
+        share = [len(self.frames) * (k + 1) // count - len(self.frames) * k // count for k in range(count)]
+        units = [(c, index) for c, (_, _, size, _, _) in enumerate(self._channels) for index in range(size)]
+        for (c, index), frames in zip(units, share):
+            self._cleaning.append(lambda c=c, index=index, frames=frames: self._clean(c, index, frames))
+
+    def _clean(self, c: int, index: int, frames: int) -> int:
+        """Choose the keys of one column's channel that the clean-up keeps; return its share of the frames."""
+        _, _, _, channel, good = self._channels[c]
+        if good.any():
+            self._keeps[c, index] = _needed_keys(np.asarray(self.frames, dtype=np.float64)[good],
+                                                 channel[good, index], self.cleanup)
+        return frames
+
+    def _write(self, new_action: bool, cleanup: float | None) -> BakeResult:
+        """Write every finite key in bulk (an action is made only when there is a key to write)."""
+        result = BakeResult(frames=len(self.frames), bones=len(self.bones))
+        frames = np.asarray(self.frames, dtype=np.float64)
+        for name, _, _, _, good in self._channels:
+            if not good.all() and name not in result.skipped:
+                result.skipped[name] = [self.frames[i] for i in np.flatnonzero(~good).tolist()]
         collection = None
-        if any(name not in bad or not bad[name].all() for name, *_ in columns):
+        if any(good.any() for *_, good in self._channels):
             action = animdata.ensure_action(self.obj, new_action, f"{self.obj.name}_FABRIK")
             result.action = action.name
             collection = animdata.fcurves(self.obj, create=True)
-        for name, data_path, size, channel in columns:
-            good = ~bad[name] if name in bad else np.ones(len(frames), dtype=bool)
+        for c, (name, data_path, size, channel, good) in enumerate(self._channels):
             if not good.any():
                 continue
             path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{data_path}'
             for index in range(size):
                 fcurve = animdata.ensure_fcurve(collection, path, index, name)
                 column = channel[good, index]
-                keep = _needed_keys(frames[good], column, cleanup) if cleanup is not None else np.ones(len(column), bool)
+                if cleanup is None:
+                    keep = np.ones(len(column), bool)
+                elif cleanup == self.cleanup:
+                    keep = self._keeps[c, index]  # (chosen in the steps)
+                else:  # (a clean-up asked of `finish` alone)
+                    keep = _needed_keys(frames[good], column, cleanup)
                 result.removed_by_cleanup += int((~keep).sum())
                 write_keys(fcurve, frames[good][keep], column[keep], (frames[0], frames[-1]), frames[~good])
                 result.keys += int(keep.sum())
@@ -579,7 +621,7 @@ def bake_object(
     names = bake_bones(obj, bones) if isinstance(bones, str) else list(bones)
     if warm_start is None:
         warm_start = warm_start_of(obj, 'RIG')
-    baker = Baker(scene, obj, frames, names, warm_start)
+    baker = Baker(scene, obj, frames, names, warm_start, cleanup)
     try:
         while not baker.done:
             baker.step()

@@ -307,7 +307,9 @@ class FABRIK_OT_bake(Operator):
             if self.use_cleanup:
                 bake.check_cleanup(self.cleanup_tolerance)
             frames = list(range(self.frame_start, self.frame_end + 1, self.step))
-            self._baker = bake.Baker(scene, obj, frames, bake.bake_bones(obj, self.bones), bake.warm_start_of(obj, self.start))
+            self._baker = bake.Baker(scene, obj, frames, bake.bake_bones(obj, self.bones),
+                                     bake.warm_start_of(obj, self.start),
+                                     self.cleanup_tolerance if self.use_cleanup else None)
         except Exception as exc:  # never raise into Blender; the Baker leaves nothing set up when it raises
             self.report({'ERROR'}, f"Cannot bake: {exc}")
             return False
