@@ -19,7 +19,7 @@ Inside Blender (a render farm's worker, where the add-on is installed and
 enabled), the same command runs from an expression; --python-exit-code makes
 Blender's exit status say when it failed (farm/ has a Flamenco job type):
 
-    blender -b --python-exit-code 1 --python-expr "import sys; \\
+    blender -b -y --python-exit-code 1 --python-expr "import sys; \\
         from bl_ext.user_default.fabrik_ik.fabrik_addon.__main__ import main; \\
         sys.exit(main(sys.argv[sys.argv.index('--') + 1:]))" -- bake scene.blend --object Rig --out baked.blend
 

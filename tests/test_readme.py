@@ -38,10 +38,14 @@ def test_the_zips_it_names_are_the_ones_the_build_makes() -> None:
     assert "GPL-3.0-or-later" in README and manifest["license"] == ["SPDX:GPL-3.0-or-later"]
 
 
-def test_the_samples_it_lists_are_the_runnable_ones() -> None:
+def test_the_samples_it_lists_are_the_runnable_ones_with_their_armatures() -> None:
+    from test_samples_standalone import EXPECTED  # (the armature each sample saves, checked by running it)
+
     runnable = {p.stem for p in (ROOT / "samples").glob("*.py") if 'if __name__ == "__main__"' in p.read_text()}
-    listed = set(re.search(r"The samples: (.*?)\. ", README, re.S)[1].replace("\n", " ").split("`")[1::2])
-    assert listed == runnable, (listed, runnable)
+    text = re.search(r"The samples, with their\s+armatures' names: (.*?)\. Their", README, re.S)[1]
+    listed = dict(re.findall(r"`(\w+)` \((\w+)", text.replace("\n", " ")))
+    assert set(listed) == runnable, (listed, runnable)
+    assert listed == {name: armature for name, (armature, _bone, _start) in EXPECTED.items()}, listed
 
 
 def test_its_command_lines_are_taken_by_the_command_line() -> None:

@@ -196,7 +196,8 @@ def step_sample(name: str, render: bool = True) -> dict:
     sample = importlib.import_module(name)
     frames = sample.FRAMES
     rig = sample.build(frames)
-    progress(f"built: {len(rig.data.bones)} bones, {len(rig.fabrik.effectors)} effectors, {len(frames)} frames")
+    count = len(rig.fabrik.effectors)
+    progress(f"built: {len(rig.data.bones)} bones, {count} effector{'s' if count != 1 else ''}, {len(frames)} frames")
 
     scene = bpy.context.scene
     tolerance = getattr(sample, "TOLERANCE", 1e-3)
@@ -204,7 +205,7 @@ def step_sample(name: str, render: bool = True) -> dict:
     live = play(rig, frames, rigbuild, tolerance, status=lambda: statuses[rig.name],
                 on_frame=lambda frame: times.append(_solve_seconds(statuses, rig, frame)))
     progress(f"live solving: median {statistics.median(times) * 1e3:.2f} ms per frame, "
-             f"{live['reached']} of {live['reachable']} reachable checks reached (of {live['checks']}), "
+             f"{live['reached']} of {live['reachable']} reachable targets reached ({live['checks']} checked), "
              f"worst error {live['worst']:.1e}")
     for line in live["misses"][:5]:
         progress(f"live miss: {line}")

@@ -36,8 +36,8 @@ def log(message: str) -> None:
 
 
 def venv_python(venv: Path = VENV) -> Path:
-    """Path of a virtual environment's interpreter."""
-    return venv / "bin" / "python"
+    """Path of a virtual environment's interpreter (Scripts\\python.exe on Windows)."""
+    return venv / "Scripts" / "python.exe" if os.name == "nt" else venv / "bin" / "python"
 
 
 def ensure_venv(venv: Path = VENV, requirements: Path = REQUIREMENTS) -> Path:
@@ -68,7 +68,7 @@ def ensure_debian_blender() -> None:
     numpy_for_blender = Path("/usr/lib/python3/dist-packages/numpy").exists()
     if shutil.which("blender") and shutil.which("xvfb-run") and shutil.which("node") and numpy_for_blender:
         return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("apt-get"):
         log("Debian's blender/xvfb/nodejs are missing and this is not root with apt-get: their tests will skip")
         return
     log("installing Debian's blender, xvfb, xauth and nodejs for the GUI and farm tests (apt-get)")
