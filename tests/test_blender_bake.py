@@ -321,7 +321,7 @@ def test_per_frame_bakes_of_free_chains_solve_all_frames_together():
     while not baker.done:
         baker.step()
     assert baker._batch is not None and len(baker._batched) == len(FRAMES)
-    baker.finish(new_action=False, cleanup=None, keep_live=False)
+    baker.finish(new_action=False, keep_live=False)
     assert_keys_replay(rig, live)
 
 
@@ -388,7 +388,7 @@ def test_per_frame_bakes_solve_frames_together_and_replay_the_live_solve(build, 
     assert done == sorted(done) and progress[-1] == (3 * len(FRAMES), 3 * len(FRAMES))
     # reading steps, then the chunks, then the quaternions' conversion at once, then the channels to key
     assert len(progress) == len(FRAMES) + math.ceil(len(FRAMES) / 7) + 2
-    result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    result = baker.finish(new_action=False, keep_live=False)
     assert not result.problems
     assert_keys_replay(rig, live)
 
@@ -431,7 +431,7 @@ def test_frames_the_batch_leaves_short_are_solved_again_as_live_solving_does(bui
     while not baker.done:
         baker.step()
     assert baker._batch is not None and len(baker._batched) == len(FRAMES) and sum(short) == len(FRAMES)
-    baker.finish(new_action=False, cleanup=None, keep_live=False)
+    baker.finish(new_action=False, keep_live=False)
     assert_keys_replay(rig, live)
 
 
@@ -474,7 +474,7 @@ def bake_in_turn(rig):
         rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
     memory.reset()
     baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
-    return baker, baker.finish(new_action=False, cleanup=None, keep_live=False)
+    return baker, baker.finish(new_action=False, keep_live=False)
 
 
 def chain_in_cones(degrees: float):
@@ -536,7 +536,7 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
     assert len(baker._batched) == len(FRAMES)
     # (wide cones do not bind on this circle; narrower ones do on some frames, never on all)
     assert (not solved_alone) if degrees > 100.0 else 0 < len(solved_alone) < len(FRAMES), len(solved_alone)
-    baker.finish(new_action=False, cleanup=None, keep_live=False)
+    baker.finish(new_action=False, keep_live=False)
     fabrik_addon.unregister()
     for frame, expected, got in zip(FRAMES, live, pose_matrices(rig)):
         np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=f"frame {frame}")
@@ -594,7 +594,7 @@ def test_frames_whose_solve_settings_are_animated_keep_their_own_settings():
     live = play(rig)
     reset_pose(rig)
     baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
-    result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    result = baker.finish(new_action=False, keep_live=False)
     assert baker._batched == list(range(12)), "frames 13 on have other settings than the batch"
     assert result.frames == len(FRAMES)
     assert_keys_replay(rig, live)
@@ -673,7 +673,7 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
         followed.clear()
         baker.step()
         baked.append(any(report is not None for report in followed))
-    result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+    result = baker.finish(new_action=False, keep_live=False)
     assert result.frames == len(FRAMES) and baker._batch.plan.parts[0].method == plan.LIMITED
     if build is cones_whose_target_jumps:
         assert not moved[11] and not moved[12]  # (frames 12 and 13: the target thrown far and back)

@@ -406,7 +406,7 @@ def test_euler_channels_are_converted_in_steps_before_finish_so_esc_is_heard():
     original = rig_module.channel_value
     rig_module.channel_value = lambda *args: calls.append(1) or original(*args)
     try:
-        result = baker.finish(new_action=False, cleanup=None, keep_live=False)
+        result = baker.finish(new_action=False, keep_live=False)
     finally:
         rig_module.channel_value = original
     assert not calls, f"{len(calls)} conversions inside finish"
@@ -426,12 +426,12 @@ def test_progress_reaches_its_total_when_frames_are_solved_one_by_one(continuous
         progress.append(baker.progress)
     assert progress[-1] == (3 * len(FRAMES), 3 * len(FRAMES)), progress[-3:]
     assert [done for done, _ in progress] == sorted(done for done, _ in progress)
-    baker.finish(new_action=False, cleanup=None, keep_live=False)
+    baker.finish(new_action=False, keep_live=False)
 
 
 def test_the_key_clean_up_is_chosen_in_steps_before_finish_so_esc_is_heard(monkeypatch):
     """With a clean-up, which keys stay is chosen in the bake's steps (progress moves through it, Esc can stop
-    it), not inside `finish`; the keys are those the clean-up keeps when `finish` alone is asked for it."""
+    it), not inside `finish`; the keys are those the clean-up keeps of the same bake's keys without it."""
     rig, _ = moving_chain()
     steps = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, 'CHAINS'), False, cleanup=1e-3)
     progress = []
@@ -443,10 +443,14 @@ def test_the_key_clean_up_is_chosen_in_steps_before_finish_so_esc_is_heard(monke
     chosen = []
     needed = bake._needed_keys
     monkeypatch.setattr(bake, "_needed_keys", lambda *args: chosen.append(1) or needed(*args))
-    result = steps.finish(new_action=True, cleanup=1e-3, keep_live=False)
+    result = steps.finish(new_action=True, keep_live=False)
     assert not chosen, f"{len(chosen)} channels cleaned up inside finish"
     monkeypatch.setattr(bake, "_needed_keys", needed)
-    alone = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, 'CHAINS'), False)
-    other = alone.finish(new_action=True, cleanup=1e-3, keep_live=False)
-    assert (result.keys, result.removed_by_cleanup) == (other.keys, other.removed_by_cleanup)
-    assert result.removed_by_cleanup > 0
+    every = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, 'CHAINS'), False)
+    unclean = every.finish(new_action=True, keep_live=False)
+    kept = 0
+    for fcurve in animdata.fcurves(rig):  # (the new action's: the unclean bake's keys)
+        co = np.array([tuple(point.co) for point in fcurve.keyframe_points])
+        kept += int(needed(co[:, 0].astype(np.float64), co[:, 1].astype(np.float64), 1e-3).sum())
+    assert result.keys + result.removed_by_cleanup == unclean.keys
+    assert result.removed_by_cleanup > 0 and result.keys == kept

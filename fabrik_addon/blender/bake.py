@@ -124,21 +124,20 @@ class Baker:
         self._batched: list[int] = []
         #: What continuity mode carries between a continuous bake's frames (read whole or by the FrameRows).
         self._carry = Carry()
-        #: Solving work left once every frame is read: each unit returns how many frames it solved.
+        #: Work left once every frame is read, a unit a step, each returning how many frames' worth it did: the
+        #: frames solved together, then the channels converted, then the keys the clean-up keeps chosen; each
+        #: phase queues its units when the one before is done (`_phases`).
         self._queue: list = []
-        self._frames_solved = 0
-        #: The rotation channels' values per baked bone (F, size), converted in steps once every frame is solved
-        #: (`_convert` fills them; None until it starts), and the conversion's work left.
-        self._values: list[np.ndarray] | None = None
+        self._phases = [self._queue_conversion, self._queue_cleanup]
+        #: Frames' worth of queued work done, and of the frames solved alone as they were read.
+        self._units_done = 0
+        #: The rotation channels' values per baked bone (F, size), and the mode each was converted in.
+        self._values: list[np.ndarray] = []
         self._modes: list[str] = []
-        self._converting: list = []
-        self._frames_converted = 0
-        #: Per channel column (bone, data path, size, values, good frames), once converted; and per column and
-        #: index the keys the clean-up keeps, filled in steps (`_clean`).
-        self._channels: list | None = None
+        #: Per channel column (bone, data path, size, values, good frames); per column and index the keys the
+        #: clean-up keeps.
+        self._channels: list = []
         self._keeps: dict[tuple[int, int], np.ndarray] = {}
-        self._cleaning: list = []
-        self._frames_cleaned = 0
         self._frame_before = scene.frame_current
         self._live_before = obj.fabrik.live
         self._began = time.perf_counter()
@@ -152,17 +151,15 @@ class Baker:
     def done(self) -> bool:
         """True when every frame has been read, solved, converted to channel values and (with a clean-up) its
         keys chosen."""
-        return (self.index >= len(self.frames) and not self._queue and self._values is not None
-                and not self._converting and self._channels is not None and not self._cleaning)
+        return self.index >= len(self.frames) and not self._queue and not self._phases
 
     @property
     def progress(self) -> tuple[int, int]:
         """(work done, all the work): reading a frame, solving it, converting it and (with a clean-up) choosing
         its keys count one unit each."""
-        solved = self.index if self.warm_start else self._frames_solved
+        solved_in_turn = self.index if self.warm_start else 0  # (a continuous bake solves each frame as it reads it)
         phases = 3 if self.cleanup is None else 4
-        done = self.index + solved + self._frames_converted + self._frames_cleaned
-        return done, phases * len(self.frames)
+        return self.index + solved_in_turn + self._units_done, phases * len(self.frames)
 
     @property
     def problems(self) -> list[str]:
@@ -187,15 +184,9 @@ class Baker:
                 else:
                     self._queue_batched()
         elif self._queue:
-            self._frames_solved += self._queue.pop(0)()
-        elif self._values is None:
-            self._queue_conversion()
-        elif self._converting:
-            self._frames_converted += self._converting.pop(0)()
-        elif self._channels is None:
-            self._queue_cleanup()
-        elif self._cleaning:
-            self._frames_cleaned += self._cleaning.pop(0)()
+            self._units_done += self._queue.pop(0)()
+        elif self._phases:
+            self._units_done += self._phases.pop(0)()
 
     def _read(self) -> None:
         """Go to the next frame; solve it (continuous) or read what its solve needs (per frame)."""
@@ -211,7 +202,7 @@ class Baker:
             self._batched.append(i)
             return
         self._record(i, *solve.compute(self.obj, depsgraph))
-        self._frames_solved += 1  # (read and solved in one step)
+        self._units_done += 1  # (read and solved in one step)
 
     def _solve_in_turn(self, i: int, depsgraph) -> None:
         """Solve frame i of a continuous bake from the previous frame's solution: read and solved by the FrameRows
@@ -311,7 +302,7 @@ class Baker:
         self.obj.fabrik.live = self._live_before
         self.scene.frame_set(self._frame_before)
 
-    def finish(self, new_action: bool, cleanup: float | None, keep_live: bool) -> BakeResult:
+    def finish(self, new_action: bool, keep_live: bool) -> BakeResult:
         """Solve what is left, write all keys in bulk; switch live solving off unless asked to keep it.
 
         Keys that would not be finite are not written: those frames keep the
@@ -326,7 +317,7 @@ class Baker:
                 raise ValueError(refused)
             while not self.done:
                 self.step()
-            result = self._write(new_action, cleanup)
+            result = self._write(new_action)
             live = self._live_before and keep_live
         finally:
             _running.discard(self)
@@ -336,9 +327,9 @@ class Baker:
         result.seconds = time.perf_counter() - self._began
         return result
 
-    def _queue_cleanup(self) -> None:
+    def _queue_cleanup(self) -> int:
         """The channel columns to key, each with the frames it has a finite value for; with a clean-up, queue
-        the choice of each column's keys in steps (the choice runs along the keys one by one)."""
+        the choice of each column's keys in steps (the choice runs along the keys one by one). Nothing done yet."""
         # (the mode each channel was converted in: the mode may have changed during a modal bake's steps)
         columns = [(name, *rig.rotation_channel(mode), channel)
                    for name, mode, channel in zip(self.bones, self._modes, self._values)]
@@ -354,12 +345,13 @@ class Baker:
             bad[name] = bad.get(name, np.zeros(len(self.frames), dtype=bool)) | ~finite
         self._channels = [(name, data_path, size, channel, ~bad[name]) for name, data_path, size, channel in columns]
         if self.cleanup is None:
-            return
+            return 0
         count = sum(size for _, _, size, _, _ in self._channels)
         share = [len(self.frames) * (k + 1) // count - len(self.frames) * k // count for k in range(count)]
         units = [(c, index) for c, (_, _, size, _, _) in enumerate(self._channels) for index in range(size)]
         for (c, index), frames in zip(units, share):
-            self._cleaning.append(lambda c=c, index=index, frames=frames: self._clean(c, index, frames))
+            self._queue.append(lambda c=c, index=index, frames=frames: self._clean(c, index, frames))
+        return 0
 
     def _clean(self, c: int, index: int, frames: int) -> int:
         """Choose the keys of one column's channel that the clean-up keeps; return its share of the frames."""
@@ -369,7 +361,7 @@ class Baker:
                                                  channel[good, index], self.cleanup)
         return frames
 
-    def _write(self, new_action: bool, cleanup: float | None) -> BakeResult:
+    def _write(self, new_action: bool) -> BakeResult:
         """Write every finite key in bulk (an action is made only when there is a key to write)."""
         result = BakeResult(frames=len(self.frames), bones=len(self.bones))
         frames = np.asarray(self.frames, dtype=np.float64)
@@ -388,12 +380,7 @@ class Baker:
             for index in range(size):
                 fcurve = animdata.ensure_fcurve(collection, path, index, name)
                 column = channel[good, index]
-                if cleanup is None:
-                    keep = np.ones(len(column), bool)
-                elif cleanup == self.cleanup:
-                    keep = self._keeps[c, index]  # (chosen in the steps)
-                else:  # (a clean-up asked of `finish` alone)
-                    keep = _needed_keys(frames[good], column, cleanup)
+                keep = self._keeps[c, index] if self.cleanup is not None else np.ones(len(column), bool)
                 result.removed_by_cleanup += int((~keep).sum())
                 write_keys(fcurve, frames[good][keep], column[keep], (frames[0], frames[-1]), frames[~good])
                 result.keys += int(keep.sum())
@@ -416,9 +403,10 @@ class Baker:
                 return "it is scaled to zero" if bone == pose_bone else f"its parent '{bone.name}' is scaled to zero"
         return "its rotation there is not finite"
 
-    def _queue_conversion(self) -> None:
+    def _queue_conversion(self) -> int:
         """Convert the quaternion bones' channels at once where every frame is solved; queue the others' frame by
-        frame conversion in steps (so progress and Esc work through it, as through the solve)."""
+        frame conversion in steps (so progress and Esc work through it, as through the solve). The frames' worth
+        done at once."""
         pose_bones = [self.obj.pose.bones[name] for name in self.bones]
         count = len(self.frames)
         values: list[np.ndarray | None] = [None] * len(self.bones)
@@ -440,12 +428,12 @@ class Baker:
         self._values = values
         self._modes = [pb.rotation_mode for pb in pose_bones]
         if not left:
-            self._frames_converted = count
-            return
+            return count
         size = max(1, CONVERT_CHUNK // len(left))
         for first in range(0, count, size):
             rows = range(first, min(count, first + size))
-            self._converting.append(lambda rows=rows: self._convert(rows, left, previous))
+            self._queue.append(lambda rows=rows: self._convert(rows, left, previous))
+        return 0
 
     def _convert(self, rows: range, bones: list[int], previous: dict) -> int:
         """Convert some frames of the given bones' channels, each continuous with the bone's value on the frame
@@ -600,10 +588,8 @@ def bake_object(
     in increasing order (a step below 1) or outside Blender's frame range, and
     for a clean-up tolerance that is not a finite number of 0 or more.
     """
-    # Checked here, not deep in the bake: a bad value would otherwise be clamped, or (a NaN tolerance)
-    # silently drop every in-between key, after the whole bake had run.
-    if cleanup is not None:
-        check_cleanup(cleanup)
+    # Checked here, not deep in the bake: a bad value would otherwise be clamped after the whole bake had run
+    # (the clean-up tolerance: the Baker, before it sets anything up).
     if isinstance(bones, str) and bones not in ('CHAINS', 'SELECTED'):
         raise ValueError(f"bones must be 'CHAINS', 'SELECTED' or a list of bone names, not {bones!r}")
     if isinstance(frames, range) and frames.step < 1:
@@ -628,4 +614,4 @@ def bake_object(
     except BaseException:
         baker.cancel()
         raise
-    return baker.finish(new_action, cleanup, keep_live)
+    return baker.finish(new_action, keep_live)

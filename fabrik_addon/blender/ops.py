@@ -304,8 +304,6 @@ class FABRIK_OT_bake(Operator):
                 raise ValueError(refused)
             if self.frame_end < self.frame_start:
                 raise ValueError(f"the End Frame ({self.frame_end}) comes before the Start Frame ({self.frame_start})")
-            if self.use_cleanup:
-                bake.check_cleanup(self.cleanup_tolerance)
             frames = list(range(self.frame_start, self.frame_end + 1, self.step))
             self._baker = bake.Baker(scene, obj, frames, bake.bake_bones(obj, self.bones),
                                      bake.warm_start_of(obj, self.start),
@@ -318,7 +316,7 @@ class FABRIK_OT_bake(Operator):
     def _finish(self, context):
         baker, self._baker = self._baker, None
         try:
-            result = baker.finish(self.new_action, self.cleanup_tolerance if self.use_cleanup else None, self.keep_live)
+            result = baker.finish(self.new_action, self.keep_live)
         except Exception as exc:  # finish puts live solving and the frame back itself
             self.report({'ERROR'}, f"Bake stopped: {exc}")
             return {'CANCELLED'}
