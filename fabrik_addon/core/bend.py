@@ -37,9 +37,9 @@ from typing import Sequence
 
 import numpy as np
 
-from . import quat
+from . import quat, quat_rows
 from .quat import Quat
-from .vec import Vec, add, cross, dot, norm, perpendicular, scale, sub
+from .vec import Vec, add, cross, dist, dot, norm, perpendicular, scale, sub
 
 __all__ = ["SHORTEST", "spread", "spread_rows", "spread_within", "spread_within_rows", "turned_frames"]
 
@@ -58,6 +58,8 @@ _CLOSE = 1e-13
 _NEWTON = 40
 #: A joint the even bend takes out of its cone stops this far inside the rim (a fraction of its swing).
 _RIM = 1.0 - 1e-9
+#: A bend within the cones lands when its tip is this near the target (times the target's distance, at least 1).
+_LANDED = 1e-9
 
 
 def _axis(directions: Sequence[Vec], chord: Vec, towards: Vec) -> Vec | None:
@@ -281,21 +283,20 @@ def spread_rows(heads: np.ndarray, tails: np.ndarray, length: np.ndarray, target
     now = joints[-1] - base
     with np.errstate(invalid="ignore", divide="ignore"):
         now = now / np.sqrt((now * now).sum(axis=0))
-    cosine = (now * towards).sum(axis=0)
-    ok &= cosine >= -1.0 + 1e-9
-    # The shortest turn taking `now` onto `towards`, as `quat.arc` makes it: (1 + cos, now x towards), normalized.
-    q = np.concatenate(((1.0 + cosine)[None], np.cross(now, towards, axis=0)))
+    ok &= (now * towards).sum(axis=0) >= -1.0 + 1e-9  # (never turned half round: no axis to choose)
     with np.errstate(invalid="ignore", divide="ignore"):
-        q = q / np.sqrt((q * q).sum(axis=0))
-    relative = joints[1:] - base[None]
-    w, v = q[0], q[1:]
-    tv = 2.0 * np.cross(v[None], relative, axis=1)
-    placed = base[None] + relative + w[None, None] * tv + np.cross(v[None], tv, axis=1)
+        q = quat_rows.arc(now, towards, towards)  # the shortest turn taking `now` onto `towards`, as `quat.arc`
+    placed = base[None] + _rotated(q, joints[1:] - base[None])
     take = columns[ok]
     heads[1:, :, take] = placed[:-1, :, ok]
     tails[:, :, take] = placed[:, :, ok]
     moved[take] = True
     return moved
+
+
+def _rotated(q: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """Vectors (k, 3, F) each turned by its frame's rotation (q: (4, F))."""
+    return np.swapaxes(quat_rows.rotate(q, np.swapaxes(vectors, 0, 1)), 0, 1)
 
 
 def spread_within(
@@ -304,7 +305,8 @@ def spread_within(
     """`spread` for a chain whose joints swing in cones (`cones`: each bone's `limits.JointLimit` or None; `frames`:
     its start frames, `zero`: `tree.Start.zero`): where the even bend takes a joint out of its cone (the first
     joints take the whole turn towards the target), that joint stops on its cone's rim and the bones after it
-    bend evenly onto the target; and so on down the chain. The joints, or None where no such bend reaches.
+    bend evenly onto the target; and so on down the chain. The joints, or None where no such bend lands its tip
+    on the target.
 
     A joint's rotation is read as the passes leave it (its start frame turned the shortest way onto its bone:
     `tree.swung_frames`), and where the even bend keeps it inside, nothing changes: the pose moves on smoothly
@@ -327,7 +329,8 @@ def spread_within(
         local = quat.normalized(quat.mul(quat.conj(zero_frame), frame))
         limit = cones[k]
         if limit is None or limits.allows(limit, local):
-            return placed  # (the joints after it are the even bend's: the caller checks them)
+            # (the joints after it are the even bend's: the caller checks them)
+            return placed if dist(placed[-1], target) <= _LANDED * max(1.0, dist(placed[0], target)) else None
         # On the rim (a hair inside: read again from the bone's direction, it must still pass): the bones after it
         # keep their shape, turned with it, and bend on from its new tail.
         sx, sz, twist = quat.swing_twist(limits.constrain(limit, local))
@@ -351,7 +354,7 @@ def spread_within_rows(
 ) -> np.ndarray:
     """`spread_within` for the chosen frames of many: the chain's joints (n + 1, 3, F), moved in place where a bend
     is found; the target (3, F), the start frames (F, n, 3, 3), the first bone's zero frame (F, 3, 3) and each
-    bone's rest in its parent (n, 3, 3). Which frames it moved (F,)."""
+    bone's rest in its parent (n, 3, 3). Which frames it moved (F,): those whose tip landed on the target."""
     from . import limits, matrix_rows  # (here: the rest of the module needs neither)
 
     n = len(length)
@@ -374,8 +377,10 @@ def spread_within_rows(
         quaternions = matrix_rows.quaternions_from_matrices(np.swapaxes(zero_frame, 1, 2) @ frame)
         limit = cones[k]
         inside = np.ones(len(active), dtype=bool) if limit is None else limits.allows_rows(limit, quaternions)
-        points[:, :, active[inside]] = joints[:, :, inside]
-        moved[active[inside]] = True
+        away = np.maximum(1.0, np.sqrt(((target[:, active] - joints[0]) ** 2).sum(axis=0)))
+        landed = inside & (np.sqrt(((joints[-1] - target[:, active]) ** 2).sum(axis=0)) <= _LANDED * away)
+        points[:, :, active[landed]] = joints[:, :, landed]
+        moved[active[landed]] = True
         out = np.flatnonzero(~inside)
         if not len(out) or k + 1 > n - SHORTEST:
             break
@@ -383,13 +388,8 @@ def spread_within_rows(
         rimmed = matrix_rows.quaternion_to_matrix(limits.clamp_rows(limit, quaternions[out], _RIM))
         rim = (zero_frame @ rimmed)[:, :, 1]
         # The bones after it keep their shape, turned with it about its head the shortest way onto the rim.
-        c = np.cross(direction, rim)
-        cosine = np.einsum("ij,ij->i", direction, rim)
-        skew = np.zeros((len(c), 3, 3))
-        skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -c[:, 2], c[:, 1], -c[:, 0]
-        skew -= np.swapaxes(skew, 1, 2)
-        turn = np.eye(3) + skew + skew @ skew / (1.0 + cosine)[:, None, None]
+        turn = quat_rows.arc(direction.T, rim.T, frame[out][:, :, 0].T)
         head = joints[k][None]  # (1, 3, N)
-        joints[k + 1:] = head + np.einsum("nij,kjn->kin", turn, joints[k + 1:] - head)
+        joints[k + 1:] = head + _rotated(turn, joints[k + 1:] - head)
         parent = matrix_rows.swung_frames(frames[active, k], rim)
     return moved

@@ -195,7 +195,7 @@ def _spread_within(
     joints.heads, joints.tails = points[:-1], points[1:]
     frames = joints.final_frames(free, start)
     rotations = local_rotations_inside(tree, start, frames)
-    if rotations is None or dist(points[-1], target) > 1e-9 * max(1.0, dist(points[0], target)):
+    if rotations is None:
         return None
     return Solved(SolveReport(1, [dist(points[-1], target)], True, "converged", rotation_errors=[0.0]), frames,
                   list(joints.heads)), rotations

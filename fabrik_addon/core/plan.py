@@ -364,10 +364,7 @@ class Plan:
         moved = bend.spread_within_rows(
             points, length, np.ascontiguousarray(targets.T), frames, zero, rest, tree.limits, chosen
         )
-        # (as alone: the tip on the target to rounding)
         missed = np.sqrt(((points[-1] - targets.T) ** 2).sum(axis=0))
-        away = np.sqrt(((targets.T - points[0]) ** 2).sum(axis=0))
-        moved &= missed <= 1e-9 * np.maximum(1.0, away)
         rows_at = np.flatnonzero(moved)
         if not len(rows_at):
             return moved, np.zeros(0)
