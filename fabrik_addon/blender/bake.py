@@ -22,6 +22,7 @@ from ..core.plan import Carry
 from . import animdata, integrity, rig, solve
 from .bake_read import FrameRows
 from .editable import action_editable, editable
+from .status import switched_off
 
 
 @dataclass
@@ -261,7 +262,7 @@ class Baker:
 
     def _note(self, i: int, problems: dict[int, str]) -> None:
         """Remember the effectors that could not be solved, or missed their targets, on frame i."""
-        bad = [f"{k}: {m}" for k, m in problems.items() if not m.startswith("disabled")]
+        bad = [f"{k}: {m}" for k, m in problems.items() if not switched_off(m)]
         if bad:
             self._problems.append((i, f"frame {self.frames[i]}: " + "; ".join(bad)))
 
@@ -269,7 +270,7 @@ class Baker:
         """Keep frame i's result (`solve.compute`'s), or (none) the channel values it has now and what went
         wrong. Baked bones the solve does not move keep their pose of this frame."""
         if solved is None:
-            reasons = "; ".join(f"{k}: {m}" for k, m in status.effectors.items() if not m.startswith("disabled"))
+            reasons = "; ".join(f"{k}: {m}" for k, m in status.effectors.items() if not switched_off(m))
             why = f" ({reasons})" if reasons and reasons not in status.message else ""
             self._problems.append((i, f"frame {self.frames[i]}: {status.message}{why}"))
             self.as_was[i] = {name: rig.rotation_value(self.obj.pose.bones[name]) for name in self.bones}

@@ -53,11 +53,6 @@ def same_if_nan(value):
 
 
 def comparable(matrix):
-    """A matrix as a value for a snapshot to compare: a copy (mathutils compares matrices by value), or its rows
-    with `same_if_nan` markers where some entry is not a number; None stays None."""
-    if matrix is None:
-        return None
-    rows = tuple(tuple(row) for row in matrix)
-    if all(v == v for row in rows for v in row):
-        return matrix.copy()
-    return tuple(tuple(same_if_nan(v) for v in row) for row in rows)
+    """A matrix as a value for a snapshot to compare: a copy (mathutils compares matrices by value); None stays
+    None."""
+    return None if matrix is None else matrix.copy()

@@ -23,6 +23,7 @@ from . import integrity, rig
 from .effector_values import EffectorValues
 from .channels import PoseRead, finite_matrix, usable_frame
 from .held import finite, held_bones, same
+from .status import DISABLED
 
 #: Blender's rotation_mode enum values of 'QUATERNION' and 'AXIS_ANGLE' (`rig.rotation_modes`).
 _QUATERNION_MODE = rig.MODE_VALUES['QUATERNION']
@@ -43,7 +44,7 @@ def gather_goals(
     goals, used, problems = [], [], {}
     for index, effector in enumerate(checked if checked is not None else obj.fabrik.effectors):
         if not effector.enabled:
-            problems[index] = "disabled"
+            problems[index] = DISABLED
             continue
         problem = effector.problem if checked is not None else integrity.effector_problem(obj, index, depsgraph)
         if problem:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import bpy
 from bpy.app.handlers import persistent
 
+from .status import DISABLED, switched_off
+
 #: Effector fields that name bones, with what the user calls them.
 BONE_FIELDS = (("bone", "bone"), ("subtarget", "target bone"), ("pole_subtarget", "pole bone"), ("source_bone", ""))
 
@@ -212,7 +214,7 @@ def untidy(obj, values) -> bool:
     which starts with "disabled", is none it can mend); a converted constraint's record and an effector's source
     bone (which no problem covers) may name a renamed bone. (Where nothing is wrong, which is every frame of
     playback, the checks are not made twice.)"""
-    if any(value.problem is not None and not value.problem.startswith("disabled") for value in values):
+    if any(value.problem is not None and not switched_off(value.problem) for value in values):
         return True
     bones = obj.data.bones
     return any(value.source_bone and value.source_bone not in bones for value in values) or not _records_there(
@@ -279,9 +281,9 @@ def effector_problem(obj, index: int, depsgraph=None, evaluated=None, effector=N
                 evaluated = obj.evaluated_get(depsgraph).fabrik.effectors
             switched = evaluated[index] if index < len(evaluated) else effector
         if switched.switch_mute:
-            return "disabled by the rig's switch (its converted constraint is muted)"
+            return f"{DISABLED} by the rig's switch (its converted constraint is muted)"
         if switched.switch_influence <= 0.0:
-            return "disabled by the rig's switch (its converted constraint has no influence)"
+            return f"{DISABLED} by the rig's switch (its converted constraint has no influence)"
     return None
 
 

@@ -30,7 +30,7 @@ from .channels import (
 )
 from .effector_values import EffectorValues
 from .goals import Gathered
-from .status import DeferredStatus, RigStatus, concluded, say_influence, show
+from .status import DeferredStatus, RigStatus, concluded, say_influence, show, switched_off
 
 __all__ = ["Read", "Solution", "compute", "read", "solve", "solve_object", "write"]
 
@@ -123,7 +123,7 @@ def read(
     result = RigStatus(effectors=dict(problems))
     if not goals:
         result.message = "no effector to solve" if not problems else "no effector can be solved"
-        result.ok = all(p.startswith("disabled") for p in problems.values())
+        result.ok = all(switched_off(p) for p in problems.values())
         return None, result
     settings = obj.fabrik
     plan = plan_for(skeleton, goals, settings.solver)

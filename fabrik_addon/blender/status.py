@@ -15,6 +15,15 @@ from ..core.tree import MovingTree, chain_reach
 from . import memory
 
 
+#: How an effector's line begins when it is switched off (its checkbox, or the rig's switch): not a fault.
+DISABLED = "disabled"
+
+
+def switched_off(line: str) -> bool:
+    """Whether an effector's status line says it is switched off rather than what is wrong with it."""
+    return line.startswith(DISABLED)
+
+
 @dataclass
 class RigStatus:
     """What the last solve of one rig did, for the panel (kept in memory, never in the file).
@@ -46,7 +55,7 @@ class RigStatus:
         'DISABLED' (switched off, by its checkbox or by the rig's switch) or 'NONE' (not solved yet)."""
         if index in self.reached:
             return 'REACHED' if self.reached[index] else 'MISSED'
-        if self.effectors.get(index, "").startswith("disabled"):
+        if switched_off(self.effectors.get(index, "")):
             return 'DISABLED'
         if index in self.effectors or not self.ok:
             return 'ERROR'

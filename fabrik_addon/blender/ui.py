@@ -14,7 +14,7 @@ import bpy
 from bpy.types import Panel, UIList
 
 from . import compare, integrity, presets, rig, setup_ops
-from .status import statuses
+from .status import DISABLED, statuses
 
 #: Pixels of a sidebar line that text cannot use at interface scale 1: the tab column (22), the panel's left
 #: margin with an icon (44) and its right margin (12).
@@ -122,7 +122,7 @@ def effector_state(obj, index: int) -> tuple[str, str]:
     """(kind, message) of one effector from its rig's last solve: kind is a key of STATUS_ICONS."""
     effectors = obj.fabrik.effectors
     if 0 <= index < len(effectors) and not effectors[index].enabled:
-        return 'DISABLED', "disabled"
+        return 'DISABLED', DISABLED
     rig_status = statuses.get(obj.name)
     kind = 'NONE' if rig_status is None else rig_status.kind(index)
     if kind == 'NONE':
@@ -130,7 +130,7 @@ def effector_state(obj, index: int) -> tuple[str, str]:
     message = rig_status.effectors.get(index, "")
     if kind == 'ERROR':
         return kind, message or rig_status.message
-    return kind, message or ("disabled" if kind == 'DISABLED' else "")
+    return kind, message or (DISABLED if kind == 'DISABLED' else "")
 
 
 def rig_state(rig_status) -> str:
