@@ -237,7 +237,7 @@ def test_a_miss_is_a_red_warning_with_the_whole_message_wrapped_to_the_sidebar()
     width = 220  # narrow: every message takes more than one line
     room = ui.room_for(context_for(rig, width))
     rows = status_rows(rig, width)
-    assert all(room.fits(r.kwargs["text"]) for r in rows)
+    assert all(room.measure(r.kwargs["text"]) <= room.width for r in rows)
     assert rows[0].kwargs["icon"] == 'ERROR' and rows[0].alert
     text = " ".join(r.kwargs["text"] for r in rows)
     assert status.message in text, "the rig's whole message is there, over several lines"
@@ -419,7 +419,7 @@ def test_the_limits_sub_panel_draws_every_ik_setting_and_help_that_fits():
     assert all(entry.args[0] == rig.pose.bones["bone1"] for entry in drawn.values())
     room = ui.room_for(context)
     texts = [e.kwargs["text"] for e in labels(log)]
-    assert all(room.fits(text) for text in texts)
+    assert all(room.measure(text) <= room.width for text in texts)
     assert " ".join(ui.LIMITS_HELP.split()) in " ".join(texts), "the whole help, wrapped"
     assert any(text.startswith("In the chain of") for text in texts)
     assert any(e.call == "menu" and e.args[0] == presets.FABRIK_MT_bone_limits_presets.__name__ for e in log)

@@ -76,10 +76,6 @@ class Room(NamedTuple):
         """The text wrapped to this room."""
         return wrap(text, self.width, self.measure)
 
-    def fits(self, text: str) -> bool:
-        """Whether a line of text fits."""
-        return self.measure(text) <= self.width
-
 
 def room_for(context, reserve: float = MARGIN_PIXELS) -> Room:
     """The room for a label line in the region being drawn: its width less `reserve` pixels (margins, an icon),
