@@ -24,7 +24,7 @@ from fabrik_addon.blender.status import RigStatus, statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
-SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_solver",
+SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_pins", "VIEW3D_PT_fabrik_solver",
              "VIEW3D_PT_fabrik_testing")
 BLENDER34_BONE_UI = Path("/usr/share/blender/scripts/startup/bl_ui/properties_data_bone.py")
 

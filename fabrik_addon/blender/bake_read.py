@@ -27,8 +27,9 @@ import numpy as np
 from ..core import Goal, channels as channel_rows, local, matrix_rows
 from ..core.plan import Carry, layout_of, plan_for
 from ..core.quat import Quat
-from . import animdata, goals as effector_goals, held, rig, solve
+from . import animdata, goals as effector_goals, held, pins, rig, solve
 from .channels import fixed_frame
+from .effector_values import EffectorValues
 from .status import RigStatus, concluded
 
 
@@ -88,6 +89,8 @@ class FrameRows:
             (effectors[i].target, effectors[i].subtarget, effectors[i].pole_target, effectors[i].pole_subtarget)
             for i in used
         ]
+        #: The effectors' pins (unanimated where the read is lean).
+        self.pins = [EffectorValues(effectors[i], i) for i in used]
         self.static_problems = problems
         # Channels that no animation drives keep the values they have for the whole bake.
         prefixes = tuple(f'pose.bones["{bpy.utils.escape_identifier(skeleton.names[b])}"]' for b in self.moving)
@@ -149,8 +152,8 @@ class FrameRows:
         try:
             to_armature = rig.world_to_armature(self.obj.evaluated_get(depsgraph))
             out = []
-            for goal, (target, subtarget, pole, pole_bone) in zip(self.goals, self.sources):
-                world = effector_goals.world_matrix(target, subtarget, depsgraph)
+            for goal, (target, subtarget, pole, pole_bone), pin in zip(self.goals, self.sources, self.pins):
+                world = pins.held_world(effector_goals.world_matrix(target, subtarget, depsgraph), pin)
                 point = tuple(to_armature @ world.translation)
                 rotation = goal.rotation
                 if rotation is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 #: The effector properties a solve reads (the order of `live._inputs_of`'s snapshot).
 SOLVED = (
     "enabled", "bone", "chain_length", "weight", "influence", "use_rotation", "rotation_weight", "pole_angle",
-    "use_stretch",
+    "use_stretch", "pin", "pin_location", "pin_rotation",
 )
 
 #: The effector properties its checks read besides (`integrity.effector_problem`).
@@ -32,6 +32,7 @@ class EffectorValues:
     def __init__(self, effector, index: int) -> None:
         for name in SOLVED + CHECKED:
             setattr(self, name, getattr(effector, name))
+        self.pin_location, self.pin_rotation = tuple(self.pin_location), tuple(self.pin_rotation)
         self.index = index
         self.problem = None
         self.target_world = self.pole_world = None
@@ -49,6 +50,8 @@ def read(obj) -> list[EffectorValues]:
 def same_if_nan(value):
     """A value for a snapshot to compare, with a float that is not a number as a marker equal to itself: NaN never
     equals NaN, so a snapshot holding one would never match and the rig would be solved again on every update."""
+    if isinstance(value, tuple):
+        return tuple(same_if_nan(v) for v in value)
     return "nan" if isinstance(value, float) and value != value else value
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from mathutils import Matrix
 
 from ..core import Goal
-from . import integrity, rig
+from . import integrity, pins, rig
 from .effector_values import EffectorValues
 from .channels import PoseRead, finite_matrix, usable_frame
 from .held import finite, held_bones, same
@@ -80,7 +80,10 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
             raise EffectorError(f"target bone '{effector.subtarget}' is part of the chain it should pull")
     elif _parented_to_chain(target, obj, moving_names):
         raise EffectorError(f"target '{target.name}' is parented to a bone of its own chain")
-    world = _world_of(effector, "target", depsgraph)
+    pinned = pins.problem(effector)
+    if pinned:
+        raise EffectorError(pinned)
+    world = pins.held_world(_world_of(effector, "target", depsgraph), effector)
     point = to_armature @ world.translation
     if not all(math.isfinite(c) for c in point):
         raise EffectorError(f"target '{target.name}' is not at a finite location")

@@ -42,7 +42,7 @@ import bpy
 from bpy.app.handlers import persistent
 
 from ..core import Goal
-from . import animdata, effector_values, goals as effector_goals, held, integrity, memory, rig, solve
+from . import animdata, effector_values, goals as effector_goals, held, integrity, memory, pins, rig, solve
 from .channels import PoseRead, hung_frames, read_pose
 from .effector_values import EffectorValues, comparable
 from .status import RigStatus, show
@@ -361,7 +361,8 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
     try:
         for value, goal, properties in zip(kept.values, read_.goals, kept.solved):
             world = effector_goals.world_matrix(value.target, value.subtarget, depsgraph)
-            point = (kept.to_armature @ world.translation)[:]
+            pinned = pins.held_world(world, value)
+            point = (kept.to_armature @ pinned.translation)[:]
             pole, pole_world = goal.pole, None
             if pole is not None:
                 pole_world = effector_goals.world_matrix(value.pole_target, value.pole_subtarget, depsgraph)
@@ -370,7 +371,7 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
                 return None  # the whole read says which
             rotation = goal.rotation
             if rotation is not None:
-                turned = (kept.to_armature @ world).to_3x3()
+                turned = (kept.to_armature @ pinned).to_3x3()
                 if not (math.isfinite(sum(map(sum, turned))) and abs(turned.determinant()) >= 1e-12):
                     return None
                 rotation = tuple(turned.normalized().to_quaternion().normalized())

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import time
-
 import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 from bpy.types import Operator
 
 from . import bake, constraints, editable, solve, status
 from .setup_ops import rig_for_panel
+from .stepping import SteppedOperator
 
 
 def _armature(context):
@@ -206,7 +205,7 @@ def fill_frame_range(properties, scene) -> None:
             setattr(properties, name, value)
 
 
-class FABRIK_OT_bake(Operator):
+class FABRIK_OT_bake(SteppedOperator, Operator):
     """Bake the FABRIK solution into rotation keyframes on the rig's action (Esc cancels and changes nothing)"""
 
     bl_idname = "fabrik.bake"
@@ -263,8 +262,7 @@ class FABRIK_OT_bake(Operator):
     # Set by invoke when it opens the dialog: the dialog's OK calls execute, which then runs the modal bake.
     use_modal: BoolProperty(name="Modal", default=False, options={'HIDDEN', 'SKIP_SAVE'})
 
-    _baker = None
-    _timer = None
+    _noun, _doing = "Bake", "Baking FABRIK"
 
     @classmethod
     def poll(cls, context):
@@ -295,7 +293,7 @@ class FABRIK_OT_bake(Operator):
         """Set up the baker; False (with a report) when there is nothing to bake."""
         scene, obj = context.scene, rig_for_panel(context)
         fill_frame_range(self.properties, scene)
-        self._baker = None
+        self._work = None
         try:
             # Refused before any work (the Baker checks the rig itself): keys into a linked action are not saved.
             action = None if self.new_action or obj.animation_data is None else obj.animation_data.action
@@ -305,7 +303,7 @@ class FABRIK_OT_bake(Operator):
             if self.frame_end < self.frame_start:
                 raise ValueError(f"the End Frame ({self.frame_end}) comes before the Start Frame ({self.frame_start})")
             frames = list(range(self.frame_start, self.frame_end + 1, self.step))
-            self._baker = bake.Baker(scene, obj, frames, bake.bake_bones(obj, self.bones),
+            self._work = bake.Baker(scene, obj, frames, bake.bake_bones(obj, self.bones),
                                      bake.warm_start_of(obj, self.start),
                                      self.cleanup_tolerance if self.use_cleanup else None)
         except Exception as exc:  # never raise into Blender; the Baker leaves nothing set up when it raises
@@ -314,7 +312,7 @@ class FABRIK_OT_bake(Operator):
         return True
 
     def _finish(self, context):
-        baker, self._baker = self._baker, None
+        baker, self._work = self._work, None
         try:
             result = baker.finish(self.new_action, self.keep_live)
         except Exception as exc:  # finish puts live solving and the frame back itself
@@ -341,24 +339,9 @@ class FABRIK_OT_bake(Operator):
         # reach it.
         if self.use_modal and context.window is not None and not self.is_repeat():
             self.use_modal = False  # what the redo panel re-runs later bakes at once
-            return self._begin_modal(context)
+            return self.run_modal(context)
         self.use_modal = False
-        if not self._start(context):
-            return {'CANCELLED'}
-        wm = context.window_manager
-        wm.progress_begin(0, self._baker.progress[1])
-        try:
-            while not self._baker.done:
-                self._baker.step()
-                wm.progress_update(self._baker.progress[0])
-        except Exception as exc:
-            self._baker.cancel()
-            self._baker = None
-            self.report({'ERROR'}, f"Bake stopped: {exc}")
-            return {'CANCELLED'}
-        finally:
-            wm.progress_end()
-        return self._finish(context)
+        return self.run_at_once(context)
 
     def invoke(self, context, event):
         # A caller that names the range (a script, a test) has chosen it: no dialog. A click on the button names
@@ -368,68 +351,9 @@ class FABRIK_OT_bake(Operator):
         if context.window is None:
             return self.execute(context)  # no window to show a dialog or progress in
         if chosen:
-            return self._begin_modal(context)
+            return self.run_modal(context)
         self.use_modal = True
         return context.window_manager.invoke_props_dialog(self)
-
-    def _begin_modal(self, context):
-        """Set up the baker and run it from timer events, a slice at a time."""
-        if not self._start(context):
-            return {'CANCELLED'}
-        wm = context.window_manager
-        wm.progress_begin(0, self._baker.progress[1])
-        self._timer = wm.event_timer_add(0.001, window=context.window)
-        wm.modal_handler_add(self)
-        return {'RUNNING_MODAL'}
-
-    def modal(self, context, event):
-        wm = context.window_manager
-        if event.type == 'ESC':
-            self._stop(context)
-            self._baker.cancel()
-            self._baker = None
-            self.report({'INFO'}, "Bake cancelled; nothing was changed")
-            return {'CANCELLED'}
-        if event.type != 'TIMER':
-            return {'RUNNING_MODAL'}
-        try:
-            began = time.perf_counter()
-            while not self._baker.done and time.perf_counter() - began < 0.1:
-                self._baker.step()
-        except Exception as exc:
-            self._stop(context)
-            self._baker.cancel()
-            self._baker = None
-            self.report({'ERROR'}, f"Bake stopped: {exc}")
-            return {'CANCELLED'}
-        done, total = self._baker.progress
-        wm.progress_update(done)
-        context.workspace.status_text_set(f"Baking FABRIK: {100 * done // total}% (Esc to cancel)")
-        if not self._baker.done:
-            return {'RUNNING_MODAL'}
-        self._stop(context)
-        return self._finish(context)
-
-    def cancel(self, context) -> None:
-        """Blender ends the modal bake (a file load, the window closing): undo what it set up, write nothing."""
-        try:
-            self._stop(context)
-        except (AttributeError, ReferenceError):
-            pass  # no window or workspace left to tidy
-        if self._baker is not None:
-            # A bake dropped by a file load is marked abandoned by then and touches nothing of the old file.
-            self._baker.cancel()
-            self._baker = None
-
-    def _stop(self, context) -> None:
-        """Remove the timer and the progress display."""
-        wm = context.window_manager
-        if self._timer is not None:
-            wm.event_timer_remove(self._timer)
-            self._timer = None
-        wm.progress_end()
-        if context.workspace is not None:
-            context.workspace.status_text_set(None)
 
     @classmethod
     def register(cls) -> None:

@@ -31,7 +31,7 @@ from bpy.types import Panel, PropertyGroup
 from mathutils import Matrix, Quaternion, Vector
 
 from ..core import quat
-from . import animdata, compat, goals, memory, rig
+from . import animdata, compat, goals, memory, pins, rig
 from .status import statuses
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,9 @@ REACH_COLOR = (0.55, 0.55, 1.0, 0.6)
 CONE_COLOR = (0.85, 0.45, 1.0, 0.9)
 TWIST_COLOR = (0.2, 0.95, 0.95, 0.9)
 TRACE_COLOR = (1.0, 1.0, 1.0, 0.6)
+PIN_COLOR = (1.0, 0.55, 0.1, 1.0)
 #: Line width in pixels per kind of segment.
-WIDTHS = {'target': 3.0, 'marker': 3.0, 'pole': 2.0, 'reach': 1.5, 'cone': 1.5, 'twist': 1.5, 'trace': 2.0}
+WIDTHS = {'target': 3.0, 'marker': 3.0, 'pole': 2.0, 'reach': 1.5, 'cone': 1.5, 'twist': 1.5, 'trace': 2.0, 'pin': 3.0}
 CIRCLE_SEGMENTS = 48
 CONE_SAMPLES = 32
 ARC_SAMPLES = 16
@@ -59,6 +60,8 @@ CONE_SIZE = 0.6
 TWIST_RADIUS = 0.3
 #: The cross at each target, as a fraction of the chain's reach.
 MARKER_SIZE = 0.05
+#: The pin's square, in the world's XY plane.
+_SQUARE = ((1, 1, 0), (-1, 1, 0), (-1, -1, 0), (1, -1, 0))
 TEXT_SIZE = 12
 TEXT_OFFSET = (12, -4)
 
@@ -115,6 +118,8 @@ class EffectorView:
     middle: Vector | None = None
     #: The chain's bones and the gaps between them, laid end to end.
     reach: float = 0.0
+    #: How firmly a pin holds the target (0: not pinned); `target` is then where the pin holds it.
+    pin: float = 0.0
 
 
 def effector_status(rig_status, index: int) -> str:
@@ -146,6 +151,9 @@ def read_effectors(obj, depsgraph, rig_status) -> list[EffectorView]:
         view = EffectorView(index, effector.bone, status)
         views.append(view)
         view.target = _world_point(effector.target, effector.subtarget, depsgraph)
+        if view.target is not None and pins.problem(effector) is None and effector.pin > 0.0:
+            view.pin = effector.pin
+            view.target = view.target.lerp(Vector(effector.pin_location), effector.pin)
         view.pole = _world_point(effector.pole_target, effector.pole_subtarget, depsgraph)
         tip_bone = evaluated.pose.bones.get(effector.bone) if effector.bone else None
         if tip_bone is None:
@@ -317,6 +325,9 @@ def build(
             if view.target is not None:
                 drawing.segments.append(Segment('target', view.tip, view.target, color, view.index))
                 drawing.segments += marker(view.target, size, color, view.index)
+                if view.pin > 0.0:  # a square on the ground around the pinned target, as large as the pin is firm
+                    corners = [view.target + 2.0 * size * view.pin * Vector(c) for c in _SQUARE]
+                    drawing.segments += polyline('pin', corners + corners[:1], PIN_COLOR, view.index)
             else:
                 drawing.segments += marker(view.tip, size, color, view.index)
         if options.show_poles and view.pole is not None and view.middle is not None:

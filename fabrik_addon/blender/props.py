@@ -256,6 +256,29 @@ class FabrikEffector(PropertyGroup):
         ),
         update=_stretch_changed,
     )
+    pin: FloatProperty(
+        name="Pin",
+        default=0.0,
+        min=0.0,
+        max=1.0,
+        subtype='FACTOR',
+        description=(
+            "How firmly the target is held at its Pin Location and Rotation (where it was when pinned, in world "
+            "space) instead of where it is: 1 plants the tip there while the rest of the rig moves (keyable: "
+            "Pin Target keys it over a range of frames, with blends in and out)"
+        ),
+        update=_setting_changed,
+    )
+    pin_location: FloatVectorProperty(
+        name="Pin Location", size=3, subtype='TRANSLATION', unit='LENGTH',
+        description="Where the pin holds the target, in world space (keyed at the start of each pinned range)",
+        update=_setting_changed,
+    )
+    pin_rotation: FloatVectorProperty(
+        name="Pin Rotation", size=4, subtype='QUATERNION', default=(1.0, 0.0, 0.0, 0.0),
+        description="How the pin holds the target turned, in world space (for a rotation goal)",
+        update=_setting_changed,
+    )
     # Set by "Convert IK Constraints": the muted constraint this effector came from.
     source_bone: StringProperty(name="Source Bone", description="Bone that holds the IK constraint this effector replaces")
     source_constraint: StringProperty(

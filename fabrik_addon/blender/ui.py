@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 import bpy
 from bpy.types import Panel, UIList
 
-from . import compare, integrity, presets, rig, setup_ops
+from . import compare, integrity, pins, presets, rig, setup_ops
 from .status import DISABLED, statuses
 
 #: Pixels of a sidebar line that text cannot use at interface scale 1: the tab column (22), the panel's left
@@ -342,6 +342,36 @@ class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
                          room, 'CONSTRAINT_BONE')
 
 
+class VIEW3D_PT_fabrik_pins(FabrikSidebarPanel, Panel):
+    """The active effector's pins: where its target is held still over keyed ranges of frames"""
+
+    bl_label = "Pins"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    @classmethod
+    def poll(cls, context):
+        return VIEW3D_PT_fabrik_effector.poll(context)
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        obj = setup_ops.rig_for_panel(context)
+        effector = obj.fabrik.effectors[obj.fabrik.active_effector]
+        layout.prop(effector, "pin", slider=True)
+        column = layout.column()
+        column.active = effector.pin > 0.0
+        column.prop(effector, "pin_location", text="Location")
+        row = layout.row(align=True)
+        row.operator("fabrik.pin", icon='PINNED')
+        row.operator("fabrik.pin_clear", icon='UNPINNED', text="Clear")
+        spans = pins.spans(obj, effector)
+        room = room_for(context)
+        if spans:
+            text = "Held on frames " + ", ".join(f"{first}-{last}" for first, last in spans)
+            draw_wrapped(layout, text, room, 'KEYFRAME')
+        layout.operator("fabrik.find_contacts", icon='VIEWZOOM')
+
+
 class VIEW3D_PT_fabrik_solver(FabrikSidebarPanel, Panel):
     """How the rig is solved: the method, its stopping rules and where each solve starts"""
 
@@ -453,6 +483,7 @@ classes = (
     VIEW3D_PT_fabrik,
     VIEW3D_PT_fabrik_status,
     VIEW3D_PT_fabrik_effector,
+    VIEW3D_PT_fabrik_pins,
     VIEW3D_PT_fabrik_solver,
     VIEW3D_PT_fabrik_testing,
     BONE_PT_fabrik_limits,

@@ -1,0 +1,249 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Operators for pins: pin the active effector's target over a range, clear its pins, find contacts and pin them."""
+
+from __future__ import annotations
+
+import bpy
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
+from bpy.types import Operator
+
+from . import pins
+from .goals import EffectorError, world_matrix
+from .setup_ops import rig_for_panel
+from .stepping import SteppedOperator
+
+#: Blender's frame limits (MINAFRAME, MAXFRAME).
+_FRAME_MIN, _FRAME_MAX = -1048574, 1048574
+
+
+def _active(context):
+    """The panel's rig and its active effector, or (rig, None)."""
+    obj = rig_for_panel(context)
+    if obj is None:
+        return None, None
+    settings = obj.fabrik
+    index = settings.active_effector
+    return obj, settings.effectors[index] if 0 <= index < len(settings.effectors) else None
+
+
+def _range_text(spans: list) -> str:
+    """Frame ranges as the reports and the panel write them."""
+    return ", ".join(f"{first}-{last}" for first, last in spans)
+
+
+class FABRIK_OT_pin(Operator):
+    """Pin the active effector's target where it is on the start frame, over a range of frames: the tip stays \
+planted there while the rest of the rig moves (keys Pin, blending in and out)"""
+
+    bl_idname = "fabrik.pin"
+    bl_label = "Pin Target"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    frame_start: IntProperty(
+        name="Start Frame", description="First frame the target is held fully (where it is on this frame)",
+        default=1, min=_FRAME_MIN, max=_FRAME_MAX, options={'SKIP_SAVE'},
+    )
+    frame_end: IntProperty(
+        name="End Frame", description="Last frame the target is held fully", default=10, min=_FRAME_MIN,
+        max=_FRAME_MAX, options={'SKIP_SAVE'},
+    )
+    blend_in: IntProperty(
+        name="Blend In", description="Frames before the start over which the pin takes hold", default=2, min=1,
+        soft_max=50,
+    )
+    blend_out: IntProperty(
+        name="Blend Out", description="Frames after the end over which the pin lets go", default=2, min=1,
+        soft_max=50,
+    )
+
+    @classmethod
+    def poll(cls, context):
+        obj, effector = _active(context)
+        return effector is not None and effector.target is not None
+
+    def draw(self, _context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        column = layout.column(align=True)
+        column.prop(self, "frame_start")
+        column.prop(self, "frame_end", text="End")
+        column = layout.column(align=True)
+        column.prop(self, "blend_in")
+        column.prop(self, "blend_out", text="Out")
+
+    def invoke(self, context, _event):
+        frame = context.scene.frame_current
+        if not self.properties.is_property_set("frame_start"):
+            self.frame_start = frame
+        if not self.properties.is_property_set("frame_end"):
+            self.frame_end = max(self.frame_start, min(context.scene.frame_end, self.frame_start + 10))
+        if context.window is None:
+            return self.execute(context)
+        return context.window_manager.invoke_props_dialog(self)
+
+    def execute(self, context):
+        obj, effector = _active(context)
+        if effector is None or effector.target is None:
+            self.report({'ERROR'}, "Cannot pin: the active effector has no target")
+            return {'CANCELLED'}
+        if self.frame_end < self.frame_start:
+            self.report({'ERROR'}, f"Cannot pin: the End Frame ({self.frame_end}) comes before the Start Frame "
+                        f"({self.frame_start})")
+            return {'CANCELLED'}
+        scene = context.scene
+        before = scene.frame_current
+        try:
+            scene.frame_set(self.frame_start)
+            world = world_matrix(effector.target, effector.subtarget, context.evaluated_depsgraph_get()).copy()
+        except EffectorError as exc:
+            self.report({'ERROR'}, f"Cannot pin: {exc}")
+            return {'CANCELLED'}
+        finally:
+            scene.frame_set(before)
+        if not all(abs(c) < float("inf") for row in world for c in row):
+            self.report({'ERROR'}, f"Cannot pin: target '{effector.target.name}' is not at a finite location on "
+                        f"frame {self.frame_start}")
+            return {'CANCELLED'}
+        span = pins.Span(self.frame_start, self.frame_end, self.blend_in, self.blend_out)
+        pins.key_span(obj, effector, span, world)
+        obj.update_tag()
+        self.report({'INFO'}, f"Pinned '{effector.name}' on frames {self.frame_start}-{self.frame_end} "
+                    f"(blending in from {span.keyed[0]}, out until {span.keyed[1]})")
+        return {'FINISHED'}
+
+
+class FABRIK_OT_pin_clear(Operator):
+    """Remove the active effector's pins (their keys), so its target is followed on every frame again"""
+
+    bl_idname = "fabrik.pin_clear"
+    bl_label = "Clear Pins"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    @classmethod
+    def poll(cls, context):
+        return _active(context)[1] is not None
+
+    def execute(self, context):
+        obj, effector = _active(context)
+        spans = pins.spans(obj, effector)
+        removed = pins.clear(obj, effector)
+        obj.update_tag()
+        if not removed and effector.pin == 0.0:
+            self.report({'INFO'}, f"'{effector.name or effector.bone}' has no pins")
+            return {'CANCELLED'}
+        effector.pin = 0.0
+        held = f" (frames {_range_text(spans)})" if spans else ""
+        self.report({'INFO'}, f"Cleared the pins of '{effector.name or effector.bone}'{held}")
+        return {'FINISHED'}
+
+
+class FABRIK_OT_find_contacts(SteppedOperator, Operator):
+    """Find where the effectors' targets are planted in their animation (slow and near the lowest they go) and \
+pin them there: the pins replace the effectors' pins in the frame range and can be edited like any keys"""
+
+    bl_idname = "fabrik.find_contacts"
+    bl_label = "Find Contacts"
+    bl_options = {'REGISTER', 'UNDO'}
+    _noun, _doing = "Find Contacts", "Finding contacts"
+
+    effectors: EnumProperty(
+        name="Effectors",
+        items=(('ALL', "All Effectors", "Every enabled effector with a target"),
+               ('ACTIVE', "Active Effector", "Only the active effector")),
+        default='ALL',
+    )
+    frame_start: IntProperty(name="Start Frame", default=1, min=_FRAME_MIN, max=_FRAME_MAX, options={'SKIP_SAVE'},
+                             description="First frame to look at")
+    frame_end: IntProperty(name="End Frame", default=250, min=_FRAME_MIN, max=_FRAME_MAX, options={'SKIP_SAVE'},
+                           description="Last frame to look at")
+    speed: FloatProperty(
+        name="Speed", default=0.01, min=0.0, soft_max=0.1, precision=3,
+        description="A target moving at most this much a frame, as a share of its chain's length, may be planted",
+    )
+    height: FloatProperty(
+        name="Height", default=0.05, min=0.0, soft_max=0.5, precision=3,
+        description="A target at most this high above the lowest it goes, as a share of its chain's length, may "
+                    "be planted",
+    )
+    shortest: IntProperty(name="Shortest", default=4, min=1, soft_max=50,
+                          description="Contacts of fewer frames are left out")
+    blend: IntProperty(name="Blend", default=2, min=1, soft_max=20,
+                       description="Frames over which each pin takes hold and lets go (fewer where contacts are close)")
+    # Set by invoke when it opens the dialog: the dialog's OK runs modal.
+    use_modal: BoolProperty(name="Modal", default=False, options={'HIDDEN', 'SKIP_SAVE'})
+
+    @classmethod
+    def poll(cls, context):
+        obj = rig_for_panel(context)
+        return obj is not None and len(obj.fabrik.effectors) > 0
+
+    def draw(self, _context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        layout.use_property_decorate = False
+        layout.prop(self, "effectors")
+        column = layout.column(align=True)
+        column.prop(self, "frame_start")
+        column.prop(self, "frame_end", text="End")
+        column = layout.column(align=True)
+        column.prop(self, "speed")
+        column.prop(self, "height")
+        layout.prop(self, "shortest")
+        layout.prop(self, "blend")
+
+    def _fill_range(self, scene) -> None:
+        for name, value in (("frame_start", scene.frame_start), ("frame_end", scene.frame_end)):
+            if not self.properties.is_property_set(name):
+                setattr(self, name, value)
+
+    def _start(self, context) -> bool:
+        obj = rig_for_panel(context)
+        self._fill_range(context.scene)
+        settings = obj.fabrik
+        indices = list(range(len(settings.effectors))) if self.effectors == 'ALL' else [settings.active_effector]
+        try:
+            if self.frame_end < self.frame_start:
+                raise ValueError(f"the End Frame ({self.frame_end}) comes before the Start Frame ({self.frame_start})")
+            self._work = pins.ContactFinder(
+                context.scene, obj, [i for i in indices if 0 <= i < len(settings.effectors)],
+                range(self.frame_start, self.frame_end + 1), self.speed, self.height, self.shortest, self.blend,
+            )
+        except ValueError as exc:
+            self.report({'ERROR'}, f"Cannot find contacts: {exc}")
+            return False
+        return True
+
+    def _finish(self, context):
+        finder, self._work = self._work, None
+        try:
+            keyed = finder.finish()
+        except Exception as exc:  # never raise into Blender
+            finder.cancel()
+            self.report({'ERROR'}, f"Find Contacts stopped: {exc}")
+            return {'CANCELLED'}
+        finder.obj.update_tag()
+        count = sum(len(spans) for spans in keyed.values())
+        parts = [f"'{name}' {_range_text([(s.first, s.last) for s in spans])}" for name, spans in keyed.items() if spans]
+        self.report({'INFO'}, f"Found {count} contact(s) and pinned them" + (": " + "; ".join(parts) if parts else ""))
+        return {'FINISHED'}
+
+    def execute(self, context):
+        # OK in the dialog runs modal (Esc cancels); a script's call and the redo panel's re-run finish at once.
+        if self.use_modal and context.window is not None and not self.is_repeat():
+            self.use_modal = False
+            return self.run_modal(context)
+        self.use_modal = False
+        return self.run_at_once(context)
+
+    def invoke(self, context, _event):
+        self._fill_range(context.scene)
+        if context.window is None:
+            return self.execute(context)
+        self.use_modal = True
+        return context.window_manager.invoke_props_dialog(self)
+
+
+classes = (FABRIK_OT_pin, FABRIK_OT_pin_clear, FABRIK_OT_find_contacts)
+
+register, unregister = bpy.utils.register_classes_factory(classes)
