@@ -35,8 +35,10 @@ STATES = [
 SWITCHED = "Left Hand pole"
 #: Our preset menus, and one of Blender's own to compare their widths with.
 MENUS = ("FABRIK_MT_rig_settings_presets", "FABRIK_MT_bone_limits_presets", "RENDER_MT_framerate_presets")
-SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_solver",
-             "VIEW3D_PT_fabrik_testing")
+SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_pins",
+             "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_testing")
+#: Where the "pinned" state's pin holds the target (reachable, away from the target).
+PIN_AT = (0.5, -0.5, 1.0)
 POLL = 0.1
 WAIT_TICKS = 50
 WATCHDOG = 50.0
@@ -316,6 +318,70 @@ def step_menus():
     return None
 
 
+def pin_pixels(rgb):
+    """Pixels of the overlay's pin colour (orange: more red than green by far, little blue)."""
+    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
+    return (r > 0.8) & (g > 0.35) & (g < 0.7) & (b < 0.3)
+
+
+def make_pin_steps(name: str, pin: float):
+    """The pinned state (the Pins sub-panel scrolled into view, the overlay's pin square at the held target) and
+    the same without the pin, to count the square's pixels against."""
+
+    def set_state():
+        result["stage"] = f"{name}: set"
+        rig = bpy.data.objects["Rig"]
+        bpy.data.objects["Target"].location = STATES[0][1]
+        effector = rig.fabrik.effectors[0]
+        effector.chain_length = 0
+        effector.pin, effector.pin_location = pin, PIN_AT
+        options = bpy.context.scene.fabrik_overlay
+        options.show = options.show_targets = True
+        options.show_poles = options.show_reach = options.show_limits = options.show_readout = False
+        options.show_trace = False
+        rig.update_tag()
+        window, screen, area, region, ui_region = view3d()
+        with bpy.context.temp_override(window=window, screen=screen, area=area, region=ui_region):
+            for _ in range(25):  # (a step of the mouse wheel each: the Pins sub-panel sits below Active Effector)
+                bpy.ops.view2d.scroll_down()
+        result["drawn"].clear()
+        ui_region.tag_redraw()
+        return POLL
+
+    def wait():
+        result["stage"] = f"{name}: wait"
+        status = addon().blender.status.statuses.get("Rig")
+        if status is None or addon().blender.overlay.effector_status(status, 0) != "REACHED":
+            return None
+        if not result["drawn"].get("VIEW3D_PT_fabrik_pins"):
+            view3d()[4].tag_redraw()
+            return None
+        return 0.3
+
+    def take():
+        result["stage"] = f"{name}: screenshot"
+        window, screen, area, _region, ui_region = view3d()
+        path = os.path.join(SHOT_DIR, f"panels_{name}.png")
+        with bpy.context.temp_override(window=window, screen=screen, area=area):
+            shot = sorted(bpy.ops.screen.screenshot(filepath=path))
+        rgba = load_rgb(path)
+        viewport = rgba[:, :ui_region.x, :3]
+        rig = bpy.data.objects["Rig"]
+        evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        tip = evaluated.matrix_world @ evaluated.pose.bones[TIP].tail
+        result.setdefault("pins", {})[name] = {
+            "screenshot": shot, "shot": path, "pin_pixels": int(pin_pixels(viewport).sum()),
+            "tip": list(tip), "pins_drawn": bool(result["drawn"].get("VIEW3D_PT_fabrik_pins")),
+            "drawn": dict(result["drawn"]),
+        }
+        if name == "pinned":
+            save_crop(rgba, max(0, ui_region.x - 760), ui_region.x + ui_region.width,
+                      os.path.join(SHOT_DIR, "pins_blender34.png"))
+        return POLL
+
+    return [set_state, wait, take]
+
+
 def step_finish():
     result["stage"] = "done"
     finish()
@@ -325,5 +391,6 @@ def step_finish():
 steps = [step_setup, step_bone_polls, step_fabrik_tab]
 for state in STATES:
     steps += make_state_steps(*state)
+steps += make_pin_steps("pinned", 1.0) + make_pin_steps("unpinned", 0.0)
 steps += [step_menus, step_finish]
 session.run(steps)

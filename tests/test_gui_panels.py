@@ -3,7 +3,7 @@
 the sub-panels register and draw (Testing stays closed), Bone > Inverse Kinematics takes our sub-panel, the
 Status lines are wrapped so they fit the sidebar, alert red shows in the sidebar for a missed and a refused
 target and not for a reached one nor for an effector the rig's switch turned off, and the preset menus are as
-narrow as Blender's own.
+narrow as Blender's own; a pin holds the tip, its sub-panel draws and the overlay shows its square.
 
 The captures are kept in test-artifacts/panels_<state>.png; the missed state's, cropped to the sidebar and
 the rig, in test-artifacts/panels_blender34.png (`python3 tools/dev.py pictures` copies it into docs/images/).
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.gui
 
 DRIVER = Path(__file__).resolve().parent / "gui_panels_driver.py"
 GUI_TIMEOUT = 90
-SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_solver",
-             "VIEW3D_PT_fabrik_testing")
+SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_pins",
+             "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_testing")
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +103,15 @@ def test_a_solve_put_off_after_the_chain_changed_solves_again_by_itself(panels_r
     # solve is put off to "the next update", which nothing in this run makes; the add-on's timer asks for it,
     # so the status came to the refusal (the driver would have given up waiting otherwise).
     assert "refused" in panels_run.get("put_off_seen", []), panels_run.get("put_off_seen")
+
+
+def test_a_pin_holds_the_tip_and_shows_in_the_pins_panel_and_as_a_square_in_the_viewport(panels_run: dict) -> None:
+    """With Pin at 1 the tip sits at the Pin Location although the target is elsewhere; the Pins sub-panel draws
+    (scrolled into view); the overlay's orange square shows, counted against the same view without the pin."""
+    pinned, unpinned = panels_run["pins"]["pinned"], panels_run["pins"]["unpinned"]
+    assert pinned["screenshot"] == unpinned["screenshot"] == ["FINISHED"]
+    assert pinned["pins_drawn"] and unpinned["pins_drawn"]
+    assert max(abs(a - b) for a, b in zip(pinned["tip"], (0.5, -0.5, 1.0))) < 1e-4, pinned["tip"]
+    assert max(abs(a - b) for a, b in zip(unpinned["tip"], (0.9, 0.3, 1.2))) < 1e-4, unpinned["tip"]
+    assert pinned["pin_pixels"] - unpinned["pin_pixels"] > 40, (pinned["pin_pixels"], unpinned["pin_pixels"])
+    assert (ARTIFACTS / "pins_blender34.png").is_file()

@@ -100,6 +100,24 @@ try:
         errors.append((tip - target.matrix_world.translation).length)
     result["bake_errors"] = errors
 
+    result["stage"] = "pins"
+    # Pins key the rig's own (legacy) action: the bake's keys go first, then the tip is pinned over frames 3-8
+    # while the target slides on.
+    rig.animation_data_clear()
+    rig.fabrik.live = True
+    bpy.context.view_layer.objects.active = rig
+    result["pin"] = sorted(bpy.ops.fabrik.pin(frame_start=3, frame_end=8, blend_in=1, blend_out=1))
+    held = []
+    for frame in range(3, 9):
+        scene.frame_set(frame)
+        held.append(rig.matrix_world @ rig.pose.bones["b2"].tail)
+    result["pin_slide"] = max((tip - held[0]).length for tip in held)
+    result["pin_spans"] = sys.modules[module + ".fabrik_addon"].blender.pins.spans(rig, rig.fabrik.effectors[0])
+    # The target never stands still: Find Contacts replaces the pin with none, and nothing is left to clear.
+    result["find_contacts"] = sorted(bpy.ops.fabrik.find_contacts(effectors='ACTIVE'))
+    result["spans_after_find"] = sys.modules[module + ".fabrik_addon"].blender.pins.spans(rig, rig.fabrik.effectors[0])
+    result["clear_pins"] = sorted(bpy.ops.fabrik.pin_clear())
+
     result["stage"] = "disable"
     result["disable"] = sorted(bpy.ops.preferences.addon_disable(module=module))
     result["still_enabled"] = module in bpy.context.preferences.addons
@@ -192,6 +210,15 @@ def test_bake_writes_legacy_action_keys(legacy_run: dict) -> None:
     assert r["bake_fcurves"] == 12 and r["bake_keys"] == [10], (r["bake_fcurves"], r["bake_keys"])
     assert not r["bake_live_after"], "live solving should be off after the bake"
     assert max(r["bake_errors"]) < 1e-3, r["bake_errors"]
+
+
+def test_a_pin_holds_the_tip_in_blender_34(legacy_run: dict) -> None:
+    """Pin Target keys a legacy action; the tip stays put over the pinned frames while the target slides."""
+    r = legacy_run
+    assert r["pin"] == ["FINISHED"] and r["pin_spans"] == [[3, 8]], (r["pin"], r["pin_spans"])
+    assert r["pin_slide"] < 1e-4, r["pin_slide"]
+    assert r["find_contacts"] == ["FINISHED"] and r["spans_after_find"] == [], r["spans_after_find"]
+    assert r["clear_pins"] == ["CANCELLED"]
 
 
 def test_disable_leaves_nothing(legacy_run: dict) -> None:

@@ -23,6 +23,7 @@ SCREENSHOTS = {
     "overlay_blender34.png": "overlay_missed_on.png",
     "setup_blender34.png": "setup_blender34.png",
     "bake_dialog_blender34.png": "bake_dialog_blender34.png",
+    "pins_blender34.png": "pins_blender34.png",
 }
 
 

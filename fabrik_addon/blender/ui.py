@@ -347,7 +347,6 @@ class VIEW3D_PT_fabrik_pins(FabrikSidebarPanel, Panel):
 
     bl_label = "Pins"
     bl_parent_id = "VIEW3D_PT_fabrik"
-    bl_options = {'DEFAULT_CLOSED'}
 
     @classmethod
     def poll(cls, context):
