@@ -12,7 +12,7 @@ import pytest
 
 from blender_scenes import chain_rig, rigbuild, rotation_channels, target_world, tip_world
 from fabrik_addon.blender.held import held_bones
-from fabrik_addon.blender import animdata, live, memory
+from fabrik_addon.blender import animdata, live, memory, pins
 from fabrik_addon.blender.status import DeferredStatus, RigStatus, statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -170,7 +170,20 @@ def keyed_influence():
     return rig
 
 
-RIGS = {"quaternions": lambda: chain("quaternions"), "one Euler order": lambda: chain("euler"),
+def pinned_chain():
+    """The quaternion chain with its target pinned over two keyed ranges (blends included): the rig's animation
+    keys only pins, which each frame reads again."""
+    rig = chain("quaternions")
+    rig.fabrik.live = False  # (while the pins are keyed: the frames played here are not the test's)
+    effector = rig.fabrik.effectors[0]
+    for span in (pins.Span(5, 12, 2, 3), pins.Span(30, 35, 1, 1)):
+        bpy.context.scene.frame_set(span.first)
+        pins.key_span(rig, effector, span, effector.target.matrix_world.copy())
+    rig.fabrik.live = True
+    return rig
+
+
+RIGS = {"quaternions": lambda: chain("quaternions"), "pinned": pinned_chain, "one Euler order": lambda: chain("euler"),
         "mixed modes": lambda: chain("mixed"), "hand": hand, "hanging chain": hanging_chain,
         "animated rig": animated_rig, "scaled above": scaled_above, "converted": converted_chain,
         "converted, target kept": lambda: converted_chain(tied=True), "target on a moving parent": target_on_a_moving_parent}

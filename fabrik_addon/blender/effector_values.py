@@ -10,7 +10,8 @@ work. Each of those functions takes either this or the effector itself.
 
 from __future__ import annotations
 
-#: The effector properties a solve reads (the order of `live._inputs_of`'s snapshot).
+#: The effector properties a solve reads (the order of `live._inputs_of`'s snapshot; the pin's last, as
+#: `pins.read_again` replaces them).
 SOLVED = (
     "enabled", "bone", "chain_length", "weight", "influence", "use_rotation", "rotation_weight", "pole_angle",
     "use_stretch", "pin", "pin_location", "pin_rotation",

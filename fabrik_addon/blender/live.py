@@ -285,6 +285,8 @@ class _Kept:
     #: many drivers it had; each frame then reads what the animation moves (`_read_animated`). None for a rig
     #: nothing animates.
     animation: tuple[frozenset, int] | None
+    #: Whether that animation keys (or drives) the effectors' pins: each frame then reads them again.
+    pinned: bool = False
 
 
 def _keepable(obj, depsgraph, inputs: tuple, values: list[EffectorValues], result: RigStatus, read_: solve.Read):
@@ -309,9 +311,10 @@ def _keepable(obj, depsgraph, inputs: tuple, values: list[EffectorValues], resul
         if animation is None:
             return None
     world = obj.evaluated_get(depsgraph).matrix_world
+    pinned = animation is not None and any(pins.is_pin_path(path) for path in _paths(obj))
     return _Kept(
         obj, read_, values, [value.solved() for value in values], rig.world_to_armature(obj.evaluated_get(depsgraph)),
-        comparable(world), inputs[: len(inputs) - len(values)], len(index), animation,
+        comparable(world), inputs[: len(inputs) - len(values)], len(index), animation, pinned,
     )
 
 
@@ -323,18 +326,23 @@ def _animates(obj) -> bool:
     )
 
 
+def _paths(obj) -> list[str]:
+    """The data paths the rig's action and drivers animate."""
+    return [*animdata.fcurve_paths(obj), *(driver.data_path for driver in obj.animation_data.drivers)]
+
+
 def _animation(obj, names: list[str]) -> tuple[frozenset, int] | None:
     """An animated rig's F-curve paths and driver count (`_Kept.animation`), where its animation reaches no chain
-    bone's channel (`names`) and no setting (those change what the whole read reads: None)."""
+    bone's channel (`names`) and no setting but the effectors' pins, which each frame reads again (the others
+    change what the whole read reads: None)."""
     animation_data = obj.animation_data
     if len(animation_data.nla_tracks):
         return None  # (a strip's action may animate anything)
-    fcurve_paths = animdata.fcurve_paths(obj)
-    paths = [*fcurve_paths, *(driver.data_path for driver in animation_data.drivers)]
     chain = tuple(f'pose.bones["{bpy.utils.escape_identifier(name)}"]' for name in names)
-    if any(path.startswith(chain) or path.startswith("fabrik") for path in paths):
+    if any(path.startswith(chain) or (path.startswith("fabrik") and not pins.is_pin_path(path))
+           for path in _paths(obj)):
         return None
-    return fcurve_paths, len(animation_data.drivers)
+    return animdata.fcurve_paths(obj), len(animation_data.drivers)
 
 
 def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.RigMemory) -> tuple | None:
@@ -358,8 +366,13 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
         if updated.rebuilt() or not _read_again(kept, obj, depsgraph):
             return None
     goals, tails = [], []
+    effectors = obj.fabrik.effectors
     try:
         for value, goal, properties in zip(kept.values, read_.goals, kept.solved):
+            if kept.pinned:  # (keyed pins: this frame's)
+                properties = pins.read_again(value, effectors[value.index], properties)
+                if properties is None:
+                    return None  # the whole read says what is wrong with it
             world = effector_goals.world_matrix(value.target, value.subtarget, depsgraph)
             pinned = pins.held_world(world, value)
             point = (kept.to_armature @ pinned.translation)[:]

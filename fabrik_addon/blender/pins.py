@@ -55,6 +55,21 @@ def problem(effector) -> str | None:
     return None
 
 
+def is_pin_path(path: str) -> bool:
+    """Whether a data path animates an effector's pin."""
+    return path.startswith("fabrik.effectors[") and path.rsplit(".", 1)[-1] in KEYED
+
+
+def read_again(values, effector, solved: tuple) -> tuple | None:
+    """Read the effector's pin into its `EffectorValues` again, and its properties snapshot (`solved()`) with the
+    pin as it is now; None where the pin cannot be used."""
+    values.pin = effector.pin
+    values.pin_location, values.pin_rotation = tuple(effector.pin_location), tuple(effector.pin_rotation)
+    if problem(values):
+        return None
+    return solved[: -len(KEYED)] + (values.pin, values.pin_location, values.pin_rotation)
+
+
 def _path(effector, prop: str) -> str:
     """The data path of one of the effector's pin properties, by its name."""
     return f'fabrik.effectors["{bpy.utils.escape_identifier(effector.name)}"].{prop}'
