@@ -39,6 +39,7 @@ BUILT = {
     "arm, elbow hinge + pole, straight": rigs.class_rigs("build_arm_pole_straight", ""),
     "leg, knee hinge + pole, bent 15°": rigs.class_rigs("build_leg_pole_bent", ""),
     "captured motion, 52 bones": rigs.mocap_rigs,
+    "captured motion, feet pinned": rigs.mocap_pinned_rigs,
 }
 
 

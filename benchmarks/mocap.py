@@ -124,3 +124,25 @@ def build(frames: range, name: str = "Mocap"):
         leg.pole_angle = rigbuild.rest_pole_angle(rig, f"{side}UpLeg", f"{side}Leg", rest["knee"])
     rigbuild.add_effector(rig, "Head", keyed["Head"], chain_length=3)
     return rig
+
+
+def pin_feet(rig, frames: range) -> None:
+    """Pin each foot where its target is when it sets down, over the frames it stands (the half cycle it stays
+    on the ground), as Find Contacts would plant a captured walk's feet; two frames to take hold and let go."""
+    import fabrik_addon.blender.pins as pins
+
+    scene = bpy.context.scene
+    cycle = round(CYCLE * FPS)
+    for effector in rig.fabrik.effectors:
+        if not effector.bone.endswith("Leg"):
+            continue
+        # The foot is down while sin(phase) <= 0: the cycle's second half for the left, its first for the right.
+        down = cycle // 2 if effector.bone.startswith("Left") else 0
+        for start in range(frames.start + down, frames.stop, cycle):
+            first, last = start + 2, min(start + cycle // 2 - 3, frames.stop - 1)
+            if last <= first:
+                continue
+            scene.frame_set(first)
+            world = effector.target.evaluated_get(bpy.context.evaluated_depsgraph_get()).matrix_world.copy()
+            pins.key_span(rig, effector, pins.Span(first, last, 2, 2), world)
+    scene.frame_set(frames.start)

@@ -224,6 +224,15 @@ def mocap_rigs(frames: range) -> tuple[list, str]:
     )
 
 
+def mocap_pinned_rigs(frames: range) -> tuple[list, str]:
+    """The motion-capture character with its feet pinned while they stand (`mocap.pin_feet`)."""
+    import mocap
+
+    (rig,), note = mocap_rigs(frames)
+    mocap.pin_feet(rig, frames)
+    return [rig], note + "; each foot pinned over the frames it stands"
+
+
 def layout_rigs(make: Callable, note: str, copies: int = 1) -> Callable:
     """A builder of `copies` rigs of a layout, side by side."""
     def builder(frames: range) -> tuple[list, str]:

@@ -47,7 +47,8 @@ import numpy as np  # noqa: E402
 
 import fabrik_addon  # noqa: E402
 import live_memory  # noqa: E402
-from fabrik_addon.blender import props  # noqa: E402
+import mocap  # noqa: E402
+from fabrik_addon.blender import pins, props  # noqa: E402
 from rigs import (  # noqa: E402
     ITERATIONS, chain_layout, chain_reach, class_rigs, convert_from_blender_ik, hand_layout, hinged_hand_rigs,
     humanoid_rigs, layout_rigs, live_layout, mocap_rigs, robot_arm_rigs, set_mode, tentacle_rigs,
@@ -79,6 +80,8 @@ class RigSpec:
     #: Where FABRIK's live solves start ("Start From": 'FK' this frame's pose, 'PREVIOUS' the previous solution);
     #: None: as the rig's builder sets it.
     start: str | None = None
+    #: Whether FABRIK's rigs have their feet pinned while they stand (`mocap.pin_feet`).
+    pinned: bool = False
 
 
 def _ratio_at_most(limit: float) -> Callable[[dict], bool]:
@@ -140,6 +143,7 @@ SPECS = [
     RigSpec("mocap", "captured motion, 52 bones (5 eff., 4 poles)", mocap_rigs, **CLASS_TARGET),
     RigSpec("mocap previous", "captured motion, Previous Solution", mocap_rigs, start="PREVIOUS", **CLASS_TARGET),
     RigSpec("mocap converted", "captured motion, converted", mocap_rigs, converted=True, **CLASS_TARGET),
+    RigSpec("mocap pinned", "captured motion, feet pinned", mocap_rigs, pinned=True),
     RigSpec("20 hands", "20 hands live at once", layout_rigs(hand_layout, "20 hand rigs in one scene", copies=20),
             target="frame < 40 ms", check=lambda row: max(row["fabrik_frame"]) < 0.040),
 ]
@@ -190,6 +194,8 @@ def build_scenes(spec: RigSpec, frames: range) -> tuple[list[Scene], str]:
                 rig.fabrik.iterations = spec.iterations
             if mode == "fabrik" and spec.start is not None:
                 rig.fabrik.start = spec.start
+            if mode == "fabrik" and spec.pinned:
+                mocap.pin_feet(rig, frames)
         scenes.append(Scene(mode, scene, rigs, pairs))
     return scenes, note
 
@@ -254,7 +260,8 @@ def largest_turn(before: np.ndarray, now: np.ndarray) -> float:
 
 
 def worst_error(entry: Scene) -> float:
-    """The largest tip-to-target distance relative to its chain's reach, on the evaluated scene."""
+    """The largest tip-to-target distance relative to its chain's reach, on the evaluated scene (a pinned target
+    where its pin holds it)."""
     depsgraph = bpy.context.evaluated_depsgraph_get()
     worst = 0.0
     for rig, tip, target, subtarget, reach in entry.pairs:
@@ -263,6 +270,9 @@ def worst_error(entry: Scene) -> float:
         goal = target.evaluated_get(depsgraph).matrix_world
         if subtarget:
             goal = goal @ target.evaluated_get(depsgraph).pose.bones[subtarget].matrix
+        for effector in rig.fabrik.effectors:
+            if effector.bone == tip and effector.target == target:
+                goal = pins.held_world(goal, effector)
         worst = max(worst, (tip_at - goal.translation).length / reach)
     return worst
 
