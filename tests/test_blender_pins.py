@@ -247,6 +247,24 @@ def test_find_contacts_pins_each_step_of_a_walk_and_the_foot_no_longer_slides():
     assert bpy.context.scene.frame_current == 17 and rig.fabrik.live
 
 
+def test_find_contacts_on_the_tips_pins_where_the_tip_stood():
+    """Looking at the tips as the scene plays them (live solving on while it samples): the same steps, each pin
+    holding the tip where it stood on the contact's first frame."""
+    rig, foot = walking_leg()
+    assert bpy.ops.fabrik.find_contacts(source='TIPS') == {'FINISHED'}
+    found = pins.spans(rig, rig.fabrik.effectors[0])
+    assert len(found) == 3
+    first = found[1][0]
+    rig.fabrik.effectors[0].pin = 0.0
+    curves = [c for c in animdata.fcurves(rig) if c.data_path.endswith(".pin")]
+    animdata.fcurves(rig).remove(curves[0])  # (the tip where it stands without the pin, to compare)
+    rig.fabrik.effectors[0].pin = 0.0
+    stood = tips(rig, [first])[0]
+    location = [c for c in animdata.fcurves(rig) if c.data_path.endswith(".pin_location")]
+    held = np.array([c.evaluate(first) for c in sorted(location, key=lambda c: c.array_index)])
+    assert np.linalg.norm(held - stood) < 1e-5
+
+
 def test_find_contacts_cancelled_keys_nothing_and_puts_the_frame_and_live_solving_back():
     rig, foot = walking_leg()
     bpy.context.scene.frame_set(7)

@@ -139,8 +139,8 @@ class FABRIK_OT_pin_clear(Operator):
 
 
 class FABRIK_OT_find_contacts(SteppedOperator, Operator):
-    """Find where the effectors' targets are planted in their animation (slow and near the lowest they go) and \
-pin them there: the pins replace the effectors' pins in the frame range and can be edited like any keys"""
+    """Find where the effectors' targets (or tips) are planted in the animation (slow and near the lowest they \
+go) and pin them there: the pins replace the effectors' pins in the frame range and can be edited like any keys"""
 
     bl_idname = "fabrik.find_contacts"
     bl_label = "Find Contacts"
@@ -152,6 +152,13 @@ pin them there: the pins replace the effectors' pins in the frame range and can 
         items=(('ALL', "All Effectors", "Every enabled effector with a target"),
                ('ACTIVE', "Active Effector", "Only the active effector")),
         default='ALL',
+    )
+    source: EnumProperty(
+        name="Look At",
+        items=(('TARGETS', "Targets", "Where the targets stand still (their animation; the fastest)"),
+               ('TIPS', "Tips", "Where the tips stand still as the scene plays them (with live solving, or the "
+                "rig's own keys)")),
+        default='TARGETS',
     )
     frame_start: IntProperty(name="Start Frame", default=1, min=_FRAME_MIN, max=_FRAME_MAX, options={'SKIP_SAVE'},
                              description="First frame to look at")
@@ -183,6 +190,7 @@ pin them there: the pins replace the effectors' pins in the frame range and can 
         layout.use_property_split = True
         layout.use_property_decorate = False
         layout.prop(self, "effectors")
+        layout.prop(self, "source")
         column = layout.column(align=True)
         column.prop(self, "frame_start")
         column.prop(self, "frame_end", text="End")
@@ -208,6 +216,7 @@ pin them there: the pins replace the effectors' pins in the frame range and can 
             self._work = pins.ContactFinder(
                 context.scene, obj, [i for i in indices if 0 <= i < len(settings.effectors)],
                 range(self.frame_start, self.frame_end + 1), self.speed, self.height, self.shortest, self.blend,
+                self.source,
             )
         except ValueError as exc:
             self.report({'ERROR'}, f"Cannot find contacts: {exc}")

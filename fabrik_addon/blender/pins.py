@@ -197,12 +197,13 @@ def chain_reach(obj, effector) -> float:
 
 class ContactFinder:
     """Find Contacts, in steps (a modal operator shows progress and cancels between them): sample the chosen
-    effectors' targets once a frame, find where each is planted (`core.contacts`) and key a pin over each
-    contact. Nothing is keyed before `finish`; live solving is off while it samples (the targets do not need
-    it) and the frame goes back afterwards."""
+    effectors' targets (`source` 'TARGETS') or their tips as the scene plays them ('TIPS') once a frame, find
+    where each is planted (`core.contacts`) and key a pin over each contact, holding what was sampled on its
+    first frame. Nothing is keyed before `finish`; live solving is off while targets are sampled (they do not
+    need it) and the frame goes back afterwards."""
 
     def __init__(self, scene, obj, indices: list[int], frames: range, speed: float, height: float,
-                 shortest: int, blend: int) -> None:
+                 shortest: int, blend: int, source: str = 'TARGETS') -> None:
         if len(frames) < 2:
             raise ValueError("the frame range needs at least two frames")
         effectors = obj.fabrik.effectors
@@ -212,10 +213,12 @@ class ContactFinder:
             raise ValueError("no enabled effector with a target and a tip bone to find contacts for")
         self.scene, self.obj, self.indices, self.frames = scene, obj, chosen, frames
         self.speed, self.height, self.shortest, self.blend = speed, height, shortest, blend
+        self.tips = source == 'TIPS'
         self.index = 0
         self._matrices = {i: [] for i in chosen}
         self._frame_before, self._live_before = scene.frame_current, obj.fabrik.live
-        obj.fabrik.live = False
+        if not self.tips:
+            obj.fabrik.live = False
 
     @property
     def done(self) -> bool:
@@ -233,9 +236,16 @@ class ContactFinder:
 
         self.scene.frame_set(self.frames[self.index])
         depsgraph = bpy.context.evaluated_depsgraph_get()
+        evaluated = self.obj.evaluated_get(depsgraph)
         for i in self.indices:
             effector = self.obj.fabrik.effectors[i]
-            self._matrices[i].append(world_matrix(effector.target, effector.subtarget, depsgraph).copy())
+            if self.tips:
+                bone = evaluated.pose.bones[effector.bone]
+                turned = (evaluated.matrix_world @ bone.matrix).to_quaternion()
+                matrix = Matrix.LocRotScale(evaluated.matrix_world @ bone.tail, turned, None)
+            else:
+                matrix = world_matrix(effector.target, effector.subtarget, depsgraph).copy()
+            self._matrices[i].append(matrix)
         self.index += 1
 
     def _restore(self) -> None:

@@ -20,6 +20,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from . import limits, quat, quat_rows
+from .floor import Floor, height, joints
 from .limits import JointLimit
 from .problem import Goal, goal_reached
 from .quat import Quat
@@ -293,9 +294,11 @@ def _goal_structure(tree: MovingTree, rotated: tuple[int, ...]) -> tuple[list[fl
 class TreeGoals:
     """The goals as the refinement sees them: effector nodes, targets, weights, rotation goals, reach."""
 
-    def __init__(self, tree: MovingTree, goals: Sequence[Goal]) -> None:
+    def __init__(self, tree: MovingTree, goals: Sequence[Goal], floor: Floor | None = None) -> None:
         self.tree = tree
         self.goals = goals
+        #: The plane no joint may go below (`floor`), or None.
+        self.floor = floor
         self.nodes = tree.tips
         self.targets = [(float(t[0]), float(t[1]), float(t[2])) for t in (g.target for g in goals)]
         self.weights = [math.sqrt(max(0.0, g.weight)) for g in goals]
@@ -321,6 +324,24 @@ class TreeGoals:
             if self.rotations[g] is not None and rotation_errors:
                 total += (self.weights[g] * self.rotation_weights[g] * rotation_errors[g] * self.reach[g]) ** 2
         return total
+
+    def under_floor(self, rig: AngleRig) -> list[tuple[int, bool, Vec, float]]:
+        """The joints below the floor as the rig is posed (`floor.joints`): node, whether it is the tail, the point
+        and its depth; none without a floor."""
+        floor = self.floor
+        if floor is None:
+            return []
+        out = []
+        for k, tail in joints(self.tree):
+            point = rig.tip(k) if tail else rig.heads[k]
+            depth = -height(floor, point)
+            if depth > 0.0:
+                out.append((k, tail, point, depth))
+        return out
+
+    def floor_cost(self, rig: AngleRig) -> float:
+        """What the joints below the floor add to the squared error: their depths, squared."""
+        return sum(depth * depth for *_, depth in self.under_floor(rig))
 
     def reached(self, errors: Sequence[float], rotation_errors: Sequence[float], tolerance: float) -> bool:
         """Every goal reached (`problem.goal_reached`)."""

@@ -31,8 +31,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import bend, fabrik, limits, matrix_rows, methods, quat, rows, stretch
-from .angles import AngleRig, longest_reach
+from . import bend, fabrik, floor, limits, matrix_rows, methods, quat, refine, rows, stretch
+from .angles import AngleRig, TreeGoals, longest_reach
 from .fabrik import SLOW_WINDOW
 from .local import LocalTree, local_tree, rotations_from_zero, start_of, with_start_twist
 from .local import rotation_rows as local_rotation_rows
@@ -188,6 +188,8 @@ class Plan:
             self._checked = settings
         if not goals:
             return Solved(SolveReport(0, [], True, "converged"))
+        if settings.floor is not None and not self.whole:
+            goals = floor.lifted(settings.floor, goals)
         if self.whole:
             pose, report = self._solve_whole(goals, start.pose(), settings)
             return Solved(report, pose=pose)
@@ -218,9 +220,11 @@ class Plan:
     def _solve_part(
         self, i: int, part: Part, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None
     ) -> Solved:
-        """One part by its method; in continuity mode a limited part goes on from the rig the last frame left."""
+        """One part by its method, held above the floor; in continuity mode a limited part goes on from the rig the
+        last frame left."""
         if part.method != LIMITED:
-            return _METHODS[part.method](self.skeleton, part.tree, goals, start, settings)
+            solved = _METHODS[part.method](self.skeleton, part.tree, goals, start, settings)
+            return _above_floor(part.tree, goals, start, settings, solved)
         key = kept = None
         if carry is not None and not settings.explore and start.fixed is not None:
             key = (tuple(start.rotations), tuple(start.fixed), tuple(start.translations))
@@ -228,6 +232,7 @@ class Plan:
             # (a rig of another structure -- a limit or a bone edited since -- is not gone on from)
             kept = found[1] if found is not None and found[0] == key and found[1].tree is part.tree else None
         solved = methods.solve_limited(self.skeleton, part.tree, goals, start, settings, kept)
+        solved = _above_floor(part.tree, goals, start, settings, solved)
         if solved.rig is not None and start.fixed is not None:
             # A start forward kinematics made has each node's zero frame on its rest: the rig's own rotations are
             # the channels'.
@@ -279,6 +284,8 @@ class Plan:
             )
         validate_goals(self.skeleton, goals)
         validate_settings(settings)
+        if settings.floor is not None:
+            targets = floor.lifted_rows(settings.floor, targets)
         count = len(targets)
         whole = len(self.parts) == 1  # (then the part's tree is the plan's: its rows are the answer's)
         solved_frames, solved_heads = (None, None) if whole else (frames.copy(), heads.copy())
@@ -315,6 +322,8 @@ class Plan:
                     again = ~good
                     if whole:
                         rotations, stale = local, again
+                if settings.floor is not None:  # (a frame with a joint under the floor is held above it alone)
+                    again |= floor.deepest_rows(settings.floor, tree, placed, placed_heads) > settings.tolerance
                 if whole:
                     solved_frames, solved_heads = placed, placed_heads
                 else:
@@ -325,6 +334,7 @@ class Plan:
                 frame_goals = [replace(g, target=tuple(map(float, targets[f, i]))) for i, g in zip(group, own)]
                 begun = _part_start(start_of(f), nodes)
                 solved = _METHODS[part.method](self.skeleton, tree, frame_goals, begun, settings)
+                solved = _above_floor(tree, frame_goals, begun, settings, solved)
                 if solved.frames is None:
                     solved_frames[f, nodes], solved_heads[f, nodes] = frames[f, nodes], heads[f, nodes]
                 else:
@@ -442,6 +452,30 @@ class Plan:
         if solved.frames is None:
             return start.pose().copy()
         return posed(self.skeleton, self.tree, start.pose(), solved.frames, solved.heads)
+
+
+def _above_floor(tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings, solved: Solved) -> Solved:
+    """A part's pose held above the floor (`floor`): where `solved` leaves a joint deeper below it than the
+    tolerance, the refinement goes on from that pose with the joints' depths as errors besides the goals', within
+    what is left of the iteration cap."""
+    plane = settings.floor
+    if plane is None:
+        return solved
+    frames, heads = (start.frames, start.heads) if solved.frames is None else (solved.frames, solved.heads)
+    if floor.deepest(plane, tree, frames, heads) <= settings.tolerance:
+        return solved
+    rig = solved.rig if solved.rig is not None else AngleRig(tree, start, (heads, frames))
+    used = solved.report.iterations
+    refined = refine.solve(rig, TreeGoals(tree, goals, plane), settings.tolerance, max(0, settings.max_iterations - used))
+    stopped = "unreachable" if not refined.converged and solved.report.stopped_by == "unreachable" else refined.stopped_by
+    report = SolveReport(
+        used + refined.iterations, refined.errors, refined.converged, stopped, restarts=solved.report.restarts,
+        rotation_errors=refined.rotation_errors,
+    )
+    held = Solved(report, list(rig.frames), list(rig.heads), rig)
+    if start.fixed is not None:  # (a start forward kinematics made: the rig's own rotations are the channels')
+        held.rotations = list(rig.local)
+    return held
 
 
 def _part_start(start: Start, nodes: Sequence[int]) -> Start:

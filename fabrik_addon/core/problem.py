@@ -61,6 +61,9 @@ class SolveSettings:
     #: turned towards rest once the goals are reached, so a path that closes brings the pose back.
     explore: bool = True
     restarts: int = 3
+    #: A plane no tip and no moving joint goes below (`floor.Floor`: a point and a unit normal, armature space),
+    #: or None. FABRIK's plan holds it; the comparison solvers and IK stretch leave it out.
+    floor: tuple | None = None
 
 
 @dataclass
@@ -150,6 +153,10 @@ def validate_settings(settings: SolveSettings) -> None:
         raise ValueError("patience must be 1 or more")
     if not (math.isfinite(settings.stall_fraction) and settings.stall_fraction >= 0.0):
         raise ValueError("stall_fraction must be a finite number, 0 or more")
+    if settings.floor is not None:
+        point, normal = settings.floor
+        if not all(math.isfinite(c) for c in (*point, *normal)) or abs(math.hypot(*normal) - 1.0) > 1e-6:
+            raise ValueError("the floor must be a finite point and a unit normal")
 
 
 def begin(

@@ -81,13 +81,13 @@ def solve(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: i
     scale = max((r for r, w in zip(problem.reach, problem.weights) if w > 0.0), default=max(problem.reach))
     damping = DAMPING * scale
     errors, angles = goal_errors_of(rig, problem)
-    cost = problem.cost(errors, angles)
+    cost = problem.cost(errors, angles) + problem.floor_cost(rig)
     iterations = without_progress = 0
     stopped_by = "max_iterations"
     history = [cost]  # the cost after each iteration, to see a slow crawl for what it is
     if not coordinates:
         stopped_by = "stalled"  # every joint that could move is locked or moves no goal
-    while coordinates and not problem.reached(errors, angles, tolerance):
+    while coordinates and not _done(rig, problem, errors, angles, tolerance):
         if iterations >= max_iterations:
             break
         iterations += 1
@@ -99,7 +99,7 @@ def solve(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: i
         before = rig.snapshot()
         rig.step(free, delta)
         new_errors, new_angles = goal_errors_of(rig, problem)
-        new_cost = problem.cost(new_errors, new_angles)
+        new_cost = problem.cost(new_errors, new_angles) + problem.floor_cost(rig)
         if new_cost < cost:
             # A crawl (a target out of what the limits reach, approached ever more slowly) is as close as it gets.
             crawling = new_cost > (1.0 - CRAWL) * cost
@@ -119,8 +119,44 @@ def solve(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: i
         if len(history) > WINDOW and cost > SLOW * history[-1 - WINDOW]:
             stopped_by = "stalled"  # still creeping after WINDOW iterations: better spent on another start
             break
-    converged = problem.reached(errors, angles, tolerance)
+    converged = _done(rig, problem, errors, angles, tolerance)
     return Refined(iterations, errors, angles, converged, "converged" if converged else stopped_by, cost)
+
+
+def _done(rig: AngleRig, problem: TreeGoals, errors: list[float], angles: list[float], tolerance: float) -> bool:
+    """Every goal reached, and no joint deeper below the floor than the tolerance."""
+    return problem.reached(errors, angles, tolerance) and all(
+        depth <= tolerance for *_, depth in problem.under_floor(rig)
+    )
+
+
+def _floor_rows(rig: AngleRig, problem: TreeGoals, free: Freedom, axes) -> tuple[list[list[float]], list[float]]:
+    """A row and an error per joint below the floor: how its height changes with each coordinate (the turns of
+    the joints above it: a tail moves with its own bone's, a head at an offset only with its parents'), and the
+    depth it must rise by."""
+    rows, errors = [], []
+    under = problem.under_floor(rig)
+    if not under:
+        return rows, errors
+    n = problem.floor.normal
+    parent, nodes, heads = rig.tree.parent, free.nodes, rig.heads
+    for k, tail, (px, py, pz), depth in under:
+        above = set()
+        node = k if tail else parent[k]
+        while node >= 0:
+            above.add(node)
+            node = parent[node]
+        row = [0.0] * len(nodes)
+        for i, node in enumerate(nodes):
+            if node in above:
+                a, h = axes[i], heads[node]
+                dx, dy, dz = px - h[0], py - h[1], pz - h[2]
+                row[i] = (
+                    n[0] * (a[1] * dz - a[2] * dy) + n[1] * (a[2] * dx - a[0] * dz) + n[2] * (a[0] * dy - a[1] * dx)
+                )
+        rows.append(row)
+        errors.append(depth)
+    return rows, errors
 
 
 def _linearised_plain(rig: AngleRig, problem: TreeGoals, free: Freedom) -> tuple[np.ndarray, np.ndarray]:
@@ -166,7 +202,8 @@ def _linearised_plain(rig: AngleRig, problem: TreeGoals, free: Freedom) -> tuple
                     rows.append(row)
                 r = rotation_error(rig.frames[node], rotation)
                 errors += (r[0] * s, r[1] * s, r[2] * s)
-    return np.array(rows).reshape(-1, count), np.array(errors)
+    floor_rows, floor_errors = _floor_rows(rig, problem, free, axes)
+    return np.array(rows + floor_rows).reshape(-1, count), np.array(errors + floor_errors)
 
 
 def linearised(rig: AngleRig, problem: TreeGoals, free: Freedom, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -198,6 +235,10 @@ def linearised(rig: AngleRig, problem: TreeGoals, free: Freedom, table: np.ndarr
             if s > 0.0:
                 rows.append((axes * (mask[:, None] * s)).T)
                 errors.append(np.array(rotation_error(rig.frames[node], rotation)) * s)
+    floor_rows, floor_errors = _floor_rows(rig, problem, free, axes)
+    if floor_rows:
+        rows.append(np.array(floor_rows))
+        errors.append(np.array(floor_errors))
     return np.vstack(rows), np.concatenate(errors)
 
 

@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A floor: a plane that no tip and no joint of the moving bones goes below.
+
+A target below the floor is lifted onto it before anything solves, so a
+tip never reaches under it (a foot pinned there stays on it). Joints are
+held above it by the plan's last step for a part (`plan`): where the
+method's pose leaves a joint below, the refinement (`refine`) goes on from
+that pose with each joint under the floor as one more error to remove --
+its depth, which the turn of every joint above it changes -- until no joint
+is deeper than the tolerance. The bones' heads at the base of a part hang
+from bones that do not move, so they are where the animator put them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from .problem import Goal
+from .quat import Quat
+from .tree import MovingTree, tails_of
+from .vec import Vec
+
+__all__ = ["Floor", "deepest", "deepest_rows", "height", "joints", "lifted", "lifted_rows"]
+
+
+class Floor(NamedTuple):
+    """A plane in armature space: a point on it and its unit normal, pointing up out of it."""
+
+    point: Vec
+    normal: Vec
+
+
+def height(floor: Floor, p: Vec) -> float:
+    """How far above the floor a point is (below it: negative)."""
+    q, n = floor.point, floor.normal
+    return (p[0] - q[0]) * n[0] + (p[1] - q[1]) * n[1] + (p[2] - q[2]) * n[2]
+
+
+def lifted(floor: Floor, goals: Sequence[Goal]) -> list[Goal]:
+    """The goals with every target below the floor lifted straight up onto it."""
+    out = []
+    for goal in goals:
+        h = height(floor, goal.target)
+        if h < 0.0:
+            t, n = goal.target, floor.normal
+            goal = replace(goal, target=(t[0] - h * n[0], t[1] - h * n[1], t[2] - h * n[2]))
+        out.append(goal)
+    return out
+
+
+def joints(tree: MovingTree) -> list[tuple[int, bool]]:
+    """The joints the floor holds up, as (node, True) for a node's tail and (node, False) for the head of a node
+    that hangs off its moving parent at an offset; parents first."""
+    out = []
+    for k, p in enumerate(tree.parent):
+        if p >= 0 and not tree.connected[k]:
+            out.append((k, False))
+        out.append((k, True))
+    return out
+
+
+def deepest(floor: Floor, tree: MovingTree, frames: Sequence[Quat], heads: Sequence[Vec]) -> float:
+    """How far the deepest of the tree's joints (`joints`) lies below the floor, posed by the nodes' frames and
+    heads; 0 where none does."""
+    tails = tails_of(frames, heads, tree.length)
+    depth = 0.0
+    for k, tail in joints(tree):
+        depth = max(depth, -height(floor, tails[k] if tail else heads[k]))
+    return depth
+
+
+def lifted_rows(floor: Floor, targets: np.ndarray) -> np.ndarray:
+    """`lifted` on rows of targets (..., 3)."""
+    point, normal = np.asarray(floor.point), np.asarray(floor.normal)
+    below = np.minimum((targets - point) @ normal, 0.0)
+    return targets - below[..., None] * normal
+
+
+def deepest_rows(floor: Floor, tree: MovingTree, frames: np.ndarray, heads: np.ndarray) -> np.ndarray:
+    """`deepest` per frame, for F frames of the nodes' frames (F, m, 3, 3; columns are the axes) and heads
+    (F, m, 3)."""
+    point, normal = np.asarray(floor.point), np.asarray(floor.normal)
+    tails = heads + np.asarray(tree.length)[None, :, None] * frames[..., :, 1]
+    points = [tails[:, k] if tail else heads[:, k] for k, tail in joints(tree)]
+    depth = -(np.stack(points, axis=1) - point) @ normal
+    return np.maximum(depth.max(axis=1), 0.0)
