@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from blender_scenes import chain_rig, rigbuild, tip_world, target_world
-from fabrik_addon.blender import animdata, bake, rig as rig_module
+from fabrik_addon.blender import animdata, bake, rig as rig_module, stepping
 from fabrik_addon.blender.channels import channel_matrix
 from fabrik_addon.blender.status import statuses
 from fabrik_addon.core import channels, matrix_rows
@@ -188,7 +188,7 @@ def test_a_bake_dropped_by_a_file_load_leaves_nothing_behind(tmp_path):
     baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"))
     for _ in range(4):
         baker.step()  # what the modal operator does on its timer events
-    assert bake.drop_running_bakes in bpy.app.handlers.load_pre
+    assert stepping.drop_running in bpy.app.handlers.load_pre
     assert callable(getattr(bpy.types.FABRIK_OT_bake, "cancel", None)), "Blender cancels a modal operator on load"
     bpy.ops.wm.open_mainfile(filepath=path)
     assert baker.abandoned and not rig_module._frozen

@@ -170,7 +170,7 @@ def test_the_sidebar_is_a_panel_with_sub_panels_and_the_limits_sit_under_blender
 
 #: Names and choices drawn under their label across the panel's width (the default sidebar would cut them
 #: beside a label); none of them can be keyed.
-STACKED = {"name", "bone", "target", "subtarget", "pole_target", "pole_subtarget", "solver", "start"}
+STACKED = {"name", "bone", "target", "subtarget", "pole_target", "pole_subtarget", "solver", "start", "floor"}
 
 
 def test_every_panel_splits_labels_from_values_and_has_keyframe_dots():

@@ -13,7 +13,8 @@ import pytest
 from mathutils import Euler, Vector
 
 from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
-from fabrik_addon.blender import animdata, bake, overlay, pins, status
+from fabrik_addon.blender import animdata, bake, overlay, pins, status, stepping
+from fabrik_addon.blender import contacts as contacts_bridge
 from fabrik_addon.core import contacts
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")
@@ -158,6 +159,64 @@ def test_undo_takes_a_pin_back_and_pins_save_and_reload(tmp_path):
     assert np.abs(held - held[0]).max() < 1e-5
 
 
+def test_a_new_pin_replaces_the_pins_it_overlaps_and_leaves_the_others_whole():
+    rig, target = sliding_rig()
+    effector = rig.fabrik.effectors[0]
+    pin(rig, 10, 30)
+    pin(rig, 34, 38, blend_in=1, blend_out=1)
+    assert pins.spans(rig, effector) == [(10, 30), (34, 38)]
+    pin(rig, 15, 20)  # inside the first: it replaces it
+    assert pins.spans(rig, effector) == [(15, 20), (34, 38)]
+    bpy.context.scene.frame_set(18)
+    assert effector.pin == 1.0
+    bpy.context.scene.frame_set(26)
+    assert effector.pin == 0.0  # (nothing of the old pin is left on its frames)
+    pin(rig, 1, 10)  # and one before it, with its blends clear of the next one's
+    pin(rig, 12, 16, blend_in=1, blend_out=1)  # overlapping the end of the first and the start of the second
+    assert pins.spans(rig, effector) == [(12, 16), (34, 38)]
+    held = tips(rig, range(34, 39))
+    assert np.abs(held - target_at(target, 34)).max() < 1e-5  # the pin left alone holds where it did
+
+
+def test_the_pins_of_a_renamed_effector_follow_it_and_a_removed_ones_go_with_it():
+    rig, target = sliding_rig()
+    effector = rig.fabrik.effectors[0]
+    pin(rig, 12, 24)
+    effector.name = "Left Foot"
+    bpy.context.scene.frame_set(2)  # (a live frame tidies the rig: the keys move under the new name)
+    assert pins.spans(rig, effector) == [(12, 24)] and effector.pin_key == "Left Foot"
+    held = tips(rig, range(12, 25))
+    assert np.abs(held - held[0]).max() < 1e-5 and effector.pin == 1.0
+    assert tips(rig, [30]) is not None and effector.pin == 0.0
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.fabrik.effector_remove() == {'FINISHED'}
+    assert not [c for c in animdata.fcurves(rig) if c.data_path.startswith("fabrik")]
+    other = rigbuild.add_effector(rig, "bone3", target)
+    other.name = "Left Foot"
+    assert pins.spans(rig, other) == []
+
+
+def test_pins_keyed_by_hand_on_an_unnamed_effector_are_found_and_cleared():
+    rig, target = sliding_rig()
+    effector = rig.fabrik.effectors[0]
+    assert effector.name == ""
+    for frame, value in ((5, 0.0), (8, 1.0), (14, 1.0), (16, 0.0)):
+        effector.pin = value
+        rig.keyframe_insert(data_path="fabrik.effectors[0].pin", frame=frame)
+    assert pins.spans(rig, effector) == [(8, 14)]
+    assert bpy.ops.fabrik.pin_clear() == {'FINISHED'}
+    assert pins.spans(rig, effector) == [] and effector.pin == 0.0
+
+
+def test_effector_add_names_the_effector_after_its_bone():
+    rig, target = sliding_rig()
+    bpy.ops.object.mode_set(mode='POSE')
+    rig.data.bones.active = rig.data.bones["bone2"]
+    assert bpy.ops.fabrik.effector_add() == {'FINISHED'}
+    bpy.ops.object.mode_set(mode='OBJECT')
+    assert rig.fabrik.effectors[-1].name == "bone2"
+
+
 # -- bad input ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("field,value,message", [
@@ -183,6 +242,15 @@ def test_a_pin_that_is_not_a_number_is_its_effectors_problem_and_the_others_solv
     bpy.context.scene.frame_set(3)
     assert status.statuses[rig.name].kind(0) in {'REACHED', 'MISSED'}
     assert status.statuses[rig.name].effectors[0] != message
+
+
+def test_a_pin_rotation_that_is_no_rotation_is_no_problem_without_a_rotation_goal():
+    rig, target = sliding_rig()
+    effector = rig.fabrik.effectors[0]
+    effector.pin, effector.pin_location, effector.pin_rotation = 1.0, (1.0, 0.2, 1.5), (0.0, 0.0, 0.0, 0.0)
+    bpy.context.scene.frame_set(4)
+    assert status.statuses[rig.name].effectors[0].startswith("reached")
+    assert np.linalg.norm(tips(rig, [4])[0] - (1.0, 0.2, 1.5)) < 1e-5
 
 
 def test_pin_refuses_an_effector_without_a_target_and_a_backwards_range_and_keys_nothing():
@@ -268,7 +336,7 @@ def test_find_contacts_on_the_tips_pins_where_the_tip_stood():
 def test_find_contacts_cancelled_keys_nothing_and_puts_the_frame_and_live_solving_back():
     rig, foot = walking_leg()
     bpy.context.scene.frame_set(7)
-    finder = pins.ContactFinder(bpy.context.scene, rig, [0], range(1, 61), 0.01, 0.05, 4, 2)
+    finder = contacts_bridge.ContactFinder(bpy.context.scene, rig, [0], range(1, 61), 0.01, 0.05, 4, 2)
     assert not rig.fabrik.live
     for _ in range(10):
         finder.step()
@@ -278,12 +346,39 @@ def test_find_contacts_cancelled_keys_nothing_and_puts_the_frame_and_live_solvin
     assert pins.spans(rig, rig.fabrik.effectors[0]) == []
 
 
+def test_find_contacts_leaves_out_an_effector_it_cannot_use_and_pins_the_others():
+    rig, foot = walking_leg()
+    broken = rigbuild.add_effector(rig, "thigh", rig, chain_length=1)
+    broken.subtarget = "nope"
+    assert bpy.ops.fabrik.find_contacts() == {'FINISHED'}
+    assert len(pins.spans(rig, rig.fabrik.effectors[0])) == 3 and pins.spans(rig, broken) == []
+
+
+def test_find_contacts_dropped_by_a_file_load_touches_nothing_of_the_new_file(tmp_path):
+    rig, foot = walking_leg()
+    path = str(tmp_path / "walk.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    finder = contacts_bridge.ContactFinder(bpy.context.scene, rig, [0], range(1, 61), 0.01, 0.05, 4, 2)
+    for _ in range(5):
+        finder.step()
+    assert stepping.drop_running in bpy.app.handlers.load_pre
+    bpy.ops.wm.open_mainfile(filepath=path)
+    assert finder.abandoned
+    finder.cancel()
+    rig = bpy.data.objects["Rig"]
+    assert rig.fabrik.live and bpy.context.scene.frame_current == 1
+    with pytest.raises(RuntimeError, match="dropped"):
+        finder.step()
+
+
 def test_find_contacts_refuses_what_it_cannot_use():
     rig, foot = walking_leg()
     with pytest.raises(RuntimeError, match="comes before the Start Frame"):
         bpy.ops.fabrik.find_contacts(frame_start=30, frame_end=10)
+    with pytest.raises(RuntimeError, match="Speed and Height"):
+        bpy.ops.fabrik.find_contacts(speed=math.nan)
     rig.fabrik.effectors[0].target = None
-    with pytest.raises(RuntimeError, match="no enabled effector with a target"):
+    with pytest.raises(RuntimeError, match="no effector to find contacts for"):
         bpy.ops.fabrik.find_contacts()
     assert rig.fabrik.live and pins.spans(rig, rig.fabrik.effectors[0]) == []
 

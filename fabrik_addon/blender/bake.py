@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
-from bpy.app.handlers import persistent
 
 from ..core import matrix_rows, quat
 from ..core.plan import Carry
-from . import animdata, integrity, rig, solve
+from . import animdata, integrity, rig, solve, stepping
 from .bake_read import FrameRows
 from .editable import action_editable, editable
 from .status import switched_off
@@ -146,7 +145,7 @@ class Baker:
         self.abandoned = False
         # The handler must not pose the rig while we read this frame's FK pose.
         obj.fabrik.live = False
-        _running.add(self)
+        stepping.running.add(self)
 
     @property
     def done(self) -> bool:
@@ -297,7 +296,7 @@ class Baker:
 
     def cancel(self) -> None:
         """Leave everything as it was before the bake (a dropped bake: its file is gone, nothing to put back)."""
-        _running.discard(self)
+        stepping.running.discard(self)
         if self.abandoned:
             return
         self.obj.fabrik.live = self._live_before
@@ -321,7 +320,7 @@ class Baker:
             result = self._write(new_action)
             live = self._live_before and keep_live
         finally:
-            _running.discard(self)
+            stepping.running.discard(self)
             if not self.abandoned:
                 self.obj.fabrik.live = live
                 self.scene.frame_set(self._frame_before)
@@ -553,17 +552,6 @@ def check_cleanup(cleanup) -> None:
 
 
 #: Bakes begun and not yet finished or cancelled (a modal bake lives across many events).
-_running: set = set()
-
-
-@persistent
-def drop_running_bakes(_filepath=None) -> None:
-    """Before a file loads: bakes in progress refer to data about to go; they must not touch it again."""
-    for baker in list(_running):
-        baker.abandoned = True
-    _running.clear()
-
-
 def warm_start_of(obj, start: str) -> bool:
     """Whether a bake with this start ('RIG', 'FK' or 'PREVIOUS') starts each frame from the previous solution;
     'RIG' follows the rig's live solving, so the keys replay what scrubbing showed."""

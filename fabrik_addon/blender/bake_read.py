@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import NamedTuple
 
 import bpy
@@ -30,6 +31,7 @@ from ..core.quat import Quat
 from . import animdata, goals as effector_goals, held, pins, rig, solve
 from .channels import fixed_frame
 from .effector_values import EffectorValues
+from .floor import plane as floor_plane
 from .status import RigStatus, concluded
 
 
@@ -118,9 +120,14 @@ class FrameRows:
         and solves it whole)."""
         settings = _solve_settings(self.obj, depsgraph)
         if self.settings is None:
+            plane = settings[-1]
+            if plane == "unusable":
+                return False
             self.settings = settings
+            self.solve_settings = replace(self.solve_settings, floor=plane)
+            self.warm_settings = replace(self.warm_settings, floor=plane)
         elif settings != self.settings:
-            return False
+            return False  # (a frame whose settings, or floor, differ from the first one's: read whole)
         if self.lean:
             goals = self._goals_now(depsgraph)
             if goals is None:
@@ -344,10 +351,15 @@ def _distinct_rows(rows: np.ndarray) -> tuple[list[int], np.ndarray]:
 
 def _solve_settings(obj, depsgraph) -> tuple:
     """The rig settings the frames of a reader share: solver, iteration cap, tolerance and influences (evaluated,
-    as animation sets them; a frame whose influence is below 1 is blended, so read whole)."""
+    as animation sets them; a frame whose influence is below 1 is blended, so read whole), and last the Floor's
+    plane in the rig's space ("unusable" where it has none)."""
     settings = (obj.evaluated_get(depsgraph) if depsgraph is not None else obj).fabrik
     influences = (settings.influence,) + tuple(e.influence for e in settings.effectors)
-    return settings.solver, settings.iterations, settings.tolerance, influences
+    try:
+        plane = floor_plane(obj, depsgraph)
+    except ValueError:
+        plane = "unusable"
+    return settings.solver, settings.iterations, settings.tolerance, influences, plane
 
 
 def _animated_paths(obj) -> list[str] | None:

@@ -20,6 +20,7 @@ SOLVED = (
 #: The effector properties its checks read besides (`integrity.effector_problem`).
 CHECKED = (
     "target", "subtarget", "pole_target", "pole_subtarget", "source_bone", "lost_target", "lost_pole", "switched",
+    "name", "pin_key",
 )
 
 

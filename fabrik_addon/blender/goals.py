@@ -21,6 +21,7 @@ from mathutils import Matrix
 from ..core import Goal
 from . import integrity, pins, rig
 from .effector_values import EffectorValues
+from .floor import problem as floor_problem
 from .channels import PoseRead, finite_matrix, usable_frame
 from .held import finite, held_bones, same
 from .status import DISABLED
@@ -194,6 +195,9 @@ def unusable_rig(obj, depsgraph) -> str | None:
     tolerance = obj.fabrik.tolerance
     if not (math.isfinite(tolerance) and tolerance >= 0.0):
         return f"'{obj.name}' has a Tolerance that is not a number of 0 or more: nothing to solve"
+    floor = floor_problem(obj, depsgraph)
+    if floor:
+        return f"{floor}: nothing to solve"
     return None
 
 

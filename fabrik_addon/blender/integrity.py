@@ -199,8 +199,11 @@ def drop_deleted(obj, depsgraph=None) -> list[str]:
 
 
 def tidy(obj, depsgraph=None) -> list[str]:
-    """Everything to do to a rig before a solve: follow bone renames, drop deleted targets; what changed."""
-    return follow_renames(obj) + drop_deleted(obj, depsgraph)
+    """Everything to do to a rig before a solve: follow bone renames and renamed effectors' pins, drop deleted
+    targets; what changed."""
+    from . import pins  # (pins name effectors as constraints do, and constraints read this module)
+
+    return follow_renames(obj) + pins.follow_renames(obj) + drop_deleted(obj, depsgraph)
 
 
 def _layer_objects(depsgraph):
@@ -216,6 +219,8 @@ def untidy(obj, values) -> bool:
     playback, the checks are not made twice.)"""
     if any(value.problem is not None and not switched_off(value.problem) for value in values):
         return True
+    if any(value.pin_key and value.pin_key != value.name for value in values):
+        return True  # (a renamed effector: its pin keys follow it)
     bones = obj.data.bones
     return any(value.source_bone and value.source_bone not in bones for value in values) or not _records_there(
         obj, bones

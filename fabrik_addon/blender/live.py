@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import bpy
 from bpy.app.handlers import persistent
@@ -45,6 +45,7 @@ from ..core import Goal
 from . import animdata, effector_values, goals as effector_goals, held, integrity, memory, pins, rig, solve
 from .channels import PoseRead, hung_frames, read_pose
 from .effector_values import EffectorValues, comparable
+from .floor import plane as floor_plane
 from .status import RigStatus, show
 
 # Our own pose writes tag the rig for another depsgraph update; this guard and the inputs kept with each rig's
@@ -103,6 +104,7 @@ def _inputs_of(obj, depsgraph) -> tuple[tuple, list[EffectorValues]]:
         settings.solver, settings.iterations, effector_values.same_if_nan(settings.tolerance), settings.start,
         effector_values.same_if_nan(settings.influence),
         id(rig.skeleton_of(obj)),
+        comparable(_world_or_none(settings.floor, "", depsgraph)),  # (last: `_reused` puts this frame's there)
     ]
     for value in values:
         value.target_world = _world_or_none(value.target, value.subtarget, depsgraph)
@@ -367,6 +369,8 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
             return None
     goals, tails = [], []
     effectors = obj.fabrik.effectors
+    if kept.pinned and any(e.pin_key and e.pin_key != e.name for e in effectors):
+        return None  # (a renamed effector: the whole read moves its pin keys under its new name)
     try:
         for value, goal, properties in zip(kept.values, read_.goals, kept.solved):
             if kept.pinned:  # (keyed pins: this frame's)
@@ -392,6 +396,15 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
             tails.append((comparable(world), comparable(pole_world), properties))
     except (ReferenceError, effector_goals.EffectorError):
         return None  # a target removed meanwhile, or a target bone gone: the whole read says so
+    prefix = kept.prefix
+    if obj.fabrik.floor is not None:  # (the floor, or the rig, may have moved: its plane in the rig's space now)
+        try:
+            plane = floor_plane(obj, depsgraph)
+        except ValueError:
+            return None  # the whole read says why
+        if plane != read_.settings.floor:
+            read_.settings = replace(read_.settings, floor=plane)
+        prefix = prefix[:-1] + (comparable(_world_or_none(obj.fabrik.floor, "", depsgraph)),)
     read_.goals, read_.began = goals, began
     if read_.previous is not None:  # (from the previous solution: the one the last frame left)
         solution = memory_.solution
@@ -406,7 +419,7 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
         return None
     solve.write(obj, read_, solved, True, memory_)
     memory_.status = solve.status_of(read_, solved, RigStatus())
-    return (kept.prefix + tuple(tails), read_.pose.snapshot())
+    return (prefix + tuple(tails), read_.pose.snapshot())
 
 
 def _read_again(kept: _Kept, obj, depsgraph) -> bool:

@@ -7,7 +7,7 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 from bpy.types import Operator
 
-from . import bake, constraints, editable, solve, status
+from . import bake, constraints, editable, pins, solve, status
 from .setup_ops import rig_for_panel
 from .stepping import SteppedOperator
 
@@ -65,6 +65,8 @@ class FABRIK_OT_effector_add(Operator):
         bone = context.active_pose_bone or (obj.data.bones.active and obj.pose.bones.get(obj.data.bones.active.name))
         if bone is not None:
             effector.bone = bone.name
+        # (named: drivers, Restore and pin keys find an effector by its name, which stays when it moves)
+        effector.name = constraints.unique_name(obj.fabrik, effector.bone or "Effector")
         others = [o for o in context.selected_objects if o is not obj]
         if others:
             effector.target = others[0]
@@ -101,6 +103,7 @@ class FABRIK_OT_effector_remove(Operator):
         # silently has neither solver.
         source = (effector.source_constraint, effector.source_bone) if effector.source_constraint else None
         switched = effector.switched
+        pins.clear(obj, effector)  # (its pin keys go with it: a later effector of its name would take them)
         settings.effectors.remove(index)
         settings.active_effector = max(0, min(settings.active_effector, len(settings.effectors) - 1))
         obj.update_tag()  # a live rig solves without it at the next update
@@ -189,7 +192,7 @@ class FABRIK_OT_restore_constraints(Operator):
 
 
 #: Blender's frame limits (MINAFRAME, MAXFRAME): negative frames bake too.
-_FRAME_MIN, _FRAME_MAX = -1048574, 1048574
+FRAME_MIN, FRAME_MAX = -1048574, 1048574
 
 
 def fill_frame_range(properties, scene) -> None:
@@ -201,7 +204,7 @@ def fill_frame_range(properties, scene) -> None:
         "step": max(1, scene.frame_step),
     }
     for name, value in scene_values.items():
-        if not properties.is_property_set(name):
+        if hasattr(properties, name) and not properties.is_property_set(name):
             setattr(properties, name, value)
 
 
@@ -214,15 +217,15 @@ class FABRIK_OT_bake(SteppedOperator, Operator):
 
     # SKIP_SAVE: each bake starts from the scene's range, not from the last bake's (see fill_frame_range).
     frame_start: IntProperty(
-        name="Start Frame", description="First frame to bake", default=1, min=_FRAME_MIN, max=_FRAME_MAX,
+        name="Start Frame", description="First frame to bake", default=1, min=FRAME_MIN, max=FRAME_MAX,
         options={'SKIP_SAVE'},
     )
     frame_end: IntProperty(
-        name="End Frame", description="Last frame to bake", default=250, min=_FRAME_MIN, max=_FRAME_MAX,
+        name="End Frame", description="Last frame to bake", default=250, min=FRAME_MIN, max=FRAME_MAX,
         options={'SKIP_SAVE'},
     )
     step: IntProperty(
-        name="Frame Step", description="Bake every n-th frame", default=1, min=1, max=_FRAME_MAX,
+        name="Frame Step", description="Bake every n-th frame", default=1, min=1, max=FRAME_MAX,
         options={'SKIP_SAVE'},
     )
     bones: EnumProperty(
@@ -354,18 +357,6 @@ class FABRIK_OT_bake(SteppedOperator, Operator):
             return self.run_modal(context)
         self.use_modal = True
         return context.window_manager.invoke_props_dialog(self)
-
-    @classmethod
-    def register(cls) -> None:
-        """Watch file loads: a modal bake in progress must let go of the file it was baking."""
-        if bake.drop_running_bakes not in bpy.app.handlers.load_pre:
-            bpy.app.handlers.load_pre.append(bake.drop_running_bakes)
-
-    @classmethod
-    def unregister(cls) -> None:
-        """Stop watching file loads."""
-        while bake.drop_running_bakes in bpy.app.handlers.load_pre:
-            bpy.app.handlers.load_pre.remove(bake.drop_running_bakes)
 
 
 classes = (

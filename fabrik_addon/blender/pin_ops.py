@@ -7,13 +7,11 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 from bpy.types import Operator
 
-from . import pins
+from . import contacts, editable, pins
 from .goals import EffectorError, world_matrix
+from .ops import FRAME_MAX, FRAME_MIN, fill_frame_range
 from .setup_ops import rig_for_panel
 from .stepping import SteppedOperator
-
-#: Blender's frame limits (MINAFRAME, MAXFRAME).
-_FRAME_MIN, _FRAME_MAX = -1048574, 1048574
 
 
 def _active(context):
@@ -26,9 +24,9 @@ def _active(context):
     return obj, settings.effectors[index] if 0 <= index < len(settings.effectors) else None
 
 
-def _range_text(spans: list) -> str:
-    """Frame ranges as the reports and the panel write them."""
-    return ", ".join(f"{first}-{last}" for first, last in spans)
+def _refusal(obj) -> str | None:
+    """Why no pin can be keyed on the rig (its action is linked from a library), or None."""
+    return editable.action_editable(obj.animation_data.action if obj.animation_data is not None else None)
 
 
 class FABRIK_OT_pin(Operator):
@@ -41,11 +39,11 @@ planted there while the rest of the rig moves (keys Pin, blending in and out)"""
 
     frame_start: IntProperty(
         name="Start Frame", description="First frame the target is held fully (where it is on this frame)",
-        default=1, min=_FRAME_MIN, max=_FRAME_MAX, options={'SKIP_SAVE'},
+        default=1, min=FRAME_MIN, max=FRAME_MAX, options={'SKIP_SAVE'},
     )
     frame_end: IntProperty(
-        name="End Frame", description="Last frame the target is held fully", default=10, min=_FRAME_MIN,
-        max=_FRAME_MAX, options={'SKIP_SAVE'},
+        name="End Frame", description="Last frame the target is held fully", default=10, min=FRAME_MIN,
+        max=FRAME_MAX, options={'SKIP_SAVE'},
     )
     blend_in: IntProperty(
         name="Blend In", description="Frames before the start over which the pin takes hold", default=2, min=1,
@@ -91,6 +89,10 @@ planted there while the rest of the rig moves (keys Pin, blending in and out)"""
             self.report({'ERROR'}, f"Cannot pin: the End Frame ({self.frame_end}) comes before the Start Frame "
                         f"({self.frame_start})")
             return {'CANCELLED'}
+        refused = _refusal(obj)
+        if refused:
+            self.report({'ERROR'}, f"Cannot pin: {refused}")
+            return {'CANCELLED'}
         scene = context.scene
         before = scene.frame_current
         try:
@@ -106,10 +108,17 @@ planted there while the rest of the rig moves (keys Pin, blending in and out)"""
                         f"frame {self.frame_start}")
             return {'CANCELLED'}
         span = pins.Span(self.frame_start, self.frame_end, self.blend_in, self.blend_out)
-        pins.key_span(obj, effector, span, world)
+        before = pins.spans(obj, effector)
+        try:
+            pins.key_span(obj, effector, span, world)
+        except Exception as exc:  # never raise into Blender
+            self.report({'ERROR'}, f"Cannot pin: {exc}")
+            return {'CANCELLED'}
         obj.update_tag()
+        gone = [s for s in before if s not in pins.spans(obj, effector)]
+        replaced = f"; it replaces the pin on frames {pins.range_text(gone)}" if gone else ""
         self.report({'INFO'}, f"Pinned '{effector.name}' on frames {self.frame_start}-{self.frame_end} "
-                    f"(blending in from {span.keyed[0]}, out until {span.keyed[1]})")
+                    f"(blending in from {span.keyed[0]}, out until {span.keyed[1]}){replaced}")
         return {'FINISHED'}
 
 
@@ -126,15 +135,20 @@ class FABRIK_OT_pin_clear(Operator):
 
     def execute(self, context):
         obj, effector = _active(context)
-        spans = pins.spans(obj, effector)
+        name = effector.name or effector.bone
+        spans, pinned = pins.spans(obj, effector), effector.pin
+        refused = _refusal(obj)
+        if refused:
+            self.report({'ERROR'}, f"Cannot clear the pins: {refused}")
+            return {'CANCELLED'}
         removed = pins.clear(obj, effector)
-        obj.update_tag()
-        if not removed and effector.pin == 0.0:
-            self.report({'INFO'}, f"'{effector.name or effector.bone}' has no pins")
+        if not removed and pinned == 0.0:
+            self.report({'INFO'}, f"'{name}' has no pins")
             return {'CANCELLED'}
         effector.pin = 0.0
-        held = f" (frames {_range_text(spans)})" if spans else ""
-        self.report({'INFO'}, f"Cleared the pins of '{effector.name or effector.bone}'{held}")
+        obj.update_tag()
+        held = f" (frames {pins.range_text(spans)})" if spans else ""
+        self.report({'INFO'}, f"Cleared the pins of '{name}'{held}")
         return {'FINISHED'}
 
 
@@ -160,9 +174,9 @@ go) and pin them there: the pins replace the effectors' pins in the frame range 
                 "rig's own keys)")),
         default='TARGETS',
     )
-    frame_start: IntProperty(name="Start Frame", default=1, min=_FRAME_MIN, max=_FRAME_MAX, options={'SKIP_SAVE'},
+    frame_start: IntProperty(name="Start Frame", default=1, min=FRAME_MIN, max=FRAME_MAX, options={'SKIP_SAVE'},
                              description="First frame to look at")
-    frame_end: IntProperty(name="End Frame", default=250, min=_FRAME_MIN, max=_FRAME_MAX, options={'SKIP_SAVE'},
+    frame_end: IntProperty(name="End Frame", default=250, min=FRAME_MIN, max=FRAME_MAX, options={'SKIP_SAVE'},
                            description="Last frame to look at")
     speed: FloatProperty(
         name="Speed", default=0.01, min=0.0, soft_max=0.1, precision=3,
@@ -200,20 +214,18 @@ go) and pin them there: the pins replace the effectors' pins in the frame range 
         layout.prop(self, "shortest")
         layout.prop(self, "blend")
 
-    def _fill_range(self, scene) -> None:
-        for name, value in (("frame_start", scene.frame_start), ("frame_end", scene.frame_end)):
-            if not self.properties.is_property_set(name):
-                setattr(self, name, value)
-
     def _start(self, context) -> bool:
         obj = rig_for_panel(context)
-        self._fill_range(context.scene)
+        fill_frame_range(self.properties, context.scene)
         settings = obj.fabrik
         indices = list(range(len(settings.effectors))) if self.effectors == 'ALL' else [settings.active_effector]
         try:
             if self.frame_end < self.frame_start:
                 raise ValueError(f"the End Frame ({self.frame_end}) comes before the Start Frame ({self.frame_start})")
-            self._work = pins.ContactFinder(
+            refused = _refusal(obj)
+            if refused:
+                raise ValueError(refused)
+            self._work = contacts.ContactFinder(
                 context.scene, obj, [i for i in indices if 0 <= i < len(settings.effectors)],
                 range(self.frame_start, self.frame_end + 1), self.speed, self.height, self.shortest, self.blend,
                 self.source,
@@ -226,15 +238,18 @@ go) and pin them there: the pins replace the effectors' pins in the frame range 
     def _finish(self, context):
         finder, self._work = self._work, None
         try:
-            keyed = finder.finish()
-        except Exception as exc:  # never raise into Blender
-            finder.cancel()
+            keyed, replaced = finder.finish()
+        except Exception as exc:  # never raise into Blender (finish puts the frame and live solving back)
             self.report({'ERROR'}, f"Find Contacts stopped: {exc}")
             return {'CANCELLED'}
         finder.obj.update_tag()
+        for name, why in finder.skipped.items():
+            self.report({'WARNING'}, f"'{name}' left out: {why}")
         count = sum(len(spans) for spans in keyed.values())
-        parts = [f"'{name}' {_range_text([(s.first, s.last) for s in spans])}" for name, spans in keyed.items() if spans]
-        self.report({'INFO'}, f"Found {count} contact(s) and pinned them" + (": " + "; ".join(parts) if parts else ""))
+        parts = [f"'{name}' {pins.range_text([(s.first, s.last) for s in spans])}" for name, spans in keyed.items() if spans]
+        before = f", replacing {replaced} pin key(s) in the range" if replaced else ""
+        self.report({'INFO'}, f"Found {count} contact(s) and pinned them{before}"
+                    + (": " + "; ".join(parts) if parts else ""))
         return {'FINISHED'}
 
     def execute(self, context):
@@ -246,7 +261,7 @@ go) and pin them there: the pins replace the effectors' pins in the frame range 
         return self.run_at_once(context)
 
     def invoke(self, context, _event):
-        self._fill_range(context.scene)
+        fill_frame_range(self.properties, context.scene)
         if context.window is None:
             return self.execute(context)
         self.use_modal = True

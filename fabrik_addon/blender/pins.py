@@ -2,14 +2,17 @@
 """Pins: an effector's target held where it was in world space over keyed frame ranges.
 
 An effector's Pin (0 to 1, keyable) blends its target's world matrix
-towards its Pin Location and Pin Rotation, which are keyed with constant
-interpolation at the start of each pinned range: the solve pulls the tip to
-where the target was when the pin was planted, while the rest of the rig
-moves. Every solve reads its goals through `held_world`, so live frames and
-every kind of bake hold the same pose.
+towards its Pin Location (and, for a rotation goal, its Pin Rotation), which
+are keyed with constant interpolation where each pinned range begins to
+blend in: the solve pulls the tip to where the target was when the pin was
+planted, while the rest of the rig moves. Every solve reads its goals
+through `held_world`, so live frames and every kind of bake hold the same
+pose.
 
-The keys live on the rig's action under the effector's name (its index
-changes when effectors are moved), beside any other animation of the rig.
+The keys live on the rig's action under the effector's name, which stays
+when effectors are moved (an index would not); the name they were keyed
+under is kept on the effector (Pinned As), so a renamed effector's keys
+follow it (`follow_renames`), and a removed effector's keys go with it.
 """
 
 from __future__ import annotations
@@ -18,26 +21,25 @@ import math
 from typing import NamedTuple
 
 import bpy
-import numpy as np
 from mathutils import Matrix, Quaternion, Vector
 
-from ..core import contacts
-from . import animdata, constraints, rig
+from . import animdata, constraints
 
 #: The pin properties keyed per range, and the F-curve group they are keyed in.
 KEYED = ("pin", "pin_location", "pin_rotation")
+SIZES = {"pin": 1, "pin_location": 3, "pin_rotation": 4}
 GROUP = "FABRIK Pins"
 
 
 def held_world(world: Matrix, effector) -> Matrix:
-    """The target's world matrix as the effector's pin holds it (its Pin Location and Rotation blended in by Pin;
-    `effector` is the effector or its `EffectorValues`)."""
-    pin = effector.pin
+    """The target's world matrix as the effector's pin holds it (`effector`: the effector or its values)."""
+    pin = min(effector.pin, 1.0)
     if not pin > 0.0:
         return world
     location, rotation, scale = world.decompose()
-    location = location.lerp(Vector(effector.pin_location), min(pin, 1.0))
-    rotation = rotation.slerp(Quaternion(effector.pin_rotation).normalized(), min(pin, 1.0))
+    location = location.lerp(Vector(effector.pin_location), pin)
+    if effector.use_rotation:  # (only a rotation goal reads it)
+        rotation = rotation.slerp(Quaternion(effector.pin_rotation).normalized(), pin)
     return Matrix.LocRotScale(location, rotation, scale)
 
 
@@ -50,7 +52,9 @@ def problem(effector) -> str | None:
         if not all(math.isfinite(c) for c in effector.pin_location):
             return "its pin location is not a number"
         rotation = tuple(effector.pin_rotation)
-        if not all(math.isfinite(c) for c in rotation) or sum(c * c for c in rotation) < 1e-12:
+        if effector.use_rotation and (
+            not all(math.isfinite(c) for c in rotation) or sum(c * c for c in rotation) < 1e-12
+        ):
             return "its pin rotation is not a rotation"
     return None
 
@@ -61,8 +65,7 @@ def is_pin_path(path: str) -> bool:
 
 
 def read_again(values, effector, solved: tuple) -> tuple | None:
-    """Read the effector's pin into its `EffectorValues` again, and its properties snapshot (`solved()`) with the
-    pin as it is now; None where the pin cannot be used."""
+    """The effector's pin read again into its values, and its snapshot (`solved()`) with it; None where unusable."""
     values.pin = effector.pin
     values.pin_location, values.pin_rotation = tuple(effector.pin_location), tuple(effector.pin_rotation)
     if problem(values):
@@ -70,15 +73,79 @@ def read_again(values, effector, solved: tuple) -> tuple | None:
     return solved[: -len(KEYED)] + (values.pin, values.pin_location, values.pin_rotation)
 
 
-def _path(effector, prop: str) -> str:
-    """The data path of one of the effector's pin properties, by its name."""
-    return f'fabrik.effectors["{bpy.utils.escape_identifier(effector.name)}"].{prop}'
+def range_text(ranges) -> str:
+    """Frame ranges as reports and the panel write them."""
+    return ", ".join(f"{first}-{last}" for first, last in ranges)
 
 
-def named(obj, effector) -> None:
-    """Give the effector a name its keys can find it by, where it has none."""
+def _prefix(key: str) -> str:
+    """The data path of the effector named `key`."""
+    return f'fabrik.effectors["{bpy.utils.escape_identifier(key)}"]'
+
+
+def _index_prefix(obj, effector) -> str | None:
+    """The data path by index of the effector (where keys set by hand on an unnamed effector put it)."""
+    for i, other in enumerate(obj.fabrik.effectors):
+        if other.as_pointer() == effector.as_pointer():
+            return f"fabrik.effectors[{i}]"
+    return None
+
+
+def _key_of(effector) -> str:
+    """The name the effector's keys are under: the one they were keyed under, else its own."""
+    return effector.pin_key or effector.name
+
+
+def _curves(obj, effector) -> dict[tuple[str, int], object]:
+    """The effector's pin F-curves by (property, index), found under the name they were keyed under, its name, or
+    its index (read only: a panel may ask)."""
+    collection = animdata.fcurves(obj)
+    if collection is None:
+        return {}
+    prefixes = [p for p in (_prefix(_key_of(effector)) if _key_of(effector) else None, _index_prefix(obj, effector))
+                if p is not None]
+    found = {}
+    for prop in KEYED:
+        for index in range(SIZES[prop]):
+            for prefix in prefixes:
+                curve = collection.find(f"{prefix}.{prop}", index=index)
+                if curve is not None:
+                    found[prop, index] = curve
+                    break
+    return found
+
+
+def _own_curves(obj, effector) -> dict[tuple[str, int], object]:
+    """The effector's pin F-curves, made where missing, all under its own name (those found elsewhere moved
+    there): what keying writes into."""
     if not effector.name:
         effector.name = constraints.unique_name(obj.fabrik, effector.bone or "Effector")
+    animdata.ensure_action(obj, False, f"{obj.name}Action")
+    collection = animdata.fcurves(obj, create=True)
+    prefix = _prefix(effector.name)
+    found = _curves(obj, effector)
+    for (prop, index), curve in found.items():
+        curve.data_path = f"{prefix}.{prop}"
+    effector.pin_key = effector.name
+    for prop in KEYED:
+        for index in range(SIZES[prop]):
+            if (prop, index) not in found:
+                found[prop, index] = animdata.ensure_fcurve(collection, f"{prefix}.{prop}", index, GROUP)
+    return found
+
+
+def follow_renames(obj) -> list[str]:
+    """Move the pin keys of every renamed effector under its new name; what moved."""
+    moved = []
+    for effector in obj.fabrik.effectors:
+        if effector.pin_key and effector.name and effector.pin_key != effector.name:
+            old = effector.pin_key
+            if _curves(obj, effector):
+                _own_curves(obj, effector)
+                moved.append(f"the pins of '{old}' follow it, renamed '{effector.name}'")
+            else:
+                effector.pin_key = effector.name
+    return moved
 
 
 class Span(NamedTuple):
@@ -96,31 +163,42 @@ class Span(NamedTuple):
         return self.first - self.blend_in, self.last + self.blend_out
 
 
-def _curves(obj, effector, create: bool) -> dict[tuple[str, int], object]:
-    """The effector's pin F-curves by (property, index); made where `create`."""
-    collection = animdata.fcurves(obj, create=create)
-    if collection is None:
-        return {}
-    found = {}
-    for prop, size in (("pin", 1), ("pin_location", 3), ("pin_rotation", 4)):
-        for index in range(size):
-            path = _path(effector, prop)
-            curve = collection.find(path, index=index)
-            if curve is None and create:
-                curve = animdata.ensure_fcurve(collection, path, index, GROUP)
-            if curve is not None:
-                found[prop, index] = curve
-    return found
-
-
-def _remove_keys(curve, low: float, high: float) -> int:
-    """Remove the curve's keys from frame low to high; how many."""
+def _remove_keys(curve, low: float, high: float, inclusive: bool = True) -> int:
+    """Remove the curve's keys from frame low to high (without the ends unless `inclusive`); how many."""
     points = curve.keyframe_points
-    gone = [i for i, point in enumerate(points) if low - 1e-4 <= point.co[0] <= high + 1e-4]
+    eps = 1e-4 if inclusive else -1e-4
+    gone = [i for i, point in enumerate(points) if low - eps <= point.co[0] <= high + eps]
     for i in reversed(gone):
         points.remove(points[i], fast=True)
     curve.update()
     return len(gone)
+
+
+def _widened(curve, low: float, high: float) -> tuple[float, float]:
+    """Frames low to high, widened to the whole of any pin they begin or end inside: back to the key at 0 before
+    it, on to the key at 0 after it."""
+    keys = sorted((point.co[0], point.co[1]) for point in curve.keyframe_points)
+    if not keys:
+        return low, high
+    if curve.evaluate(low) > 0.0:
+        low = max((f for f, v in keys if f <= low and v <= 0.0), default=min(low, keys[0][0]))
+    if curve.evaluate(high) > 0.0:
+        high = min((f for f, v in keys if f >= high and v <= 0.0), default=max(high, keys[-1][0]))
+    return low, high
+
+
+def _clear_between(curves: dict, low: float, high: float) -> int:
+    """Remove the pins from frame low to high, and the whole of any pin begun or ended inside (its keys at 0 on
+    the far side stay, as may a next pin's location keyed there); how many pin keys went."""
+    pin = curves.get(("pin", 0))
+    wide_low, wide_high = _widened(pin, low, high) if pin is not None else (low, high)
+    removed = 0
+    for (prop, _), curve in curves.items():
+        if prop == "pin":
+            removed += _remove_keys(curve, low, high) + _remove_keys(curve, wide_low, wide_high, inclusive=False)
+        else:  # (the location of a pin is keyed where it begins: one beginning at the far end stays)
+            _remove_keys(curve, wide_low, wide_high - 2e-4)
+    return removed
 
 
 def _insert(curve, frame: int, value: float, interpolation: str) -> None:
@@ -129,21 +207,15 @@ def _insert(curve, frame: int, value: float, interpolation: str) -> None:
     point.interpolation = interpolation
 
 
-def key_span(obj, effector, span: Span, world: Matrix) -> None:
-    """Key a pin over `span` holding the target's world matrix `world` (where it was planted): Pin 0 at the
-    span's keyed ends and 1 from `first` to `last`, the location and rotation from where it begins blending in.
-    Keys of the effector's pins within the span's keyed frames are replaced."""
-    named(obj, effector)
-    animdata.ensure_action(obj, False, f"{obj.name}Action")
-    curves = _curves(obj, effector, create=True)
+def key_span(obj, effector, span: Span, world: Matrix) -> int:
+    """Key a pin over `span` holding the target's world matrix `world`, replacing the pins it overlaps; how many
+    pin keys it replaced."""
+    curves = _own_curves(obj, effector)
     low, high = span.keyed
-    for curve in curves.values():
-        _remove_keys(curve, low, high)
+    replaced = _clear_between(curves, low, high)
     pin = curves["pin", 0]
-    _insert(pin, low, 0.0, 'LINEAR')
-    _insert(pin, span.first, 1.0, 'LINEAR')
-    _insert(pin, span.last, 1.0, 'LINEAR')
-    _insert(pin, high, 0.0, 'LINEAR')
+    for frame, value in ((low, 0.0), (span.first, 1.0), (span.last, 1.0), (high, 0.0)):
+        _insert(pin, frame, value, 'LINEAR')
     location, rotation, _ = world.decompose()
     for index, value in enumerate(location):
         _insert(curves["pin_location", index], low, value, 'CONSTANT')
@@ -151,31 +223,37 @@ def key_span(obj, effector, span: Span, world: Matrix) -> None:
         _insert(curves["pin_rotation", index], low, value, 'CONSTANT')
     for curve in curves.values():
         curve.update()
+    return replaced
 
 
 def clear(obj, effector, low: float | None = None, high: float | None = None) -> int:
-    """Remove the effector's pin keys (from frame low to high; None: all of them) and, with none left, its pin
-    F-curves, Pin back to 0: how many keys went."""
-    curves = _curves(obj, effector, create=False)
-    removed = 0
-    for curve in curves.values():
-        removed += _remove_keys(curve, -math.inf if low is None else low, math.inf if high is None else high)
-    collection = animdata.fcurves(obj)
-    if collection is not None and all(len(curve.keyframe_points) == 0 for curve in curves.values()):
+    """Remove the effector's pins (those from frame low to high; None: all), and its pin F-curves once none are
+    left, with Pin back to 0; how many pin keys went."""
+    curves = _curves(obj, effector)
+    if not curves:
+        return 0
+    if low is None:
+        removed = len(curves["pin", 0].keyframe_points) if ("pin", 0) in curves else 0
+        for curve in curves.values():
+            _remove_keys(curve, -math.inf, math.inf)
+    else:
+        removed = _clear_between(curves, low, high)
+    pin = curves.get(("pin", 0))
+    if pin is None or all(point.co[1] <= 0.0 for point in pin.keyframe_points):
+        collection = animdata.fcurves(obj)
         for curve in curves.values():
             collection.remove(curve)
-        effector.pin = 0.0
+        effector.pin, effector.pin_key = 0.0, ""
     return removed
 
 
 def spans(obj, effector) -> list[tuple[int, int]]:
     """The ranges of frames the effector's keyed pin holds fully (Pin 1), in order."""
-    curve = _curves(obj, effector, create=False).get(("pin", 0))
+    curve = _curves(obj, effector).get(("pin", 0))
     if curve is None:
         return []
-    keys = sorted((round(p.co[0]), p.co[1]) for p in curve.keyframe_points)
-    found, begun = [], None
-    for frame, value in keys:
+    found, begun, last = [], None, None
+    for frame, value in sorted((round(p.co[0]), p.co[1]) for p in curve.keyframe_points):
         if value >= 1.0 - 1e-6 and begun is None:
             begun = frame
         elif value < 1.0 - 1e-6 and begun is not None:
@@ -185,96 +263,3 @@ def spans(obj, effector) -> list[tuple[int, int]]:
     if begun is not None:
         found.append((begun, last))
     return found
-
-
-def chain_reach(obj, effector) -> float:
-    """The length of the effector's chain in world units (its bones end to end, scaled as the rig is)."""
-    bones = obj.data.bones
-    names = rig.chain_bones(obj, effector.bone, effector.chain_length)
-    scale = sum(obj.matrix_world.to_scale()) / 3.0
-    return scale * sum(bones[name].length for name in names)
-
-
-class ContactFinder:
-    """Find Contacts, in steps (a modal operator shows progress and cancels between them): sample the chosen
-    effectors' targets (`source` 'TARGETS') or their tips as the scene plays them ('TIPS') once a frame, find
-    where each is planted (`core.contacts`) and key a pin over each contact, holding what was sampled on its
-    first frame. Nothing is keyed before `finish`; live solving is off while targets are sampled (they do not
-    need it) and the frame goes back afterwards."""
-
-    def __init__(self, scene, obj, indices: list[int], frames: range, speed: float, height: float,
-                 shortest: int, blend: int, source: str = 'TARGETS') -> None:
-        if len(frames) < 2:
-            raise ValueError("the frame range needs at least two frames")
-        effectors = obj.fabrik.effectors
-        chosen = [i for i in indices if effectors[i].enabled and effectors[i].target is not None
-                  and effectors[i].bone in obj.data.bones]
-        if not chosen:
-            raise ValueError("no enabled effector with a target and a tip bone to find contacts for")
-        self.scene, self.obj, self.indices, self.frames = scene, obj, chosen, frames
-        self.speed, self.height, self.shortest, self.blend = speed, height, shortest, blend
-        self.tips = source == 'TIPS'
-        self.index = 0
-        self._matrices = {i: [] for i in chosen}
-        self._frame_before, self._live_before = scene.frame_current, obj.fabrik.live
-        if not self.tips:
-            obj.fabrik.live = False
-
-    @property
-    def done(self) -> bool:
-        """Whether every frame has been sampled."""
-        return self.index >= len(self.frames)
-
-    @property
-    def progress(self) -> tuple[int, int]:
-        """(frames sampled, frames in all)."""
-        return self.index, len(self.frames)
-
-    def step(self) -> None:
-        """Sample the next frame."""
-        from .goals import world_matrix  # (goals imports this module)
-
-        self.scene.frame_set(self.frames[self.index])
-        depsgraph = bpy.context.evaluated_depsgraph_get()
-        evaluated = self.obj.evaluated_get(depsgraph)
-        for i in self.indices:
-            effector = self.obj.fabrik.effectors[i]
-            if self.tips:
-                bone = evaluated.pose.bones[effector.bone]
-                turned = (evaluated.matrix_world @ bone.matrix).to_quaternion()
-                matrix = Matrix.LocRotScale(evaluated.matrix_world @ bone.tail, turned, None)
-            else:
-                matrix = world_matrix(effector.target, effector.subtarget, depsgraph).copy()
-            self._matrices[i].append(matrix)
-        self.index += 1
-
-    def _restore(self) -> None:
-        """Put the frame and live solving back."""
-        self.obj.fabrik.live = self._live_before
-        self.scene.frame_set(self._frame_before)
-
-    def cancel(self) -> None:
-        """Stop, having keyed nothing."""
-        self._restore()
-
-    def finish(self) -> dict[str, list[Span]]:
-        """Key a pin over each contact found (replacing the chosen effectors' pin keys in the frame range): per
-        effector name, its spans."""
-        effectors = self.obj.fabrik.effectors
-        keyed = {}
-        first, step = self.frames[0], self.frames.step
-        for i in self.indices:
-            effector = effectors[i]
-            reach = max(chain_reach(self.obj, effector), 1e-9)
-            points = np.array([m.translation for m in self._matrices[i]])
-            found = contacts.find(points, self.speed * reach, self.height * reach, self.shortest)
-            clear(self.obj, effector, self.frames[0], self.frames[-1])
-            spans_ = []
-            for contact, (blend_in, blend_out) in zip(found, contacts.blends(found, self.blend, len(points))):
-                span = Span(first + step * contact.first, first + step * contact.last, step * blend_in,
-                            step * blend_out)
-                key_span(self.obj, effector, span, self._matrices[i][contact.first])
-                spans_.append(span)
-            keyed[effector.name or effector.bone] = spans_
-        self._restore()
-        return keyed

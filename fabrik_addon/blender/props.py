@@ -279,6 +279,9 @@ class FabrikEffector(PropertyGroup):
         description="How the pin holds the target turned, in world space (for a rotation goal)",
         update=_setting_changed,
     )
+    pin_key: StringProperty(
+        name="Pinned As", description="The name the effector's pin keys are under (they follow it when it is renamed)"
+    )
     # Set by "Convert IK Constraints": the muted constraint this effector came from.
     source_bone: StringProperty(name="Source Bone", description="Bone that holds the IK constraint this effector replaces")
     source_constraint: StringProperty(
@@ -304,6 +307,16 @@ class FabrikEffector(PropertyGroup):
 class FabrikSettings(PropertyGroup):
     """FABRIK settings of one armature object."""
 
+    floor: PointerProperty(
+        name="Floor",
+        type=bpy.types.Object,
+        description=(
+            "An object whose XY plane no tip and no joint of the chains goes below (its Z axis points up out of "
+            "the floor): targets under it are lifted onto it, and joints held above it"
+        ),
+        poll=lambda settings, obj: obj != settings.id_data,
+        update=_setting_changed,
+    )
     solver: EnumProperty(
         name="Solver",
         items=[(key, label, description) for key, (label, description) in DESCRIPTIONS.items()],

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import DESCRIPTIONS, Goal, SolveReport, SolveSettings, channels as channel_values_of, quat, stretch
+from ..core.floor import Floor
 from ..core.plan import Carry, Plan, plan_for
 from ..core.quat import Quat
 from ..core.tree import Start, chain_reach
@@ -29,6 +30,7 @@ from .channels import (
     release_others, start_pose, write_channels,
 )
 from .effector_values import EffectorValues
+from .floor import plane as floor_plane
 from .goals import Gathered
 from .status import DeferredStatus, RigStatus, concluded, say_influence, show, switched_off
 
@@ -99,11 +101,13 @@ class Solution:
     report: SolveReport
 
 
-def settings_of(obj, warm: bool, size: float) -> SolveSettings:
+def settings_of(obj, warm: bool, size: float, floor: Floor | None = None) -> SolveSettings:
     """Core settings for a rig of this size: the tolerance is a fraction of it; starting from a previous
-    solution favours continuity over exploring."""
+    solution favours continuity over exploring; `floor`: its Floor in armature space (`floor.plane`)."""
     settings = obj.fabrik
-    return SolveSettings(max_iterations=settings.iterations, tolerance=settings.tolerance * size, explore=not warm)
+    return SolveSettings(
+        max_iterations=settings.iterations, tolerance=settings.tolerance * size, explore=not warm, floor=floor
+    )
 
 
 def rig_size(plan: Plan) -> float:
@@ -138,8 +142,13 @@ def read(
     # (None where a bone above a chain has no usable frame: live solving refuses such chains first
     # (`goals.usable_goals`); a bake solves them from the whole pose, and leaves what is not finite unkeyed)
     fixed = hung_frames(obj, skeleton, plan.tree, plan.local)
+    try:
+        plane = floor_plane(obj, depsgraph)
+    except ValueError as exc:  # (`goals.unusable_rig` says so before anything is read; a script may not ask)
+        result.message, result.ok = str(exc), False
+        return None, result
     return Read(
-        obj, gathered, goals, began, plan, settings_of(obj, start is not None, rig_size(plan)), read_channels_, fk,
+        obj, gathered, goals, began, plan, settings_of(obj, start is not None, rig_size(plan), plane), read_channels_, fk,
         translations, fixed, start, effector_goals.influences(obj, depsgraph, plan.tree, used), pose,
         rig.limit_problems(obj),
         rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)) if plan.stretch else {},

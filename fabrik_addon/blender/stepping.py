@@ -2,7 +2,9 @@
 """Long work in steps: progress in the status bar, Esc cancels and changes nothing.
 
 An operator that mixes in `SteppedOperator` hands it a piece of work with
-`step()`, `done`, `progress` ((done, total)) and `cancel()`. From a dialog or
+`step()`, `done`, `progress` ((done, total)), `cancel()` and `abandoned`
+(set by `drop_running` when a file load drops the work, which puts itself in
+`running` while it may be dropped). From a dialog or
 a button it runs modal from timer events, a slice at a time; from a script,
 or re-run from the redo panel, it runs to the end at once (Blender handles
 no events meanwhile, so only the progress shows).
@@ -12,10 +14,23 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["SteppedOperator"]
+import bpy
+from bpy.app.handlers import persistent
+
+__all__ = ["SteppedOperator", "drop_running", "running"]
 
 #: Seconds of work between two looks at the events.
 SLICE = 0.1
+#: Work in progress between a modal operator's timer events (a bake, Find Contacts): a file load drops it.
+running: set = set()
+
+
+@persistent
+def drop_running(_filepath=None) -> None:
+    """Before a file loads: work in progress refers to data about to go; it must not touch it again."""
+    for work in list(running):
+        work.abandoned = True
+    running.clear()
 
 
 class SteppedOperator:
@@ -104,3 +119,15 @@ class SteppedOperator:
         wm.progress_end()
         if context.workspace is not None:
             context.workspace.status_text_set(None)
+
+
+def register() -> None:
+    """Watch file loads: work in progress must let go of the file it works on."""
+    if drop_running not in bpy.app.handlers.load_pre:
+        bpy.app.handlers.load_pre.append(drop_running)
+
+
+def unregister() -> None:
+    """Stop watching file loads."""
+    while drop_running in bpy.app.handlers.load_pre:
+        bpy.app.handlers.load_pre.remove(drop_running)

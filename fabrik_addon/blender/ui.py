@@ -366,7 +366,7 @@ class VIEW3D_PT_fabrik_pins(FabrikSidebarPanel, Panel):
         spans = pins.spans(obj, effector)
         room = room_for(context)
         if spans:
-            text = "Held on frames " + ", ".join(f"{first}-{last}" for first, last in spans)
+            text = "Held on frames " + pins.range_text(spans)
             draw_wrapped(layout, text, room, 'KEYFRAME')
         layout.operator("fabrik.find_contacts", icon='VIEWZOOM')
 
@@ -387,6 +387,7 @@ class VIEW3D_PT_fabrik_solver(FabrikSidebarPanel, Panel):
         column.prop(settings, "iterations")
         column.prop(settings, "tolerance")
         _stacked(layout, "Start From").prop(settings, "start", text="")
+        _stacked(layout, "Floor").prop(settings, "floor", text="")
 
 
 class VIEW3D_PT_fabrik_testing(FabrikSidebarPanel, Panel):
