@@ -39,6 +39,8 @@ SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_
              "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_testing")
 #: Where the "pinned" state's pin holds the target (reachable, away from the target).
 PIN_AT = (0.5, -0.5, 1.0)
+#: The height of the "floor" state's floor, over the target it lifts.
+FLOOR_AT = 0.3
 POLL = 0.1
 WAIT_TICKS = 50
 WATCHDOG = 50.0
@@ -382,6 +384,63 @@ def make_pin_steps(name: str, pin: float):
     return [set_state, wait, take]
 
 
+def make_floor_steps():
+    """The floor state: a plane at FLOOR_AT under the rig's target (lifted onto it), its object in the Solver
+    sub-panel's Floor field (scrolled into view), the chain held above it."""
+
+    def set_state():
+        result["stage"] = "floor: set"
+        rig = bpy.data.objects["Rig"]
+        effector = rig.fabrik.effectors[0]
+        effector.pin = 0.0
+        mesh = bpy.data.meshes.new("Floor")
+        mesh.from_pydata([(-1.5, -1.5, 0.0), (1.5, -1.5, 0.0), (1.5, 1.5, 0.0), (-1.5, 1.5, 0.0)], [], [(0, 1, 2, 3)])
+        floor = bpy.data.objects.new("Floor", mesh)
+        bpy.context.scene.collection.objects.link(floor)
+        floor.location = (0.0, 0.0, FLOOR_AT)
+        bpy.data.objects["Target"].location = (0.9, 0.3, 0.0)
+        rig.fabrik.floor = floor
+        rig.update_tag()
+        window, screen, area, _region, ui_region = view3d()
+        with bpy.context.temp_override(window=window, screen=screen, area=area, region=ui_region):
+            for _ in range(10):
+                bpy.ops.view2d.scroll_down()
+        result["drawn"].clear()
+        ui_region.tag_redraw()
+        return POLL
+
+    def wait():
+        result["stage"] = "floor: wait"
+        status = addon().blender.status.statuses.get("Rig")
+        if status is None or addon().blender.overlay.effector_status(status, 0) != "REACHED":
+            return None
+        if not result["drawn"].get("VIEW3D_PT_fabrik_solver"):
+            view3d()[4].tag_redraw()
+            return None
+        return 0.3
+
+    def take():
+        result["stage"] = "floor: screenshot"
+        window, screen, area, _region, ui_region = view3d()
+        path = os.path.join(SHOT_DIR, "panels_floor.png")
+        with bpy.context.temp_override(window=window, screen=screen, area=area):
+            shot = sorted(bpy.ops.screen.screenshot(filepath=path))
+        rig = bpy.data.objects["Rig"]
+        evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        world = evaluated.matrix_world
+        heights = [(world @ pb.tail).z - FLOOR_AT for pb in evaluated.pose.bones]
+        result["floor"] = {
+            "screenshot": shot, "lowest": min(heights), "tip": list(world @ evaluated.pose.bones[TIP].tail),
+            "solver_drawn": bool(result["drawn"].get("VIEW3D_PT_fabrik_solver")),
+            "message": addon().blender.status.statuses["Rig"].message,
+        }
+        save_crop(load_rgb(path), max(0, ui_region.x - 760), ui_region.x + ui_region.width,
+                  os.path.join(SHOT_DIR, "floor_blender34.png"))
+        return POLL
+
+    return [set_state, wait, take]
+
+
 def step_finish():
     result["stage"] = "done"
     finish()
@@ -392,5 +451,5 @@ steps = [step_setup, step_bone_polls, step_fabrik_tab]
 for state in STATES:
     steps += make_state_steps(*state)
 steps += make_pin_steps("pinned", 1.0) + make_pin_steps("unpinned", 0.0)
-steps += [step_menus, step_finish]
+steps += [step_menus] + make_floor_steps() + [step_finish]
 session.run(steps)

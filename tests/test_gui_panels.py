@@ -3,7 +3,7 @@
 the sub-panels register and draw (Testing stays closed), Bone > Inverse Kinematics takes our sub-panel, the
 Status lines are wrapped so they fit the sidebar, alert red shows in the sidebar for a missed and a refused
 target and not for a reached one nor for an effector the rig's switch turned off, and the preset menus are as
-narrow as Blender's own; a pin holds the tip, its sub-panel draws and the overlay shows its square.
+narrow as Blender's own; a pin holds the tip, its sub-panel draws and the overlay shows its square; a floor holds the chain.
 
 The captures are kept in test-artifacts/panels_<state>.png; the missed state's, cropped to the sidebar and
 the rig, in test-artifacts/panels_blender34.png (`python3 tools/dev.py pictures` copies it into docs/images/).
@@ -115,3 +115,13 @@ def test_a_pin_holds_the_tip_and_shows_in_the_pins_panel_and_as_a_square_in_the_
     assert max(abs(a - b) for a, b in zip(unpinned["tip"], (0.9, 0.3, 1.2))) < 1e-4, unpinned["tip"]
     assert pinned["pin_pixels"] - unpinned["pin_pixels"] > 40, (pinned["pin_pixels"], unpinned["pin_pixels"])
     assert (ARTIFACTS / "pins_blender34.png").is_file()
+
+
+def test_a_floor_lifts_the_target_and_holds_the_chain_above_it(panels_run: dict) -> None:
+    """With a plane at 0.3 as the rig's Floor and its target at 0 under it: the tip lands on the plane, no joint
+    goes below it, and the Solver sub-panel (with its Floor field) draws."""
+    floor = panels_run["floor"]
+    assert floor["screenshot"] == ["FINISHED"] and floor["solver_drawn"]
+    assert floor["lowest"] > -1e-3, floor
+    assert abs(floor["tip"][2] - 0.3) < 1e-3 and abs(floor["tip"][0] - 0.9) < 1e-3, floor
+    assert (ARTIFACTS / "floor_blender34.png").is_file()

@@ -118,6 +118,22 @@ try:
     result["spans_after_find"] = sys.modules[module + ".fabrik_addon"].blender.pins.spans(rig, rig.fabrik.effectors[0])
     result["clear_pins"] = sorted(bpy.ops.fabrik.pin_clear())
 
+    result["stage"] = "floor"
+    # A floor at the height of the target's frames: the tip lands on it, no joint goes below it.
+    rig.animation_data_clear()
+    target.animation_data_clear()
+    target.location = (1.2, 0.3, 0.1)
+    floor = bpy.data.objects.new("Floor", None)
+    scene.collection.objects.link(floor)
+    floor.location = (0.0, 0.0, 0.4)
+    rig.fabrik.floor = floor
+    rig.fabrik.live = True
+    scene.frame_set(2)
+    evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    heights = [(rig.matrix_world @ pb.tail).z - 0.4 for pb in evaluated.pose.bones]
+    result["floor_lowest"] = min(heights)
+    result["floor_tip"] = list(rig.matrix_world @ evaluated.pose.bones["b2"].tail)
+
     result["stage"] = "disable"
     result["disable"] = sorted(bpy.ops.preferences.addon_disable(module=module))
     result["still_enabled"] = module in bpy.context.preferences.addons
@@ -219,6 +235,13 @@ def test_a_pin_holds_the_tip_in_blender_34(legacy_run: dict) -> None:
     assert r["pin_slide"] < 1e-4, r["pin_slide"]
     assert r["find_contacts"] == ["FINISHED"] and r["spans_after_find"] == [], r["spans_after_find"]
     assert r["clear_pins"] == ["CANCELLED"]
+
+
+def test_a_floor_holds_the_chain_in_blender_34(legacy_run: dict) -> None:
+    """A target under the Floor is reached on it, and no joint of the chain goes below it."""
+    r = legacy_run
+    assert r["floor_lowest"] > -1e-3, r["floor_lowest"]
+    assert abs(r["floor_tip"][2] - 0.4) < 1e-3 and abs(r["floor_tip"][0] - 1.2) < 1e-3, r["floor_tip"]
 
 
 def test_disable_leaves_nothing(legacy_run: dict) -> None:

@@ -24,6 +24,7 @@ SCREENSHOTS = {
     "setup_blender34.png": "setup_blender34.png",
     "bake_dialog_blender34.png": "bake_dialog_blender34.png",
     "pins_blender34.png": "pins_blender34.png",
+    "floor_blender34.png": "floor_blender34.png",
 }
 
 
