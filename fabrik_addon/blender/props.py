@@ -304,6 +304,14 @@ class FabrikEffector(PropertyGroup):
     switched: BoolProperty(name="Switched", description="Drivers of a converted constraint drive this effector")
 
 
+class FabrikRetargetBone(PropertyGroup):
+    """One row of a retarget's mapping: a body part (the item's name, `core.naming.ROLES`) and its bone in the
+    captured clip and in the rig."""
+
+    source: StringProperty(name="Source Bone", description="The clip's bone for this part (empty: none)")
+    target: StringProperty(name="Rig Bone", description="The rig's bone for this part (empty: none)")
+
+
 class FabrikSettings(PropertyGroup):
     """FABRIK settings of one armature object."""
 
@@ -383,9 +391,20 @@ class FabrikSettings(PropertyGroup):
     held: CollectionProperty(type=FabrikHeldBone)
     #: The IK constraints "Convert IK Constraints" muted, for Restore (see FabrikConverted).
     converted: CollectionProperty(type=FabrikConverted)
+    retarget_source: PointerProperty(
+        name="Source",
+        type=bpy.types.Object,
+        description="The armature whose captured motion Retarget puts on this rig (an imported BVH or FBX clip)",
+        poll=lambda settings, obj: obj.type == 'ARMATURE' and obj != settings.id_data,
+    )
+    retarget_bones: CollectionProperty(type=FabrikRetargetBone)
+    retarget_index: IntProperty(name="Active Part", min=0)
 
 
-classes = (FabrikBoneRef, FabrikMovedDriver, FabrikConverted, FabrikHeldBone, FabrikEffector, FabrikSettings)
+classes = (
+    FabrikBoneRef, FabrikMovedDriver, FabrikConverted, FabrikHeldBone, FabrikEffector, FabrikRetargetBone,
+    FabrikSettings,
+)
 
 _register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)
 

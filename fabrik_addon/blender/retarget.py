@@ -1,0 +1,219 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Retarget: a captured clip's motion onto a rig of other proportions, through FABRIK effectors.
+
+The clip's bones and the rig's are mapped by their names (`core.naming`),
+and the clip is scaled by the ratio of the rigs' leg lengths about their
+hips (`space_matrix`). Empties follow the clip's joints in that scaled space
+(a Copy Transforms constraint from each clip bone into an empty parented to
+the scaled space): the wrists, ankles and head are the effectors' targets,
+the rig's hips follow the clip's hips turned from rest as the clip's turn,
+and the elbow and knee poles ride with the hips where the rig's own limbs
+bend at rest (with the pole angle that keeps the rest pose). Everything made
+sits in one collection per rig, which a second retarget replaces.
+"""
+
+from __future__ import annotations
+
+import bpy
+from mathutils import Matrix
+
+from ..core.naming import ROLES, roles_of
+from ..core.pole_angle import auto_pole_angle, pole_point
+from . import constraints
+
+#: The parts a retarget needs in both skeletons: the hips, the two bones of each limb, and the head.
+REQUIRED = ("hips", "head", *(f"{part}.{side}" for side in "LR" for part in ("upper_arm", "forearm", "thigh", "shin")))
+#: The constraint that makes the rig's hips follow the clip's.
+HIPS_CONSTRAINT = "FABRIK Retarget"
+
+
+def collection_name(obj) -> str:
+    """The collection that holds a rig's retarget empties."""
+    return f"{obj.name} Retarget"
+
+
+def map_bones(obj) -> list[str]:
+    """Fill the rig's mapping from the bones' names (the clip's and the rig's); the required parts found in
+    neither or one of them."""
+    settings = obj.fabrik
+    source = settings.retarget_source
+    found_source = roles_of([b.name for b in source.data.bones]) if source is not None else {}
+    found_target = roles_of([b.name for b in obj.data.bones])
+    settings.retarget_bones.clear()
+    for role in ROLES:
+        row = settings.retarget_bones.add()
+        row.name, row.source, row.target = role, found_source.get(role, ""), found_target.get(role, "")
+    return [role for role in REQUIRED if not (found_source.get(role) and found_target.get(role))]
+
+
+def mapping(obj) -> dict[str, tuple[str, str]]:
+    """The rig's mapping: per part, (clip bone, rig bone), for the parts both name."""
+    return {row.name: (row.source, row.target) for row in obj.fabrik.retarget_bones if row.source and row.target}
+
+
+def refusal(obj) -> str | None:
+    """Why the rig cannot be retargeted as it is set up, or None."""
+    source = obj.fabrik.retarget_source
+    if source is None:
+        return "choose the clip's armature as the Source"
+    if source.type != 'ARMATURE' or source == obj:
+        return "the Source must be another armature"
+    pairs = mapping(obj)
+    missing = [role for role in REQUIRED if role not in pairs]
+    if missing:
+        return f"no bones for {', '.join(missing)}: map them in the list"
+    for role, (clip_bone, rig_bone) in pairs.items():
+        if clip_bone not in source.data.bones:
+            return f"the clip has no bone '{clip_bone}' ({role})"
+        if rig_bone not in obj.data.bones:
+            return f"the rig has no bone '{rig_bone}' ({role})"
+    return None
+
+
+def _rest(obj, bone: str) -> Matrix:
+    """A bone's rest matrix in world space."""
+    return obj.matrix_world @ obj.data.bones[bone].matrix_local
+
+
+def _leg_length(obj, pairs: dict, side: int) -> float:
+    """The world length of a skeleton's two leg bones (`side`: 0 the clip's, 1 the rig's), both legs averaged."""
+    scale = sum(obj.matrix_world.to_scale()) / 3.0
+    bones = obj.data.bones
+    return scale * sum(bones[pairs[f"{p}.{s}"][side]].length for p in ("thigh", "shin") for s in "LR") / 2.0
+
+
+def space_matrix(obj) -> Matrix:
+    """The scaled space the clip moves in for this rig: its hips' rest onto the rig's, scaled by the legs."""
+    pairs, source = mapping(obj), obj.fabrik.retarget_source
+    scale = _leg_length(obj, pairs, 1) / _leg_length(source, pairs, 0)
+    clip_hips = _rest(source, pairs["hips"][0]).translation
+    rig_hips = _rest(obj, pairs["hips"][1]).translation
+    return Matrix.Translation(rig_hips) @ Matrix.Scale(scale, 4) @ Matrix.Translation(-clip_hips)
+
+
+def _empty(name: str, collection, parent=None, local: Matrix | None = None, size: float = 0.05):
+    """An empty in the collection, parented (no parent inverse) at `local` in its parent's space."""
+    empty = bpy.data.objects.new(name, None)
+    empty.empty_display_size = size
+    collection.objects.link(empty)
+    if parent is not None:
+        empty.parent = parent
+        empty.matrix_parent_inverse = Matrix.Identity(4)
+    if local is not None:
+        empty.matrix_basis = local
+    return empty
+
+
+def _follower(name: str, collection, space, source, bone: str, head_tail: float = 0.0):
+    """An empty that follows a clip bone (its head, or its tail with head_tail 1) in the scaled space."""
+    empty = _empty(name, collection, space)
+    follow = empty.constraints.new('COPY_TRANSFORMS')
+    follow.target, follow.subtarget, follow.head_tail = source, bone, head_tail
+    follow.target_space, follow.owner_space = 'WORLD', 'LOCAL'
+    return empty
+
+
+def _collection(obj, scene):
+    """The rig's retarget collection, emptied (a retarget replaces the last one's)."""
+    name = collection_name(obj)
+    collection = bpy.data.collections.get(name)
+    if collection is None:
+        collection = bpy.data.collections.new(name)
+        scene.collection.children.link(collection)
+    for old in list(collection.objects):
+        bpy.data.objects.remove(old)
+    return collection
+
+
+def _effector(obj, name: str, bone: str, chain_length: int, target, pole=None, pole_angle: float = 0.0):
+    """The rig's effector of that name (made, or the last retarget's reused), set to pull `bone`."""
+    settings = obj.fabrik
+    index = settings.effectors.find(name)
+    effector = settings.effectors[index] if index >= 0 else settings.effectors.add()
+    if index < 0:
+        effector.name = constraints.unique_name(settings, name)
+    effector.enabled = True
+    effector.bone, effector.chain_length, effector.target = bone, chain_length, target
+    effector.pole_target, effector.pole_angle = pole, pole_angle
+    return effector
+
+
+def _chain_to(obj, bone: str, above: str) -> int:
+    """How many bones from `bone` up to (not counting) `above`; at most the whole way to the root."""
+    count, current = 0, obj.data.bones[bone]
+    while current is not None and current.name != above:
+        count += 1
+        current = current.parent
+    return count
+
+
+def setup(obj, scene) -> list:
+    """Make the rig follow its clip (see the module); the effectors made, hands and feet first."""
+    refused = refusal(obj)
+    if refused:
+        raise ValueError(refused)
+    pairs, source = mapping(obj), obj.fabrik.retarget_source
+    collection = _collection(obj, scene)
+    space = _empty("Retarget Space", collection, local=space_matrix(obj), size=0.2)
+    hips = _follower("Retarget hips (clip)", collection, space, source, pairs["hips"][0])
+    rig_hips = _rest(obj, pairs["hips"][1])
+    # The rig's hips at rest where the clip's hips are at rest; turned and moved as the clip's move from there.
+    offset = (space_matrix(obj) @ _rest(source, pairs["hips"][0])).inverted_safe() @ rig_hips
+    held = _empty("Retarget hips", collection, hips, offset, size=0.15)
+    pose_hips = obj.pose.bones[pairs["hips"][1]]
+    follow = pose_hips.constraints.get(HIPS_CONSTRAINT) or pose_hips.constraints.new('COPY_TRANSFORMS')
+    follow.name, follow.target, follow.subtarget = HIPS_CONSTRAINT, held, ""
+    follow.target_space = follow.owner_space = 'WORLD'
+    made = []
+    for limb, upper, lower in (("hand", "upper_arm", "forearm"), ("foot", "thigh", "shin")):
+        for side in "LR":
+            clip_lower, rig_lower = pairs[f"{lower}.{side}"]
+            rig_upper = pairs[f"{upper}.{side}"][1]
+            target = _follower(f"Retarget {limb}.{side}", collection, space, source, clip_lower, head_tail=1.0)
+            pole, angle = _pole(obj, collection, held, rig_hips, rig_upper, rig_lower, f"{limb}.{side}")
+            made.append(_effector(obj, f"{limb}.{side}", rig_lower, 2, target, pole, angle))
+    clip_head, rig_head = pairs["head"]
+    head_target = _follower("Retarget head", collection, space, source, clip_head)
+    rig_neck = obj.data.bones[rig_head].parent
+    if rig_neck is not None:
+        made.append(_effector(obj, "head", rig_neck.name, max(1, _chain_to(obj, rig_neck.name, pairs["hips"][1])),
+                              head_target))
+    return made
+
+
+def _pole(obj, collection, held, rig_hips: Matrix, upper: str, lower: str, name: str):
+    """A limb's pole: an empty riding with the rig's hips, off the joint on the side the limb bends at rest, and
+    the pole angle that keeps the rest pose."""
+    top, bottom = _rest(obj, upper), _rest(obj, lower)
+    joints = [top.translation, bottom.translation, obj.matrix_world @ obj.data.bones[lower].tail_local]
+    x_axis, z_axis = top.col[0].xyz, top.col[2].xyz
+    reach = (joints[1] - joints[0]).length + (joints[2] - joints[1]).length
+    where = pole_point(joints, x_axis, z_axis, 0.5 * reach)
+    if where is None:
+        return None, 0.0
+    pole = _empty(f"Retarget {name} pole", collection, held, rig_hips.inverted_safe() @ Matrix.Translation(where))
+    angle = auto_pole_angle(joints[0], joints[2], x_axis, z_axis, where)
+    return pole, 0.0 if angle is None else angle
+
+
+def frame_range(obj) -> tuple[int, int] | None:
+    """The frames the clip's action spans, or None."""
+    source = obj.fabrik.retarget_source
+    action = source.animation_data.action if source is not None and source.animation_data else None
+    if action is None:
+        return None
+    first, last = action.frame_range
+    return int(round(first)), int(round(last))
+
+
+def remove(obj) -> None:
+    """Take the retarget away: its collection and empties, and the constraint on the rig's hips."""
+    collection = bpy.data.collections.get(collection_name(obj))
+    if collection is not None:
+        for old in list(collection.objects):
+            bpy.data.objects.remove(old)
+        bpy.data.collections.remove(collection)
+    for bone in obj.pose.bones:
+        constraint = bone.constraints.get(HIPS_CONSTRAINT)
+        if constraint is not None:
+            bone.constraints.remove(constraint)

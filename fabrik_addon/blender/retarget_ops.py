@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Operators for retargeting a captured clip onto the rig: map its bones, and retarget in one click."""
+
+from __future__ import annotations
+
+import bpy
+from bpy.props import BoolProperty
+from bpy.types import Operator
+
+from . import contacts, editable, retarget
+from .setup_ops import rig_for_panel
+
+
+def _rig(context):
+    """The panel's rig, when it is an armature."""
+    obj = rig_for_panel(context)
+    return obj if obj is not None and obj.type == 'ARMATURE' else None
+
+
+class FABRIK_OT_retarget_map(Operator):
+    """Map the clip's bones and the rig's onto body parts by their names (Mixamo, BVH, Rigify, Unreal, Rokoko \
+and more); edit the list for the rest"""
+
+    bl_idname = "fabrik.retarget_map"
+    bl_label = "Map Bones"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    @classmethod
+    def poll(cls, context):
+        obj = _rig(context)
+        return obj is not None and obj.fabrik.retarget_source is not None
+
+    def execute(self, context):
+        obj = _rig(context)
+        missing = retarget.map_bones(obj)
+        mapped = len(retarget.mapping(obj))
+        if missing:
+            self.report({'WARNING'}, f"Mapped {mapped} parts; no bones found for {', '.join(missing)}: pick them in "
+                        "the list")
+        else:
+            self.report({'INFO'}, f"Mapped {mapped} parts of '{obj.fabrik.retarget_source.name}' onto '{obj.name}'")
+        return {'FINISHED'}
+
+
+class FABRIK_OT_retarget(Operator):
+    """Put the clip's motion on the rig: targets and poles that follow the clip scaled to the rig's legs, the \
+hips following, effectors on hands, feet and head, the feet pinned where they stand, then bake"""
+
+    bl_idname = "fabrik.retarget"
+    bl_label = "Retarget"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    find_contacts: BoolProperty(name="Pin the Feet", default=True,
+                                description="Find where the clip's feet stand and pin them there")
+    bake: BoolProperty(name="Bake", default=True,
+                       description="Bake the retargeted motion into keys (progress in the status bar, Esc cancels)")
+
+    @classmethod
+    def poll(cls, context):
+        obj = _rig(context)
+        return obj is not None and obj.fabrik.retarget_source is not None
+
+    def execute(self, context):
+        obj, scene = _rig(context), context.scene
+        if not retarget.mapping(obj):
+            retarget.map_bones(obj)
+        refused = retarget.refusal(obj) or editable.action_editable(
+            obj.animation_data.action if obj.animation_data is not None else None)
+        if refused:
+            self.report({'ERROR'}, f"Cannot retarget: {refused}")
+            return {'CANCELLED'}
+        try:
+            made = retarget.setup(obj, scene)
+        except Exception as exc:  # never raise into Blender
+            self.report({'ERROR'}, f"Cannot retarget: {exc}")
+            return {'CANCELLED'}
+        span = retarget.frame_range(obj)
+        if span is not None:
+            scene.frame_start, scene.frame_end = span
+        obj.fabrik.live = True
+        pinned = 0
+        if self.find_contacts and span is not None:
+            feet = [i for i, e in enumerate(obj.fabrik.effectors) if e.name in ("foot.L", "foot.R")]
+            try:
+                finder = contacts.ContactFinder(scene, obj, feet, range(span[0], span[1] + 1), 0.01, 0.05, 4, 2)
+                while not finder.done:
+                    finder.step()
+                keyed, _ = finder.finish()
+                pinned = sum(len(spans) for spans in keyed.values())
+            except Exception as exc:  # (the retarget stands without pins)
+                self.report({'WARNING'}, f"No feet pinned: {exc}")
+        self.report({'INFO'}, f"Retargeted '{obj.fabrik.retarget_source.name}' onto '{obj.name}': "
+                    f"{len(made)} effectors, {pinned} foot contact(s) pinned")
+        if self.bake and span is not None:
+            bpy.ops.fabrik.bake('INVOKE_DEFAULT', frame_start=span[0], frame_end=span[1])
+        return {'FINISHED'}
+
+
+classes = (FABRIK_OT_retarget_map, FABRIK_OT_retarget)
+
+register, unregister = bpy.utils.register_classes_factory(classes)

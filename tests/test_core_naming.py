@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bone names read as body parts, in the naming schemes captured clips and rigs use."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabrik_addon.core.naming import LIMB_ROLES, ROLES, role_of, roles_of
+
+SIDES = {"L": "Left", "R": "Right"}
+
+
+def expected(side_names: dict[str, str], middle: dict[str, str]) -> dict[str, str]:
+    """The roles of a scheme whose sided bones are named by a pattern for each part."""
+    out = dict(middle)
+    for side in "LR":
+        for part, pattern in side_names.items():
+            out[f"{part}.{side}"] = pattern.format(side=side, Side=SIDES[side], s=side.lower())
+    return out
+
+
+SCHEMES = {
+    "CMU BVH": (["Hips", "LHipJoint", "LeftUpLeg", "LeftLeg", "LeftFoot", "LeftToeBase", "RHipJoint", "RightUpLeg",
+                 "RightLeg", "RightFoot", "RightToeBase", "LowerBack", "Spine", "Spine1", "Neck", "Neck1", "Head",
+                 "LeftShoulder", "LeftArm", "LeftForeArm", "LeftHand", "LThumb", "RightShoulder", "RightArm",
+                 "RightForeArm", "RightHand", "RThumb"],
+                expected({"shoulder": "{Side}Shoulder", "upper_arm": "{Side}Arm", "forearm": "{Side}ForeArm",
+                          "hand": "{Side}Hand", "thigh": "{Side}UpLeg", "shin": "{Side}Leg", "foot": "{Side}Foot"},
+                         {"hips": "Hips", "neck": "Neck", "head": "Head"})),
+    "Mixamo": ([f"mixamorig:{n}" for n in ("Hips", "Spine", "Spine1", "Spine2", "Neck", "Head", "LeftShoulder",
+                "LeftArm", "LeftForeArm", "LeftHand", "RightShoulder", "RightArm", "RightForeArm", "RightHand",
+                "LeftUpLeg", "LeftLeg", "LeftFoot", "LeftToeBase", "RightUpLeg", "RightLeg", "RightFoot")],
+               {role: f"mixamorig:{name}" for role, name in expected(
+                   {"shoulder": "{Side}Shoulder", "upper_arm": "{Side}Arm", "forearm": "{Side}ForeArm",
+                    "hand": "{Side}Hand", "thigh": "{Side}UpLeg", "shin": "{Side}Leg", "foot": "{Side}Foot"},
+                   {"hips": "Hips", "neck": "Neck", "head": "Head"}).items()}),
+    "MotionBuilder BVH": (["Hips", "LeftHip", "LeftKnee", "LeftAnkle", "RightHip", "RightKnee", "RightAnkle", "Chest",
+                           "LeftCollar", "LeftShoulder", "LeftElbow", "LeftWrist", "RightCollar", "RightShoulder",
+                           "RightElbow", "RightWrist", "Neck", "Head"],
+                          expected({"shoulder": "{Side}Collar", "upper_arm": "{Side}Shoulder",
+                                    "forearm": "{Side}Elbow", "hand": "{Side}Wrist", "thigh": "{Side}Hip",
+                                    "shin": "{Side}Knee", "foot": "{Side}Ankle"},
+                                   {"hips": "Hips", "neck": "Neck", "head": "Head"})),
+    "Rigify": ([p + n for p in ("", "ORG-", "DEF-") for n in (
+        "spine", "spine.001", "spine.002", "spine.003", "spine.004", "spine.005", "spine.006", "shoulder.L",
+        "upper_arm.L", "forearm.L", "hand.L", "thigh.L", "shin.L", "foot.L", "toe.L", "shoulder.R", "upper_arm.R",
+        "forearm.R", "hand.R", "thigh.R", "shin.R", "foot.R", "toe.R")],
+               expected({"shoulder": "shoulder.{side}", "upper_arm": "upper_arm.{side}", "forearm": "forearm.{side}",
+                         "hand": "hand.{side}", "thigh": "thigh.{side}", "shin": "shin.{side}",
+                         "foot": "foot.{side}"}, {"hips": "spine", "neck": "spine.004", "head": "spine.006"})),
+    "Unreal": (["root", "pelvis", "spine_01", "spine_02", "spine_03", "neck_01", "head", "clavicle_l", "upperarm_l",
+                "lowerarm_l", "hand_l", "clavicle_r", "upperarm_r", "lowerarm_r", "hand_r", "thigh_l", "calf_l",
+                "foot_l", "ball_l", "thigh_r", "calf_r", "foot_r", "ball_r"],
+               expected({"shoulder": "clavicle_{s}", "upper_arm": "upperarm_{s}", "forearm": "lowerarm_{s}",
+                         "hand": "hand_{s}", "thigh": "thigh_{s}", "shin": "calf_{s}", "foot": "foot_{s}"},
+                        {"hips": "pelvis", "neck": "neck_01", "head": "head"})),
+    "Rokoko": (["Hips", "LeftThigh", "LeftShin", "LeftFoot", "LeftToe", "RightThigh", "RightShin", "RightFoot",
+                "RightToe", "Spine1", "Spine2", "Neck", "Head", "LeftShoulder", "LeftArm", "LeftForeArm", "LeftHand",
+                "RightShoulder", "RightArm", "RightForeArm", "RightHand"],
+               expected({"shoulder": "{Side}Shoulder", "upper_arm": "{Side}Arm", "forearm": "{Side}ForeArm",
+                         "hand": "{Side}Hand", "thigh": "{Side}Thigh", "shin": "{Side}Shin", "foot": "{Side}Foot"},
+                        {"hips": "Hips", "neck": "Neck", "head": "Head"})),
+    "Character Creator": ([f"CC_Base_{n}" for n in ("Hip", "Pelvis", "L_Thigh", "L_Calf", "L_Foot", "R_Thigh",
+                          "R_Calf", "R_Foot", "NeckTwist01", "Head", "L_Clavicle", "L_Upperarm", "L_Forearm",
+                          "L_Hand", "R_Clavicle", "R_Upperarm", "R_Forearm", "R_Hand")],
+                         {role: f"CC_Base_{name}" for role, name in expected(
+                             {"shoulder": "{side}_Clavicle", "upper_arm": "{side}_Upperarm",
+                              "forearm": "{side}_Forearm", "hand": "{side}_Hand", "thigh": "{side}_Thigh",
+                              "shin": "{side}_Calf", "foot": "{side}_Foot"},
+                             {"hips": "Hip", "head": "Head"}).items()}),
+}
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_every_scheme_maps_its_limbs_hips_and_head(scheme):
+    names, wanted = SCHEMES[scheme]
+    assert roles_of(names) == wanted
+
+
+def test_names_that_are_no_body_part_take_no_role():
+    for name in ("LHipJoint", "LeftToeBase", "Neck1", "Spine", "root", "LThumb", "ball_l", "IK_target", "Bone.001",
+                 "LowerBack", "torso", ""):
+        assert role_of(name) is None, name
+
+
+def test_the_plainest_of_several_bones_takes_the_role_and_roles_are_known():
+    assert roles_of(["DEF-thigh.L", "MCH-thigh.L", "ORG-thigh.L"]) == {"thigh.L": "ORG-thigh.L"}
+    assert roles_of(["LeftUpLeg", "mixamorig:LeftUpLeg"]) == {"thigh.L": "LeftUpLeg"}
+    assert set(ROLES) >= {r for pair in LIMB_ROLES.values() for r in pair}
+    assert len(ROLES) == 3 + 14
