@@ -36,7 +36,7 @@ SWITCHED = "Left Hand pole"
 #: Our preset menus, and one of Blender's own to compare their widths with.
 MENUS = ("FABRIK_MT_rig_settings_presets", "FABRIK_MT_bone_limits_presets", "RENDER_MT_framerate_presets")
 SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_pins",
-             "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_testing")
+             "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_retarget", "VIEW3D_PT_fabrik_testing")
 #: Where the "pinned" state's pin holds the target (reachable, away from the target).
 PIN_AT = (0.5, -0.5, 1.0)
 #: The height of the "floor" state's floor, over the target it lifts.

@@ -25,6 +25,7 @@ from fabrik_addon.blender.status import RigStatus, statuses
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
 SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_pins", "VIEW3D_PT_fabrik_solver",
+             "VIEW3D_PT_fabrik_retarget",
              "VIEW3D_PT_fabrik_testing")
 BLENDER34_BONE_UI = Path("/usr/share/blender/scripts/startup/bl_ui/properties_data_bone.py")
 
@@ -170,7 +171,8 @@ def test_the_sidebar_is_a_panel_with_sub_panels_and_the_limits_sit_under_blender
 
 #: Names and choices drawn under their label across the panel's width (the default sidebar would cut them
 #: beside a label); none of them can be keyed.
-STACKED = {"name", "bone", "target", "subtarget", "pole_target", "pole_subtarget", "solver", "start", "floor"}
+STACKED = {"name", "bone", "target", "subtarget", "pole_target", "pole_subtarget", "solver", "start", "floor",
+           "retarget_source", "source", "target"}
 
 
 def test_every_panel_splits_labels_from_values_and_has_keyframe_dots():

@@ -6,6 +6,7 @@ feet found standing and pinned (they do not slide), every reachable target reach
 from __future__ import annotations
 
 import math
+import types
 
 import bpy
 import numpy as np
@@ -13,8 +14,8 @@ import pytest
 
 import addon_utils  # noqa: E402  (only importable once bpy is)
 
-from blender_scenes import rigbuild, tip_world
-from fabrik_addon.blender import pins, retarget, status
+from blender_scenes import RecordingLayout, rigbuild, tip_world
+from fabrik_addon.blender import animdata, pins, retarget, status
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")
 
@@ -215,13 +216,21 @@ def test_the_hips_follow_the_clip_scaled_to_the_rigs_legs_and_no_limit_is_broken
             assert axis_y < 1e-6 and axis_z < 1e-6, (frame, name, turn)  # a hinge: a turn about X only
 
 
-def test_the_bake_keys_the_retargeted_walk_and_it_plays_without_live_solving(tmp_path):
-    clip, rig = retargeted(tmp_path, bake=False)
+def test_one_click_bakes_the_hips_and_the_chains_and_the_walk_plays_from_the_keys_alone(tmp_path):
+    clip, rig = retargeted(tmp_path, bake=True)
     scene = bpy.context.scene
     foot = next(e for e in rig.fabrik.effectors if e.name == "foot.L")
     first, last = pins.spans(rig, foot)[0]
-    assert bpy.ops.fabrik.bake(frame_start=1, frame_end=FRAMES) == {'FINISHED'}
-    assert not rig.fabrik.live
+    assert not rig.fabrik.live and not rig.pose.bones["pelvis"].constraints
+    paths = {c.data_path for c in animdata.fcurves(rig)}
+    assert {'pose.bones["pelvis"].location', 'pose.bones["calf_l"].rotation_quaternion'} <= paths
+    space = retarget.space_matrix(rig)
+    for frame in (5, 40):  # the hips from their keys, where the clip's hips are, scaled
+        scene.frame_set(frame)
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        source, target = clip.evaluated_get(depsgraph), rig.evaluated_get(depsgraph)
+        clip_hips = source.matrix_world @ source.pose.bones["Hips"].head
+        assert (target.matrix_world @ target.pose.bones["pelvis"].head - space @ clip_hips).length < 1e-4
     held = []
     for frame in range(first, last + 1):
         scene.frame_set(frame)
@@ -255,3 +264,25 @@ def test_a_second_retarget_replaces_the_first_and_the_mapping_saves(tmp_path):
     bpy.ops.wm.open_mainfile(filepath=path)
     rig = bpy.data.objects["Stocky"]
     assert retarget.mapping(rig)["shin.R"] == ("RightLeg", "calf_r") and rig.fabrik.retarget_source is not None
+
+
+def test_the_retarget_panel_shows_the_source_the_mapping_and_what_is_missing(tmp_path):
+    clip = import_walk(tmp_path)
+    rig = stocky_rig()
+    rig.fabrik.retarget_source = clip
+    retarget.map_bones(rig)
+    rig.fabrik.retarget_bones["thigh.L"].target = ""
+    rig.fabrik.retarget_index = list(rig.fabrik.retarget_bones.keys()).index("thigh.L")
+    log = []
+    panel = types.SimpleNamespace(layout=RecordingLayout(log))
+    context = types.SimpleNamespace(object=rig, scene=bpy.context.scene, region=None,
+                                    preferences=bpy.context.preferences)
+    assert bpy.types.VIEW3D_PT_fabrik_retarget.poll(context)
+    bpy.types.VIEW3D_PT_fabrik_retarget.draw(panel, context)
+    operators = {args[0] for name, args, _ in log if name == "operator"}
+    searched = [args[1] for name, args, _ in log if name == "prop_search"]
+    text = " ".join(kwargs.get("text", "") for name, _, kwargs in log if name == "label")
+    assert operators == {"fabrik.retarget_map", "fabrik.retarget"}
+    assert any(name == "template_list" and args[0] == "FABRIK_UL_retarget_bones" for name, args, _ in log)
+    assert searched == ["source", "target"]
+    assert "no bones for thigh.L" in text and "Clip's thigh.L" in text

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.gui
 DRIVER = Path(__file__).resolve().parent / "gui_panels_driver.py"
 GUI_TIMEOUT = 90
 SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_pins",
-             "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_testing")
+             "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_retarget", "VIEW3D_PT_fabrik_testing")
 
 
 @pytest.fixture(scope="module")

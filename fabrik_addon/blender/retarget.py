@@ -9,7 +9,9 @@ the scaled space): the wrists, ankles and head are the effectors' targets,
 the rig's hips follow the clip's hips turned from rest as the clip's turn,
 and the elbow and knee poles ride with the hips where the rig's own limbs
 bend at rest (with the pole angle that keeps the rest pose). Everything made
-sits in one collection per rig, which a second retarget replaces.
+sits in one collection per rig, which a second retarget replaces. Baking
+keys the hips first (`bake_hips`, with Blender's own Bake Action), then the
+chains with FABRIK's bake.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from mathutils import Matrix
 
 from ..core.naming import ROLES, roles_of
 from ..core.pole_angle import auto_pole_angle, pole_point
-from . import constraints
+from . import animdata, constraints
 
 #: The parts a retarget needs in both skeletons: the hips, the two bones of each limb, and the head.
 REQUIRED = ("hips", "head", *(f"{part}.{side}" for side in "LR" for part in ("upper_arm", "forearm", "thigh", "shin")))
@@ -204,6 +206,35 @@ def frame_range(obj) -> tuple[int, int] | None:
         return None
     first, last = action.frame_range
     return int(round(first)), int(round(last))
+
+
+def bake_hips(obj, first: int, last: int) -> None:
+    """Key the rig's hips where the clip moves them (Blender's Bake Action, visual keying, only that bone), then
+    take away the constraint that moved them: the keys stand alone."""
+    hips = mapping(obj)["hips"][1]
+    view_layer = bpy.context.view_layer
+    active, mode, live = view_layer.objects.active, obj.mode, obj.fabrik.live
+    selected = {b.name: animdata.is_selected(b) for b in obj.pose.bones}
+    obj.fabrik.live = False  # (the chains are keyed by FABRIK's own bake after this)
+    try:
+        view_layer.objects.active = obj
+        if obj.mode != 'POSE':
+            bpy.ops.object.mode_set(mode='POSE')
+        for bone in obj.pose.bones:
+            animdata.set_selected(bone, bone.name == hips)
+        bpy.ops.nla.bake(frame_start=first, frame_end=last, only_selected=True, visual_keying=True,
+                         clear_constraints=False, use_current_action=True, bake_types={'POSE'},
+                         channel_types={'LOCATION', 'ROTATION'})
+        follow = obj.pose.bones[hips].constraints.get(HIPS_CONSTRAINT)
+        if follow is not None:
+            obj.pose.bones[hips].constraints.remove(follow)
+    finally:
+        for bone in obj.pose.bones:
+            animdata.set_selected(bone, selected[bone.name])
+        if obj.mode != mode:
+            bpy.ops.object.mode_set(mode=mode)
+        view_layer.objects.active = active
+        obj.fabrik.live = live
 
 
 def remove(obj) -> None:

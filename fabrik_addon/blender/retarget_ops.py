@@ -92,6 +92,12 @@ hips following, effectors on hands, feet and head, the feet pinned where they st
         self.report({'INFO'}, f"Retargeted '{obj.fabrik.retarget_source.name}' onto '{obj.name}': "
                     f"{len(made)} effectors, {pinned} foot contact(s) pinned")
         if self.bake and span is not None:
+            try:
+                retarget.bake_hips(obj, *span)
+            except Exception as exc:  # never raise into Blender
+                self.report({'ERROR'}, f"Retargeted, but the hips could not be baked: {exc}")
+                return {'FINISHED'}
+            # The chains' bake shows progress and Esc cancels it (the hips keep their keys: undo takes them back).
             bpy.ops.fabrik.bake('INVOKE_DEFAULT', frame_start=span[0], frame_end=span[1])
         return {'FINISHED'}
 

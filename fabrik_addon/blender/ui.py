@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 import bpy
 from bpy.types import Panel, UIList
 
-from . import compare, integrity, pins, presets, rig, setup_ops
+from . import compare, integrity, pins, presets, retarget, rig, setup_ops
 from .status import DISABLED, statuses
 
 #: Pixels of a sidebar line that text cannot use at interface scale 1: the tab column (22), the panel's left
@@ -200,6 +200,17 @@ class FABRIK_UL_effectors(UIList):
         mark = row.row(align=True)
         mark.alert = alert
         mark.label(text="", icon=status_icon)
+
+
+class FABRIK_UL_retarget_bones(UIList):
+    """A retarget's mapping: each body part with the clip's bone and the rig's (red where one is missing)."""
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+        row = layout.row(align=True)
+        row.alert = not (item.source and item.target)
+        row.label(text=item.name)
+        row.label(text=item.source or "-")
+        row.label(text=item.target or "-")
 
 
 class FabrikSidebarPanel:
@@ -415,6 +426,42 @@ class VIEW3D_PT_fabrik_testing(FabrikSidebarPanel, Panel):
         compare.draw(layout, obj, wrap=room.lines)
 
 
+class VIEW3D_PT_fabrik_retarget(FabrikSidebarPanel, Panel):
+    """Put a captured clip's motion on this rig: the clip's armature, its bones mapped onto the rig's, Retarget"""
+
+    bl_label = "Retarget"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    @classmethod
+    def poll(cls, context):
+        obj = setup_ops.rig_for_panel(context)
+        return obj is not None and obj.type == 'ARMATURE'
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        obj = setup_ops.rig_for_panel(context)
+        settings = obj.fabrik
+        _stacked(layout, "Source").prop(settings, "retarget_source", text="")
+        layout.operator("fabrik.retarget_map", icon='GROUP_BONE')
+        if len(settings.retarget_bones):
+            layout.template_list("FABRIK_UL_retarget_bones", "", settings, "retarget_bones", settings,
+                                 "retarget_index", rows=4)
+            index = settings.retarget_index
+            if 0 <= index < len(settings.retarget_bones):
+                row = settings.retarget_bones[index]
+                source = settings.retarget_source
+                if source is not None and source.type == 'ARMATURE':
+                    _stacked(layout, f"Clip's {row.name}", bool(row.source) and row.source not in source.data.bones
+                             ).prop_search(row, "source", source.data, "bones", text="")
+                _stacked(layout, f"Rig's {row.name}", bool(row.target) and row.target not in obj.data.bones
+                         ).prop_search(row, "target", obj.data, "bones", text="")
+        refused = retarget.refusal(obj)
+        if refused and settings.retarget_source is not None:
+            draw_wrapped(layout, refused, room_for(context), 'ERROR', True)
+        layout.operator("fabrik.retarget", icon='ARMATURE_DATA')
+
+
 class BONE_PT_fabrik_limits(Panel):
     """The bone's IK limits and stretch as FABRIK uses them: Blender's own settings (the panel above greys them
     out for bones outside an IK constraint's chain; FABRIK chains read them all the same)"""
@@ -480,11 +527,13 @@ class BONE_PT_fabrik_limits(Panel):
 
 classes = (
     FABRIK_UL_effectors,
+    FABRIK_UL_retarget_bones,
     VIEW3D_PT_fabrik,
     VIEW3D_PT_fabrik_status,
     VIEW3D_PT_fabrik_effector,
     VIEW3D_PT_fabrik_pins,
     VIEW3D_PT_fabrik_solver,
+    VIEW3D_PT_fabrik_retarget,
     VIEW3D_PT_fabrik_testing,
     BONE_PT_fabrik_limits,
 )
