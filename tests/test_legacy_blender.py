@@ -134,6 +134,29 @@ try:
     result["floor_lowest"] = min(heights)
     result["floor_tip"] = list(rig.matrix_world @ evaluated.pose.bones["b2"].tail)
 
+    result["stage"] = "retarget"
+    # A clip on the walk's skeleton (its BVH importer cannot run here: `walk_clip.keyed_clip`), retargeted onto a
+    # rig of other proportions in one click (mapped, the hips baked with Blender's Bake Action, the chains with
+    # ours); the rig's hips then follow the clip's, scaled, from their keys alone.
+    import walk_clip
+    clip = walk_clip.keyed_clip()
+    stocky = walk_clip.stocky_rig()
+    stocky.fabrik.retarget_source = clip
+    bpy.context.view_layer.objects.active = stocky
+    result["retarget"] = sorted(bpy.ops.fabrik.retarget(find_contacts=False))
+    space = sys.modules[module + ".fabrik_addon"].blender.retarget.space_matrix(stocky)
+    misses = []
+    for frame in (3, 20):
+        scene.frame_set(frame)
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        source, target = clip.evaluated_get(depsgraph), stocky.evaluated_get(depsgraph)
+        wanted = space @ (source.matrix_world @ source.pose.bones["Hips"].head)
+        misses.append((target.matrix_world @ target.pose.bones["pelvis"].head - wanted).length)
+    result["retarget_hips_miss"] = max(misses)
+    result["retarget_live_after"] = stocky.fabrik.live
+    result["retarget_hips_constraints"] = len(stocky.pose.bones["pelvis"].constraints)
+    result["retarget_keyed"] = sorted({c.data_path for c in stocky.animation_data.action.fcurves})
+
     result["stage"] = "disable"
     result["disable"] = sorted(bpy.ops.preferences.addon_disable(module=module))
     result["still_enabled"] = module in bpy.context.preferences.addons
@@ -242,6 +265,15 @@ def test_a_floor_holds_the_chain_in_blender_34(legacy_run: dict) -> None:
     r = legacy_run
     assert r["floor_lowest"] > -1e-3, r["floor_lowest"]
     assert abs(r["floor_tip"][2] - 0.4) < 1e-3 and abs(r["floor_tip"][0] - 1.2) < 1e-3, r["floor_tip"]
+
+
+def test_retarget_in_one_click_in_blender_34(legacy_run: dict) -> None:
+    """A clip goes onto another rig in Blender 3.4: the hips baked where the clip's are, scaled, and the chains."""
+    r = legacy_run
+    assert r["retarget"] == ["FINISHED"] and not r["retarget_live_after"]
+    assert r["retarget_hips_constraints"] == 0 and r["retarget_hips_miss"] < 1e-4, r["retarget_hips_miss"]
+    assert 'pose.bones["pelvis"].location' in r["retarget_keyed"]
+    assert 'pose.bones["calf_l"].rotation_quaternion' in r["retarget_keyed"], r["retarget_keyed"]
 
 
 def test_disable_leaves_nothing(legacy_run: dict) -> None:

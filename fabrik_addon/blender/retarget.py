@@ -222,9 +222,11 @@ def bake_hips(obj, first: int, last: int) -> None:
             bpy.ops.object.mode_set(mode='POSE')
         for bone in obj.pose.bones:
             animdata.set_selected(bone, bone.name == hips)
-        bpy.ops.nla.bake(frame_start=first, frame_end=last, only_selected=True, visual_keying=True,
-                         clear_constraints=False, use_current_action=True, bake_types={'POSE'},
-                         channel_types={'LOCATION', 'ROTATION'})
+        options = dict(frame_start=first, frame_end=last, only_selected=True, visual_keying=True,
+                       clear_constraints=False, use_current_action=True, bake_types={'POSE'})
+        if "channel_types" in bpy.ops.nla.bake.get_rna_type().properties:  # (3.4 keys every channel)
+            options["channel_types"] = {'LOCATION', 'ROTATION'}
+        bpy.ops.nla.bake(**options)
         follow = obj.pose.bones[hips].constraints.get(HIPS_CONSTRAINT)
         if follow is not None:
             obj.pose.bones[hips].constraints.remove(follow)
