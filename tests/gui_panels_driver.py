@@ -102,6 +102,12 @@ def step_setup():
     result["parents"] = {name: getattr(getattr(types, name, None), "bl_parent_id", None)
                          for name in (*SUBPANELS, "BONE_PT_fabrik_limits")}
     result["testing_options"] = sorted(getattr(types, "VIEW3D_PT_fabrik_testing").bl_options)
+    # Blender 3.4 has no way to open a closed sub-panel from Python: Retarget (closed at first) is registered
+    # again open, before the tab first draws, so that its state can be seen.
+    retarget_panel = types.VIEW3D_PT_fabrik_retarget
+    bpy.utils.unregister_class(retarget_panel)
+    retarget_panel.bl_options = set()
+    bpy.utils.register_class(retarget_panel)
     for name in SUBPANELS:
         getattr(types, name).append(make_hook(name))
 
@@ -441,6 +447,73 @@ def make_floor_steps():
     return [set_state, wait, take]
 
 
+def make_retarget_steps():
+    """The retarget state: a clip (`walk_clip.keyed_clip`) put on a rig of other proportions with the Retarget
+    sub-panel's operators, the rig active and the sub-panel scrolled into view."""
+
+    def set_state():
+        result["stage"] = "retarget: set"
+        import walk_clip
+
+        clip = walk_clip.keyed_clip()
+        stocky = walk_clip.stocky_rig()
+        clip.location.x = -1.5
+        bpy.ops.object.mode_set(mode='OBJECT')
+        view_layer = bpy.context.view_layer
+        for obj in view_layer.objects:
+            obj.select_set(obj == stocky)
+        view_layer.objects.active = stocky
+        stocky.fabrik.retarget_source = clip
+        window, screen, area, region, ui_region = view3d()
+        with bpy.context.temp_override(window=window, screen=screen, area=area, region=region):
+            result["retarget_map"] = sorted(bpy.ops.fabrik.retarget_map())
+            result["retarget_run"] = sorted(bpy.ops.fabrik.retarget(find_contacts=False, bake=False))
+            bpy.ops.view3d.view_all(center=False)
+        with bpy.context.temp_override(window=window, screen=screen, area=area, region=ui_region):
+            for _ in range(120):
+                bpy.ops.view2d.scroll_down()
+        bpy.context.scene.frame_set(12)
+        result["drawn"].clear()
+        ui_region.tag_redraw()
+        return POLL
+
+    def wait():
+        result["stage"] = "retarget: wait"
+        if not result["drawn"].get("VIEW3D_PT_fabrik_retarget"):
+            view3d()[4].tag_redraw()
+            return None
+        return 0.5
+
+    def scroll():
+        result["stage"] = "retarget: scroll"
+        window, screen, area, _region, ui_region = view3d()
+        with bpy.context.temp_override(window=window, screen=screen, area=area, region=ui_region):
+            for _ in range(60):  # (again, once the sidebar has drawn the rig's longer panels)
+                bpy.ops.view2d.scroll_down()
+        ui_region.tag_redraw()
+        return 0.5
+
+    def take():
+        result["stage"] = "retarget: screenshot"
+        window, screen, area, _region, ui_region = view3d()
+        path = os.path.join(SHOT_DIR, "panels_retarget.png")
+        with bpy.context.temp_override(window=window, screen=screen, area=area):
+            shot = sorted(bpy.ops.screen.screenshot(filepath=path))
+        stocky = bpy.data.objects["Stocky"]
+        status = addon().blender.status.statuses.get("Stocky")
+        result["retarget"] = {
+            "screenshot": shot, "panel_drawn": bool(result["drawn"].get("VIEW3D_PT_fabrik_retarget")),
+            "effectors": sorted(e.name for e in stocky.fabrik.effectors),
+            "refusal": addon().blender.retarget.refusal(stocky),
+            "reached": None if status is None else sorted(status.reached.items()),
+        }
+        save_crop(load_rgb(path), max(0, ui_region.x - 760), ui_region.x + ui_region.width,
+                  os.path.join(SHOT_DIR, "retarget_blender34.png"))
+        return POLL
+
+    return [set_state, wait, scroll, take]
+
+
 def step_finish():
     result["stage"] = "done"
     finish()
@@ -451,5 +524,5 @@ steps = [step_setup, step_bone_polls, step_fabrik_tab]
 for state in STATES:
     steps += make_state_steps(*state)
 steps += make_pin_steps("pinned", 1.0) + make_pin_steps("unpinned", 0.0)
-steps += [step_menus] + make_floor_steps() + [step_finish]
+steps += [step_menus] + make_floor_steps() + make_retarget_steps() + [step_finish]
 session.run(steps)

@@ -166,11 +166,11 @@ def keyed_clip(frames: int = 24):
     clip = rigbuild.make_armature("Clip", [(n, h, t, p, False) for n, h, t, p, _ in bones])
     hips = clip.pose.bones["Hips"]
     for frame in range(1, frames + 1):
-        hips.location = (0.0, 0.05 * frame, 0.0)  # (the hips bone's Y is the world's Z: up; its Z is forward)
+        hips.location = (0.0, 0.0, 0.02 * frame)  # (the hips bone's Y is the world's Z, up; its Z points forward)
         hips.keyframe_insert("location", frame=frame)
         for side in ("Left", "Right"):
             knee = clip.pose.bones[f"{side}Leg"]
-            knee.rotation_quaternion = (math.cos(0.2 * math.sin(frame * 0.3)), math.sin(0.2 * math.sin(frame * 0.3)),
-                                        0.0, 0.0)
+            bend = 0.25 + 0.1 * math.sin(frame * 0.3)  # (half the knee's turn: bent, so the feet stay in reach)
+            knee.rotation_quaternion = (math.cos(bend), math.sin(bend), 0.0, 0.0)
             knee.keyframe_insert("rotation_quaternion", frame=frame)
     return clip

@@ -25,6 +25,7 @@ SCREENSHOTS = {
     "bake_dialog_blender34.png": "bake_dialog_blender34.png",
     "pins_blender34.png": "pins_blender34.png",
     "floor_blender34.png": "floor_blender34.png",
+    "retarget_blender34.png": "retarget_blender34.png",
 }
 
 
