@@ -127,10 +127,13 @@ def test_a_deleted_floor_is_let_go_and_the_floor_saves_and_reloads(tmp_path):
     assert rig.fabrik.floor == floor
     bpy.context.scene.frame_set(2)
     assert joint_heights(rig, floor).min() >= -1e-3
+    plane = floor.matrix_world.copy()
     bpy.data.objects.remove(floor)
     assert rig.fabrik.floor is None
     bpy.context.scene.frame_set(3)
     assert status.statuses[rig.name].ok
+    tip = rig.matrix_world @ rig.pose.bones["bone4"].tail
+    assert tip.z < plane.translation.z - 0.1  # (the floor no longer holds the tip: it goes down to its target)
 
 
 def test_undo_takes_the_floor_back():

@@ -196,6 +196,36 @@ def test_the_pins_of_a_renamed_effector_follow_it_and_a_removed_ones_go_with_it(
     assert pins.spans(rig, other) == []
 
 
+def test_a_pin_whose_last_key_was_deleted_is_replaced_whole():
+    rig, target = sliding_rig()
+    effector = rig.fabrik.effectors[0]
+    pin(rig, 10, 20)
+    curve = next(c for c in animdata.fcurves(rig) if c.data_path.endswith(".pin"))
+    curve.keyframe_points.remove(next(p for p in curve.keyframe_points if round(p.co[0]) == 22))
+    pin(rig, 13, 15, blend_in=1, blend_out=1)
+    assert pins.spans(rig, effector) == [(13, 15)]
+    bpy.context.scene.frame_set(30)
+    assert effector.pin == 0.0
+
+
+def test_effectors_that_swap_names_swap_their_pins_and_a_renamed_one_holds_on_its_first_frame():
+    rig, target = sliding_rig()
+    first = rig.fabrik.effectors[0]
+    pin(rig, 10, 20)
+    other_target = rigbuild.make_target("Other", (0.5, 0.3, 1.2))
+    second = rigbuild.add_effector(rig, "bone2", other_target, chain_length=1)
+    second.name = "second"
+    rig.fabrik.active_effector = 1
+    pin(rig, 25, 30, blend_in=1, blend_out=1)
+    second.enabled = False  # (it shares the chain: off, the first reaches its pin alone)
+    first.name, second.name = "tmp", "bone3"
+    first.name = "second"
+    bpy.context.scene.frame_set(15)  # (a frame jumped to just after the rename holds the pin already)
+    assert first.pin == 1.0 and pins.spans(rig, first) == [(10, 20)] and pins.spans(rig, second) == [(25, 30)]
+    held = tips(rig, [15])[0]
+    assert np.linalg.norm(held - target_at(target, 10)) < 1e-5
+
+
 def test_pins_keyed_by_hand_on_an_unnamed_effector_are_found_and_cleared():
     rig, target = sliding_rig()
     effector = rig.fabrik.effectors[0]

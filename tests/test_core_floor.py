@@ -5,6 +5,7 @@ one above says it did not converge), limits still hold, and many frames on numpy
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -83,9 +84,11 @@ def test_a_solve_that_says_it_converged_left_no_joint_below_the_floor(skeleton, 
     tolerance = 1e-4
     pose, report = solve(skeleton, goals, None, SolveSettings(max_iterations=200, tolerance=tolerance, floor=plane))
     tree = moving_tree(skeleton, goals)
+    bones = list(tree.bones)
+    rest = skeleton.rest_pose()
+    held = floor.liftable(plane, tree, [tuple(h) for h in rest.heads[bones]], [tuple(t) for t in rest.tails[bones]])
     depth = floor.deepest(
-        plane, tree, [tuple(q) for q in _quaternions(pose.frames[list(tree.bones)])],
-        [tuple(h) for h in pose.heads[list(tree.bones)]],
+        plane, tree, [tuple(q) for q in _quaternions(pose.frames[bones])], [tuple(h) for h in pose.heads[bones]], held
     )
     if report.converged:
         assert depth <= tolerance * (1.0 + 1e-6)
@@ -110,7 +113,8 @@ def test_many_frames_on_rows_agree_with_each_frame_alone():
         targets[f, 0] = skeleton.pose_from_local(random_rotations(rng, len(skeleton), 0.9)).tails[5]
         starts.append(skeleton.pose_from_local(random_rotations(rng, len(skeleton), 0.2)))
     goals = [Goal(5, (0.0, 0.0, 0.0))]
-    solve_settings = SolveSettings(max_iterations=100, tolerance=1e-5, floor=Floor((0.0, 0.0, 0.6), (0.0, 0.0, 1.0)))
+    plane = Floor((0.0, 0.0, 0.3), (0.0, 0.0, 1.0))  # (the first bone's tail, 0.5 from the origin, clears it)
+    solve_settings = SolveSettings(max_iterations=100, tolerance=1e-5, floor=plane)
     poses, iterations, errors = solve_frames(skeleton, goals, targets, starts, solve_settings)
     held = 0
     for f in range(count):
@@ -119,8 +123,22 @@ def test_many_frames_on_rows_agree_with_each_frame_alone():
         np.testing.assert_allclose(poses[f].frames, pose.frames, atol=1e-9)
         assert iterations[f] == report.iterations
         np.testing.assert_allclose(errors[f], report.errors, atol=1e-12)
-        held += report.iterations > 1
-    assert held >= 5  # (frames whose free solve dipped under the floor and were held above it)
+        free, _ = solve(skeleton, [Goal(5, tuple(targets[f, 0]))], starts[f], replace(solve_settings, floor=None))
+        if report.converged:
+            assert min(floor.height(plane, tuple(t)) for t in poses[f].tails) >= -1e-5
+            held += min(floor.height(plane, tuple(t)) for t in free.tails) < -1e-3
+    assert held >= 5  # (frames the free solve takes under the floor, held above it on rows as alone)
+
+
+def test_a_joint_no_pose_lifts_above_the_floor_does_not_pull_the_goals_away():
+    """The first bone (1 long, from the origin) cannot reach a floor at 1.5: it is left where the goals put it,
+    and the joints after it are held above the floor while the target is reached."""
+    skeleton = straight_chain(4)
+    plane = Floor((0.0, 0.0, 1.5), (0.0, 0.0, 1.0))
+    goals = [Goal(3, (1.5, 0.0, 1.8))]
+    pose, report = solve(skeleton, goals, None, SolveSettings(max_iterations=100, floor=plane))
+    assert report.converged and report.max_error <= 1e-4
+    assert min(floor.height(plane, tuple(t)) for t in pose.tails[1:]) >= -1e-4
 
 
 def test_the_floor_is_refused_where_it_is_not_a_plane():

@@ -135,16 +135,26 @@ def _own_curves(obj, effector) -> dict[tuple[str, int], object]:
 
 
 def follow_renames(obj) -> list[str]:
-    """Move the pin keys of every renamed effector under its new name; what moved."""
+    """Move the pin keys of every renamed effector under its new name (all found before any moves, so effectors
+    that swapped names swap keys), and set its pin as they say on this frame; what moved."""
+    effectors = obj.fabrik.effectors
+    names = [e.name for e in effectors]
+    renamed = [e for e in effectors if e.pin_key and e.name and e.pin_key != e.name]
+    found = [(e, _curves(obj, e)) for e in renamed if names.count(e.name) == 1]  # (a name twice: none is moved)
+    frame = bpy.context.scene.frame_current if bpy.context.scene is not None else 0
     moved = []
-    for effector in obj.fabrik.effectors:
-        if effector.pin_key and effector.name and effector.pin_key != effector.name:
-            old = effector.pin_key
-            if _curves(obj, effector):
-                _own_curves(obj, effector)
-                moved.append(f"the pins of '{old}' follow it, renamed '{effector.name}'")
+    for effector, curves in found:
+        old, prefix = effector.pin_key, _prefix(effector.name)
+        for (prop, index), curve in curves.items():
+            curve.data_path = f"{prefix}.{prop}"
+            value = curve.evaluate(frame)  # (this frame was evaluated under the old name)
+            if SIZES[prop] == 1:
+                setattr(effector, prop, value)
             else:
-                effector.pin_key = effector.name
+                getattr(effector, prop)[index] = value
+        effector.pin_key = effector.name
+        if curves:
+            moved.append(f"the pins of '{old}' follow it, renamed '{effector.name}'")
     return moved
 
 
@@ -180,10 +190,11 @@ def _widened(curve, low: float, high: float) -> tuple[float, float]:
     keys = sorted((point.co[0], point.co[1]) for point in curve.keyframe_points)
     if not keys:
         return low, high
+    # (a pin without a key at 0 on that side, its key deleted, is held to the end: all of it goes)
     if curve.evaluate(low) > 0.0:
-        low = max((f for f, v in keys if f <= low and v <= 0.0), default=min(low, keys[0][0]))
+        low = max((f for f, v in keys if f <= low and v <= 0.0), default=-math.inf)
     if curve.evaluate(high) > 0.0:
-        high = min((f for f, v in keys if f >= high and v <= 0.0), default=max(high, keys[-1][0]))
+        high = min((f for f, v in keys if f >= high and v <= 0.0), default=math.inf)
     return low, high
 
 

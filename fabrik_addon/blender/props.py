@@ -320,7 +320,8 @@ class FabrikSettings(PropertyGroup):
         type=bpy.types.Object,
         description=(
             "An object whose XY plane no tip and no joint of the chains goes below (its Z axis points up out of "
-            "the floor): targets under it are lifted onto it, and joints held above it"
+            "the floor): targets under it are lifted onto it, and FABRIK holds the joints above it (IK stretch "
+            "and the other solvers take the lifted targets only)"
         ),
         poll=lambda settings, obj: obj != settings.id_data,
         update=_setting_changed,

@@ -20,7 +20,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from . import limits, quat, quat_rows
-from .floor import Floor, height, joints
+from .floor import Floor, height
 from .limits import JointLimit
 from .problem import Goal, goal_reached
 from .quat import Quat
@@ -294,11 +294,15 @@ def _goal_structure(tree: MovingTree, rotated: tuple[int, ...]) -> tuple[list[fl
 class TreeGoals:
     """The goals as the refinement sees them: effector nodes, targets, weights, rotation goals, reach."""
 
-    def __init__(self, tree: MovingTree, goals: Sequence[Goal], floor: Floor | None = None) -> None:
+    def __init__(
+        self, tree: MovingTree, goals: Sequence[Goal], floor: Floor | None = None,
+        held: Sequence[tuple[int, bool]] = (),
+    ) -> None:
         self.tree = tree
         self.goals = goals
-        #: The plane no joint may go below (`floor`), or None.
+        #: The plane no joint may go below (`floor`), or None; the joints it holds (`floor.liftable`).
         self.floor = floor
+        self.held = held
         self.nodes = tree.tips
         self.targets = [(float(t[0]), float(t[1]), float(t[2])) for t in (g.target for g in goals)]
         self.weights = [math.sqrt(max(0.0, g.weight)) for g in goals]
@@ -326,13 +330,13 @@ class TreeGoals:
         return total
 
     def under_floor(self, rig: AngleRig) -> list[tuple[int, bool, Vec, float]]:
-        """The joints below the floor as the rig is posed (`floor.joints`): node, whether it is the tail, the point
-        and its depth; none without a floor."""
+        """The joints it holds below the floor as the rig is posed: node, whether it is the tail, the point and its
+        depth; none without a floor."""
         floor = self.floor
         if floor is None:
             return []
         out = []
-        for k, tail in joints(self.tree):
+        for k, tail in self.held:
             point = rig.tip(k) if tail else rig.heads[k]
             depth = -height(floor, point)
             if depth > 0.0:

@@ -8,11 +8,13 @@ method's pose leaves a joint below, the refinement (`refine`) goes on from
 that pose with each joint under the floor as one more error to remove --
 its depth, which the turn of every joint above it changes -- until no joint
 is deeper than the tolerance. The bones' heads at the base of a part hang
-from bones that do not move, so they are where the animator put them.
+from bones that do not move, so they are where the animator put them; a
+joint no pose lifts above the floor from there (`liftable`) is left out.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import NamedTuple, Sequence
 
@@ -23,7 +25,7 @@ from .quat import Quat
 from .tree import MovingTree, tails_of
 from .vec import Vec
 
-__all__ = ["Floor", "deepest", "deepest_rows", "height", "joints", "lifted", "lifted_rows"]
+__all__ = ["Floor", "deepest", "deepest_rows", "height", "joints", "liftable", "lifted", "lifted_rows"]
 
 
 class Floor(NamedTuple):
@@ -62,12 +64,34 @@ def joints(tree: MovingTree) -> list[tuple[int, bool]]:
     return out
 
 
-def deepest(floor: Floor, tree: MovingTree, frames: Sequence[Quat], heads: Sequence[Vec]) -> float:
-    """How far the deepest of the tree's joints (`joints`) lies below the floor, posed by the nodes' frames and
-    heads; 0 where none does."""
+def liftable(floor: Floor, tree: MovingTree, heads: Sequence[Vec], tails: Sequence[Vec]) -> list[tuple[int, bool]]:
+    """The joints (`joints`) that some pose lifts above the floor, judged from a pose of the tree (its nodes'
+    heads and tails): a joint as far from its part's fixed base as its bones and offsets reach, straight up, is
+    above it. The others are under it by the rig's own build (a base below the floor), and are left where the
+    goals put them rather than pulling every goal away for a height they never reach."""
+    out, reach = [], {}
+    for k, tail in joints(tree):
+        p = tree.parent[k]
+        if p < 0:
+            base = height(floor, heads[k])
+            to_head = 0.0
+        else:
+            base, above = reach[p]
+            to_head = above + math.dist(heads[k], tails[p])
+        reach[k] = (base, to_head + tree.length[k])
+        if base + (reach[k][1] if tail else to_head) >= -1e-9:  # (straight up, it reaches the floor)
+            out.append((k, tail))
+    return out
+
+
+def deepest(
+    floor: Floor, tree: MovingTree, frames: Sequence[Quat], heads: Sequence[Vec], held: Sequence[tuple[int, bool]]
+) -> float:
+    """How far the deepest of the `held` joints lies below the floor, posed by the nodes' frames and heads; 0
+    where none does."""
     tails = tails_of(frames, heads, tree.length)
     depth = 0.0
-    for k, tail in joints(tree):
+    for k, tail in held:
         depth = max(depth, -height(floor, tails[k] if tail else heads[k]))
     return depth
 

@@ -188,8 +188,8 @@ class Plan:
             self._checked = settings
         if not goals:
             return Solved(SolveReport(0, [], True, "converged"))
-        if settings.floor is not None and not self.whole:
-            goals = floor.lifted(settings.floor, goals)
+        if settings.floor is not None:  # (IK stretch and the other solvers take the lifted targets; only
+            goals = floor.lifted(settings.floor, goals)  # the plan's own parts hold the joints too)
         if self.whole:
             pose, report = self._solve_whole(goals, start.pose(), settings)
             return Solved(report, pose=pose)
@@ -462,11 +462,13 @@ def _above_floor(tree: MovingTree, goals: Sequence[Goal], start: Start, settings
     if plane is None:
         return solved
     frames, heads = (start.frames, start.heads) if solved.frames is None else (solved.frames, solved.heads)
-    if floor.deepest(plane, tree, frames, heads) <= settings.tolerance:
+    held = floor.liftable(plane, tree, start.heads, start.tails)
+    if floor.deepest(plane, tree, frames, heads, held) <= settings.tolerance:
         return solved
     rig = solved.rig if solved.rig is not None else AngleRig(tree, start, (heads, frames))
     used = solved.report.iterations
-    refined = refine.solve(rig, TreeGoals(tree, goals, plane), settings.tolerance, max(0, settings.max_iterations - used))
+    problem = TreeGoals(tree, goals, plane, held)
+    refined = refine.solve(rig, problem, settings.tolerance, max(0, settings.max_iterations - used))
     stopped = "unreachable" if not refined.converged and solved.report.stopped_by == "unreachable" else refined.stopped_by
     report = SolveReport(
         used + refined.iterations, refined.errors, refined.converged, stopped, restarts=solved.report.restarts,
