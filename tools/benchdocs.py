@@ -27,6 +27,7 @@ README = ROOT / "README.md"
 BENCHMARKS = (
     ("benchmarks/run.py", "Live solving against Blender's IK constraint"),
     ("benchmarks/bake.py", "Bakes against Blender's Bake Action"),
+    ("benchmarks/retarget.py", "Retargeting a captured walk"),
     ("benchmarks/limits.py", "Reach under joint limits"),
     ("benchmarks/bend.py", "How a chain bends"),
     ("benchmarks/solvers.py", "The core solvers side by side"),
@@ -43,6 +44,7 @@ README_COLUMNS = ("rig", "Blender IK cost ms/frame", "FABRIK cost ms/frame", "FA
 QUICK = {
     "benchmarks/run.py": ["--rigs", "chain 10,hand,finger", "--runs", "1", "--frames", "12", "--no-memory", "--no-paper"],
     "benchmarks/bake.py": ["--rigs", "chain 50", "--repeats", "1", "--frames", "30"],
+    "benchmarks/retarget.py": ["--frames", "30", "--runs", "1"],
     "benchmarks/limits.py": ["--rigs", "finger", "--count", "3"],
     "benchmarks/bend.py": ["--count", "3"],
     "benchmarks/solvers.py": ["--targets", "5"],
