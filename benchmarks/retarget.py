@@ -17,8 +17,6 @@ moved meanwhile.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 import tempfile
 import time
@@ -32,22 +30,8 @@ import numpy as np  # noqa: E402
 
 import fabrik_addon  # noqa: E402
 import walk_clip  # noqa: E402
+from rigs import quiet  # noqa: E402
 from fabrik_addon.blender import bake, contacts, pins, retarget  # noqa: E402
-
-
-@contextlib.contextmanager
-def quiet():
-    """Send what Blender and its importer print to stdout to /dev/null for a while."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    with open(os.devnull, "w") as devnull:
-        os.dup2(devnull.fileno(), 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def one_run(folder: Path, frames: int) -> dict:

@@ -8,6 +8,9 @@ The add-on must be registered before a rig is built.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 from typing import Callable
 
 import bpy
@@ -240,3 +243,18 @@ def layout_rigs(make: Callable, note: str, copies: int = 1) -> Callable:
         offsets = [(6.0 * (k % 5), 6.0 * (k // 5), 0.0) for k in range(copies)]
         return [add_layout(make(), frames, f"Rig{k}", offset) for k, offset in enumerate(offsets)], note
     return builder
+
+
+@contextlib.contextmanager
+def quiet():
+    """Send what Blender itself prints to stdout (it bypasses sys.stdout) to /dev/null for a while."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -28,9 +28,7 @@ the add-on's per-rig tables forget a deleted rig, and the paper's setting.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
-import os
 import statistics
 import sys
 import time
@@ -51,7 +49,7 @@ import mocap  # noqa: E402
 from fabrik_addon.blender import pins, props  # noqa: E402
 from rigs import (  # noqa: E402
     ITERATIONS, chain_layout, chain_reach, class_rigs, convert_from_blender_ik, hand_layout, hinged_hand_rigs,
-    humanoid_rigs, layout_rigs, live_layout, mocap_rigs, robot_arm_rigs, set_mode, tentacle_rigs,
+    humanoid_rigs, layout_rigs, live_layout, mocap_rigs, quiet, robot_arm_rigs, set_mode, tentacle_rigs,
 )
 from fabrik_addon.blender.status import statuses  # noqa: E402
 
@@ -198,21 +196,6 @@ def build_scenes(spec: RigSpec, frames: range) -> tuple[list[Scene], str]:
                 mocap.pin_feet(rig, frames)
         scenes.append(Scene(mode, scene, rigs, pairs))
     return scenes, note
-
-
-@contextlib.contextmanager
-def quiet():
-    """Send what Blender itself prints to stdout (it bypasses sys.stdout) to /dev/null for a while."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    with open(os.devnull, "w") as devnull:
-        os.dup2(devnull.fileno(), 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def play_block(entry: Scene, block: range, warm: int) -> None:
