@@ -108,6 +108,29 @@ def test_one_click_bakes_the_hips_and_the_chains_and_the_walk_plays_from_the_key
     assert max(np.linalg.norm(h - held[0]) for h in held) < 1e-4
 
 
+def test_a_reach_beyond_the_rigs_arm_misses_honestly_and_breaks_no_limit(tmp_path):
+    """The clip's left arm thrown forward beyond what the rig's arm reaches: that hand says it misses and by how
+    much (the spine it hangs from could bend towards it, so no reach is known beforehand), its elbow stays a hinge,
+    and the feet (chains of their own) still reach; the other hand and the head share the spine with it and may
+    give a little."""
+    clip, rig = retargeted(tmp_path, bake=False, find_contacts=False)
+    arm = clip.pose.bones["LeftArm"]
+    for frame, forward in ((1, 0.0), (10, 1.2), (30, 1.2)):
+        arm.location = (0.0, 0.0, forward)  # (the clip's arm moved off its shoulder: beyond any arm's reach)
+        arm.keyframe_insert("location", frame=frame)
+    scene = bpy.context.scene
+    scene.frame_set(20)
+    shown = status.statuses[rig.name]
+    names = [e.name for e in rig.fabrik.effectors]
+    left = names.index("hand.L")
+    assert shown.effectors[left].startswith("misses by"), shown.effectors[left]
+    feet = [names.index("foot.L"), names.index("foot.R")]
+    assert all(shown.effectors[i].startswith("reached") for i in feet), shown.effectors
+    turn = rig.evaluated_get(bpy.context.evaluated_depsgraph_get()).pose.bones["lowerarm_l"].matrix_basis
+    q = turn.to_quaternion()
+    assert abs(q.y) < 1e-6 and abs(q.z) < 1e-6 and all(np.isfinite(c) for c in q)
+
+
 def test_retarget_refuses_without_a_mapping_it_can_use_and_changes_nothing(tmp_path):
     clip = import_walk(tmp_path)
     rig = stocky_rig()
