@@ -144,13 +144,16 @@ try:
     stocky.fabrik.retarget_source = clip
     bpy.context.view_layer.objects.active = stocky
     result["retarget"] = sorted(bpy.ops.fabrik.retarget(find_contacts=False))
-    space = sys.modules[module + ".fabrik_addon"].blender.retarget.space_matrix(stocky)
+    import math
+    from mathutils import Vector
+    scale = (math.hypot(0.02, 0.29) + math.hypot(0.02, 0.28)) / (walk_clip.THIGH + walk_clip.SHIN)
     misses = []
     for frame in (3, 20):
         scene.frame_set(frame)
         depsgraph = bpy.context.evaluated_depsgraph_get()
         source, target = clip.evaluated_get(depsgraph), stocky.evaluated_get(depsgraph)
-        wanted = space @ (source.matrix_world @ source.pose.bones["Hips"].head)
+        clip_hips = source.matrix_world @ source.pose.bones["Hips"].head
+        wanted = Vector((2.0 + scale * clip_hips.x, scale * clip_hips.y, scale * clip_hips.z))
         misses.append((target.matrix_world @ target.pose.bones["pelvis"].head - wanted).length)
     result["retarget_hips_miss"] = max(misses)
     result["retarget_live_after"] = stocky.fabrik.live

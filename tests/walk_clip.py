@@ -136,11 +136,16 @@ def stocky_rig():
             (f"hand_{side}", (0.16 * s, -0.02, 0.36), (0.16 * s, -0.02, 0.28), f"lowerarm_{side}", True),
         ]
     rig = rigbuild.make_armature("Stocky", bones, location=(2.0, 0.0, 0.0))
-    for name in ("calf_l", "calf_r", "lowerarm_l", "lowerarm_r"):
+    for name in HINGES:
         pb = rig.pose.bones[name]
         pb.lock_ik_y = pb.lock_ik_z = True
-        pb.use_ik_limit_x, pb.ik_min_x, pb.ik_max_x = True, -2.6, 2.6
+        pb.use_ik_limit_x, pb.ik_min_x, pb.ik_max_x = True, *HINGES[name]
     return rig
+
+
+#: The rig's knees and elbows: hinges about their X axes that bend one way only (radians; the knee's shin goes
+#: back, the elbow's forearm forward: both are negative turns with the rolls the rig's bones have).
+HINGES = {"calf_l": (-2.6, 0.0), "calf_r": (-2.6, 0.0), "lowerarm_l": (-2.6, 0.0), "lowerarm_r": (-2.6, 0.0)}
 
 
 def keyed_clip(frames: int = 24):

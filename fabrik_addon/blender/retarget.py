@@ -16,8 +16,10 @@ chains with FABRIK's bake.
 
 from __future__ import annotations
 
+import math
+
 import bpy
-from mathutils import Matrix
+from mathutils import Matrix, Vector
 
 from ..core.naming import ROLES, roles_of
 from ..core.pole_angle import auto_pole_angle, pole_point
@@ -69,7 +71,64 @@ def refusal(obj) -> str | None:
             return f"the clip has no bone '{clip_bone}' ({role})"
         if rig_bone not in obj.data.bones:
             return f"the rig has no bone '{rig_bone}' ({role})"
+    for side, bones in ((0, source.data.bones), (1, obj.data.bones)):
+        which = "clip" if side == 0 else "rig"
+        named = [pair[side] for pair in pairs.values()]
+        twice = sorted({name for name in named if named.count(name) > 1})
+        if twice:
+            return f"the {which}'s bone '{twice[0]}' is mapped to two parts"
+        hips = pairs["hips"][side]
+        for upper, lower in (("upper_arm", "forearm"), ("thigh", "shin")):
+            for s in "LR":
+                top, bottom = pairs[f"{upper}.{s}"][side], pairs[f"{lower}.{s}"][side]
+                if bones[bottom].parent is None or bones[bottom].parent.name != top:
+                    return f"the {which}'s {lower}.{s} '{bottom}' does not hang from its {upper}.{s} '{top}'"
+                if not _above(bones[top], hips):
+                    return f"the {which}'s {upper}.{s} '{top}' does not hang from its hips '{hips}'"
+        head = bones[pairs["head"][side]]
+        if side == 1 and (head.parent is None or not _above(head.parent, hips) or head.parent.name == hips):
+            return f"the rig's head '{head.name}' does not hang by a neck from its hips '{hips}'"
+    chains = {pairs[role][1] for role in REQUIRED} | {obj.data.bones[pairs["head"][1]].parent.name}
+    for name, (_, rig_bone) in pairs.items():
+        overriding = [c.name for c in obj.pose.bones[rig_bone].constraints
+                      if c.type in _OVERRIDING and not c.mute and c.name != HIPS_CONSTRAINT]
+        if overriding and rig_bone in chains:
+            return (f"the rig's '{rig_bone}' ({name}) is moved by its constraint '{overriding[0]}', which would undo "
+                    "the solve (a generated Rigify rig: map its FK bones instead of ORG/DEF)")
+    for effector in obj.fabrik.effectors:
+        ours = _made(effector.target)
+        if effector.name in MADE and not ours:
+            return f"an effector of yours is named '{effector.name}': rename it (Retarget makes one of that name)"
+        if effector.enabled and not ours and effector.bone in chains:
+            return (f"the effector '{effector.name}' already pulls '{effector.bone}': switch it off or remove it "
+                    "first")
     return None
+
+
+#: The effectors a retarget makes (a later retarget takes them over again).
+MADE = ("hand.L", "hand.R", "foot.L", "foot.R", "head")
+#: The custom property that marks what a retarget made.
+MARK = "fabrik_retarget"
+
+
+def _made(obj) -> bool:
+    """Whether an object is one a retarget made."""
+    return obj is not None and bool(obj.get(MARK))
+
+
+#: Constraints that set a bone's transform outright: a solve written under them does not show.
+_OVERRIDING = {'COPY_TRANSFORMS', 'COPY_ROTATION', 'CHILD_OF', 'ARMATURE', 'IK', 'DAMPED_TRACK', 'TRACK_TO',
+               'LOCKED_TRACK', 'STRETCH_TO'}
+
+
+def _above(bone, name: str) -> bool:
+    """Whether the bone named `name` is among the bone's parents."""
+    parent = bone.parent
+    while parent is not None:
+        if parent.name == name:
+            return True
+        parent = parent.parent
+    return False
 
 
 def _rest(obj, bone: str) -> Matrix:
@@ -84,19 +143,32 @@ def _leg_length(obj, pairs: dict, side: int) -> float:
     return scale * sum(bones[pairs[f"{p}.{s}"][side]].length for p in ("thigh", "shin") for s in "LR") / 2.0
 
 
+def _facing(obj, pairs: dict, side: int) -> float:
+    """The angle about world Z of a skeleton's left side at rest (from its right thigh's head to its left's)."""
+    left = _rest(obj, pairs["thigh.L"][side]).translation
+    right = _rest(obj, pairs["thigh.R"][side]).translation
+    return math.atan2(left.y - right.y, left.x - right.x)
+
+
 def space_matrix(obj) -> Matrix:
-    """The scaled space the clip moves in for this rig: its hips' rest onto the rig's, scaled by the legs."""
+    """The space the clip moves in for this rig: the clip's floor (world Z = 0) on the rig's, the ground under
+    the clip's hips onto the ground under the rig's, turned to face the way the rig faces, scaled by the legs."""
     pairs, source = mapping(obj), obj.fabrik.retarget_source
     scale = _leg_length(obj, pairs, 1) / _leg_length(source, pairs, 0)
     clip_hips = _rest(source, pairs["hips"][0]).translation
     rig_hips = _rest(obj, pairs["hips"][1]).translation
-    return Matrix.Translation(rig_hips) @ Matrix.Scale(scale, 4) @ Matrix.Translation(-clip_hips)
+    turn = _facing(obj, pairs, 1) - _facing(source, pairs, 0)
+    return (
+        Matrix.Translation((rig_hips.x, rig_hips.y, 0.0)) @ Matrix.Rotation(turn, 4, 'Z') @ Matrix.Scale(scale, 4)
+        @ Matrix.Translation((-clip_hips.x, -clip_hips.y, 0.0))
+    )
 
 
 def _empty(name: str, collection, parent=None, local: Matrix | None = None, size: float = 0.05):
     """An empty in the collection, parented (no parent inverse) at `local` in its parent's space."""
     empty = bpy.data.objects.new(name, None)
     empty.empty_display_size = size
+    empty[MARK] = True
     collection.objects.link(empty)
     if parent is not None:
         empty.parent = parent
@@ -123,7 +195,8 @@ def _collection(obj, scene):
         collection = bpy.data.collections.new(name)
         scene.collection.children.link(collection)
     for old in list(collection.objects):
-        bpy.data.objects.remove(old)
+        if _made(old):  # (what the animator put there stays)
+            bpy.data.objects.remove(old)
     return collection
 
 
@@ -150,18 +223,35 @@ def _chain_to(obj, bone: str, above: str) -> int:
 
 
 def setup(obj, scene) -> list:
-    """Make the rig follow its clip (see the module); the effectors made, hands and feet first."""
+    """Make the rig follow its clip (see the module); the effectors made, hands and feet first. Where it fails
+    half way, what it made goes again."""
     refused = refusal(obj)
     if refused:
         raise ValueError(refused)
+    try:
+        return _set_up(obj, scene)
+    except Exception:
+        remove(obj)
+        raise
+
+
+def _set_up(obj, scene) -> list:
+    """`setup`, checked."""
     pairs, source = mapping(obj), obj.fabrik.retarget_source
     collection = _collection(obj, scene)
-    space = _empty("Retarget Space", collection, local=space_matrix(obj), size=0.2)
-    hips = _follower("Retarget hips (clip)", collection, space, source, pairs["hips"][0])
+    space = space_matrix(obj)
+    scaled = _empty("Retarget Space", collection, local=space, size=0.2)
+    hips = _follower("Retarget hips (clip)", collection, scaled, source, pairs["hips"][0])
     rig_hips = _rest(obj, pairs["hips"][1])
-    # The rig's hips at rest where the clip's hips are at rest; turned and moved as the clip's move from there.
-    offset = (space_matrix(obj) @ _rest(source, pairs["hips"][0])).inverted_safe() @ rig_hips
-    held = _empty("Retarget hips", collection, hips, offset, size=0.15)
+    # The rig's hips turned from their rest as the clip's turn from its, placed so that the middle of the rig's hip
+    # joints is where the clip's is in the scaled space (the hips bones themselves may sit higher or lower).
+    clip_hips = _rest(source, pairs["hips"][0])
+    turn = (space @ clip_hips).inverted_safe() @ rig_hips
+    turn.translation = (0.0, 0.0, 0.0)
+    clip_middle = clip_hips.inverted_safe() @ _middle(source, pairs, 0)
+    rig_middle = rig_hips.inverted_safe() @ _middle(obj, pairs, 1)
+    turn.translation = clip_middle - turn @ rig_middle
+    held = _empty("Retarget hips", collection, hips, turn, size=0.15)
     pose_hips = obj.pose.bones[pairs["hips"][1]]
     follow = pose_hips.constraints.get(HIPS_CONSTRAINT) or pose_hips.constraints.new('COPY_TRANSFORMS')
     follow.name, follow.target, follow.subtarget = HIPS_CONSTRAINT, held, ""
@@ -170,31 +260,51 @@ def setup(obj, scene) -> list:
     for limb, upper, lower in (("hand", "upper_arm", "forearm"), ("foot", "thigh", "shin")):
         for side in "LR":
             clip_lower, rig_lower = pairs[f"{lower}.{side}"]
-            rig_upper = pairs[f"{upper}.{side}"][1]
-            target = _follower(f"Retarget {limb}.{side}", collection, space, source, clip_lower, head_tail=1.0)
-            pole, angle = _pole(obj, collection, held, rig_hips, rig_upper, rig_lower, f"{limb}.{side}")
+            clip_upper, rig_upper = pairs[f"{upper}.{side}"]
+            target = _follower(f"Retarget {limb}.{side}", collection, scaled, source, clip_lower, head_tail=1.0)
+            riding = _follower(f"Retarget {upper}.{side} (clip)", collection, scaled, source, clip_upper)
+            pole, angle = _pole(obj, collection, riding, (clip_upper, clip_lower), (rig_upper, rig_lower), space,
+                                f"{limb}.{side}")
             made.append(_effector(obj, f"{limb}.{side}", rig_lower, 2, target, pole, angle))
     clip_head, rig_head = pairs["head"]
-    head_target = _follower("Retarget head", collection, space, source, clip_head)
+    head_target = _follower("Retarget head", collection, scaled, source, clip_head)
     rig_neck = obj.data.bones[rig_head].parent
-    if rig_neck is not None:
-        made.append(_effector(obj, "head", rig_neck.name, max(1, _chain_to(obj, rig_neck.name, pairs["hips"][1])),
-                              head_target))
+    # (the head's chain runs down the spine to the hips: the clip's head is reached by bending it)
+    made.append(_effector(obj, "head", rig_neck.name, _chain_to(obj, rig_neck.name, pairs["hips"][1]), head_target))
     return made
 
 
-def _pole(obj, collection, held, rig_hips: Matrix, upper: str, lower: str, name: str):
-    """A limb's pole: an empty riding with the rig's hips, off the joint on the side the limb bends at rest, and
-    the pole angle that keeps the rest pose."""
-    top, bottom = _rest(obj, upper), _rest(obj, lower)
-    joints = [top.translation, bottom.translation, obj.matrix_world @ obj.data.bones[lower].tail_local]
-    x_axis, z_axis = top.col[0].xyz, top.col[2].xyz
+def _middle(obj, pairs: dict, side: int) -> Vector:
+    """The middle of a skeleton's hip joints (its thighs' heads) at rest, in world space."""
+    return (_rest(obj, pairs["thigh.L"][side]).translation + _rest(obj, pairs["thigh.R"][side]).translation) / 2.0
+
+
+def _limb(obj, upper: str, lower: str) -> tuple[list[Vector], Vector, Vector]:
+    """A limb's joints at rest in world space (its base, its knee or elbow, its tip) and its first bone's X and Z."""
+    top = _rest(obj, upper)
+    joints = [top.translation, _rest(obj, lower).translation, obj.matrix_world @ obj.data.bones[lower].tail_local]
+    return joints, top.col[0].xyz, top.col[2].xyz
+
+
+def _pole(obj, collection, riding, clip: tuple[str, str], rig: tuple[str, str], space: Matrix, name: str):
+    """A limb's pole, taken from the capture: an empty riding on the clip's upper bone (`riding` follows it), off
+    the clip's knee or elbow on the side the rig's limb bends at rest; and the pole angle that keeps the rig's
+    rest pose with it."""
+    joints, x_axis, z_axis = _limb(obj, *rig)
     reach = (joints[1] - joints[0]).length + (joints[2] - joints[1]).length
     where = pole_point(joints, x_axis, z_axis, 0.5 * reach)
     if where is None:
         return None, 0.0
-    pole = _empty(f"Retarget {name} pole", collection, held, rig_hips.inverted_safe() @ Matrix.Translation(where))
+    where = Vector(where.tolist())
     angle = auto_pole_angle(joints[0], joints[2], x_axis, z_axis, where)
+    # The same side of the clip's own limb, seen in the clip's space: from its knee, the way the rig's bends.
+    source = obj.fabrik.retarget_source
+    clip_joints = _limb(source, *clip)[0]
+    bend = (space.to_3x3().inverted_safe() @ (where - joints[1])).normalized()
+    clip_pole = clip_joints[1] + bend * 0.5 * ((clip_joints[1] - clip_joints[0]).length
+                                               + (clip_joints[2] - clip_joints[1]).length)
+    local = _rest(source, clip[0]).inverted_safe() @ Matrix.Translation(clip_pole)
+    pole = _empty(f"Retarget {name} pole", collection, riding, local)
     return pole, 0.0 if angle is None else angle
 
 
@@ -244,8 +354,10 @@ def remove(obj) -> None:
     collection = bpy.data.collections.get(collection_name(obj))
     if collection is not None:
         for old in list(collection.objects):
-            bpy.data.objects.remove(old)
-        bpy.data.collections.remove(collection)
+            if _made(old):
+                bpy.data.objects.remove(old)
+        if not collection.objects:
+            bpy.data.collections.remove(collection)
     for bone in obj.pose.bones:
         constraint = bone.constraints.get(HIPS_CONSTRAINT)
         if constraint is not None:

@@ -62,11 +62,14 @@ hips following, effectors on hands, feet and head, the feet pinned where they st
 
     def execute(self, context):
         obj, scene = _rig(context), context.scene
-        if not retarget.mapping(obj):
+        mapped_here = not retarget.mapping(obj)
+        if mapped_here:
             retarget.map_bones(obj)
         refused = retarget.refusal(obj) or editable.action_editable(
             obj.animation_data.action if obj.animation_data is not None else None)
         if refused:
+            if mapped_here:
+                obj.fabrik.retarget_bones.clear()  # (a refusal changes nothing: Map Bones shows what it finds)
             self.report({'ERROR'}, f"Cannot retarget: {refused}")
             return {'CANCELLED'}
         try:
@@ -87,6 +90,8 @@ hips following, effectors on hands, feet and head, the feet pinned where they st
                     finder.step()
                 keyed, _ = finder.finish()
                 pinned = sum(len(spans) for spans in keyed.values())
+                for name, why in finder.skipped.items():
+                    self.report({'WARNING'}, f"'{name}' not pinned: {why}")
             except Exception as exc:  # (the retarget stands without pins)
                 self.report({'WARNING'}, f"No feet pinned: {exc}")
         self.report({'INFO'}, f"Retargeted '{obj.fabrik.retarget_source.name}' onto '{obj.name}': "
@@ -98,7 +103,10 @@ hips following, effectors on hands, feet and head, the feet pinned where they st
                 self.report({'ERROR'}, f"Retargeted, but the hips could not be baked: {exc}")
                 return {'FINISHED'}
             # The chains' bake shows progress and Esc cancels it (the hips keep their keys: undo takes them back).
-            bpy.ops.fabrik.bake('INVOKE_DEFAULT', frame_start=span[0], frame_end=span[1])
+            try:
+                bpy.ops.fabrik.bake('INVOKE_DEFAULT', frame_start=span[0], frame_end=span[1])
+            except RuntimeError as exc:  # (the bake said why; the retarget stands)
+                self.report({'WARNING'}, f"Retargeted, but not baked: {exc}")
         return {'FINISHED'}
 
 
