@@ -227,6 +227,19 @@ def test_retarget_refuses_without_a_mapping_it_can_use_and_changes_nothing(tmp_p
     rig.fabrik.retarget_bones["thigh.L"].target = "nope"
     with pytest.raises(RuntimeError, match="the rig has no bone 'nope'"):
         bpy.ops.fabrik.retarget(bake=False)
+    rig.fabrik.retarget_bones["thigh.L"].target = "calf_r"
+    with pytest.raises(RuntimeError, match="the rig's bone 'calf_r' is mapped to two parts"):
+        bpy.ops.fabrik.retarget(bake=False)
+    rig.fabrik.retarget_bones["thigh.L"].target = "thigh_l"
+    rig.fabrik.retarget_bones["forearm.L"].target = "spine_01"
+    with pytest.raises(RuntimeError, match="forearm.L 'spine_01' does not hang from its upper_arm.L 'upperarm_l'"):
+        bpy.ops.fabrik.retarget(bake=False)
+    rig.fabrik.retarget_bones["forearm.L"].target = "lowerarm_l"
+    copy = rig.pose.bones["calf_l"].constraints.new('COPY_ROTATION')  # (as a generated Rigify rig's bones have)
+    with pytest.raises(RuntimeError, match="moved by its constraint"):
+        bpy.ops.fabrik.retarget(bake=False)
+    rig.pose.bones["calf_l"].constraints.remove(copy)
+    assert len(rig.fabrik.effectors) == 0 and bpy.data.collections.get(retarget.collection_name(rig)) is None
 
 
 def test_a_second_retarget_replaces_the_first_and_the_mapping_saves(tmp_path):
