@@ -242,6 +242,20 @@ def test_retarget_refuses_without_a_mapping_it_can_use_and_changes_nothing(tmp_p
     assert len(rig.fabrik.effectors) == 0 and bpy.data.collections.get(retarget.collection_name(rig)) is None
 
 
+def test_undo_takes_a_retarget_back(tmp_path):
+    clip = import_walk(tmp_path)
+    rig = stocky_rig()
+    rig.fabrik.retarget_source = clip
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.ed.undo_push(message="before retarget")
+    assert bpy.ops.fabrik.retarget(bake=False) == {'FINISHED'}
+    bpy.ops.ed.undo_push(message="Retarget")
+    bpy.ops.ed.undo()
+    rig = bpy.data.objects["Stocky"]
+    assert len(rig.fabrik.effectors) == 0 and not rig.pose.bones["pelvis"].constraints
+    assert bpy.data.collections.get(retarget.collection_name(rig)) is None
+
+
 def test_a_second_retarget_replaces_the_first_and_the_mapping_saves(tmp_path):
     clip, rig = retargeted(tmp_path, bake=False)
     assert bpy.ops.fabrik.retarget(bake=False) == {'FINISHED'}
