@@ -104,6 +104,8 @@ class FrameRows:
         #: A continuous bake's settings: each frame starts from the previous solution (`solve_last`).
         self.warm_settings = solve.settings_of(obj, warm=True, size=size)
         self.frames_goals: list[list[Goal]] = []
+        #: Per frame read, the Floor's plane in the rig's space (None: none).
+        self.floors: list = []
         self.channels: dict[str, list[np.ndarray]] = {"quat": [], "euler": [], "axis": [], "loc": []}
         self.parents: list[np.ndarray] = []
         self.problems: list[dict[int, str]] = []
@@ -118,16 +120,15 @@ class FrameRows:
     def read(self, depsgraph) -> bool:
         """Read the current frame; False when its goals or settings differ from the reader's (the caller reads
         and solves it whole)."""
+        try:
+            plane = floor_plane(self.obj, depsgraph)  # (this frame's: the floor or the rig may move)
+        except ValueError:
+            return False  # (the whole read says why)
         settings = _solve_settings(self.obj, depsgraph)
         if self.settings is None:
-            plane = settings[-1]
-            if plane == "unusable":
-                return False
             self.settings = settings
-            self.solve_settings = replace(self.solve_settings, floor=plane)
-            self.warm_settings = replace(self.warm_settings, floor=plane)
         elif settings != self.settings:
-            return False  # (a frame whose settings, or floor, differ from the first one's: read whole)
+            return False  # (a frame whose settings differ from the first one's: read whole)
         if self.lean:
             goals = self._goals_now(depsgraph)
             if goals is None:
@@ -138,6 +139,7 @@ class FrameRows:
             if not goals or layout_of(goals) != self.plan.layout or [g.weight for g in goals] != self.weights:
                 return False
         self.frames_goals.append(goals)
+        self.floors.append(plane)
         pose_bones = self.obj.pose.bones
         n = len(pose_bones)
         for key, prop, width in self.reads:
@@ -214,7 +216,9 @@ class FrameRows:
             moves = [tuple(t) if any(t) else None for t in found["loc"][f][self.moving].tolist()]
             return plan.start(rotations, moves, self._fixed(lambda j: hung[j][f], nan=True), None)
 
-        solved = plan.solve_rows(frame_goals[0], targets, heads, frames, fixed, self.solve_settings, start_of)
+        solved = plan.solve_rows(
+            frame_goals[0], targets, heads, frames, fixed, self.solve_settings, start_of, self.floors[rows]
+        )
         return solved.rotations, solved.iterations, solved.errors
 
     def solve_last(self, index: int, previous: dict | None) -> RigStatus | None:
@@ -239,7 +243,7 @@ class FrameRows:
             start = plan.start([previous[b] for b in self.moving], translations, fixed, None)
         goals = self.frames_goals[-1]
         try:
-            outcome = plan.solve(goals, start, self.warm_settings, self.carry)
+            outcome = plan.solve(goals, start, replace(self.warm_settings, floor=self.floors[-1]), self.carry)
         except ValueError:
             return None
         if plan.goes_on(start, outcome):
@@ -351,15 +355,10 @@ def _distinct_rows(rows: np.ndarray) -> tuple[list[int], np.ndarray]:
 
 def _solve_settings(obj, depsgraph) -> tuple:
     """The rig settings the frames of a reader share: solver, iteration cap, tolerance and influences (evaluated,
-    as animation sets them; a frame whose influence is below 1 is blended, so read whole), and last the Floor's
-    plane in the rig's space ("unusable" where it has none)."""
+    as animation sets them; a frame whose influence is below 1 is blended, so read whole)."""
     settings = (obj.evaluated_get(depsgraph) if depsgraph is not None else obj).fabrik
     influences = (settings.influence,) + tuple(e.influence for e in settings.effectors)
-    try:
-        plane = floor_plane(obj, depsgraph)
-    except ValueError:
-        plane = "unusable"
-    return settings.solver, settings.iterations, settings.tolerance, influences, plane
+    return settings.solver, settings.iterations, settings.tolerance, influences
 
 
 def _animated_paths(obj) -> list[str] | None:

@@ -25,7 +25,9 @@ from .quat import Quat
 from .tree import MovingTree, tails_of
 from .vec import Vec
 
-__all__ = ["Floor", "deepest", "deepest_rows", "height", "joints", "liftable", "lifted", "lifted_rows"]
+__all__ = [
+    "Floor", "deepest", "deepest_rows", "height", "joints", "liftable", "lifted", "lifted_rows", "planes_rows",
+]
 
 
 class Floor(NamedTuple):
@@ -96,18 +98,30 @@ def deepest(
     return depth
 
 
-def lifted_rows(floor: Floor, targets: np.ndarray) -> np.ndarray:
-    """`lifted` on rows of targets (..., 3)."""
-    point, normal = np.asarray(floor.point), np.asarray(floor.normal)
-    below = np.minimum((targets - point) @ normal, 0.0)
-    return targets - below[..., None] * normal
+def planes_rows(floors: Sequence[Floor | None]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per frame, a floor's point and normal ((F, 3) each; a frame without one gets a plane nothing is under), or
+    None where no frame has a floor."""
+    if all(f is None for f in floors):
+        return None
+    points = np.array([f.point if f is not None else (0.0, 0.0, -np.inf) for f in floors], dtype=float)
+    normals = np.array([f.normal if f is not None else (0.0, 0.0, 1.0) for f in floors], dtype=float)
+    points[~np.isfinite(points)] = -1e300  # (a plane far below everything)
+    return points, normals
 
 
-def deepest_rows(floor: Floor, tree: MovingTree, frames: np.ndarray, heads: np.ndarray) -> np.ndarray:
-    """`deepest` per frame, for F frames of the nodes' frames (F, m, 3, 3; columns are the axes) and heads
-    (F, m, 3)."""
-    point, normal = np.asarray(floor.point), np.asarray(floor.normal)
+def lifted_rows(planes: tuple[np.ndarray, np.ndarray], targets: np.ndarray) -> np.ndarray:
+    """`lifted` on rows: each frame's targets (F, G, 3) onto its plane (`planes_rows`)."""
+    points, normals = planes
+    below = np.minimum(((targets - points[:, None, :]) * normals[:, None, :]).sum(axis=-1), 0.0)
+    return targets - below[..., None] * normals[:, None, :]
+
+
+def deepest_rows(planes: tuple[np.ndarray, np.ndarray], tree: MovingTree, frames: np.ndarray, heads: np.ndarray
+                 ) -> np.ndarray:
+    """`deepest` per frame over every joint (`joints`), for F frames of the nodes' frames (F, m, 3, 3; columns
+    are the axes) and heads (F, m, 3), each frame against its plane (`planes_rows`)."""
+    points, normals = planes
     tails = heads + np.asarray(tree.length)[None, :, None] * frames[..., :, 1]
-    points = [tails[:, k] if tail else heads[:, k] for k, tail in joints(tree)]
-    depth = -(np.stack(points, axis=1) - point) @ normal
+    joint = np.stack([tails[:, k] if tail else heads[:, k] for k, tail in joints(tree)], axis=1)
+    depth = -((joint - points[:, None, :]) * normals[:, None, :]).sum(axis=-1)
     return np.maximum(depth.max(axis=1), 0.0)

@@ -268,10 +268,12 @@ class Plan:
         fixed: dict[int, np.ndarray],
         settings: SolveSettings,
         start_of: Callable[[int], Start],
+        floors: Sequence | None = None,
     ) -> SolvedRows:
         """Solve F frames of a plan that `rows`: targets (F, G, 3) for the goals' layout, the nodes' start heads
         (F, m, 3) and frames (F, m, 3, 3), and the frames of the fixed bones the base nodes hang from (`fixed`,
-        by bone: (F, 3, 3)). What each frame alone gives.
+        by bone: (F, 3, 3)); `floors`: each frame's floor (`floor.Floor` or None), where they differ from the
+        settings' (a floor or rig that moves). What each frame alone gives.
 
         FABRIK runs on numpy rows (`rows`); the frames where a method goes on
         from FABRIK (the refinement, the limits) are solved one by one from
@@ -284,9 +286,12 @@ class Plan:
             )
         validate_goals(self.skeleton, goals)
         validate_settings(settings)
-        if settings.floor is not None:
-            targets = floor.lifted_rows(settings.floor, targets)
         count = len(targets)
+        if floors is None:
+            floors = [settings.floor] * count
+        planes = floor.planes_rows(floors)  # (None where no frame has a floor)
+        if planes is not None:
+            targets = floor.lifted_rows(planes, targets)
         whole = len(self.parts) == 1  # (then the part's tree is the plan's: its rows are the answer's)
         solved_frames, solved_heads = (None, None) if whole else (frames.copy(), heads.copy())
         iterations = np.zeros(count, dtype=int)
@@ -322,8 +327,8 @@ class Plan:
                     again = ~good
                     if whole:
                         rotations, stale = local, again
-                if settings.floor is not None:  # (a frame with a joint under the floor is held above it alone)
-                    again |= floor.deepest_rows(settings.floor, tree, placed, placed_heads) > settings.tolerance
+                if planes is not None:  # (a frame with a joint under the floor is held above it alone)
+                    again |= floor.deepest_rows(planes, tree, placed, placed_heads) > settings.tolerance
                 if whole:
                     solved_frames, solved_heads = placed, placed_heads
                 else:
@@ -333,8 +338,9 @@ class Plan:
             for f in np.flatnonzero(again).tolist():
                 frame_goals = [replace(g, target=tuple(map(float, targets[f, i]))) for i, g in zip(group, own)]
                 begun = _part_start(start_of(f), nodes)
-                solved = _METHODS[part.method](self.skeleton, tree, frame_goals, begun, settings)
-                solved = _above_floor(tree, frame_goals, begun, settings, solved)
+                alone = settings if floors[f] == settings.floor else replace(settings, floor=floors[f])
+                solved = _METHODS[part.method](self.skeleton, tree, frame_goals, begun, alone)
+                solved = _above_floor(tree, frame_goals, begun, alone, solved)
                 if solved.frames is None:
                     solved_frames[f, nodes], solved_heads[f, nodes] = frames[f, nodes], heads[f, nodes]
                 else:
