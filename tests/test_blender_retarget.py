@@ -239,6 +239,10 @@ def test_retarget_refuses_without_a_mapping_it_can_use_and_changes_nothing(tmp_p
     with pytest.raises(RuntimeError, match="moved by its constraint"):
         bpy.ops.fabrik.retarget(bake=False)
     rig.pose.bones["calf_l"].constraints.remove(copy)
+    action, clip.animation_data.action = clip.animation_data.action, None
+    with pytest.raises(RuntimeError, match="has no action"):
+        bpy.ops.fabrik.retarget(bake=False)
+    clip.animation_data.action = action
     assert len(rig.fabrik.effectors) == 0 and bpy.data.collections.get(retarget.collection_name(rig)) is None
 
 

@@ -31,7 +31,8 @@ def _refusal(obj) -> str | None:
 
 class FABRIK_OT_pin(Operator):
     """Pin the active effector's target where it is on the start frame, over a range of frames: the tip stays \
-planted there while the rest of the rig moves (keys Pin, blending in and out)"""
+planted there while the rest of the rig moves (keys Pin, Pin Location and Rotation in the rig's action; a pin it \
+overlaps is replaced)"""
 
     bl_idname = "fabrik.pin"
     bl_label = "Pin Target"
@@ -123,7 +124,7 @@ planted there while the rest of the rig moves (keys Pin, blending in and out)"""
 
 
 class FABRIK_OT_pin_clear(Operator):
-    """Remove the active effector's pins (their keys), so its target is followed on every frame again"""
+    """Remove all the active effector's pins (their keys), so its target is followed on every frame again"""
 
     bl_idname = "fabrik.pin_clear"
     bl_label = "Clear Pins"

@@ -319,9 +319,10 @@ class FabrikSettings(PropertyGroup):
         name="Floor",
         type=bpy.types.Object,
         description=(
-            "An object whose XY plane no tip and no joint of the chains goes below (its Z axis points up out of "
-            "the floor): targets under it are lifted onto it, and FABRIK holds the joints above it (IK stretch "
-            "and the other solvers take the lifted targets only)"
+            "An object whose XY plane (through its origin, without end; its Z axis up) the chains stay above: "
+            "targets under it are lifted onto it, and FABRIK holds the chains' joints above it (not bones beyond "
+            "the tips; IK stretch and the other solvers take the lifted targets only; an Influence below 1 blends "
+            "the pose back towards the animator's). Clear the field to take it away"
         ),
         poll=lambda settings, obj: obj != settings.id_data,
         update=_setting_changed,

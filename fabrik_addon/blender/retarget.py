@@ -62,6 +62,8 @@ def refusal(obj) -> str | None:
         return "choose the clip's armature as the Source"
     if source.type != 'ARMATURE' or source == obj:
         return "the Source must be another armature"
+    if source.animation_data is None or source.animation_data.action is None:
+        return f"the clip '{source.name}' has no action: import it with its animation, or assign one"
     pairs = mapping(obj)
     missing = [role for role in REQUIRED if role not in pairs]
     if missing:

@@ -19,7 +19,7 @@ def _rig(context):
 
 class FABRIK_OT_retarget_map(Operator):
     """Map the clip's bones and the rig's onto body parts by their names (Mixamo, BVH, Rigify, Unreal, Rokoko \
-and more); edit the list for the rest"""
+and more), replacing the list; edit the list for the rest"""
 
     bl_idname = "fabrik.retarget_map"
     bl_label = "Map Bones"
@@ -44,7 +44,8 @@ and more); edit the list for the rest"""
 
 class FABRIK_OT_retarget(Operator):
     """Put the clip's motion on the rig: targets and poles that follow the clip scaled to the rig's legs, the \
-hips following, effectors on hands, feet and head, the feet pinned where they stand, then bake"""
+hips following, effectors on wrists, ankles and neck, the feet pinned where they stand, then bake (sets the \
+scene's frame range to the clip's and turns Live Solving on)"""
 
     bl_idname = "fabrik.retarget"
     bl_label = "Retarget"
