@@ -111,6 +111,10 @@ def test_a_clip_turned_about_the_floor_still_puts_each_foot_on_its_own_side(tmp_
         assert all(m.startswith("reached") for m in shown.effectors.values()), shown.effectors
 
 
+@pytest.mark.skipif(
+    bpy.app.version < (5, 0, 0),
+    reason="after Rigify has run, the bpy 4.2 module crashes at interpreter exit; this runs on 5.0",
+)
 def test_a_rigify_human_metarig_takes_the_walk(tmp_path):
     """Rigify's own names (spine, thigh.L, shin.L, spine.006 for the head) on its human metarig, another build:
     every target its chain can reach is reached (the clip scaled by the legs swings its hands further than the
