@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 import fabrik_addon  # noqa: E402
 import walk_clip  # noqa: E402
 from rigs import quiet  # noqa: E402
-from fabrik_addon.blender import bake, contacts, pins, retarget  # noqa: E402
+from fabrik_addon.blender import bake, pins, retarget  # noqa: E402
 
 
 def one_run(folder: Path, frames: int) -> dict:
@@ -62,11 +62,8 @@ def one_run(folder: Path, frames: int) -> dict:
     rig.fabrik.live = True
     times["set up"] = time.perf_counter() - began
     began = time.perf_counter()
+    retarget.pin_feet(rig, scene, (1, frames))
     feet = [i for i, e in enumerate(rig.fabrik.effectors) if e.name.startswith("foot")]
-    finder = contacts.ContactFinder(scene, rig, feet, range(1, frames + 1), 0.01, 0.05, 4, 2)
-    while not finder.done:
-        finder.step()
-    finder.finish()
     times["contacts"] = time.perf_counter() - began
     began = time.perf_counter()
     retarget.bake_hips(rig, 1, frames)

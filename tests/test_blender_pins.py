@@ -366,7 +366,7 @@ def test_find_contacts_on_the_tips_pins_where_the_tip_stood():
 def test_find_contacts_cancelled_keys_nothing_and_puts_the_frame_and_live_solving_back():
     rig, foot = walking_leg()
     bpy.context.scene.frame_set(7)
-    finder = contacts_bridge.ContactFinder(bpy.context.scene, rig, [0], range(1, 61), 0.01, 0.05, 4, 2)
+    finder = contacts_bridge.ContactFinder(bpy.context.scene, rig, [0], range(1, 61))
     assert not rig.fabrik.live
     for _ in range(10):
         finder.step()
@@ -388,7 +388,7 @@ def test_find_contacts_dropped_by_a_file_load_touches_nothing_of_the_new_file(tm
     rig, foot = walking_leg()
     path = str(tmp_path / "walk.blend")
     bpy.ops.wm.save_as_mainfile(filepath=path)
-    finder = contacts_bridge.ContactFinder(bpy.context.scene, rig, [0], range(1, 61), 0.01, 0.05, 4, 2)
+    finder = contacts_bridge.ContactFinder(bpy.context.scene, rig, [0], range(1, 61))
     for _ in range(5):
         finder.step()
     assert stepping.drop_running in bpy.app.handlers.load_pre

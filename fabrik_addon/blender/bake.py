@@ -66,7 +66,7 @@ CHUNK = 100_000
 CONVERT_CHUNK = 5_000
 
 
-class Baker:
+class Baker(stepping.SceneWork):
     """One bake, in steps (so a modal operator can show progress and cancel between them).
 
     Continuous bakes solve each frame as they read it, starting from the
@@ -75,6 +75,8 @@ class Baker:
     they solve them after the last frame is read, else each frame as it is
     read. Nothing is written to the file before `finish`.
     """
+
+    noun = "the bake"
 
     def __init__(self, scene, obj, frames: list[int], bones: list[str], warm_start: bool = True,
                  cleanup: float | None = None) -> None:
@@ -138,14 +140,9 @@ class Baker:
         #: clean-up keeps.
         self._channels: list = []
         self._keeps: dict[tuple[int, int], np.ndarray] = {}
-        self._frame_before = scene.frame_current
-        self._live_before = obj.fabrik.live
         self._began = time.perf_counter()
-        #: Set when a file load drops the bake: the data it points to is gone, so it touches nothing more.
-        self.abandoned = False
         # The handler must not pose the rig while we read this frame's FK pose.
-        obj.fabrik.live = False
-        stepping.running.add(self)
+        self.hold(scene, obj, live_off=True)
 
     @property
     def done(self) -> bool:
@@ -168,8 +165,7 @@ class Baker:
 
     def step(self) -> None:
         """One unit of work: read (and, continuous, solve) the next frame, or solve the next batch of frames."""
-        if self.abandoned:
-            raise RuntimeError("the bake was dropped (another file was loaded)")
+        self.check()
         with self._frozen:
             self._step()
 
@@ -296,11 +292,7 @@ class Baker:
 
     def cancel(self) -> None:
         """Leave everything as it was before the bake (a dropped bake: its file is gone, nothing to put back)."""
-        stepping.running.discard(self)
-        if self.abandoned:
-            return
-        self.obj.fabrik.live = self._live_before
-        self.scene.frame_set(self._frame_before)
+        self.let_go()
 
     def finish(self, new_action: bool, keep_live: bool) -> BakeResult:
         """Solve what is left, write all keys in bulk; switch live solving off unless asked to keep it.
@@ -320,10 +312,7 @@ class Baker:
             result = self._write(new_action)
             live = self._live_before and keep_live
         finally:
-            stepping.running.discard(self)
-            if not self.abandoned:
-                self.obj.fabrik.live = live
-                self.scene.frame_set(self._frame_before)
+            self.let_go(live)
         result.seconds = time.perf_counter() - self._began
         return result
 

@@ -21,6 +21,9 @@ from .goals import EffectorError, world_matrix
 
 #: Where Find Contacts looks: the targets' animation, or the tips as the scene plays them.
 SOURCES = ('TARGETS', 'TIPS')
+#: Its defaults: speed a frame and height above the lowest point (shares of the chain's length), the shortest
+#: contact and the blend frames.
+SPEED, HEIGHT, SHORTEST, BLEND = 0.01, 0.05, 4, 2
 
 
 def chain_reach(obj, effector) -> float:
@@ -48,11 +51,13 @@ def _unusable(obj, index: int, depsgraph, source: str) -> str | None:
     return integrity.effector_problem(obj, index, depsgraph)
 
 
-class ContactFinder:
+class ContactFinder(stepping.SceneWork):
     """Find Contacts, in steps (see the module)."""
 
-    def __init__(self, scene, obj, indices: list[int], frames: range, speed: float, height: float,
-                 shortest: int, blend: int, source: str = 'TARGETS') -> None:
+    noun = "Find Contacts"
+
+    def __init__(self, scene, obj, indices: list[int], frames: range, speed: float = SPEED, height: float = HEIGHT,
+                 shortest: int = SHORTEST, blend: int = BLEND, source: str = 'TARGETS') -> None:
         if len(frames) < 2:
             raise ValueError("the frame range needs at least two frames")
         if not (math.isfinite(speed) and math.isfinite(height) and speed >= 0.0 and height >= 0.0):
@@ -74,17 +79,12 @@ class ContactFinder:
         if not chosen:
             reasons = "; ".join(f"{name}: {why}" for name, why in self.skipped.items())
             raise ValueError("no effector to find contacts for" + (f" ({reasons})" if reasons else ""))
-        self.scene, self.obj, self.indices, self.frames = scene, obj, chosen, frames
+        self.indices, self.frames = chosen, frames
         self.speed, self.height, self.shortest, self.blend = speed, height, shortest, blend
         self.tips = source == 'TIPS'
         self.index = 0
         self._matrices = {i: [] for i in chosen}
-        self._frame_before, self._live_before = scene.frame_current, obj.fabrik.live
-        #: Set when a file load drops the work (`stepping.drop_running`): its data is gone; it touches nothing.
-        self.abandoned = False
-        if not self.tips:
-            obj.fabrik.live = False  # (the targets do not need it)
-        stepping.running.add(self)
+        self.hold(scene, obj, live_off=not self.tips)  # (the targets do not need live solving; the tips do)
 
     @property
     def done(self) -> bool:
@@ -98,8 +98,7 @@ class ContactFinder:
 
     def step(self) -> None:
         """Sample the next frame."""
-        if self.abandoned:
-            raise RuntimeError("Find Contacts was dropped (another file was loaded)")
+        self.check()
         self.scene.frame_set(self.frames[self.index])
         depsgraph = bpy.context.evaluated_depsgraph_get()
         evaluated = self.obj.evaluated_get(depsgraph)
@@ -119,17 +118,15 @@ class ContactFinder:
             self._matrices[i].append(matrix)
         self.index += 1
 
-    def _restore(self) -> None:
-        """Put the frame and live solving back, and let go of the work."""
-        stepping.running.discard(self)
-        if self.abandoned:
-            return
-        self.obj.fabrik.live = self._live_before
-        self.scene.frame_set(self._frame_before)
+    def run(self) -> tuple[dict[str, list[pins.Span]], int]:
+        """Every step and `finish`, at once."""
+        while not self.done:
+            self.step()
+        return self.finish()
 
     def cancel(self) -> None:
         """Stop, having keyed nothing."""
-        self._restore()
+        self.let_go()
 
     def finish(self) -> tuple[dict[str, list[pins.Span]], int]:
         """Key a pin over each contact found, replacing the chosen effectors' pins in the frame range: per effector
@@ -156,5 +153,5 @@ class ContactFinder:
                     replaced += pins.key_span(self.obj, effector, span, self._matrices[i][span.first - self.frames[0]])
                 keyed[effector.name or effector.bone] = spans
         finally:
-            self._restore()
+            self.let_go()
         return keyed, replaced

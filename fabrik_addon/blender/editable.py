@@ -43,3 +43,8 @@ def action_editable(action) -> str | None:
         # An override keeps only the properties it overrides; keys added to its F-curves are not among them.
         return f"the action '{action.name}' is a library override, which does not keep new keys: bake into a new action"
     return None
+
+
+def keys_editable(obj) -> str | None:
+    """`action_editable` of the object's active action (None for none: a new one would be made)."""
+    return action_editable(obj.animation_data.action if obj.animation_data is not None else None)

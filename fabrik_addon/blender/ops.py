@@ -103,8 +103,7 @@ class FABRIK_OT_effector_remove(Operator):
         # silently has neither solver.
         source = (effector.source_constraint, effector.source_bone) if effector.source_constraint else None
         switched = effector.switched
-        action = obj.animation_data.action if obj.animation_data is not None else None
-        if editable.action_editable(action) is None:  # (a linked action keeps them: nothing of it is saved)
+        if editable.keys_editable(obj) is None:  # (a linked action keeps them: nothing of it is saved)
             pins.clear(obj, effector)  # (its pin keys go with it: a later effector of its name would take them)
         settings.effectors.remove(index)
         settings.active_effector = max(0, min(settings.active_effector, len(settings.effectors) - 1))

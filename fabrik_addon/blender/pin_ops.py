@@ -10,23 +10,8 @@ from bpy.types import Operator
 from . import contacts, editable, pins
 from .goals import EffectorError, world_matrix
 from .ops import FRAME_MAX, FRAME_MIN, fill_frame_range
-from .setup_ops import rig_for_panel
+from .setup_ops import rig_and_effector, rig_for_panel
 from .stepping import SteppedOperator
-
-
-def _active(context):
-    """The panel's rig and its active effector, or (rig, None)."""
-    obj = rig_for_panel(context)
-    if obj is None:
-        return None, None
-    settings = obj.fabrik
-    index = settings.active_effector
-    return obj, settings.effectors[index] if 0 <= index < len(settings.effectors) else None
-
-
-def _refusal(obj) -> str | None:
-    """Why no pin can be keyed on the rig (its action is linked from a library), or None."""
-    return editable.action_editable(obj.animation_data.action if obj.animation_data is not None else None)
 
 
 class FABRIK_OT_pin(Operator):
@@ -57,7 +42,7 @@ overlaps is replaced)"""
 
     @classmethod
     def poll(cls, context):
-        obj, effector = _active(context)
+        obj, effector = rig_and_effector(context, -1)
         return effector is not None and effector.target is not None
 
     def draw(self, _context) -> None:
@@ -82,7 +67,7 @@ overlaps is replaced)"""
         return context.window_manager.invoke_props_dialog(self)
 
     def execute(self, context):
-        obj, effector = _active(context)
+        obj, effector = rig_and_effector(context, -1)
         if effector is None or effector.target is None:
             self.report({'ERROR'}, "Cannot pin: the active effector has no target")
             return {'CANCELLED'}
@@ -90,7 +75,7 @@ overlaps is replaced)"""
             self.report({'ERROR'}, f"Cannot pin: the End Frame ({self.frame_end}) comes before the Start Frame "
                         f"({self.frame_start})")
             return {'CANCELLED'}
-        refused = _refusal(obj)
+        refused = editable.keys_editable(obj)
         if refused:
             self.report({'ERROR'}, f"Cannot pin: {refused}")
             return {'CANCELLED'}
@@ -132,13 +117,13 @@ class FABRIK_OT_pin_clear(Operator):
 
     @classmethod
     def poll(cls, context):
-        return _active(context)[1] is not None
+        return rig_and_effector(context, -1)[1] is not None
 
     def execute(self, context):
-        obj, effector = _active(context)
+        obj, effector = rig_and_effector(context, -1)
         name = effector.name or effector.bone
         spans, pinned = pins.spans(obj, effector), effector.pin
-        refused = _refusal(obj)
+        refused = editable.keys_editable(obj)
         if refused:
             self.report({'ERROR'}, f"Cannot clear the pins: {refused}")
             return {'CANCELLED'}
@@ -180,17 +165,17 @@ go) and pin them there: the pins replace the effectors' pins in the frame range 
     frame_end: IntProperty(name="End Frame", default=250, min=FRAME_MIN, max=FRAME_MAX, options={'SKIP_SAVE'},
                            description="Last frame to look at")
     speed: FloatProperty(
-        name="Speed", default=0.01, min=0.0, soft_max=0.1, precision=3,
+        name="Speed", default=contacts.SPEED, min=0.0, soft_max=0.1, precision=3,
         description="A target moving at most this much a frame, as a share of its chain's length, may be planted",
     )
     height: FloatProperty(
-        name="Height", default=0.05, min=0.0, soft_max=0.5, precision=3,
+        name="Height", default=contacts.HEIGHT, min=0.0, soft_max=0.5, precision=3,
         description="A target at most this high above the lowest it goes, as a share of its chain's length, may "
                     "be planted",
     )
-    shortest: IntProperty(name="Shortest", default=4, min=1, soft_max=50,
+    shortest: IntProperty(name="Shortest", default=contacts.SHORTEST, min=1, soft_max=50,
                           description="Contacts of fewer frames are left out")
-    blend: IntProperty(name="Blend", default=2, min=1, soft_max=20,
+    blend: IntProperty(name="Blend", default=contacts.BLEND, min=1, soft_max=20,
                        description="Frames over which each pin takes hold and lets go (fewer where contacts are close)")
     # Set by invoke when it opens the dialog: the dialog's OK runs modal.
     use_modal: BoolProperty(name="Modal", default=False, options={'HIDDEN', 'SKIP_SAVE'})
@@ -223,7 +208,7 @@ go) and pin them there: the pins replace the effectors' pins in the frame range 
         try:
             if self.frame_end < self.frame_start:
                 raise ValueError(f"the End Frame ({self.frame_end}) comes before the Start Frame ({self.frame_start})")
-            refused = _refusal(obj)
+            refused = editable.keys_editable(obj)
             if refused:
                 raise ValueError(refused)
             self._work = contacts.ContactFinder(

@@ -23,7 +23,7 @@ from mathutils import Matrix, Vector
 
 from ..core.naming import ROLES, roles_of
 from ..core.pole_angle import auto_pole_angle, pole_point
-from . import animdata, constraints
+from . import animdata, constraints, contacts
 
 #: The parts a retarget needs in both skeletons: the hips, the two bones of each limb, and the head.
 REQUIRED = ("hips", "head", *(f"{part}.{side}" for side in "LR" for part in ("upper_arm", "forearm", "thigh", "shin")))
@@ -308,6 +308,15 @@ def _pole(obj, collection, riding, clip: tuple[str, str], rig: tuple[str, str], 
     local = _rest(source, clip[0]).inverted_safe() @ Matrix.Translation(clip_pole)
     pole = _empty(f"Retarget {name} pole", collection, riding, local)
     return pole, 0.0 if angle is None else angle
+
+
+def pin_feet(obj, scene, span: tuple[int, int]) -> tuple[dict, dict[str, str]]:
+    """Find where the retargeted feet stand over the frames `span` and pin them (`contacts`, its defaults): per
+    foot its pinned spans, and the feet left out with why."""
+    feet = [i for i, e in enumerate(obj.fabrik.effectors) if e.name in ("foot.L", "foot.R")]
+    finder = contacts.ContactFinder(scene, obj, feet, range(span[0], span[1] + 1))
+    keyed, _ = finder.run()
+    return keyed, finder.skipped
 
 
 def frame_range(obj) -> tuple[int, int] | None:

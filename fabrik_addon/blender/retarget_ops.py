@@ -7,14 +7,8 @@ import bpy
 from bpy.props import BoolProperty
 from bpy.types import Operator
 
-from . import contacts, editable, retarget
+from . import editable, retarget
 from .setup_ops import rig_for_panel
-
-
-def _rig(context):
-    """The panel's rig, when it is an armature."""
-    obj = rig_for_panel(context)
-    return obj if obj is not None and obj.type == 'ARMATURE' else None
 
 
 class FABRIK_OT_retarget_map(Operator):
@@ -27,11 +21,11 @@ and more), replacing the list; edit the list for the rest"""
 
     @classmethod
     def poll(cls, context):
-        obj = _rig(context)
+        obj = rig_for_panel(context)
         return obj is not None and obj.fabrik.retarget_source is not None
 
     def execute(self, context):
-        obj = _rig(context)
+        obj = rig_for_panel(context)
         missing = retarget.map_bones(obj)
         mapped = len(retarget.mapping(obj))
         if missing:
@@ -58,16 +52,15 @@ scene's frame range to the clip's and turns Live Solving on)"""
 
     @classmethod
     def poll(cls, context):
-        obj = _rig(context)
+        obj = rig_for_panel(context)
         return obj is not None and obj.fabrik.retarget_source is not None
 
     def execute(self, context):
-        obj, scene = _rig(context), context.scene
+        obj, scene = rig_for_panel(context), context.scene
         mapped_here = not retarget.mapping(obj)
         if mapped_here:
             retarget.map_bones(obj)
-        refused = retarget.refusal(obj) or editable.action_editable(
-            obj.animation_data.action if obj.animation_data is not None else None)
+        refused = retarget.refusal(obj) or editable.keys_editable(obj)
         if refused:
             if mapped_here:
                 obj.fabrik.retarget_bones.clear()  # (a refusal changes nothing: Map Bones shows what it finds)
@@ -84,14 +77,10 @@ scene's frame range to the clip's and turns Live Solving on)"""
         obj.fabrik.live = True
         pinned = 0
         if self.find_contacts and span is not None:
-            feet = [i for i, e in enumerate(obj.fabrik.effectors) if e.name in ("foot.L", "foot.R")]
             try:
-                finder = contacts.ContactFinder(scene, obj, feet, range(span[0], span[1] + 1), 0.01, 0.05, 4, 2)
-                while not finder.done:
-                    finder.step()
-                keyed, _ = finder.finish()
+                keyed, skipped = retarget.pin_feet(obj, scene, span)
                 pinned = sum(len(spans) for spans in keyed.values())
-                for name, why in finder.skipped.items():
+                for name, why in skipped.items():
                     self.report({'WARNING'}, f"'{name}' not pinned: {why}")
             except Exception as exc:  # (the retarget stands without pins)
                 self.report({'WARNING'}, f"No feet pinned: {exc}")

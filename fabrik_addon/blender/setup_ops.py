@@ -94,7 +94,7 @@ def on_selection_change(_scene, _depsgraph=None) -> None:
         pass
 
 
-def _rig_and_effector(context, index: int):
+def rig_and_effector(context, index: int):
     """(rig, effector) the panel shows, effector `index` or the active one; (rig, None) if out of range."""
     obj = rig_for_panel(context)
     if obj is None:
@@ -304,11 +304,11 @@ class FABRIK_OT_pole_add(Operator):
 
     @classmethod
     def poll(cls, context):
-        obj, effector = _rig_and_effector(context, -1)
+        obj, effector = rig_and_effector(context, -1)
         return effector is not None and obj.mode != 'EDIT'
 
     def execute(self, context):
-        obj, effector = _rig_and_effector(context, self.index)
+        obj, effector = rig_and_effector(context, self.index)
         if effector is None or effector.bone not in obj.data.bones:
             self.report({'ERROR'}, "The effector needs a tip bone of the rig first")
             return {'CANCELLED'}
@@ -348,11 +348,11 @@ class FABRIK_OT_pole_angle_auto(Operator):
 
     @classmethod
     def poll(cls, context):
-        _obj, effector = _rig_and_effector(context, -1)
+        _obj, effector = rig_and_effector(context, -1)
         return effector is not None and effector.pole_target is not None
 
     def execute(self, context):
-        obj, effector = _rig_and_effector(context, self.index)
+        obj, effector = rig_and_effector(context, self.index)
         if effector is None or effector.pole_target is None or effector.bone not in obj.data.bones:
             self.report({'ERROR'}, "The effector needs a tip bone and a pole target first")
             return {'CANCELLED'}

@@ -17,12 +17,45 @@ import time
 import bpy
 from bpy.app.handlers import persistent
 
-__all__ = ["SteppedOperator", "drop_running", "running"]
+__all__ = ["SceneWork", "SteppedOperator", "drop_running", "running"]
 
 #: Seconds of work between two looks at the events.
 SLICE = 0.1
 #: Work in progress between a modal operator's timer events (a bake, Find Contacts): a file load drops it.
 running: set = set()
+
+
+class SceneWork:
+    """What long work over a rig's frames shares: it takes the frame and live solving over (`hold`), checks it
+    has not been dropped by a file load before each step (`check`), and puts them back when it lets go
+    (`let_go`); dropped, it touches nothing of the file it worked on."""
+
+    #: What the work is called in the message a dropped one raises.
+    noun = "the work"
+    abandoned = False
+
+    def hold(self, scene, obj, live_off: bool) -> None:
+        """Remember the frame and live solving to put back (switched off where `live_off`) and be droppable."""
+        self.scene, self.obj = scene, obj
+        self._frame_before, self._live_before = scene.frame_current, obj.fabrik.live
+        #: Set when a file load drops the work (`drop_running`): its data is gone, so it touches nothing more.
+        self.abandoned = False
+        if live_off:
+            obj.fabrik.live = False
+        running.add(self)
+
+    def check(self) -> None:
+        """Raise where a file load has dropped the work."""
+        if self.abandoned:
+            raise RuntimeError(f"{self.noun} was dropped (another file was loaded)")
+
+    def let_go(self, live: bool | None = None) -> None:
+        """Put the frame back, and live solving as it was (or `live`); nothing where the work was dropped."""
+        running.discard(self)
+        if self.abandoned:
+            return
+        self.obj.fabrik.live = self._live_before if live is None else live
+        self.scene.frame_set(self._frame_before)
 
 
 @persistent
