@@ -231,7 +231,7 @@ class Plan:
             found = carry.rigs.get(i)
             # (a rig of another structure -- a limit or a bone edited since -- is not gone on from)
             kept = found[1] if found is not None and found[0] == key and found[1].tree is part.tree else None
-        solved = _METHODS[LIMITED](self.skeleton, part.tree, goals, start, settings, kept)
+        solved = methods.solve_limited(self.skeleton, part.tree, goals, start, settings, kept)
         solved = _above_floor(part.tree, goals, start, settings, solved)
         if solved.rig is not None and start.fixed is not None:
             # A start forward kinematics made has each node's zero frame on its rest: the rig's own rotations are
@@ -298,7 +298,7 @@ class Plan:
         errors = np.zeros((count, len(goals)))
         # The cone check works out local rotations; the frames it passes keep them rather than working them out again.
         rotations = stale = None
-        for which, part in enumerate(self.parts):
+        for part in self.parts:
             nodes, group, tree = list(part.nodes), list(part.goals), part.tree
             own = [goals[g] for g in group]
             free, window = tree, SLOW_WINDOW if part.method == OFFSETS else 0
@@ -339,7 +339,8 @@ class Plan:
                 frame_goals = [replace(g, target=tuple(map(float, targets[f, i]))) for i, g in zip(group, own)]
                 begun = _part_start(start_of(f), nodes)
                 alone = settings if floors[f] == settings.floor else replace(settings, floor=floors[f])
-                solved = self._solve_part(which, part, frame_goals, begun, alone, None)
+                solved = _METHODS[part.method](self.skeleton, tree, frame_goals, begun, alone)
+                solved = _above_floor(tree, frame_goals, begun, alone, solved)
                 if solved.frames is None:
                     solved_frames[f, nodes], solved_heads[f, nodes] = frames[f, nodes], heads[f, nodes]
                 else:
