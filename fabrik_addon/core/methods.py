@@ -66,7 +66,8 @@ class Solved:
     """What a solve made of a tree (a method of one part, or the plan of a whole rig): the report, and the nodes'
     frames (unit quaternions) and heads (None: the nodes stay where they start); where it ended in the limits'
     coordinates, that rig (`rig`); where a method of the whole rig made the whole pose (IK stretch, another
-    solver), that pose (`pose`); the nodes' local rotations where the plan has worked them out (`rotations`)."""
+    solver), that pose (`pose`); the nodes' local rotations where the plan has worked them out (`rotations`); where
+    the rig's root moved (`root`), its move (`root.Move`): the rest is where the chains stand before it moves them."""
 
     report: SolveReport
     frames: list[Quat] | None = None
@@ -74,6 +75,7 @@ class Solved:
     rig: AngleRig | None = None
     pose: Pose | None = None
     rotations: list[Quat] | None = None
+    root: object = None
 
 
 def _of_joints(tree: MovingTree, start: Start, joints: Joints | None, report: SolveReport) -> Solved:

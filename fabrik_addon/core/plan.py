@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import bend, fabrik, floor, limits, matrix_rows, methods, quat, refine, rows, stretch
+from . import bend, fabrik, floor, limits, matrix_rows, methods, quat, refine, root, rows, stretch
 from .angles import AngleRig, TreeGoals, longest_reach
 from .fabrik import SLOW_WINDOW
 from .local import LocalTree, local_tree, rotations_from_zero, start_of, with_start_twist
@@ -127,8 +127,8 @@ class Plan:
             plain = all(g.rotation is None and g.pole is None for g in own)
             parts.append(Part(tuple(group), tuple(nodes), tree, _method(tree, own), plain))
         self.parts: tuple[Part, ...] = tuple(parts)
-        #: The settings last checked (`solve`).
-        self._checked = None
+        #: The settings and the moving root last checked (`solve`).
+        self._checked = self._checked_root = None
 
     def __repr__(self) -> str:
         return f"Plan({self.solver}, {[(p.method, len(p.nodes)) for p in self.parts]}, stretch={self.stretch})"
@@ -169,6 +169,8 @@ class Plan:
         where a method asks. None where that does not hold, or where the solve worked out its rotations itself."""
         if not self.goes_on(start, solved) or list(fixed) != start.fixed or list(translations) != start.translations:
             return None
+        if solved.root is not None:
+            return None  # (the nodes stand where the chains do before the root moves them)
         if any(t is not None and p >= 0 for t, p in zip(translations, self.tree.parent)):
             return None  # (the passes keep a moved bone on its parent's tail; forward kinematics moves it off)
         frames, heads, zero = solved.frames, solved.heads, start.zero
@@ -190,6 +192,64 @@ class Plan:
             return Solved(SolveReport(0, [], True, "converged"))
         if settings.floor is not None:  # (IK stretch and the other solvers take the lifted targets; only
             goals = floor.lifted(settings.floor, goals)  # the plan's own parts hold the joints too)
+        if settings.root is not None:
+            return self._solve_rooted(goals, start, settings, carry)
+        return self._solve_parts(goals, start, settings, carry)
+
+    def _solve_rooted(self, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None) -> Solved:
+        """Solve with a root that may move (`root`): where the branches below it put it, then the parts against
+        the goals that move carries back (the parts not below it as they are)."""
+        moving = settings.root
+        if moving is not self._checked_root:
+            root.validate(moving)
+            self._checked_root = moving
+        below = self.below(moving.bone)
+        move = root.place(moving, self._branches(goals, start, below), settings.tolerance)
+        carried, plane = root.carried(move, goals, below, settings.floor)
+        inner = replace(settings, root=None, floor=plane)
+        if self.whole or all(below):
+            solved = self._solve_parts(carried, start, inner, carry)
+        else:  # (a part not below the root keeps the floor where it is)
+            outer = replace(settings, root=None)
+            solved = self._solve_parts(carried, start, inner, carry, [below[p.goals[0]] for p in self.parts], outer)
+        solved.root = move
+        return solved
+
+    def below(self, bone: int) -> list[bool]:
+        """Per goal, whether its chain hangs from `bone` (a root that may move). Raises ValueError where the bone
+        is in a chain: a moving root carries the chains, it is not one of their joints."""
+        key = ("below", bone)
+        found = self.skeleton._cache.get(key + self.layout)
+        if found is None:
+            if bone in self.bones:
+                name = self.skeleton.names[bone]
+                raise ValueError(f"the root bone '{name}' is in an effector's chain: shorten the chain to below it")
+            found = []
+            for chain in self.tree.goal_chain:
+                top = _top(self.tree, chain[0])
+                found.append(bone in self.skeleton.path_to_root(self.tree.bones[top]))
+            self.skeleton._cache[key + self.layout] = found
+        return found
+
+    def _branches(self, goals: Sequence[Goal], start: Start, below: Sequence[bool]) -> list[root.Branch]:
+        """The chains below a moving root, as it sees them (`root.Branch`)."""
+        out = []
+        for g, goal in enumerate(goals):
+            if not below[g] or goal.weight <= 0.0:
+                continue
+            node = self.tree.goal_chain[g][0]
+            path = [node]
+            while self.tree.parent[path[-1]] >= 0:
+                path.append(self.tree.parent[path[-1]])
+            reach = longest_reach(self.skeleton, self.tree, path)
+            out.append(root.Branch(start.heads[path[-1]], start.tails[node], reach, goal.target, goal.weight))
+        return out
+
+    def _solve_parts(
+        self, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None,
+        inner: Sequence[bool] | None = None, outer: SolveSettings | None = None,
+    ) -> Solved:
+        """Solve the parts (`inner`, where given: per part, whether it takes `settings`, else `outer`)."""
         if self.whole:
             pose, report = self._solve_whole(goals, start.pose(), settings)
             return Solved(report, pose=pose)
@@ -199,8 +259,9 @@ class Plan:
         # The parts' rotations where each worked them out (or stayed where it started), as one part's are kept.
         rotations = [quat.normalized(q) for q in start.rotations] if start.fixed is not None else None
         for i, part in enumerate(self.parts):
+            own = settings if inner is None or inner[i] else outer
             solved = self._solve_part(
-                i, part, [goals[g] for g in part.goals], _part_start(start, part.nodes), settings, carry
+                i, part, [goals[g] for g in part.goals], _part_start(start, part.nodes), own, carry
             )
             reports.append(solved.report)
             if solved.frames is None:
@@ -454,10 +515,14 @@ class Plan:
     def pose(self, start: Start, solved: Solved) -> Pose:
         """The whole pose a solve leaves: the nodes as solved, the bones below them following rigidly."""
         if solved.pose is not None:
-            return solved.pose
-        if solved.frames is None:
-            return start.pose().copy()
-        return posed(self.skeleton, self.tree, start.pose(), solved.frames, solved.heads)
+            pose = solved.pose
+        elif solved.frames is None:
+            pose = start.pose().copy()
+        else:
+            pose = posed(self.skeleton, self.tree, start.pose(), solved.frames, solved.heads)
+        if solved.root is not None:
+            pose = _moved_pose(self.skeleton, pose, solved.root)
+        return pose
 
 
 def _above_floor(tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings, solved: Solved) -> Solved:
@@ -484,6 +549,27 @@ def _above_floor(tree: MovingTree, goals: Sequence[Goal], start: Start, settings
     if start.fixed is not None:  # (a start forward kinematics made: the rig's own rotations are the channels')
         above.rotations = list(rig.local)
     return above
+
+
+def _top(tree: MovingTree, node: int) -> int:
+    """The base node of the part a node is in."""
+    while tree.parent[node] >= 0:
+        node = tree.parent[node]
+    return node
+
+
+def _moved_pose(skeleton: Skeleton, pose: Pose, move: root.Move) -> Pose:
+    """The pose with the root's bone and every bone below it moved by the root's move (`root.Move`)."""
+    key = ("below root", move.bone)
+    moved = pose.copy()
+    bones = skeleton._cache.get(key)
+    if bones is None:
+        bones = skeleton._cache[key] = [b for b in range(len(skeleton.names)) if move.bone in skeleton.path_to_root(b)]
+    turn = np.array(quat.to_matrix(move.rotation))
+    pivot, shift = np.array(move.pivot), np.array(move.translation)
+    moved.heads[bones] = (pose.heads[bones] - pivot) @ turn.T + pivot + shift
+    moved.frames[bones] = turn @ pose.frames[bones]
+    return moved
 
 
 def _part_start(start: Start, nodes: Sequence[int]) -> Start:

@@ -64,6 +64,9 @@ class SolveSettings:
     #: A plane no tip and no moving joint goes below (`floor.Floor`: a point and a unit normal, armature space),
     #: or None. FABRIK's plan holds it; the comparison solvers and IK stretch leave it out.
     floor: tuple | None = None
+    #: A root that may move (`root.Root`), or None: the root stays where the animator put it. FABRIK's plan and
+    #: the comparison solvers alike move it; `root.validate` checks it.
+    root: tuple | None = None
 
 
 @dataclass
