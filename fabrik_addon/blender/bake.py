@@ -19,6 +19,8 @@ import numpy as np
 from ..core import matrix_rows, quat
 from ..core.plan import Carry
 from . import animdata, integrity, rig, solve, stepping
+from . import goals as effector_goals
+from . import root as moving_root
 from .bake_read import FrameRows
 from .editable import action_editable, editable
 from .status import switched_off
@@ -105,7 +107,17 @@ class Baker(stepping.SceneWork):
             missing = [name for name in bones if name not in skeleton.names]
             if missing:
                 raise ValueError(f"no bone {', '.join(map(repr, missing))} in '{obj.name}'")
+            #: The root that moves, where the rig's Root is on: its location and rotation are keyed besides.
+            self.root = moving_root.bone_of(
+                obj, skeleton, effector_goals.gather_goals(obj, bpy.context.evaluated_depsgraph_get(), skeleton)[0]
+            )
+            if self.root is not None:
+                self.bones = bones = [name for name in bones if name != self.root]
+                if not bones:
+                    raise ValueError("no bones to bake but the Root: add effectors, or select other bones")
             self._columns = [skeleton.index(name) for name in bones]
+        #: Per frame, the root's location and rotation channel values (NaN: not set yet).
+        self.root_values: list[tuple | None] = [None] * len(frames)
         #: Per frame, the baked bones' solved local rotations (F, bones, 3, 3), where `solved` says so.
         self.locals = np.zeros((len(frames), len(bones), 3, 3))
         self.solved = np.zeros(len(frames), dtype=bool)
@@ -264,6 +276,10 @@ class Baker(stepping.SceneWork):
     def _record(self, i: int, status, read, solved) -> None:
         """Keep frame i's result (`solve.compute`'s), or (none) the channel values it has now and what went
         wrong. Baked bones the solve does not move keep their pose of this frame."""
+        if self.root is not None and self.root in self.obj.pose.bones:
+            pose_bone = self.obj.pose.bones[self.root]
+            moved = solved is not None and solved.root is not None and read.root == self.root
+            self.root_values[i] = solved.root if moved else (tuple(pose_bone.location), rig.rotation_value(pose_bone))
         if solved is None:
             reasons = "; ".join(f"{k}: {m}" for k, m in status.effectors.items() if not switched_off(m))
             why = f" ({reasons})" if reasons and reasons not in status.message else ""
@@ -328,6 +344,11 @@ class Baker(stepping.SceneWork):
                 (self.scales[i, j],) * 3 if self.solved[i] else self.scale_as_was[i][j] for i in range(len(self.frames))
             ], dtype=np.float64)
             columns.append((self.bones[j], "scale", 3, scale))
+        if self.root is not None and self.root in self.obj.pose.bones and all(v is not None for v in self.root_values):
+            turn, size = rig.rotation_channel(self.obj.pose.bones[self.root].rotation_mode)
+            turns = [value if len(value) == size else (np.nan,) * size for _, value in self.root_values]
+            columns.append((self.root, "location", 3, np.array([loc for loc, _ in self.root_values], dtype=np.float64)))
+            columns.append((self.root, turn, size, np.array(turns, dtype=np.float64)))
         bad = {}
         for name, _, _, channel in columns:
             finite = np.isfinite(channel).all(axis=1)

@@ -45,8 +45,11 @@ class FrameRows:
         """A reader for this rig, or None where a whole read of each frame must solve it: another solver or IK
         stretch, a bone baked that the solve does not move, a fixed bone between two moving ones, an influence
         below 1 (the blend is per frame); and, where frames are solved together (not `in_turn`), a plan that
-        does not solve on numpy rows (`core.plan.Plan.rows`). `carry`: what continuity mode carries from frame to
-        frame, shared with the frames the bake reads whole."""
+        does not solve on numpy rows (`core.plan.Plan.rows`); a Root that moves (its channels are read and written
+        with each frame's whole read). `carry`: what continuity mode carries from frame to frame, shared with the
+        frames the bake reads whole."""
+        if obj.fabrik.root_mode != 'OFF':
+            return None
         skeleton = rig.skeleton_of(obj)
         goals, used, problems = effector_goals.gather_goals(obj, depsgraph, skeleton)
         if not goals:

@@ -279,9 +279,12 @@ def give_back_rotations(obj, names: list[str]) -> bool:
 def give_back(obj) -> None:
     """Put back the animator's values in every channel live solving wrote and that still holds what it wrote
     (the others have been set since, by animation or by hand, and keep that); then forget what was held."""
+    from . import root  # (it reads the pose's frames from here)
+
     follow_renames(obj)
     held = held_bones(obj)
     give_back_rotations(obj, [entry.name for entry in held if entry.rotated])
+    root.let_go(obj)
     for entry in held:
         pose_bone = obj.pose.bones.get(entry.name)
         if pose_bone is not None and entry.scaled and same(pose_bone.scale, entry.written_scale):

@@ -38,15 +38,21 @@ from . import animdata, compat, memory, rig
 KEY = "held_bones"
 
 #: Each per-bone vector kept, with its size (single precision, as the channels hold them).
-VECTORS = {"written": 4, "fk": 4, "head": 3, "written_scale": 3, "fk_scale": 3}
+VECTORS = {
+    "written": 4, "fk": 4, "head": 3, "written_scale": 3, "fk_scale": 3,
+    # (a root that moves: its location and rotation channels, `root`)
+    "written_location": 3, "fk_location": 3, "written_turn": 4, "fk_turn": 4,
+}
 #: Each per-bone integer kept (flags and the bone's place among the armature's bones).
-INTEGERS = ("rotated", "scaled", "index")
+INTEGERS = ("rotated", "scaled", "moved", "index")
 #: Each per-bone string kept, as one JSON list each.
 STRINGS = ("name", "mode")
 #: A new entry's values.
 _NEW = {"written": (0.0,) * 4, "fk": (0.0,) * 4, "head": (0.0,) * 3, "written_scale": (0.0,) * 3,
-        "fk_scale": (1.0,) * 3, "rotated": 0, "scaled": 0, "index": -1, "name": "", "mode": ""}
-_BOOLEANS = ("rotated", "scaled")
+        "fk_scale": (1.0,) * 3, "written_location": (0.0,) * 3, "fk_location": (0.0,) * 3,
+        "written_turn": (0.0,) * 4, "fk_turn": (0.0,) * 4, "rotated": 0, "scaled": 0, "moved": 0, "index": -1,
+        "name": "", "mode": ""}
+_BOOLEANS = ("rotated", "scaled", "moved")
 
 #: JSON lists read, parsed: per text, (the list, each item's first place). Most reads find a text read before.
 _parsed: dict[str, tuple[list[str], dict[str, int]]] = {}
@@ -99,10 +105,11 @@ class HeldBones:
         if self.store is None:
             self.store = self._make()
         count, added = len(self), len(names)
+        old = {name: list(self._array(name, 'f' if name in VECTORS else 'i')) for name in (*VECTORS, *INTEGERS)}
         for name in VECTORS:
-            self._replace(name, array.array('f', [*self._array(name, 'f'), *_NEW[name] * added]))
+            self._replace(name, array.array('f', [*old[name], *_NEW[name] * added]))
         for name in INTEGERS:
-            self._replace(name, array.array('i', [*self._array(name, 'i'), *(_NEW[name],) * added]))
+            self._replace(name, array.array('i', [*old[name], *(_NEW[name],) * added]))
         self._set_strings("name", [*self._strings("name"), *names])
         self._set_strings("mode", [*self._strings("mode"), *(_NEW["mode"],) * added])
         return [HeldBone(self, i) for i in range(count, count + added)]
@@ -144,7 +151,15 @@ class HeldBones:
 
     def _array(self, name: str, typecode: str):
         values = self.store.get(name) if self.store is not None else None
-        return array.array(typecode) if values is None else values
+        if values is None:
+            values = array.array(typecode)
+        size = VECTORS.get(name, 1)
+        short = len(self) - len(values) // size
+        if short > 0 and self.store is not None:  # (a file from before this kind of entry: each entry gets its new value)
+            new = _NEW[name] if name in VECTORS else (_NEW[name],)
+            self._replace(name, array.array(typecode, [*values, *new * short]))
+            values = self.store[name]
+        return values
 
     def _strings(self, name: str) -> list[str]:
         return self._parsed(name)[0]

@@ -104,6 +104,9 @@ def _inputs_of(obj, depsgraph) -> tuple[tuple, list[EffectorValues]]:
         settings.solver, settings.iterations, effector_values.same_if_nan(settings.tolerance), settings.start,
         effector_values.same_if_nan(settings.influence),
         id(rig.skeleton_of(obj)),
+        settings.root_mode, settings.root_bone, *map(effector_values.same_if_nan, (
+            settings.root_weight, settings.root_distance, settings.root_angle,
+        )),
         comparable(_world_or_none(settings.floor, "", depsgraph)),  # (last: `_reused` puts this frame's there)
     ]
     for value in values:
@@ -298,7 +301,7 @@ def _keepable(obj, depsgraph, inputs: tuple, values: list[EffectorValues], resul
     found, gathered, plan = read_.channels, read_.gathered, read_.plan
     entries = found.entries
     if (
-        not result.ok or plan.whole or read_.limit_problems or gathered.problems or len(gathered.used) != len(values)
+        not result.ok or plan.whole or read_.limit_problems or read_.root is not None or gathered.problems or len(gathered.used) != len(values)
         or (entries is not None and entries[4].any()) or found.held.in_memory or read_.fixed is None
         # (from the previous solution, where there was none yet: the next frame starts from one, with other settings)
         or (read_.previous is None) == (obj.fabrik.start == 'PREVIOUS')

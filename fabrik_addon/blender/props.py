@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import bpy
 from bpy.props import (
     BoolProperty,
@@ -325,6 +327,46 @@ class FabrikSettings(PropertyGroup):
             "the pose back towards the animator's). Clear the field to take it away"
         ),
         poll=lambda settings, obj: obj != settings.id_data,
+        update=_setting_changed,
+    )
+    root_mode: EnumProperty(
+        name="Root",
+        items=[
+            ('OFF', "Off", "The root stays where its animation puts it"),
+            ('OUT_OF_REACH', "Out of Reach",
+             "The root moves (and turns, within Angle) only as far as a target beyond its chain's reach needs; a "
+             "chain that reaches keeps reaching (pinned feet hold the hips back)"),
+            ('FREE', "Free",
+             "The root follows the effectors' pull by Weight, as a sub-base follows its branches, and moves as "
+             "Out of Reach besides"),
+        ],
+        default='OFF',
+        description=(
+            "Let the root bone move and turn with the effectors: its location and rotation channels take the "
+            "move (held over the animator's, as the chains' rotations are; Off gives them back)"
+        ),
+        update=_setting_changed,
+    )
+    root_bone: StringProperty(
+        name="Root Bone",
+        description="The bone that moves (the hips, say); empty: the top bone above the first effector's chain. "
+        "It must not be in an effector's chain",
+        update=_setting_changed,
+    )
+    root_weight: FloatProperty(
+        name="Weight", default=0.5, min=0.0, max=1.0, subtype='FACTOR',
+        description="Free: how much of the effectors' pull the root follows (their branch weights weigh them; "
+        "1: the whole pull, so the chains keep their shape)",
+        update=_setting_changed,
+    )
+    root_distance: FloatProperty(
+        name="Distance", default=0.5, min=0.0, subtype='DISTANCE', unit='LENGTH',
+        description="How far the root may move from where its animation puts it (0: it does not move)",
+        update=_setting_changed,
+    )
+    root_angle: FloatProperty(
+        name="Angle", default=0.0, min=0.0, max=math.pi, subtype='ANGLE',
+        description="How far the root may turn from its animated rotation, about its head (0: it does not turn)",
         update=_setting_changed,
     )
     solver: EnumProperty(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from ..core.plan import Carry, Plan, plan_for
 from ..core.quat import Quat
 from ..core.tree import Start, chain_reach
 from . import editable, goals as effector_goals, held, memory, rig
+from . import root as moving_root
 from .channels import (
     Channels, PoseRead, channel_values, give_back, hung_frames, node_indices, read_channels, read_pose,
     release_others, start_pose, write_channels,
@@ -66,6 +67,8 @@ class Read:
     limit_problems: list[str]
     #: IK stretch: per bone whose scale a stretch may set, whether it inherits its parent's scale in Blender.
     inherits_scale: dict[int, bool]
+    #: The root that moves (`root`), where the rig's Root is on: its bone's name.
+    root: str | None = None
     _start: object = None
 
     def start(self):
@@ -75,6 +78,12 @@ class Read:
             return self._start
         self._start = self._made_start()
         return self._start
+
+    @property
+    def held_root(self) -> bool:
+        """Whether live solving holds a root it moved (`root`)."""
+        stored = self.channels.held
+        return len(stored) > 0 and bool(stored.column("moved").any())
 
     def moved(self) -> None:
         """Say that what the start is made from changed (the frames the chains hang from, say)."""
@@ -99,6 +108,8 @@ class Solution:
     rotations: list[Quat]
     scales: dict[int, float]
     report: SolveReport
+    #: The root's location and rotation channel values where it moves (`root.channel_values`), else None.
+    root: tuple | None = None
 
 
 def settings_of(obj, warm: bool, size: float, floor: Floor | None = None) -> SolveSettings:
@@ -142,16 +153,26 @@ def read(
     # (None where a bone above a chain has no usable frame: live solving refuses such chains first
     # (`goals.usable_goals`); a bake solves them from the whole pose, and leaves what is not finite unkeyed)
     fixed = hung_frames(obj, skeleton, plan.tree, plan.local)
+    solve_settings = settings_of(obj, start is not None, rig_size(plan))
+    root_name = moving_root.bone_of(obj, skeleton, goals)
     try:
         plane = floor_plane(obj, depsgraph)
+        if root_name is not None:
+            refused = moving_root.problem(obj)
+            if refused:
+                raise ValueError(refused)
+            plan.below(skeleton.index(root_name))  # (a root in a chain is refused before anything moves)
+            moving = moving_root.read(obj, skeleton, root_name, depsgraph)
+            solve_settings = replace(solve_settings, root=moving)
     except ValueError as exc:  # (`goals.unusable_rig` says so before anything is read; a script may not ask)
         result.message, result.ok = str(exc), False
         return None, result
     return Read(
-        obj, gathered, goals, began, plan, settings_of(obj, start is not None, rig_size(plan), plane), read_channels_, fk,
+        obj, gathered, goals, began, plan, replace(solve_settings, floor=plane), read_channels_, fk,
         translations, fixed, start, effector_goals.influences(obj, depsgraph, plan.tree, used), pose,
         rig.limit_problems(obj),
         rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)) if plan.stretch else {},
+        root_name,
     ), result
 
 
@@ -165,7 +186,8 @@ def solve(read_: Read, carry: Carry | None = None) -> Solution:
     if outcome.pose is not None and plan.stretch:
         skeleton = plan.skeleton
         scales = scale_channels(skeleton, stretch.scales(skeleton, outcome.pose), read_.inherits_scale)
-    return Solution(plan.rotations(start, outcome), scales, outcome.report)
+    root = None if outcome.root is None else moving_root.channel_values(read_.obj, read_.root, outcome.root)
+    return Solution(plan.rotations(start, outcome), scales, outcome.report, root)
 
 
 def status_of(read_: Read, solved: Solution, result: RigStatus) -> RigStatus:
@@ -232,6 +254,9 @@ def write(obj, read_: Read, solved: Solution, hold: bool, kept: memory.RigMemory
         held.let_go(obj, found.names)
     if solved.scales or (found.entries is not None and found.entries[4].any()):
         held.write_stretch(obj, read_.plan.skeleton, solved.scales, read_.pose)  # (bones stretched before go back)
+    if solved.root is not None or read_.held_root:  # (a root moved before and no longer moving goes back)
+        moving_root.write(obj, read_.root, solved.root, hold)
+        read_.pose.forget()
     (kept or memory.of(obj)).solution = dict(zip(read_.plan.bones, solved.rotations))
 
 
@@ -277,6 +302,8 @@ def solve_object(
         skeleton = gathered.skeleton
         moving = plan_for(skeleton, gathered.goals, obj.fabrik.solver).bones if gathered.goals else []
         released = release_others(obj, {skeleton.names[b] for b in moving})
+        # (a root no longer moving goes back first: the chains hang from where it goes)
+        released = moving_root.let_go(obj, keep=moving_root.bone_of(obj, skeleton, gathered.goals)) or released
         if released:
             pose.forget()  # (channels given back: what was read of them is not what they hold)
     read_, result = read(obj, depsgraph, gathered, pose)

@@ -14,6 +14,7 @@ import bpy
 from bpy.types import Panel, UIList
 
 from . import compare, integrity, pins, presets, retarget, rig, setup_ops
+from . import root as moving_root
 from .status import DISABLED, statuses
 
 #: Pixels of a sidebar line that text cannot use at interface scale 1: the tab column (22), the panel's left
@@ -401,6 +402,41 @@ class VIEW3D_PT_fabrik_solver(FabrikSidebarPanel, Panel):
         _stacked(layout, "Floor").prop(settings, "floor", text="")
 
 
+class VIEW3D_PT_fabrik_root(FabrikSidebarPanel, Panel):
+    """A root that moves with the effectors: the hips shift and turn where a target is out of reach, or follow
+    the effectors' pull"""
+
+    bl_label = "Root"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    @classmethod
+    def poll(cls, context):
+        obj = setup_ops.rig_for_panel(context)
+        return obj is not None and obj.type == 'ARMATURE'
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        obj = setup_ops.rig_for_panel(context)
+        settings = obj.fabrik
+        _stacked(layout, "Moves").prop(settings, "root_mode", text="")
+        column = layout.column()
+        column.active = settings.root_mode != 'OFF'
+        missing = bool(settings.root_bone) and settings.root_bone not in obj.data.bones
+        _stacked(column, "Bone", missing).prop_search(settings, "root_bone", obj.data, "bones", text="")
+        if not settings.root_bone:
+            top = moving_root.top_bone(obj)
+            column.label(text=f"Top of the first chain: {top}" if top else "No effector's chain yet", icon='INFO')
+        weight = column.row()
+        weight.active = settings.root_mode == 'FREE'
+        weight.prop(settings, "root_weight", slider=True)
+        column.prop(settings, "root_distance")
+        column.prop(settings, "root_angle")
+        problem = moving_root.problem(obj)
+        if problem:
+            draw_wrapped(layout, problem, room_for(context), 'ERROR', True)
+
+
 class VIEW3D_PT_fabrik_testing(FabrikSidebarPanel, Panel):
     """Ways to try the rig: key the active effector's target on a path, and compare the solvers"""
 
@@ -533,6 +569,7 @@ classes = (
     VIEW3D_PT_fabrik_effector,
     VIEW3D_PT_fabrik_pins,
     VIEW3D_PT_fabrik_solver,
+    VIEW3D_PT_fabrik_root,
     VIEW3D_PT_fabrik_retarget,
     VIEW3D_PT_fabrik_testing,
     BONE_PT_fabrik_limits,

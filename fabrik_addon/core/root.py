@@ -44,6 +44,9 @@ MODES = (OUT_OF_REACH, FREE)
 
 #: Steps of the out-of-reach balance at most; each costs a few float operations per branch.
 STEPS = 30
+#: The share of a branch's reach the root leaves it short of straight: a chain pulled exactly straight is where
+#: the passes crawl (and a limb locked straight looks it).
+SLACK = 0.005
 
 
 class Move(NamedTuple):
@@ -111,8 +114,13 @@ def place(root: Root, branches: Sequence[Branch], tolerance: float) -> Move:
     home = root.home
     pivot = home.apply(root.pivot)  # (the root's head at home: the shift and the turn are limited about it)
     bases = [vec.sub(home.apply(b.base), pivot) for b in branches]
-    # A branch that reaches from home keeps reaching: the root helps the others only as far as that allows.
-    holds = [_beyond(b, home.apply(b.base)) == (0.0, 0.0, 0.0) for b in branches]
+    # A branch that reaches from home keeps reaching (no further from its target than it is, than its tip is
+    # from its base, or than its reach short of straight): the root helps the others only as far as that allows.
+    holds = []
+    for b in branches:
+        base = home.apply(b.base)
+        far = vec.dist(b.target, base)
+        holds.append(max(far, vec.dist(b.tip, b.base), b.reach * (1.0 - SLACK)) if far <= b.reach else None)
     shift, turn = (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)
     if root.mode == FREE and root.weight > 0.0:
         pulls = [vec.sub(b.target, home.apply(b.tip)) for b in branches]
@@ -123,7 +131,7 @@ def place(root: Root, branches: Sequence[Branch], tolerance: float) -> Move:
         before = (shift, turn)
         arms = [_turned(turn, b) for b in bases]
         asks = [
-            (0.0, 0.0, 0.0) if held else _beyond(b, vec.add(vec.add(arm, pivot), shift))
+            (0.0, 0.0, 0.0) if held is not None else _beyond(b, vec.add(vec.add(arm, pivot), shift))
             for b, arm, held in zip(branches, arms, holds)
         ]
         shift, turn = _stepped(root, branches, arms, asks, 1.0, False, shift, turn)
@@ -162,13 +170,16 @@ def _stepped(
     return shifted, turn
 
 
-def _held(root: Root, branches: Sequence[Branch], holds: Sequence[bool], arms: Sequence[Vec], pivot: Vec, shift: Vec) -> Vec:
-    """The shift brought back until every branch that holds reaches again (each in turn, a few rounds)."""
+def _held(
+    root: Root, branches: Sequence[Branch], holds: Sequence[float | None], arms: Sequence[Vec], pivot: Vec, shift: Vec
+) -> Vec:
+    """The shift brought back until every branch that holds (`holds`: how far from its target its base may be, or
+    None) is that near again (each in turn, a few rounds)."""
     for _ in range(8):
         back = False
         for branch, arm, held in zip(branches, arms, holds):
-            if held:
-                ask = _beyond(branch, vec.add(vec.add(arm, pivot), shift))
+            if held is not None:
+                ask = _beyond(branch, vec.add(vec.add(arm, pivot), shift), held)
                 if vec.norm(ask) > 0.0:
                     shift, back = vec.add(shift, ask), True
         shift = _limited(root, shift, (0.0, 0.0, 0.0))[0]
@@ -177,14 +188,15 @@ def _held(root: Root, branches: Sequence[Branch], holds: Sequence[bool], arms: S
     return shift
 
 
-def _beyond(branch: Branch, base: Vec) -> Vec:
+def _beyond(branch: Branch, base: Vec, reach: float | None = None) -> Vec:
     """What a branch asks of its base at `base`: to come as far towards its target as the target lies beyond
-    its reach (nothing where it reaches)."""
+    `reach` (by default its reach short of straight by `SLACK`); nothing where it is within."""
     to = vec.sub(branch.target, base)
     far = vec.norm(to)
-    if far <= branch.reach or far == 0.0:
+    reach = branch.reach * (1.0 - SLACK) if reach is None else reach
+    if far <= reach or far == 0.0:
         return (0.0, 0.0, 0.0)
-    return vec.scale(to, (far - branch.reach) / far)
+    return vec.scale(to, (far - reach) / far)
 
 
 def _weighted(branches: Sequence[Branch], values: Sequence[Vec]) -> Vec:

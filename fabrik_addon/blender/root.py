@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A rig's root that moves, as the solve takes it (`core.root`) and as its channels take the move.
+
+The root is the bone named in the rig's Root settings, or else the top bone
+above the first effector's chain. The solve sees it where the pose has it
+now, with its home -- where the animator's own location and rotation put
+it -- as a move from there (`read`). Its move becomes the root's location
+and rotation channels (`channel_values`), written by live solving with the
+animator's values held under them as the chains' are (`held`), so live
+solving off, Root Off or another root bone gives them back (`let_go`), and
+keyed by the bake.
+"""
+
+from __future__ import annotations
+
+import math
+
+from mathutils import Matrix, Quaternion, Vector
+
+from ..core import channels as channel_values_of
+from ..core import root as core_root
+from ..core.quat import Quat
+from . import held, rig
+from .channels import usable_frame
+
+__all__ = ["bone_of", "channel_values", "let_go", "problem", "read", "top_bone", "write"]
+
+
+def bone_of(obj, skeleton, goals) -> str | None:
+    """The name of the rig's root that moves: its Root bone, or the top bone above the first goal's chain; None
+    where Root is off or there is no goal."""
+    settings = obj.fabrik
+    if settings.root_mode == 'OFF' or not goals:
+        return None
+    if settings.root_bone:
+        return settings.root_bone
+    return skeleton.names[skeleton.path_to_root(goals[0].bone)[-1]]
+
+
+def top_bone(obj) -> str | None:
+    """The bone a Root with no bone named moves, as the panel shows it: the top bone above the first effector's
+    chain (None where no effector has a bone)."""
+    bones = obj.data.bones
+    for effector in obj.fabrik.effectors:
+        if effector.enabled and effector.bone in bones:
+            above = bones[effector.bone].parent_recursive
+            return (above[-1] if len(above) else bones[effector.bone]).name
+    return None
+
+
+def problem(obj) -> str | None:
+    """Why the rig's Root settings cannot be used, or None."""
+    settings = obj.fabrik
+    if settings.root_mode == 'OFF':
+        return None
+    if settings.root_bone and settings.root_bone not in obj.pose.bones:
+        return f"the Root bone '{settings.root_bone}' is not in '{obj.name}' (renamed or deleted?): choose it again"
+    values = (settings.root_weight, settings.root_distance, settings.root_angle)
+    if not all(math.isfinite(v) for v in values):
+        return "the Root's weight, distance and angle must be numbers"
+    bone = obj.data.bones.get(settings.root_bone) if settings.root_bone else None
+    if bone is not None and bone.use_connect and settings.root_distance > 0.0:
+        return (
+            f"the Root bone '{bone.name}' is connected to its parent, so Blender does not move it: choose a bone "
+            "that is not, or set Distance to 0 to let it turn only"
+        )
+    return None
+
+
+def read(obj, skeleton, name: str, depsgraph=None) -> core_root.Root:
+    """The root as the solve takes it (`core.root.Root`): where the pose has it now, and its home where the
+    animator's channel values put it. ValueError where its pose gives no frame (scaled to zero, not a number)."""
+    settings = obj.fabrik
+    pose_bone = obj.pose.bones[name]
+    now = pose_bone.matrix.copy()
+    if not usable_frame(now):
+        raise ValueError(f"the Root bone '{name}' has no usable pose (scaled to zero, or not a number)")
+    location, turn = _animator_values(obj, pose_bone, depsgraph)
+    home = now @ _basis(pose_bone, tuple(pose_bone.location), _rotation(pose_bone)).inverted() @ _basis(
+        pose_bone, location, turn
+    )
+    turned = home.to_quaternion() @ now.to_quaternion().inverted()
+    pivot = now.translation
+    scale = sum(abs(s) for s in obj.matrix_world.to_scale()) / 3.0
+    return core_root.Root(
+        skeleton.index(name), settings.root_mode, settings.root_weight,
+        settings.root_distance / scale if scale > 0.0 else 0.0, settings.root_angle, tuple(pivot),
+        core_root.Move(tuple(turned.normalized()), tuple(home.translation - pivot), tuple(pivot), skeleton.index(name)),
+    )
+
+
+def channel_values(obj, name: str, move: core_root.Move) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The root's location and rotation channel values (in its rotation mode) that move it, from where its pose
+    has it now, by `move`."""
+    pose_bone = obj.pose.bones[name]
+    now = pose_bone.matrix.copy()
+    pivot = Vector(move.pivot)
+    moved = (
+        Matrix.Translation(pivot + Vector(move.translation)) @ Quaternion(move.rotation).to_matrix().to_4x4()
+        @ Matrix.Translation(-pivot) @ now
+    )
+    current = _rotation(pose_bone)
+    basis = _basis(pose_bone, tuple(pose_bone.location), current) @ now.inverted() @ moved
+    location, rotation, _ = basis.decompose()
+    q: Quat = tuple(rotation.normalized())
+    return tuple(location), channel_values_of.channel_from_quaternion(pose_bone.rotation_mode, q, current)
+
+
+def write(obj, name: str | None, values: tuple | None, hold: bool = True) -> None:
+    """Set the root's channels to `values` (`channel_values`) and hold the animator's under them (without `hold`,
+    the moved root becomes the animator's); with none, or for any other bone moved before, give the animator's
+    back (`let_go`)."""
+    let_go(obj, keep=name if values is not None else None)
+    if values is None or name not in obj.pose.bones:
+        return
+    pose_bone = obj.pose.bones[name]
+    location, turn = _animator_values(obj, pose_bone)
+    channel = rig.rotation_channel(pose_bone.rotation_mode)[0]
+    pose_bone.location, value = values
+    setattr(pose_bone, channel, value)
+    stored = held.held_bones(obj)
+    entry = stored.get(name) or held.new_entries(obj, stored, [name])[0]
+    entry.fk_location, entry.fk_turn = location, _four(turn)
+    entry.written_location, entry.written_turn = tuple(pose_bone.location), _four(getattr(pose_bone, channel))
+    if not entry.rotated:  # (its mode string is the chains' where the bone is one of them: not a root then)
+        entry.mode = pose_bone.rotation_mode
+    entry.moved = hold
+
+
+def let_go(obj, keep: str | None = None) -> bool:
+    """Give every root moved before (but `keep`) the animator's channel values back, where they still hold what
+    was written, and stop holding them; whether a channel changed."""
+    stored = held.held_bones(obj)
+    if not len(stored) or not stored.column("moved").any():
+        return False
+    changed = False
+    for entry in stored:
+        if not entry.moved or entry.name == keep:
+            continue
+        pose_bone = obj.pose.bones.get(entry.name)
+        if pose_bone is not None:
+            if held.same(pose_bone.location, entry.written_location):
+                pose_bone.location, changed = entry.fk_location, True
+            channel, size = rig.rotation_channel(pose_bone.rotation_mode)
+            if pose_bone.rotation_mode == entry.mode and held.same(getattr(pose_bone, channel), entry.written_turn[:size]):
+                setattr(pose_bone, channel, entry.fk_turn[:size])
+                changed = True
+        entry.moved = False
+    return changed
+
+
+def _animator_values(obj, pose_bone, depsgraph=None) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The root's location and rotation as the animator has them this frame: the channels' own, or where they
+    still hold what live solving wrote, the values held under them (or what their keys give this frame)."""
+    location, turn = tuple(pose_bone.location), _rotation(pose_bone)
+    entry = held.held_bones(obj).get(pose_bone.name)
+    if entry is None or not entry.moved:
+        return location, turn
+    keyed = None
+    channel, size = rig.rotation_channel(pose_bone.rotation_mode)
+    if held.same(location, entry.written_location):
+        keyed = held._keyed_channels(obj, depsgraph)
+        location = entry.fk_location if not keyed else held._animated(keyed, pose_bone.name, "location", entry.fk_location)
+    if pose_bone.rotation_mode == entry.mode and held.same(turn, entry.written_turn[:size]):
+        keyed = held._keyed_channels(obj, depsgraph) if keyed is None else keyed
+        turn = entry.fk_turn[:size]
+        turn = turn if not keyed else held._animated(keyed, pose_bone.name, channel, turn)
+    return tuple(location), tuple(turn)
+
+
+def _rotation(pose_bone) -> tuple[float, ...]:
+    """The bone's rotation channel value in its mode."""
+    return tuple(getattr(pose_bone, rig.rotation_channel(pose_bone.rotation_mode)[0]))
+
+
+def _basis(pose_bone, location, turn) -> Matrix:
+    """The bone's channel matrix for these location and rotation values (its scale as it is)."""
+    q = Quaternion(channel_values_of.channel_to_quaternion(pose_bone.rotation_mode, turn))
+    return Matrix.LocRotScale(Vector(location), q, Vector(pose_bone.scale))
+
+
+def _four(value) -> tuple[float, ...]:
+    """A rotation value padded to four numbers (an Euler's three), as the held entries keep them."""
+    value = tuple(value)
+    return value + (0.0,) * (4 - len(value))

@@ -1,0 +1,238 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A root that moves, in the real bpy module: a hand beyond its arm is reached by moving the hips (not past the
+pinned feet, nor past the Distance and Angle), live and baked; the hips' own animation stays the animator's and
+comes back with Root Off or live solving off; undo, save and reload; a root in a chain or gone is refused and
+changes nothing."""
+
+from __future__ import annotations
+
+import math
+
+import bpy
+import numpy as np
+import pytest
+from mathutils import Vector
+
+from blender_scenes import rigbuild, tip_world
+from fabrik_addon.blender import live, status
+from walk_clip import stocky_rig
+
+pytestmark = pytest.mark.usefixtures("addon_per_test")
+
+FRAMES = range(1, 21)
+#: Where the hand is pulled: in front of the left shoulder (the rig faces -Y), 0.35 beyond the arm's reach.
+REACH_FOR = (2.14, -0.99, 1.0)
+
+
+def body(mode: str = 'OUT_OF_REACH', live: bool = True):
+    """The stocky rig standing on bent knees (feet targets 0.1 above the ankles' rest), its left hand pulled in
+    front of it, beyond the arm; Root on the pelvis."""
+    rig = stocky_rig()
+    feet = [rigbuild.make_target(f"Foot {s}", (2.0 + 0.12 * x, 0.0, 0.15)) for s, x in (("L", 1), ("R", -1))]
+    hand = rigbuild.make_target("Hand", REACH_FOR)
+    rigbuild.add_effector(rig, "calf_l", feet[0], chain_length=2)
+    rigbuild.add_effector(rig, "calf_r", feet[1], chain_length=2)
+    rigbuild.add_effector(rig, "lowerarm_l", hand, chain_length=2)
+    rig.fabrik.root_mode = mode
+    rig.fabrik.root_bone = "pelvis"
+    bpy.context.view_layer.objects.active = rig
+    rig.fabrik.live = live
+    bpy.context.view_layer.update()
+    return rig, feet, hand
+
+
+def pelvis_world(rig) -> np.ndarray:
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    evaluated = rig.evaluated_get(depsgraph)
+    return np.array(evaluated.matrix_world @ evaluated.pose.bones["pelvis"].head)
+
+
+def misses(rig, feet, hand) -> list[float]:
+    """How far each tip is from its target (world)."""
+    return [
+        float((Vector(tip_world(rig, bone)) - target.matrix_world.translation).length)
+        for bone, target in (("calf_l", feet[0]), ("calf_r", feet[1]), ("lowerarm_l", hand))
+    ]
+
+
+def test_out_of_reach_the_hips_move_so_the_hand_reaches_and_the_feet_stay():
+    rig, feet, hand = body('OFF')
+    assert misses(rig, feet, hand)[2] > 0.3  # (with the root fixed the arm cannot)
+    rest = pelvis_world(rig)
+    rig.fabrik.root_mode = 'OUT_OF_REACH'
+    bpy.context.view_layer.update()
+    missed = misses(rig, feet, hand)
+    assert max(missed) < 1e-3, missed
+    moved = pelvis_world(rig) - rest
+    assert moved[1] < -0.1  # forward, towards the hand
+    assert np.linalg.norm(moved) <= rig.fabrik.root_distance + 1e-6
+    assert status.statuses[rig.name].effectors[2].startswith("reached")
+    assert tuple(rig.pose.bones["pelvis"].location) != (0.0, 0.0, 0.0)  # the move is the pelvis's location
+
+
+def test_the_hips_go_no_further_than_the_distance_even_on_a_scaled_rig():
+    rig, feet, hand = body('OFF')
+    rig.scale = (2.0, 2.0, 2.0)  # (Distance is in the scene's units)
+    hand.location = (4.28, -1.6, 2.0)
+    for foot, x in zip(feet, (1, -1)):
+        foot.location = (4.0 + 0.24 * x, 0.0, 0.3)
+    bpy.context.view_layer.update()
+    rest = pelvis_world(rig)
+    rig.fabrik.root_distance = 0.1
+    rig.fabrik.root_mode = 'OUT_OF_REACH'
+    bpy.context.view_layer.update()
+    assert np.linalg.norm(pelvis_world(rig) - rest) == pytest.approx(0.1, abs=1e-4)
+    assert misses(rig, feet, hand)[2] > 0.1
+    assert status.statuses[rig.name].effectors[2].startswith("misses")  # a miss is a warning, not "converged"
+
+
+def test_the_hips_turn_within_the_angle_when_they_may_not_move():
+    rig, feet, hand = body('OFF')
+    hand.location = (2.7, -0.5, 1.0)  # beside and ahead: a turn of the body brings the shoulder nearer
+    rig.fabrik.root_distance = 0.0
+    rig.fabrik.root_angle = math.radians(40)
+    rig.fabrik.root_mode = 'OUT_OF_REACH'
+    bpy.context.view_layer.update()
+    turned = rig.pose.bones["pelvis"].rotation_quaternion.angle
+    assert 0.05 < turned <= math.radians(40) + 1e-5
+    assert np.allclose(pelvis_world(rig), (2.0, 0.0, 0.62), atol=1e-5)  # turned about its head, not moved
+    assert max(misses(rig, feet, hand)) < 1e-3
+    rig.fabrik.root_angle = math.radians(3)
+    bpy.context.view_layer.update()
+    assert rig.pose.bones["pelvis"].rotation_quaternion.angle == pytest.approx(math.radians(3), abs=1e-5)
+    assert status.statuses[rig.name].effectors[2].startswith("misses")
+
+
+def test_free_the_hips_follow_the_pull_by_the_weight():
+    rig, feet, hand = body('OFF')
+    rig.fabrik.effectors[0].enabled = rig.fabrik.effectors[1].enabled = False  # (the hand alone pulls)
+    hand.location = (2.16, -0.2, 0.5)  # (ahead of and above the hand at rest, within reach)
+    bpy.context.view_layer.update()
+    rest = pelvis_world(rig)
+    rig.fabrik.root_weight = 1.0
+    rig.fabrik.root_mode = 'FREE'
+    bpy.context.view_layer.update()
+    full = pelvis_world(rig) - rest
+    rig.fabrik.root_weight = 0.5
+    bpy.context.view_layer.update()
+    half = pelvis_world(rig) - rest
+    pull = np.array([0.0, -0.18, 0.14])  # (the hand's tip at rest is at 2.16, -0.02, 0.36)
+    assert np.allclose(full, pull, atol=1e-4) and np.allclose(half, pull / 2.0, atol=1e-4)
+    assert misses(rig, feet, hand)[2] < 1e-3
+
+
+def test_the_animators_hips_keys_stay_and_root_off_or_live_off_gives_them_back():
+    rig, feet, hand = body(live=False)
+    pelvis = rig.pose.bones["pelvis"]
+    for frame in FRAMES:
+        pelvis.location = (0.0, 0.005 * frame, 0.0)  # (the pelvis's Y is up: keyed rising)
+        pelvis.keyframe_insert("location", frame=frame)
+    keys = [tuple(k.co) for fc in rig.animation_data.action.fcurves for k in fc.keyframe_points] if hasattr(
+        rig.animation_data.action, "fcurves") else None
+    scene = bpy.context.scene
+    rig.fabrik.live = True
+    for frame in (3, 9, 15):
+        scene.frame_set(frame)
+        assert max(misses(rig, feet, hand)) < 1e-3, frame
+        assert tuple(pelvis.location) != pytest.approx((0.0, 0.005 * frame, 0.0))
+    rig.fabrik.root_mode = 'OFF'
+    bpy.context.view_layer.update()
+    assert tuple(pelvis.location) == pytest.approx((0.0, 0.005 * 15, 0.0), abs=1e-6)
+    rig.fabrik.root_mode = 'OUT_OF_REACH'
+    bpy.context.view_layer.update()
+    assert tuple(pelvis.location) != pytest.approx((0.0, 0.075, 0.0), abs=1e-6)
+    rig.fabrik.live = False
+    assert tuple(pelvis.location) == pytest.approx((0.0, 0.075, 0.0), abs=1e-6)
+    assert tuple(pelvis.rotation_quaternion) == pytest.approx((1.0, 0.0, 0.0, 0.0), abs=1e-6)
+    if keys is not None:
+        assert keys == [tuple(k.co) for fc in rig.animation_data.action.fcurves for k in fc.keyframe_points]
+
+
+def test_the_bake_keys_the_hips_and_plays_back_what_live_showed():
+    rig, feet, hand = body()
+    rigbuild.key_path(hand, FRAMES, lambda f: (2.14 + 0.005 * f, -0.7 - 0.01 * f, 1.0))
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = FRAMES.start, FRAMES.stop - 1
+    live = {}
+    for frame in FRAMES:
+        scene.frame_set(frame)
+        live[frame] = (pelvis_world(rig), np.array(tip_world(rig, "lowerarm_l")))
+    for continuous in (False, True):
+        rig.fabrik.live = False
+        result = bpy.ops.fabrik.bake(
+            frame_start=FRAMES.start, frame_end=FRAMES.stop - 1, start='PREVIOUS' if continuous else 'FK',
+        )
+        assert result == {'FINISHED'}
+        assert not rig.fabrik.live
+        for frame in FRAMES:
+            scene.frame_set(frame)
+            hips, tip = pelvis_world(rig), np.array(tip_world(rig, "lowerarm_l"))
+            assert np.linalg.norm(tip - np.array(hand.matrix_world.translation)) < 2e-3, (continuous, frame)
+            if not continuous:
+                assert np.allclose(hips, live[frame][0], atol=1e-3), frame
+        rig.fabrik.live = True
+
+
+def test_a_root_in_a_chain_or_gone_is_refused_and_nothing_moves():
+    rig, feet, hand = body('OFF')
+    before = tuple(rig.pose.bones["pelvis"].location), tuple(rig.pose.bones["lowerarm_l"].rotation_quaternion)
+    rig.fabrik.effectors[2].chain_length = 0  # (the arm's chain now runs through the pelvis)
+    rig.fabrik.root_mode = 'OUT_OF_REACH'
+    bpy.context.view_layer.update()
+    shown = status.statuses[rig.name]
+    assert not shown.ok and "root bone 'pelvis' is in an effector's chain" in shown.message
+    assert tuple(rig.pose.bones["pelvis"].location) == before[0]
+    rig.fabrik.effectors[2].chain_length = 2
+    rig.fabrik.root_bone = "hips"
+    bpy.context.view_layer.update()
+    shown = status.statuses[rig.name]
+    assert not shown.ok and "the Root bone 'hips' is not in 'Stocky'" in shown.message
+    assert tuple(rig.pose.bones["pelvis"].location) == before[0]
+
+
+def test_another_root_bone_gives_the_first_its_place_back_and_a_connected_one_is_refused():
+    rig, feet, hand = body()
+    assert tuple(rig.pose.bones["pelvis"].location) != (0.0, 0.0, 0.0)
+    rig.fabrik.root_bone = "clavicle_l"  # another root (the arm's chain hangs from it): the pelvis goes back
+    bpy.context.view_layer.update()
+    assert tuple(rig.pose.bones["pelvis"].location) == (0.0, 0.0, 0.0)
+    assert "solving again at the next update" in status.statuses[rig.name].message  # (the chains hung from it)
+    live.tag_put_off()  # (what a timer does in the GUI: background Blender runs none)
+    bpy.context.view_layer.update()
+    assert tuple(rig.pose.bones["clavicle_l"].location) != (0.0, 0.0, 0.0)
+    assert misses(rig, feet, hand)[2] < 1e-3
+    rig.fabrik.root_bone = "spine_01"  # connected to the pelvis: Blender would not move it
+    bpy.context.view_layer.update()
+    live.tag_put_off()  # (the clavicle went back first)
+    bpy.context.view_layer.update()
+    assert tuple(rig.pose.bones["clavicle_l"].location) == (0.0, 0.0, 0.0)
+    shown = status.statuses[rig.name]
+    assert not shown.ok and "'spine_01' is connected to its parent" in shown.message
+    rig.fabrik.root_distance = 0.0  # (turning only, it may)
+    rig.fabrik.root_angle = math.radians(30)
+    bpy.context.view_layer.update()
+    assert status.statuses[rig.name].ok
+
+
+def test_undo_save_and_reload_keep_the_root_and_give_the_hips_back(tmp_path):
+    rig, feet, hand = body('OFF')
+    bpy.ops.ed.undo_push(message="before")
+    rig.fabrik.root_mode = 'FREE'
+    rig.fabrik.root_distance = 0.3
+    bpy.ops.ed.undo_push(message="root free")
+    bpy.ops.ed.undo()
+    rig = bpy.data.objects["Stocky"]
+    assert rig.fabrik.root_mode == 'OFF'
+    rig.fabrik.root_mode = 'OUT_OF_REACH'
+    rig.fabrik.root_distance = 0.4
+    bpy.context.view_layer.update()
+    moved = tuple(rig.pose.bones["pelvis"].location)
+    assert moved != (0.0, 0.0, 0.0)
+    path = str(tmp_path / "root.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    bpy.ops.wm.open_mainfile(filepath=path)
+    rig = bpy.data.objects["Stocky"]
+    assert (rig.fabrik.root_mode, rig.fabrik.root_bone) == ('OUT_OF_REACH', "pelvis")
+    assert rig.fabrik.root_distance == pytest.approx(0.4)
+    rig.fabrik.live = False  # (what was held is in the file: the animator's place comes back)
+    assert tuple(rig.pose.bones["pelvis"].location) == (0.0, 0.0, 0.0)
