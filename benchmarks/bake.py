@@ -40,6 +40,7 @@ BUILT = {
     "leg, knee hinge + pole, bent 15°": rigs.class_rigs("build_leg_pole_bent", ""),
     "captured motion, 52 bones": rigs.mocap_rigs,
     "captured motion, feet pinned": rigs.mocap_pinned_rigs,
+    "captured motion, feet pinned, root free": rigs.mocap_root_rigs,
 }
 
 

@@ -146,3 +146,13 @@ def pin_feet(rig, frames: range) -> None:
             world = effector.target.evaluated_get(bpy.context.evaluated_depsgraph_get()).matrix_world.copy()
             pins.key_span(rig, effector, pins.Span(first, last, 2, 2), world)
     scene.frame_set(frames.start)
+
+
+def free_root(rig) -> None:
+    """Let the hips follow the hands' and head's pull (Root: Free, half the pull, within 0.2 m and 10 degrees),
+    as an animator would to let the body help its limbs."""
+    rig.fabrik.root_bone = "Hips"
+    rig.fabrik.root_weight = 0.5
+    rig.fabrik.root_distance = 0.2
+    rig.fabrik.root_angle = math.radians(10.0)
+    rig.fabrik.root_mode = 'FREE'

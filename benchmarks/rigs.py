@@ -236,6 +236,15 @@ def mocap_pinned_rigs(frames: range) -> tuple[list, str]:
     return [rig], note + "; each foot pinned over the frames it stands"
 
 
+def mocap_root_rigs(frames: range) -> tuple[list, str]:
+    """The motion-capture character with its feet pinned and its hips free to follow the pull (`mocap.free_root`)."""
+    import mocap
+
+    (rig,), note = mocap_pinned_rigs(frames)
+    mocap.free_root(rig)
+    return [rig], note + "; the hips free to follow half the pull, within 0.2 m and 10 degrees (Root: Free)"
+
+
 def layout_rigs(make: Callable, note: str, copies: int = 1) -> Callable:
     """A builder of `copies` rigs of a layout, side by side."""
     def builder(frames: range) -> tuple[list, str]:

@@ -80,6 +80,8 @@ class RigSpec:
     start: str | None = None
     #: Whether FABRIK's rigs have their feet pinned while they stand (`mocap.pin_feet`).
     pinned: bool = False
+    #: Whether FABRIK's rigs let their hips follow the pull as well (`mocap.free_root`).
+    root: bool = False
 
 
 def _ratio_at_most(limit: float) -> Callable[[dict], bool]:
@@ -142,6 +144,7 @@ SPECS = [
     RigSpec("mocap previous", "captured motion, Previous Solution", mocap_rigs, start="PREVIOUS", **CLASS_TARGET),
     RigSpec("mocap converted", "captured motion, converted", mocap_rigs, converted=True, **CLASS_TARGET),
     RigSpec("mocap pinned", "captured motion, feet pinned", mocap_rigs, pinned=True),
+    RigSpec("mocap root", "captured motion, feet pinned, root free", mocap_rigs, pinned=True, root=True),
     RigSpec("20 hands", "20 hands live at once", layout_rigs(hand_layout, "20 hand rigs in one scene", copies=20),
             target="frame < 40 ms", check=lambda row: max(row["fabrik_frame"]) < 0.040),
 ]
@@ -194,6 +197,8 @@ def build_scenes(spec: RigSpec, frames: range) -> tuple[list[Scene], str]:
                 rig.fabrik.start = spec.start
             if mode == "fabrik" and spec.pinned:
                 mocap.pin_feet(rig, frames)
+            if mode == "fabrik" and spec.root:
+                mocap.free_root(rig)
         scenes.append(Scene(mode, scene, rigs, pairs))
     return scenes, note
 

@@ -36,7 +36,8 @@ SWITCHED = "Left Hand pole"
 #: Our preset menus, and one of Blender's own to compare their widths with.
 MENUS = ("FABRIK_MT_rig_settings_presets", "FABRIK_MT_bone_limits_presets", "RENDER_MT_framerate_presets")
 SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_pins",
-             "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_retarget", "VIEW3D_PT_fabrik_testing")
+             "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_root", "VIEW3D_PT_fabrik_retarget",
+             "VIEW3D_PT_fabrik_testing")
 #: Where the "pinned" state's pin holds the target (reachable, away from the target).
 PIN_AT = (0.5, -0.5, 1.0)
 #: The height of the "floor" state's floor, over the target it lifts.
@@ -104,10 +105,10 @@ def step_setup():
     result["testing_options"] = sorted(getattr(types, "VIEW3D_PT_fabrik_testing").bl_options)
     # Blender 3.4 has no way to open a closed sub-panel from Python: Retarget (closed at first) is registered
     # again open, before the tab first draws, so that its state can be seen.
-    retarget_panel = types.VIEW3D_PT_fabrik_retarget
-    bpy.utils.unregister_class(retarget_panel)
-    retarget_panel.bl_options = set()
-    bpy.utils.register_class(retarget_panel)
+    for closed in (types.VIEW3D_PT_fabrik_root, types.VIEW3D_PT_fabrik_retarget):  # (so is Root)
+        bpy.utils.unregister_class(closed)
+        closed.bl_options = set()
+        bpy.utils.register_class(closed)
     for name in SUBPANELS:
         getattr(types, name).append(make_hook(name))
 
@@ -514,6 +515,73 @@ def make_retarget_steps():
     return [set_state, wait, scroll, take]
 
 
+def make_root_steps():
+    """The root state: a rig of other proportions whose hand is pulled beyond its arm, feet held, its pelvis
+    moving out of reach (Root sub-panel, scrolled into view), the hand reaching."""
+
+    def set_state():
+        result["stage"] = "root: set"
+        import rigbuild
+        import walk_clip
+
+        body = walk_clip.stocky_rig()
+        body.name = "Body"
+        body.location = (4.0, 0.0, 0.0)
+        for side, x in (("l", 1.0), ("r", -1.0)):
+            foot = rigbuild.make_target(f"Body foot {side}", (4.0 + 0.12 * x, 0.0, 0.15), size=0.05)
+            rigbuild.add_effector(body, f"calf_{side}", foot, chain_length=2)
+        hand = rigbuild.make_target("Body hand", (4.14, -0.99, 1.0), size=0.05)
+        rigbuild.add_effector(body, "lowerarm_l", hand, chain_length=2)
+        body.fabrik.root_bone = "pelvis"
+        body.fabrik.root_mode = 'OUT_OF_REACH'
+        body.fabrik.live = True
+        bpy.ops.object.mode_set(mode='OBJECT')
+        view_layer = bpy.context.view_layer
+        for obj in view_layer.objects:
+            obj.select_set(obj == body)
+        view_layer.objects.active = body
+        window, screen, area, region, ui_region = view3d()
+        with bpy.context.temp_override(window=window, screen=screen, area=area, region=region):
+            bpy.ops.view3d.view_selected()
+        with bpy.context.temp_override(window=window, screen=screen, area=area, region=ui_region):
+            for _ in range(40):
+                bpy.ops.view2d.scroll_down()
+        result["drawn"].clear()
+        ui_region.tag_redraw()
+        return POLL
+
+    def wait():
+        result["stage"] = "root: wait"
+        status = addon().blender.status.statuses.get("Body")
+        if status is None or not status.reached.get(2):
+            return None
+        if not result["drawn"].get("VIEW3D_PT_fabrik_root"):
+            view3d()[4].tag_redraw()
+            return None
+        return 0.3
+
+    def take():
+        result["stage"] = "root: screenshot"
+        window, screen, area, _region, ui_region = view3d()
+        path = os.path.join(SHOT_DIR, "panels_root.png")
+        with bpy.context.temp_override(window=window, screen=screen, area=area):
+            shot = sorted(bpy.ops.screen.screenshot(filepath=path))
+        body = bpy.data.objects["Body"]
+        evaluated = body.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        tip = evaluated.matrix_world @ evaluated.pose.bones["lowerarm_l"].tail
+        result["root"] = {
+            "screenshot": shot, "panel_drawn": bool(result["drawn"].get("VIEW3D_PT_fabrik_root")),
+            "hand_miss": (tip - bpy.data.objects["Body hand"].matrix_world.translation).length,
+            "pelvis": list(body.pose.bones["pelvis"].location),
+            "message": addon().blender.status.statuses["Body"].message,
+        }
+        save_crop(load_rgb(path), max(0, ui_region.x - 760), ui_region.x + ui_region.width,
+                  os.path.join(SHOT_DIR, "root_blender34.png"))
+        return POLL
+
+    return [set_state, wait, take]
+
+
 def step_finish():
     result["stage"] = "done"
     finish()
@@ -524,5 +592,5 @@ steps = [step_setup, step_bone_polls, step_fabrik_tab]
 for state in STATES:
     steps += make_state_steps(*state)
 steps += make_pin_steps("pinned", 1.0) + make_pin_steps("unpinned", 0.0)
-steps += [step_menus] + make_floor_steps() + make_retarget_steps() + [step_finish]
+steps += [step_menus] + make_floor_steps() + make_retarget_steps() + make_root_steps() + [step_finish]
 session.run(steps)

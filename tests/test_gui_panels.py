@@ -3,7 +3,8 @@
 the sub-panels register and draw (Testing stays closed), Bone > Inverse Kinematics takes our sub-panel, the
 Status lines are wrapped so they fit the sidebar, alert red shows in the sidebar for a missed and a refused
 target and not for a reached one nor for an effector the rig's switch turned off, and the preset menus are as
-narrow as Blender's own; a pin holds the tip, its sub-panel draws and the overlay shows its square; a floor holds the chain.
+narrow as Blender's own; a pin holds the tip, its sub-panel draws and the overlay shows its square; a floor holds the chain;
+a moving root takes the hips to a hand beyond its arm.
 
 The captures are kept in test-artifacts/panels_<state>.png; the missed state's, cropped to the sidebar and
 the rig, in test-artifacts/panels_blender34.png (`python3 tools/dev.py pictures` copies it into docs/images/).
@@ -22,7 +23,8 @@ pytestmark = pytest.mark.gui
 DRIVER = Path(__file__).resolve().parent / "gui_panels_driver.py"
 GUI_TIMEOUT = 90
 SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_pins",
-             "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_retarget", "VIEW3D_PT_fabrik_testing")
+             "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_root", "VIEW3D_PT_fabrik_retarget",
+             "VIEW3D_PT_fabrik_testing")
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +138,13 @@ def test_the_retarget_sub_panel_maps_a_clip_and_retargets_it_in_the_running_ui(p
     assert shown["effectors"] == ["foot.L", "foot.R", "hand.L", "hand.R", "head"]
     assert shown["reached"] and all(reached for _, reached in shown["reached"]), shown["reached"]
     assert (ARTIFACTS / "retarget_blender34.png").is_file()
+
+
+def test_the_root_sub_panel_draws_and_the_hips_move_so_the_hand_reaches(panels_run: dict) -> None:
+    """A hand pulled 0.35 beyond its arm, the feet held and Root on Out of Reach: the pelvis's location takes the
+    move, the hand reaches, and the Root sub-panel draws (docs/images/root_blender34.png)."""
+    shown = panels_run["root"]
+    assert shown["screenshot"] == ["FINISHED"] and shown["panel_drawn"], shown
+    assert shown["hand_miss"] < 1e-3, shown
+    assert max(abs(c) for c in shown["pelvis"]) > 0.1, shown
+    assert (ARTIFACTS / "root_blender34.png").is_file()

@@ -160,6 +160,33 @@ try:
     result["retarget_hips_constraints"] = len(stocky.pose.bones["pelvis"].constraints)
     result["retarget_keyed"] = sorted({c.data_path for c in stocky.animation_data.action.fcurves})
 
+    result["stage"] = "root"
+    # A hand pulled beyond its arm with the feet held: the pelvis moves (Root: Out of Reach) so it reaches; baked,
+    # the pelvis's location is keyed; live solving off gives the animator's place back.
+    import rigbuild
+    body = walk_clip.stocky_rig()
+    body.location = (6.0, 0.0, 0.0)
+    for side, x in (("l", 1.0), ("r", -1.0)):
+        rigbuild.add_effector(body, f"calf_{side}", rigbuild.make_target(f"F{side}", (6.0 + 0.12 * x, 0.0, 0.15)), 2)
+    hand = rigbuild.make_target("Reach", (6.14, -0.99, 1.0))
+    rigbuild.add_effector(body, "lowerarm_l", hand, 2)
+    body.fabrik.root_bone, body.fabrik.root_mode = "pelvis", 'OUT_OF_REACH'
+    body.fabrik.live = True
+    scene.frame_set(1)
+    evaluated = body.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    result["root_hand_miss"] = (evaluated.matrix_world @ evaluated.pose.bones["lowerarm_l"].tail
+                                - hand.matrix_world.translation).length
+    result["root_pelvis"] = list(body.pose.bones["pelvis"].location)
+    bpy.context.view_layer.objects.active = body
+    result["root_bake"] = sorted(bpy.ops.fabrik.bake(frame_start=1, frame_end=3))
+    result["root_keyed"] = sorted({c.data_path for c in body.animation_data.action.fcurves
+                                   if "pelvis" in c.data_path})
+    body.animation_data_clear()
+    body.fabrik.live = True
+    scene.frame_set(2)
+    body.fabrik.live = False
+    result["root_given_back"] = list(body.pose.bones["pelvis"].location)
+
     result["stage"] = "disable"
     result["disable"] = sorted(bpy.ops.preferences.addon_disable(module=module))
     result["still_enabled"] = module in bpy.context.preferences.addons
@@ -268,6 +295,16 @@ def test_a_floor_holds_the_chain_in_blender_34(legacy_run: dict) -> None:
     r = legacy_run
     assert r["floor_lowest"] > -1e-3, r["floor_lowest"]
     assert abs(r["floor_tip"][2] - 0.4) < 1e-3 and abs(r["floor_tip"][0] - 1.2) < 1e-3, r["floor_tip"]
+
+
+def test_a_root_moves_so_a_hand_reaches_in_blender_34(legacy_run: dict) -> None:
+    """Root Out of Reach in Blender 3.4: the pelvis's location takes the move and the hand reaches; the bake keys
+    the pelvis; live solving off gives its place back."""
+    r = legacy_run
+    assert r["root_hand_miss"] < 1e-3 and max(abs(c) for c in r["root_pelvis"]) > 0.1, r["root_pelvis"]
+    assert r["root_bake"] == ["FINISHED"], r["root_bake"]
+    assert 'pose.bones["pelvis"].location' in r["root_keyed"], r["root_keyed"]
+    assert r["root_given_back"] == [0.0, 0.0, 0.0], r["root_given_back"]
 
 
 def test_retarget_in_one_click_in_blender_34(legacy_run: dict) -> None:

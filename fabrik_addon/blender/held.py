@@ -53,6 +53,8 @@ _NEW = {"written": (0.0,) * 4, "fk": (0.0,) * 4, "head": (0.0,) * 3, "written_sc
         "written_turn": (0.0,) * 4, "fk_turn": (0.0,) * 4, "rotated": 0, "scaled": 0, "moved": 0, "index": -1,
         "name": "", "mode": ""}
 _BOOLEANS = ("rotated", "scaled", "moved")
+#: What an entry of the older layout (`props.FabrikHeldBone`) holds.
+_LEGACY = ("written", "fk", "head", "written_scale", "fk_scale", "rotated", "scaled", "index", "mode")
 
 #: JSON lists read, parsed: per text, (the list, each item's first place). Most reads find a text read before.
 _parsed: dict[str, tuple[list[str], dict[str, int]]] = {}
@@ -252,7 +254,7 @@ def _move_legacy(obj, held: HeldBones) -> None:
     """Move the entries of a file from before this layout (`fabrik.held`, a collection) into the arrays."""
     old = [entry for entry in obj.fabrik.held if held.get(entry.name) is None]
     for entry, moved in zip(old, held.add([entry.name for entry in old])):
-        for name in (*VECTORS, *INTEGERS, "mode"):
+        for name in _LEGACY:
             setattr(moved, name, getattr(entry, name))
     obj.fabrik.held.clear()
 

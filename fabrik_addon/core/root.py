@@ -114,13 +114,12 @@ def place(root: Root, branches: Sequence[Branch], tolerance: float) -> Move:
     home = root.home
     pivot = home.apply(root.pivot)  # (the root's head at home: the shift and the turn are limited about it)
     bases = [vec.sub(home.apply(b.base), pivot) for b in branches]
-    # A branch that reaches from home keeps reaching (no further from its target than it is, than its tip is
-    # from its base, or than its reach short of straight): the root helps the others only as far as that allows.
+    # A branch that reaches from home keeps reaching (no further from its target than it is, or than its reach
+    # short of straight): the root helps the others only as far as that allows.
     holds = []
     for b in branches:
-        base = home.apply(b.base)
-        far = vec.dist(b.target, base)
-        holds.append(max(far, vec.dist(b.tip, b.base), b.reach * (1.0 - SLACK)) if far <= b.reach else None)
+        far = vec.dist(b.target, home.apply(b.base))
+        holds.append(max(far, b.reach * (1.0 - SLACK)) if far <= b.reach else None)
     shift, turn = (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)
     if root.mode == FREE and root.weight > 0.0:
         pulls = [vec.sub(b.target, home.apply(b.tip)) for b in branches]
