@@ -299,8 +299,11 @@ def step_menus():
     if menus["ticks"] > 0:  # (let the UI redraw between the steps)
         menus["ticks"] -= 1
         return None
-    if menus["phase"] == "base":
+    if menus["phase"] == "base":  # (the mouse first, then a few redraws: a tooltip it left must close)
         window.event_simulate('MOUSEMOVE', 'NOTHING', **middle)
+        menus["phase"], menus["ticks"] = "base shot", 5
+        return None
+    if menus["phase"] == "base shot":
         menus["base"] = os.path.join(SHOT_DIR, "menu_base.png")
         with bpy.context.temp_override(window=window, screen=screen, area=area):
             bpy.ops.screen.screenshot(filepath=menus["base"])
@@ -539,6 +542,7 @@ def make_root_steps():
         view_layer = bpy.context.view_layer
         for obj in view_layer.objects:
             obj.select_set(obj == body)
+            obj.hide_set(not obj.name.startswith("Body"))  # (the other states' rigs out of the picture)
         view_layer.objects.active = body
         window, screen, area, region, ui_region = view3d()
         with bpy.context.temp_override(window=window, screen=screen, area=area, region=region):
