@@ -7,13 +7,14 @@ changes nothing."""
 from __future__ import annotations
 
 import math
+import types
 
 import bpy
 import numpy as np
 import pytest
 from mathutils import Vector
 
-from blender_scenes import rigbuild, tip_world
+from blender_scenes import RecordingLayout, rigbuild, tip_world
 from fabrik_addon.blender import live, status
 from walk_clip import stocky_rig
 
@@ -241,3 +242,32 @@ def test_undo_save_and_reload_keep_the_root_and_give_the_hips_back(tmp_path):
     assert rig.fabrik.root_distance == pytest.approx(0.4)
     rig.fabrik.live = False  # (what was held is in the file: the animator's place comes back)
     assert tuple(rig.pose.bones["pelvis"].location) == (0.0, 0.0, 0.0)
+
+
+def drawn_root_panel(rig) -> tuple[set, str]:
+    """What the Root sub-panel draws (recorded: panels cannot draw in background mode): its properties and text."""
+    log = []
+    panel = types.SimpleNamespace(layout=RecordingLayout(log))
+    context = types.SimpleNamespace(object=rig, scene=bpy.context.scene, region=None,
+                                    preferences=bpy.context.preferences)
+    assert bpy.types.VIEW3D_PT_fabrik_root.poll(context)
+    bpy.types.VIEW3D_PT_fabrik_root.draw(panel, context)
+    props = {args[1] for name, args, _ in log if name in ("prop", "prop_search")}
+    text = " ".join(kwargs.get("text", "") for name, args, kwargs in log if name == "label")
+    text += " ".join(args[0] if args else "" for name, args, _ in log if name == "label")
+    return props, text
+
+
+def test_the_root_panel_shows_its_settings_how_far_the_root_moved_and_what_is_wrong():
+    rig, feet, hand = body()
+    props, text = drawn_root_panel(rig)
+    assert {"root_mode", "root_bone", "root_weight", "root_distance", "root_angle"} <= props
+    moved = float(text.split("Moved ")[1].split(" cm")[0])  # (the scene's metric units)
+    assert 20.0 < moved <= 50.0 and "turned 0.0°" in text, text
+    rig.fabrik.root_bone = ""
+    bpy.context.view_layer.update()
+    assert "Top of the first chain: pelvis" in drawn_root_panel(rig)[1]
+    rig.fabrik.root_bone = "hips"
+    bpy.context.view_layer.update()
+    _, text = drawn_root_panel(rig)
+    assert "the Root bone 'hips' is not in 'Stocky'" in text and "Moved" not in text

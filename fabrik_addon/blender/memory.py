@@ -45,6 +45,9 @@ class RigMemory:
     solution: dict | None = None
     #: What continuity mode carries from one frame to the next (`core.plan.Carry`).
     carry: object = None
+    #: How far the last solve moved the rig's root from its animated place (scene units) and turned it (radians),
+    #: where its Root moves (`root`); None where it does not.
+    root_away: tuple[float, float] | None = None
     #: Whether the last solve was put off to the next update (`solve.solve_object`): nothing counts as solved.
     again: bool = False
     # Live solving.

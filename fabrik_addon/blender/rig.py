@@ -198,6 +198,11 @@ def pose_locations(obj) -> np.ndarray:
     return flat.reshape(-1, 3)[pose_bone_order(obj)].astype(np.float64)
 
 
+def mean_scale(obj) -> float:
+    """The rig object's world scale, averaged over its axes: scene units per armature unit."""
+    return sum(abs(s) for s in obj.matrix_world.to_scale()) / 3.0
+
+
 def world_to_armature(obj) -> Matrix:
     """Matrix taking world coordinates into the armature's space; ValueError when it has none."""
     world = obj.matrix_world

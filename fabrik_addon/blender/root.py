@@ -81,7 +81,7 @@ def read(obj, skeleton, name: str, depsgraph=None) -> core_root.Root:
     )
     turned = home.to_quaternion() @ now.to_quaternion().inverted()
     pivot = now.translation
-    scale = sum(abs(s) for s in obj.matrix_world.to_scale()) / 3.0
+    scale = rig.mean_scale(obj)
     return core_root.Root(
         skeleton.index(name), settings.root_mode, settings.root_weight,
         settings.root_distance / scale if scale > 0.0 else 0.0, settings.root_angle, tuple(pivot),

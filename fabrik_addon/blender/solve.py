@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..core import DESCRIPTIONS, Goal, SolveReport, SolveSettings, channels as channel_values_of, quat, stretch
+from ..core import root as core_root
 from ..core.floor import Floor
 from ..core.plan import Carry, Plan, plan_for
 from ..core.quat import Quat
@@ -108,8 +109,10 @@ class Solution:
     rotations: list[Quat]
     scales: dict[int, float]
     report: SolveReport
-    #: The root's location and rotation channel values where it moves (`root.channel_values`), else None.
+    #: The root's location and rotation channel values where it moves (`root.channel_values`), else None; and
+    #: how far that is from its animated place (armature units) and turned from it (radians).
     root: tuple | None = None
+    away: tuple[float, float] | None = None
 
 
 def settings_of(obj, warm: bool, size: float, floor: Floor | None = None) -> SolveSettings:
@@ -186,8 +189,11 @@ def solve(read_: Read, carry: Carry | None = None) -> Solution:
     if outcome.pose is not None and plan.stretch:
         skeleton = plan.skeleton
         scales = scale_channels(skeleton, stretch.scales(skeleton, outcome.pose), read_.inherits_scale)
-    root = None if outcome.root is None else moving_root.channel_values(read_.obj, read_.root, outcome.root)
-    return Solution(plan.rotations(start, outcome), scales, outcome.report, root)
+    root = away = None
+    if outcome.root is not None:
+        root = moving_root.channel_values(read_.obj, read_.root, outcome.root)
+        away = core_root.away(outcome.root, read_.settings.root.home)
+    return Solution(plan.rotations(start, outcome), scales, outcome.report, root, away)
 
 
 def status_of(read_: Read, solved: Solution, result: RigStatus) -> RigStatus:
@@ -257,6 +263,8 @@ def write(obj, read_: Read, solved: Solution, hold: bool, kept: memory.RigMemory
     if solved.root is not None or read_.held_root:  # (a root moved before and no longer moving goes back)
         moving_root.write(obj, read_.root, solved.root, hold)
         read_.pose.forget()
+    scale = rig.mean_scale(obj) if solved.away is not None else 1.0
+    (kept or memory.of(obj)).root_away = None if solved.away is None else (solved.away[0] * scale, solved.away[1])
     (kept or memory.of(obj)).solution = dict(zip(read_.plan.bones, solved.rotations))
 
 
@@ -289,7 +297,7 @@ def solve_object(
     the solve left them).
     """
     kept = memory.of(obj)
-    kept.again = False
+    kept.again, kept.root_away = False, None
     refused = editable.editable(obj) or effector_goals.unusable_rig(obj, depsgraph)
     if refused:
         return show(obj.name, RigStatus(message=refused, ok=False)), None

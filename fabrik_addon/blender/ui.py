@@ -8,12 +8,13 @@ long panel. Status lines are wrapped to the region's width, so the whole message
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 import bpy
 from bpy.types import Panel, UIList
 
-from . import compare, integrity, pins, presets, retarget, rig, setup_ops
+from . import compare, integrity, memory, pins, presets, retarget, rig, setup_ops
 from . import root as moving_root
 from .status import DISABLED, statuses
 
@@ -435,6 +436,12 @@ class VIEW3D_PT_fabrik_root(FabrikSidebarPanel, Panel):
         problem = moving_root.problem(obj)
         if problem:
             draw_wrapped(layout, problem, room_for(context), 'ERROR', True)
+        kept = memory.get(obj.name)
+        away = kept.root_away if kept is not None and settings.root_mode != 'OFF' and settings.live else None
+        if away is not None:
+            units = context.scene.unit_settings
+            shift = bpy.utils.units.to_string(units.system, 'LENGTH', away[0] * units.scale_length, precision=3)
+            layout.label(text=f"Moved {shift}, turned {math.degrees(away[1]):.1f}°", icon='INFO')
 
 
 class VIEW3D_PT_fabrik_testing(FabrikSidebarPanel, Panel):

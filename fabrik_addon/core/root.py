@@ -37,7 +37,7 @@ from .problem import Goal
 from .quat import Quat
 from .vec import Vec
 
-__all__ = ["FREE", "MODES", "OUT_OF_REACH", "Branch", "Move", "Root", "carried", "place", "validate"]
+__all__ = ["FREE", "MODES", "OUT_OF_REACH", "Branch", "Move", "Root", "away", "carried", "place", "validate"]
 
 OUT_OF_REACH, FREE = "OUT_OF_REACH", "FREE"
 MODES = (OUT_OF_REACH, FREE)
@@ -47,6 +47,9 @@ STEPS = 30
 #: The share of a branch's reach the root leaves it short of straight: a chain pulled exactly straight is where
 #: the passes crawl (and a limb locked straight looks it).
 SLACK = 0.005
+#: The same for a branch that reached from home, which the root takes no nearer straight than this (or than it
+#: was): the passes slow down well before straight, and its reach is not what the move is for.
+HOLD_SLACK = 0.02
 
 
 class Move(NamedTuple):
@@ -115,11 +118,11 @@ def place(root: Root, branches: Sequence[Branch], tolerance: float) -> Move:
     pivot = home.apply(root.pivot)  # (the root's head at home: the shift and the turn are limited about it)
     bases = [vec.sub(home.apply(b.base), pivot) for b in branches]
     # A branch that reaches from home keeps reaching (no further from its target than it is, or than its reach
-    # short of straight): the root helps the others only as far as that allows.
+    # short of straight by HOLD_SLACK): the root helps the others only as far as that allows.
     holds = []
     for b in branches:
         far = vec.dist(b.target, home.apply(b.base))
-        holds.append(max(far, b.reach * (1.0 - SLACK)) if far <= b.reach else None)
+        holds.append(max(far, b.reach * (1.0 - HOLD_SLACK)) if far <= b.reach else None)
     shift, turn = (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)
     if root.mode == FREE and root.weight > 0.0:
         pulls = [vec.sub(b.target, home.apply(b.tip)) for b in branches]
@@ -185,6 +188,11 @@ def _held(
         if not back:
             break
     return shift
+
+
+def away(move: Move, home: Move) -> tuple[float, float]:
+    """How far a move takes the root from its home, and how far it turns it (radians)."""
+    return vec.dist(move.translation, home.translation), quat.angle_between(move.rotation, home.rotation)
 
 
 def _beyond(branch: Branch, base: Vec, reach: float | None = None) -> Vec:
