@@ -150,6 +150,79 @@ def test_a_rigify_human_metarig_takes_the_walk(tmp_path):
     assert beyond < 60  # (a few hand frames at most)
 
 
+def unreached_in_reach(rig, frames) -> tuple[list, int]:
+    """Over the frames, the effectors that missed a target their chain could reach (within its bones' length of
+    its base; a one-bone chain only on that sphere), and how many misses there were in all."""
+    scene = bpy.context.scene
+    missed, beyond = [], 0
+    for frame in frames:
+        scene.frame_set(frame)
+        shown = status.statuses[rig.name]
+        for i, message in shown.effectors.items():
+            if message.startswith("reached"):
+                continue
+            effector = rig.fabrik.effectors[i]
+            bones = [rig.pose.bones[effector.bone]]
+            while len(bones) < effector.chain_length:
+                bones.append(bones[-1].parent)
+            evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+            base = rig.matrix_world @ evaluated.pose.bones[bones[-1].name].head
+            reach = sum(b.length for b in bones)
+            far = (effector.target.matrix_world.translation - base).length
+            if (far <= reach - 1e-3) if len(bones) > 1 else abs(far - reach) <= 1e-3:
+                missed.append((frame, effector.name, message))
+            beyond += 1
+    return missed, beyond
+
+
+needs_bpy_5 = pytest.mark.skipif(
+    bpy.app.version < (5, 0, 0),
+    reason="after Rigify has generated a rig, the bpy 4.2 module crashes at interpreter exit; this runs on 5.0",
+)
+
+
+@needs_bpy_5
+def test_a_rig_rigify_generated_takes_the_walk_through_its_fk_controls(tmp_path):
+    """A rig Rigify generated from its human metarig: Map Bones takes its controls (the FK chains, the torso, the
+    neck), Retarget sets its arms' and legs' IK/FK switches to FK, so that the deforming bones follow the chains
+    FABRIK poses; every target a chain can reach is reached; taking the retarget away puts the switches back."""
+    import addon_utils
+
+    addon_utils.enable("rigify", default_set=True)
+    try:
+        bpy.ops.object.armature_human_metarig_add()
+        bpy.ops.pose.rigify_generate()
+    finally:
+        disable_rigify()
+    rig = bpy.data.objects["rig"]
+    bpy.ops.object.mode_set(mode='OBJECT')
+    clip = import_walk(tmp_path)
+    rig.fabrik.retarget_source = clip
+    assert retarget.map_bones(rig) == []
+    pairs = retarget.mapping(rig)
+    assert pairs["hips"] == ("Hips", "torso") and pairs["forearm.L"] == ("LeftForeArm", "forearm_fk.L")
+    assert pairs["shin.R"] == ("RightLeg", "shin_fk.R") and pairs["head"] == ("Head", "head")
+    switches = {name: rig.pose.bones[name]["IK_FK"] for name in ("upper_arm_parent.L", "thigh_parent.R")}
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.fabrik.retarget(bake=False) == {'FINISHED'}
+    assert rig.pose.bones["upper_arm_parent.L"]["IK_FK"] == 1.0 and rig.pose.bones["thigh_parent.R"]["IK_FK"] == 1.0
+    head = rig.fabrik.effectors["head"]
+    assert (head.bone, head.chain_length) == ("neck", 1)  # (the bones below it follow the torso's constraints)
+    missed, beyond = unreached_in_reach(rig, range(1, FRAMES + 1, 6))
+    assert not missed, missed[:4]
+    scene = bpy.context.scene
+    for frame in (5, 25):
+        scene.frame_set(frame)
+        evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get()).pose.bones
+        for side in "LR":  # the deforming bones end where the FK chains the solve posed end
+            for fk, deform in ((f"forearm_fk.{side}", f"DEF-forearm.{side}.001"), (f"shin_fk.{side}", f"DEF-shin.{side}.001")):
+                assert (evaluated[fk].tail - evaluated[deform].tail).length < 1e-4, (frame, fk)
+        foot = rig.fabrik.effectors["foot.L"]
+        assert status.statuses[rig.name].reached.get(list(rig.fabrik.effectors).index(foot)), frame
+    retarget.remove(rig)
+    assert {name: rig.pose.bones[name]["IK_FK"] for name in switches} == switches
+
+
 def test_retarget_leaves_the_animators_effectors_and_objects_alone(tmp_path):
     clip = import_walk(tmp_path)
     rig = stocky_rig()

@@ -48,6 +48,15 @@ SCHEMES = {
                expected({"shoulder": "shoulder.{side}", "upper_arm": "upper_arm.{side}", "forearm": "forearm.{side}",
                          "hand": "hand.{side}", "thigh": "thigh.{side}", "shin": "shin.{side}",
                          "foot": "foot.{side}"}, {"hips": "spine", "neck": "spine.004", "head": "spine.006"})),
+    "Rigify, generated": ([p + n for p in ("ORG-", "DEF-") for n in (
+        "spine", "spine.004", "spine.006", "upper_arm.L", "forearm.L", "thigh.L", "shin.L", "upper_arm.R",
+        "forearm.R", "thigh.R", "shin.R")] + ["root", "torso", "hips", "chest", "neck", "head", "MCH-ROT-head"] + [
+        f"{n}.{s}" for s in "LR" for n in ("shoulder", "upper_arm_fk", "forearm_fk", "hand_fk", "thigh_fk",
+                                           "shin_fk", "foot_fk", "upper_arm_ik", "hand_ik", "thigh_ik", "foot_ik",
+                                           "upper_arm_parent", "thigh_parent")],
+        expected({"shoulder": "shoulder.{side}", "upper_arm": "upper_arm_fk.{side}",
+                  "forearm": "forearm_fk.{side}", "hand": "hand_fk.{side}", "thigh": "thigh_fk.{side}",
+                  "shin": "shin_fk.{side}", "foot": "foot_fk.{side}"}, {"hips": "torso", "neck": "neck", "head": "head"})),
     "Unreal": (["root", "pelvis", "spine_01", "spine_02", "spine_03", "neck_01", "head", "clavicle_l", "upperarm_l",
                 "lowerarm_l", "hand_l", "clavicle_r", "upperarm_r", "lowerarm_r", "hand_r", "thigh_l", "calf_l",
                 "foot_l", "ball_l", "thigh_r", "calf_r", "foot_r", "ball_r"],

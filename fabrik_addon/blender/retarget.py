@@ -88,12 +88,12 @@ def refusal(obj) -> str | None:
                 if not _above(bones[top], hips):
                     return f"the {which}'s {upper}.{s} '{top}' does not hang from its hips '{hips}'"
         head = bones[pairs["head"][side]]
-        if side == 1 and (head.parent is None or not _above(head.parent, hips) or head.parent.name == hips):
+        neck = _head_effector(obj, pairs)[0] if side == 1 else None
+        if side == 1 and (neck is None or not _above(bones[neck], hips) or neck == hips):
             return f"the rig's head '{head.name}' does not hang by a neck from its hips '{hips}'"
-    chains = {pairs[role][1] for role in REQUIRED} | {obj.data.bones[pairs["head"][1]].parent.name}
+    chains = {pairs[role][1] for role in REQUIRED} | {_head_effector(obj, pairs)[0]}
     for name, (_, rig_bone) in pairs.items():
-        overriding = [c.name for c in obj.pose.bones[rig_bone].constraints
-                      if c.type in _OVERRIDING and not c.mute and c.name != HIPS_CONSTRAINT]
+        overriding = _overriding(obj.pose.bones[rig_bone])
         if overriding and rig_bone in chains:
             return (f"the rig's '{rig_bone}' ({name}) is moved by its constraint '{overriding[0]}', which would undo "
                     "the solve (a generated Rigify rig: map its FK bones instead of ORG/DEF)")
@@ -111,6 +111,8 @@ def refusal(obj) -> str | None:
 MADE = ("hand.L", "hand.R", "foot.L", "foot.R", "head")
 #: The custom property that marks what a retarget made.
 MARK = "fabrik_retarget"
+#: The rig's custom property that keeps the IK/FK switches a retarget set, with their values before.
+SWITCHES = "fabrik_retarget_switches"
 
 
 def _made(obj) -> bool:
@@ -121,6 +123,26 @@ def _made(obj) -> bool:
 #: Constraints that set a bone's transform outright: a solve written under them does not show.
 _OVERRIDING = {'COPY_TRANSFORMS', 'COPY_ROTATION', 'CHILD_OF', 'ARMATURE', 'IK', 'DAMPED_TRACK', 'TRACK_TO',
                'LOCKED_TRACK', 'STRETCH_TO'}
+
+
+def _overriding(pose_bone) -> list[str]:
+    """The constraints that set the bone's pose whatever its channels say (the retarget's own on the hips aside)."""
+    return [c.name for c in pose_bone.constraints if c.type in _OVERRIDING and not c.mute and c.name != HIPS_CONSTRAINT]
+
+
+def _head_effector(obj, pairs: dict) -> tuple[str | None, int]:
+    """The bone the head's effector pulls, and its chain's length: the first bone below the head that no constraint
+    overrides (its neck; on a rig Rigify generated, the neck control), its chain the bones from there down to the
+    hips, up to the first a constraint overrides."""
+    bone = obj.data.bones[pairs["head"][1]].parent
+    while bone is not None and _overriding(obj.pose.bones[bone.name]):
+        bone = bone.parent
+    if bone is None:
+        return None, 0
+    count, current, hips = 0, bone, pairs["hips"][1]
+    while current is not None and current.name != hips and not _overriding(obj.pose.bones[current.name]):
+        count, current = count + 1, current.parent
+    return bone.name, count
 
 
 def _above(bone, name: str) -> bool:
@@ -215,15 +237,6 @@ def _effector(obj, name: str, bone: str, chain_length: int, target, pole=None, p
     return effector
 
 
-def _chain_to(obj, bone: str, above: str) -> int:
-    """How many bones from `bone` up to (not counting) `above`; at most the whole way to the root."""
-    count, current = 0, obj.data.bones[bone]
-    while current is not None and current.name != above:
-        count += 1
-        current = current.parent
-    return count
-
-
 def setup(obj, scene) -> list:
     """Make the rig follow its clip (see the module); the effectors made, hands and feet first. Where it fails
     half way, what it made goes again."""
@@ -268,12 +281,25 @@ def _set_up(obj, scene) -> list:
             pole, angle = _pole(obj, collection, riding, (clip_upper, clip_lower), (rig_upper, rig_lower), space,
                                 f"{limb}.{side}")
             made.append(_effector(obj, f"{limb}.{side}", rig_lower, 2, target, pole, angle))
-    clip_head, rig_head = pairs["head"]
-    head_target = _follower("Retarget head", collection, scaled, source, clip_head)
-    rig_neck = obj.data.bones[rig_head].parent
+    head_target = _follower("Retarget head", collection, scaled, source, pairs["head"][0])
     # (the head's chain runs down the spine to the hips: the clip's head is reached by bending it)
-    made.append(_effector(obj, "head", rig_neck.name, _chain_to(obj, rig_neck.name, pairs["hips"][1]), head_target))
+    made.append(_effector(obj, "head", *_head_effector(obj, pairs), head_target))
+    _switch_to_fk(obj, pairs)
     return made
+
+
+def _switch_to_fk(obj, pairs: dict) -> None:
+    """On a rig Rigify generated, its limbs' IK/FK switches at FK, so that the FK chains the effectors pull pose
+    the deforming bones; each switch's value before is kept on the rig (`remove` puts it back)."""
+    kept = {}
+    for role in ("upper_arm.L", "upper_arm.R", "thigh.L", "thigh.R"):
+        name = pairs[role][1]
+        switch = obj.pose.bones.get(name.replace("_fk", "_parent")) if "_fk" in name else None
+        if switch is not None and "IK_FK" in switch.keys():
+            kept.setdefault(switch.name, float(switch["IK_FK"]))
+            switch["IK_FK"] = 1.0
+    if kept:
+        obj[SWITCHES] = {**dict(obj.get(SWITCHES, {})), **{k: v for k, v in kept.items() if k not in obj.get(SWITCHES, {})}}
 
 
 def _middle(obj, pairs: dict, side: int) -> Vector:
@@ -373,3 +399,8 @@ def remove(obj) -> None:
         constraint = bone.constraints.get(HIPS_CONSTRAINT)
         if constraint is not None:
             bone.constraints.remove(constraint)
+    for name, value in dict(obj.get(SWITCHES, {})).items():
+        if name in obj.pose.bones:
+            obj.pose.bones[name]["IK_FK"] = value
+    if SWITCHES in obj.keys():
+        del obj[SWITCHES]

@@ -5,7 +5,8 @@ Captured clips and rigs name the same bones differently: BVH's
 Hips/LeftUpLeg/LeftLeg (CMU, Mixamo), MotionBuilder's LeftHip/LeftKnee/
 LeftAnkle with a LeftCollar (each bone named for the joint at its head),
 Rigify's thigh.L/shin.L with ORG-/DEF- copies and spine.004/spine.006 for
-neck and head, Unreal's thigh_l/calf_l/upperarm_l, Rokoko's LeftThigh/
+neck and head (a rig Rigify generated is posed by its controls instead: its
+FK bones, the torso that carries the body, its neck and head), Unreal's thigh_l/calf_l/upperarm_l, Rokoko's LeftThigh/
 LeftShin, Character Creator's CC_Base_ prefixes and namespaces such as
 mixamorig:. A name is read as a side (left, right or none) and a part;
 where several bones take one role, the plainest name wins (no mechanism
@@ -47,6 +48,15 @@ _JOINT_WORDS = {"collar": "shoulder", "shoulder": "upper_arm", "elbow": "forearm
                 "hip": "thigh", "knee": "shin", "ankle": "foot"}
 #: Rigify's spine: its first bone is the hips, the fifth the neck, the seventh the head.
 _RIGIFY_SPINE = {"spine": "hips", "spine.004": "neck", "spine.006": "head"}
+#: A rig Rigify generated: the controls that pose each part (its torso carries the whole body; the limbs' FK
+#: chains, which its IK/FK switch at FK hands to the deforming bones).
+_RIGIFY_CONTROLS = {
+    "hips": "torso", "neck": "neck", "head": "head",
+    **{f"{part}.{side}": f"{bone}.{side}" for side in "LR" for part, bone in (
+        ("shoulder", "shoulder"), ("upper_arm", "upper_arm_fk"), ("forearm", "forearm_fk"), ("hand", "hand_fk"),
+        ("thigh", "thigh_fk"), ("shin", "shin_fk"), ("foot", "foot_fk"),
+    )},
+}
 
 
 def _read(name: str) -> tuple[str | None, str, int]:
@@ -86,6 +96,9 @@ def role_of(name: str, joint_named: bool = False, rigify: bool = False) -> str |
 
 def roles_of(names: Sequence[str]) -> dict[str, str]:
     """Each role's bone among the names (roles no name takes are left out)."""
+    present = set(names)
+    if {"torso", "upper_arm_fk.L", "thigh_fk.L"} <= present:  # (a rig Rigify generated: its controls)
+        return {role: bone for role, bone in _RIGIFY_CONTROLS.items() if bone in present}
     joint_named = any(_read(name)[1] == "collar" for name in names)
     rigify = any(_read(name)[1] == "spine.006" for name in names)
     found: dict[str, tuple[tuple[int, int, int], str]] = {}
