@@ -175,6 +175,56 @@ def unreached_in_reach(rig, frames) -> tuple[list, int]:
     return missed, beyond
 
 
+def fbx_walk(folder):
+    """The walk as an FBX clip: the BVH written and imported (`import_walk`), exported with Blender's bundled FBX
+    exporter and imported again with its importer (the BVH armature removed)."""
+    import addon_utils
+
+    clip = import_walk(folder)
+    addon_utils.enable("io_scene_fbx", default_set=True)
+    try:
+        for obj in bpy.context.view_layer.objects:
+            obj.select_set(obj == clip)
+        bpy.context.view_layer.objects.active = clip
+        path = str(folder / "walk.fbx")
+        assert bpy.ops.export_scene.fbx(filepath=path, use_selection=True, object_types={'ARMATURE'},
+                                        bake_anim=True, add_leaf_bones=False) == {'FINISHED'}
+        bpy.data.objects.remove(clip)
+        before = set(bpy.data.objects)
+        assert bpy.ops.import_scene.fbx(filepath=path) == {'FINISHED'}
+    finally:
+        addon_utils.disable("io_scene_fbx", default_set=True)
+    return next(obj for obj in bpy.data.objects if obj not in before and obj.type == 'ARMATURE')
+
+
+def test_an_fbx_clip_is_retargeted_as_its_bvh_is(tmp_path):
+    """The same walk as FBX (through Blender's bundled exporter and importer): mapped, every reachable target
+    reached, and the rig's hips moving as the BVH clip moves them."""
+    (tmp_path / "bvh").mkdir()
+    (tmp_path / "fbx").mkdir()
+    _, from_bvh = retargeted(tmp_path / "bvh", bake=False, find_contacts=False)
+    clip = fbx_walk(tmp_path / "fbx")
+    rig = stocky_rig()
+    rig.fabrik.retarget_source = clip
+    assert retarget.map_bones(rig) == [] and retarget.refusal(rig) is None
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.fabrik.retarget(bake=False, find_contacts=False) == {'FINISHED'}
+    missed, _ = unreached_in_reach(rig, range(1, FRAMES + 1, 6))
+    assert not missed, missed[:4]
+    scene = bpy.context.scene
+    hips = {}
+    for frame in (1, 3, 30):
+        scene.frame_set(frame)
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        hips[frame] = [r.evaluated_get(depsgraph).matrix_world @ r.evaluated_get(depsgraph).pose.bones["pelvis"].head
+                       for r in (from_bvh, rig)]
+    # (each clip's rest pose stands where the rig does: the BVH importer's at the first frame's hips, the FBX
+    # exporter's at the skeleton's own offsets; the motion from there is the same)
+    for frame in (3, 30):
+        moved = [hips[frame][k] - hips[1][k] for k in (0, 1)]
+        assert moved[0].length > 0.01 and (moved[0] - moved[1]).length < 1e-3, (frame, moved)
+
+
 needs_bpy_5 = pytest.mark.skipif(
     bpy.app.version < (5, 0, 0),
     reason="after Rigify has generated a rig, the bpy 4.2 module crashes at interpreter exit; this runs on 5.0",
