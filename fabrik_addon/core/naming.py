@@ -3,7 +3,8 @@
 
 Captured clips and rigs name the same bones differently: BVH's
 Hips/LeftUpLeg/LeftLeg (CMU, Mixamo), MotionBuilder's LeftHip/LeftKnee/
-LeftAnkle with a LeftCollar (each bone named for the joint at its head),
+LeftAnkle, with or without a LeftCollar (each bone named for the joint at its
+head), side letters with or without a separator (hand.L, HandL),
 Rigify's thigh.L/shin.L with ORG-/DEF- copies and spine.004/spine.006 for
 neck and head (a rig Rigify generated is posed by its controls instead: its
 FK bones, the torso that carries the body, its neck and head), Unreal's thigh_l/calf_l/upperarm_l, Rokoko's LeftThigh/
@@ -29,6 +30,8 @@ LIMB_ROLES = {f"{limb}.{side}": (f"{upper}.{side}", f"{lower}.{side}")
 
 _PREFIX = re.compile(r"^(?:.*[:|])?(?:(?P<mechanism>ORG|DEF|MCH)[-_.])?(?:CC_Base_|Bip0*1[ _]|b_)?", re.IGNORECASE)
 _SIDE_SUFFIX = re.compile(r"(?:[._\- ](?P<side>l|r|left|right))$", re.IGNORECASE)
+#: A side letter written straight after a lowercase word ("HandL", "UpperArmR").
+_SIDE_LETTER = re.compile(r"(?<=[a-z])(?P<side>L|R)$")
 _SIDE_PREFIX = re.compile(r"^(?P<side>left|right)(?=[A-Z_ .\-]|$)|^(?P<short>L|R)(?=[A-Z_ .\-])", re.IGNORECASE)
 
 #: A part by the words names use for it (lowercase, without separators), for a sided bone and for one in the
@@ -67,7 +70,7 @@ def _read(name: str) -> tuple[str | None, str, int]:
     rank = {"": 0, "ORG": 1, "DEF": 2, "MCH": 3}[mechanism]
     stem = name[match.end():]
     side = None
-    suffix = _SIDE_SUFFIX.search(stem)
+    suffix = _SIDE_SUFFIX.search(stem) or _SIDE_LETTER.search(stem)
     if suffix:
         side = suffix.group("side")[0].upper()
         stem = stem[: suffix.start()]
@@ -99,7 +102,8 @@ def roles_of(names: Sequence[str]) -> dict[str, str]:
     present = set(names)
     if {"torso", "upper_arm_fk.L", "thigh_fk.L"} <= present:  # (a rig Rigify generated: its controls)
         return {role: bone for role, bone in _RIGIFY_CONTROLS.items() if bone in present}
-    joint_named = any(_read(name)[1] == "collar" for name in names)
+    # (joint-named: a collar, or the words of joints that name no bone elsewhere)
+    joint_named = any(_read(name)[1] in ("collar", "elbow", "knee", "wrist", "ankle") for name in names)
     rigify = any(_read(name)[1] == "spine.006" for name in names)
     found: dict[str, tuple[tuple[int, int, int], str]] = {}
     for order, name in enumerate(names):
