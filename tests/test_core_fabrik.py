@@ -132,6 +132,21 @@ def test_target_exactly_on_the_root_of_a_straight_chain():
     assert report.max_error < 1e-3
 
 
+@pytest.mark.parametrize("bones", [2, 3, 5])
+def test_a_chain_straight_but_for_its_last_bone_bends_for_a_target_on_its_line(bones):
+    """Every joint on the line from the base to the target but the tip: the passes alone would keep them there
+    (the tip's own place does not count, the forward pass puts it on the target), so the chain starts bent."""
+    from fabrik_addon.core import skeleton_from_points
+
+    heads = [(0.3 * i, 0.0, 0.0) for i in range(bones)]
+    tails = heads[1:] + [(0.3 * bones, 0.02, 0.0)]
+    skeleton = skeleton_from_points([-1] + list(range(bones - 1)), heads, tails)
+    target = (0.3 * bones - 0.05, 0.0, 0.0)
+    pose, report = solve(skeleton, [Goal(bones - 1, target)], settings=SolveSettings(max_iterations=100))
+    assert report.converged and report.iterations < 30, report
+    np.testing.assert_allclose(pose.tails[-1], target, atol=1e-4)
+
+
 # Subnormal weights (5e-324) make the centroid below meaningless (w * p rounds to 0 or to w), not the solver.
 @PROPERTY
 @given(st.floats(0.0, 5.0, allow_subnormal=False), st.floats(0.0, 5.0, allow_subnormal=False), st.integers(0, 2**32 - 1))

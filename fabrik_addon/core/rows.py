@@ -329,17 +329,17 @@ def _settle_two_bones(joints: JointRows, target: np.ndarray, length: np.ndarray,
 
 
 def straight_at(joints: JointRows, chain: Sequence[int], target: np.ndarray, tolerance: float) -> np.ndarray:
-    """Per frame, whether a chain (tip first) lies straight with its target (3, F) on its line and further than
-    `tolerance` from its tip: FABRIK's degenerate case, where no pass can bend it (1e-5 of its length counts as
-    on the line)."""
+    """Per frame, whether a chain (tip first) lies straight but for its tip with its target (3, F) on its line and
+    further than `tolerance` from its tip: FABRIK's degenerate case, where no pass can bend it (1e-5 of its length
+    counts as on the line)."""
     heads, tails = joints.heads, joints.tails
     top = chain[-1]
     base = heads[top]
-    axis = tails[chain[0]] - base
+    axis = tails[chain[1]] - base  # (the line through the joints above the tip, as `fabrik.bend_if_straight_at`)
     length = np.sqrt((axis * axis).sum(axis=0))
     straight = length >= EPSILON
     axis = axis * (1.0 / np.where(straight, length, 1.0))
-    for point in [tails[k] for k in chain] + [target]:
+    for point in [tails[k] for k in chain[2:]] + [target]:
         d = point - base
         off = d - axis * (d * axis).sum(axis=0)
         straight &= np.sqrt((off * off).sum(axis=0)) <= 1e-5 * length
@@ -351,23 +351,25 @@ def _bend_if_straight_at(
     tree: MovingTree, joints: JointRows, chain: tuple[int, ...], target: np.ndarray, tolerance: float
 ) -> None:
     """Where a chain is straight with its target on its own line (off its tip), bend it as
-    `fabrik.bend_if_straight_at` does: the whole branch below the chain's first bone turns 0.2 rad about the joint
-    it hangs from, about the first bone's X axis where frames are carried, else a fixed perpendicular."""
+    `fabrik.bend_if_straight_at` does: the whole branch below the chain's first bone (of two bones, the chain)
+    turns 0.2 rad about the joint it hangs from, about the first bone's X axis where frames are carried, else a
+    fixed perpendicular."""
     if len(chain) < 2:
         return
     columns = np.flatnonzero(straight_at(joints, chain, target, tolerance))
     if not len(columns):
         return
     top = chain[-1]
-    hinge = joints.heads[chain[-2]][:, columns]
+    pivot = chain[-1] if len(chain) == 2 else chain[-2]  # (two bones turn about the base, as alone)
+    hinge = joints.heads[pivot][:, columns]
     if joints.frames is not None:
         axis = quat_rows.x_axis(joints.frames[top][:, columns])
     else:
-        line = joints.tails[chain[0]][:, columns] - joints.heads[top][:, columns]
+        line = joints.tails[chain[1]][:, columns] - joints.heads[top][:, columns]
         axis = matrix_rows.any_perpendicular((line / np.sqrt((line * line).sum(axis=0))).T).T
     half = 0.1  # half of the 0.2 rad bend
     turn = np.concatenate((np.full((1, len(columns)), np.cos(half)), axis * np.sin(half)))
-    for k in tree.subtree(chain[-2]):
+    for k in tree.subtree(pivot):
         joints.heads[k][:, columns] = hinge + quat_rows.rotate(turn, joints.heads[k][:, columns] - hinge)
         joints.tails[k][:, columns] = hinge + quat_rows.rotate(turn, joints.tails[k][:, columns] - hinge)
         if joints.frames is not None:
