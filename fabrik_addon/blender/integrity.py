@@ -143,6 +143,12 @@ def follow_renames(obj, full: bool = False) -> list[str]:
             now = _follow(record.bone_ref, record.bone, obj.data.bones, full)
             if now is not None and now != record.bone:
                 record.bone = now
+    settings = obj.fabrik
+    if settings.root_bone:
+        now = _follow(settings.root_bone_ref, settings.root_bone, obj.data.bones, full)
+        if now is not None and now != settings.root_bone:
+            changes.append(f"the Root bone '{settings.root_bone}' is now '{now}'")
+            settings.root_bone = now
     return changes
 
 
@@ -160,8 +166,16 @@ def _all_there(obj) -> bool:
 
 
 def _records_there(obj, bones) -> bool:
-    """Whether every bone the records of converted constraints name is among these bones."""
-    return all(not record.bone or record.bone in bones for record in obj.fabrik.converted)
+    """Whether every bone the records of converted constraints and the Root name is among these bones."""
+    root = obj.fabrik.root_bone
+    return (not root or root in bones) and all(not record.bone or record.bone in bones for record in obj.fabrik.converted)
+
+
+def remember_root(obj) -> None:
+    """Note where the Root bone sits now (so a rename is followed)."""
+    name = obj.fabrik.root_bone
+    if name and name in obj.data.bones:
+        _note(obj.fabrik.root_bone_ref, obj.data.bones[name], obj.data.bones.find(name))
 
 
 def remember_bones(obj, effector) -> None:

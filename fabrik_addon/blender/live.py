@@ -43,6 +43,7 @@ from bpy.app.handlers import persistent
 
 from ..core import Goal
 from . import animdata, effector_values, goals as effector_goals, held, integrity, memory, pins, rig, solve
+from . import root as moving_root
 from .channels import PoseRead, hung_frames, read_pose
 from .effector_values import EffectorValues, comparable
 from .floor import plane as floor_plane
@@ -106,7 +107,7 @@ def _inputs_of(obj, depsgraph) -> tuple[tuple, list[EffectorValues]]:
         id(rig.skeleton_of(obj)),
         settings.root_mode, settings.root_bone, *map(effector_values.same_if_nan, (
             settings.root_weight, settings.root_distance, settings.root_angle,
-        )),
+        )), moving_root.inputs(obj),
         comparable(_world_or_none(settings.floor, "", depsgraph)),  # (last: `_reused` puts this frame's there)
     ]
     for value in values:

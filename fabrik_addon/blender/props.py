@@ -69,6 +69,14 @@ def _bone_changed(effector, context) -> None:
     _setting_changed(effector, context)
 
 
+def _root_bone_changed(settings, context) -> None:
+    """The Root bone set: note where it sits, so its renames are followed."""
+    from . import integrity
+
+    integrity.remember_root(settings.id_data)
+    _setting_changed(settings, context)
+
+
 def _target_changed(effector, context) -> None:
     """A new target replaces one that was deleted: the note of the deleted one goes."""
     if effector.target is not None and effector.lost_target:
@@ -351,8 +359,10 @@ class FabrikSettings(PropertyGroup):
         name="Root Bone",
         description="The bone that moves (the hips, say); empty: the top bone above the first effector's chain. "
         "It must not be in an effector's chain",
-        update=_setting_changed,
+        update=_root_bone_changed,
     )
+    # Kept up to date by `integrity.follow_renames`: where the Root bone was, so its renames are followed.
+    root_bone_ref: PointerProperty(type=FabrikBoneRef)
     root_weight: FloatProperty(
         name="Weight", default=0.5, min=0.0, max=1.0, subtype='FACTOR',
         description="Free: how much of the effectors' pull the root follows (their branch weights weigh them; "

@@ -23,7 +23,7 @@ from ..core.quat import Quat
 from . import held, rig
 from .channels import usable_frame
 
-__all__ = ["bone_of", "channel_values", "let_go", "problem", "read", "top_bone", "write"]
+__all__ = ["bone_of", "channel_values", "inputs", "let_go", "problem", "read", "top_bone", "usable", "write"]
 
 
 def bone_of(obj, skeleton, goals) -> str | None:
@@ -48,23 +48,66 @@ def top_bone(obj) -> str | None:
     return None
 
 
-def problem(obj) -> str | None:
-    """Why the rig's Root settings cannot be used, or None."""
+def problem(obj, name: str | None = None) -> str | None:
+    """Why the rig's Root settings (with `name`, that bone as its Root) cannot be used, or None."""
     settings = obj.fabrik
     if settings.root_mode == 'OFF':
         return None
-    if settings.root_bone and settings.root_bone not in obj.pose.bones:
-        return f"the Root bone '{settings.root_bone}' is not in '{obj.name}' (renamed or deleted?): choose it again"
+    name = name or settings.root_bone
+    if name and name not in obj.pose.bones:
+        return f"the Root bone '{name}' is not in '{obj.name}' (renamed or deleted?): choose it again"
     values = (settings.root_weight, settings.root_distance, settings.root_angle)
     if not all(math.isfinite(v) for v in values):
         return "the Root's weight, distance and angle must be numbers"
-    bone = obj.data.bones.get(settings.root_bone) if settings.root_bone else None
-    if bone is not None and bone.use_connect and settings.root_distance > 0.0:
+    if not name:
+        return None
+    bone, pose_bone = obj.data.bones[name], obj.pose.bones[name]
+    if bone.use_connect and settings.root_distance > 0.0:
         return (
-            f"the Root bone '{bone.name}' is connected to its parent, so Blender does not move it: choose a bone "
+            f"the Root bone '{name}' is connected to its parent, so Blender does not move it: choose a bone "
             "that is not, or set Distance to 0 to let it turn only"
         )
+    if not bone.use_local_location and settings.root_distance > 0.0:
+        return f"the Root bone '{name}' has Local Location off: turn it on (Bone > Relations) to let it move"
+    acting = [c.name for c in pose_bone.constraints if not c.mute and c.influence > 0.0]
+    if acting:
+        return (
+            f"the Root bone '{name}' has the constraint '{acting[0]}', which would move it after the solve: mute "
+            "it, or choose another bone"
+        )
     return None
+
+
+def inputs(obj) -> tuple:
+    """What of the rig besides its settings decides whether its Root can move (for live solving's check whether
+    anything it reads changed): the Root bone's connection, Local Location and constraints."""
+    settings = obj.fabrik
+    if settings.root_mode == 'OFF':
+        return ()
+    bone = obj.data.bones.get(settings.root_bone or top_bone(obj) or "")
+    if bone is None:
+        return (None,)
+    constraints = obj.pose.bones[bone.name].constraints
+    return (bone.name, bone.use_connect, bone.use_local_location,
+            tuple((c.type, c.mute, c.influence) for c in constraints))
+
+
+def usable(obj, plan, goals) -> tuple[str | None, str | None]:
+    """The root that moves for these goals on the rig's plan, or None; and why a Root that is on does not (its
+    settings, a bone in a chain, no chain below it), or None."""
+    name = bone_of(obj, plan.skeleton, goals)
+    if name is None:
+        return None, None
+    refused = problem(obj, name)
+    if refused:
+        return None, refused
+    try:
+        below = plan.below(plan.skeleton.index(name))
+    except ValueError as exc:
+        return None, str(exc)
+    if not any(below):
+        return None, f"no effector's chain hangs from the Root bone '{name}', so it does not move"
+    return name, None
 
 
 def read(obj, skeleton, name: str, depsgraph=None) -> core_root.Root:
@@ -129,7 +172,8 @@ def write(obj, name: str | None, values: tuple | None, hold: bool = True) -> Non
 
 def let_go(obj, keep: str | None = None) -> bool:
     """Give every root moved before (but `keep`) the animator's channel values back, where they still hold what
-    was written, and stop holding them; whether a channel changed."""
+    was written (each component alone: one may be keyed and the others not), and stop holding them; whether a
+    channel changed."""
     stored = held.held_bones(obj)
     if not len(stored) or not stored.column("moved").any():
         return False
@@ -139,32 +183,41 @@ def let_go(obj, keep: str | None = None) -> bool:
             continue
         pose_bone = obj.pose.bones.get(entry.name)
         if pose_bone is not None:
-            if held.same(pose_bone.location, entry.written_location):
-                pose_bone.location, changed = entry.fk_location, True
             channel, size = rig.rotation_channel(pose_bone.rotation_mode)
-            if pose_bone.rotation_mode == entry.mode and held.same(getattr(pose_bone, channel), entry.written_turn[:size]):
-                setattr(pose_bone, channel, entry.fk_turn[:size])
-                changed = True
+            kinds = [("location", entry.written_location, entry.fk_location)]
+            if pose_bone.rotation_mode == entry.mode:
+                kinds.append((channel, entry.written_turn[:size], entry.fk_turn[:size]))
+            for name, written, fk in kinds:
+                now = tuple(getattr(pose_bone, name))
+                back = _under(now, written, fk)
+                if back != now:
+                    setattr(pose_bone, name, back)
+                    changed = True
         entry.moved = False
     return changed
 
 
+def _under(now, written, fk) -> tuple[float, ...]:
+    """A channel's value with each component that still holds what was written given its held value back."""
+    return tuple(f if held.same((n,), (w,)) else n for n, w, f in zip(now, written, fk))
+
+
 def _animator_values(obj, pose_bone, depsgraph=None) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The root's location and rotation as the animator has them this frame: the channels' own, or where they
-    still hold what live solving wrote, the values held under them (or what their keys give this frame)."""
+    """The root's location and rotation as the animator has them this frame: the channels' own, or, component by
+    component, where they still hold what live solving wrote, the values held under them (or what their keys give
+    this frame)."""
     location, turn = tuple(pose_bone.location), _rotation(pose_bone)
     entry = held.held_bones(obj).get(pose_bone.name)
     if entry is None or not entry.moved:
         return location, turn
-    keyed = None
     channel, size = rig.rotation_channel(pose_bone.rotation_mode)
-    if held.same(location, entry.written_location):
-        keyed = held._keyed_channels(obj, depsgraph)
-        location = entry.fk_location if not keyed else held._animated(keyed, pose_bone.name, "location", entry.fk_location)
-    if pose_bone.rotation_mode == entry.mode and held.same(turn, entry.written_turn[:size]):
-        keyed = held._keyed_channels(obj, depsgraph) if keyed is None else keyed
-        turn = entry.fk_turn[:size]
-        turn = turn if not keyed else held._animated(keyed, pose_bone.name, channel, turn)
+    location = _under(location, entry.written_location, entry.fk_location)
+    if pose_bone.rotation_mode == entry.mode:
+        turn = _under(turn, entry.written_turn[:size], entry.fk_turn[:size])
+    keyed = held._keyed_channels(obj, depsgraph)
+    if keyed:
+        location = held._animated(keyed, pose_bone.name, "location", location)
+        turn = held._animated(keyed, pose_bone.name, channel, turn)
     return tuple(location), tuple(turn)
 
 

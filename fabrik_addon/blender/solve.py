@@ -68,8 +68,10 @@ class Read:
     limit_problems: list[str]
     #: IK stretch: per bone whose scale a stretch may set, whether it inherits its parent's scale in Blender.
     inherits_scale: dict[int, bool]
-    #: The root that moves (`root`), where the rig's Root is on: its bone's name.
+    #: The root that moves (`root`), where the rig's Root is on: its bone's name; and why a Root that is on does
+    #: not move (the rig is solved with it where it stands).
     root: str | None = None
+    root_problem: str | None = None
     _start: object = None
 
     def start(self):
@@ -157,25 +159,24 @@ def read(
     # (`goals.usable_goals`); a bake solves them from the whole pose, and leaves what is not finite unkeyed)
     fixed = hung_frames(obj, skeleton, plan.tree, plan.local)
     solve_settings = settings_of(obj, start is not None, rig_size(plan))
-    root_name = moving_root.bone_of(obj, skeleton, goals)
+    # (a Root that cannot move is said, and the rig solved as if it were off: the chains fit where it stands)
+    root_name, root_problem = moving_root.usable(obj, plan, goals)
     try:
         plane = floor_plane(obj, depsgraph)
-        if root_name is not None:
-            refused = moving_root.problem(obj)
-            if refused:
-                raise ValueError(refused)
-            plan.below(skeleton.index(root_name))  # (a root in a chain is refused before anything moves)
-            moving = moving_root.read(obj, skeleton, root_name, depsgraph)
-            solve_settings = replace(solve_settings, root=moving)
     except ValueError as exc:  # (`goals.unusable_rig` says so before anything is read; a script may not ask)
         result.message, result.ok = str(exc), False
         return None, result
+    if root_name is not None:
+        try:
+            solve_settings = replace(solve_settings, root=moving_root.read(obj, skeleton, root_name, depsgraph))
+        except ValueError as exc:
+            root_name, root_problem = None, str(exc)
     return Read(
         obj, gathered, goals, began, plan, replace(solve_settings, floor=plane), read_channels_, fk,
         translations, fixed, start, effector_goals.influences(obj, depsgraph, plan.tree, used), pose,
         rig.limit_problems(obj),
         rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)) if plan.stretch else {},
-        root_name,
+        root_name, root_problem,
     ), result
 
 
@@ -207,6 +208,8 @@ def status_of(read_: Read, solved: Solution, result: RigStatus) -> RigStatus:
         )
         if read_.influence is not None:
             say_influence(result, read_.influence)
+        if read_.root_problem:
+            result.ok, result.message = False, f"{read_.root_problem}; {result.message}"
         return result
 
     deferred = DeferredStatus(words)
@@ -311,7 +314,11 @@ def solve_object(
         moving = plan_for(skeleton, gathered.goals, obj.fabrik.solver).bones if gathered.goals else []
         released = release_others(obj, {skeleton.names[b] for b in moving})
         # (a root no longer moving goes back first: the chains hang from where it goes)
-        released = moving_root.let_go(obj, keep=moving_root.bone_of(obj, skeleton, gathered.goals)) or released
+        if gathered.goals:
+            plan = plan_for(skeleton, gathered.goals, obj.fabrik.solver)
+            released = moving_root.let_go(obj, keep=moving_root.usable(obj, plan, gathered.goals)[0]) or released
+        else:
+            released = moving_root.let_go(obj) or released
         if released:
             pose.forget()  # (channels given back: what was read of them is not what they hold)
     read_, result = read(obj, depsgraph, gathered, pose)

@@ -433,7 +433,7 @@ class VIEW3D_PT_fabrik_root(FabrikSidebarPanel, Panel):
         weight.prop(settings, "root_weight", slider=True)
         column.prop(settings, "root_distance")
         column.prop(settings, "root_angle")
-        problem = moving_root.problem(obj)
+        problem = moving_root.problem(obj, settings.root_bone or moving_root.top_bone(obj))
         if problem:
             draw_wrapped(layout, problem, room_for(context), 'ERROR', True)
         kept = memory.get(obj.name)
