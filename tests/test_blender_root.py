@@ -15,7 +15,7 @@ import pytest
 from mathutils import Vector
 
 from blender_scenes import RecordingLayout, rigbuild, tip_world
-from fabrik_addon.blender import live, status
+from fabrik_addon.blender import animdata, live, status
 from walk_clip import stocky_rig
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")
@@ -133,8 +133,8 @@ def test_the_animators_hips_keys_stay_and_root_off_or_live_off_gives_them_back()
     for frame in FRAMES:
         pelvis.location = (0.0, 0.005 * frame, 0.0)  # (the pelvis's Y is up: keyed rising)
         pelvis.keyframe_insert("location", frame=frame)
-    keys = [tuple(k.co) for fc in rig.animation_data.action.fcurves for k in fc.keyframe_points] if hasattr(
-        rig.animation_data.action, "fcurves") else None
+    keys = keyed(rig)
+    assert len(keys) == 3 * len(FRAMES)
     scene = bpy.context.scene
     rig.fabrik.live = True
     for frame in (3, 9, 15):
@@ -150,8 +150,33 @@ def test_the_animators_hips_keys_stay_and_root_off_or_live_off_gives_them_back()
     rig.fabrik.live = False
     assert tuple(pelvis.location) == pytest.approx((0.0, 0.075, 0.0), abs=1e-6)
     assert tuple(pelvis.rotation_quaternion) == pytest.approx((1.0, 0.0, 0.0, 0.0), abs=1e-6)
-    if keys is not None:
-        assert keys == [tuple(k.co) for fc in rig.animation_data.action.fcurves for k in fc.keyframe_points]
+    assert keyed(rig) == keys  # the animator's keys are as they were
+
+
+def keyed(rig) -> list:
+    """Every key of the rig's action (its channels, layered or not), in order."""
+    return [(fc.data_path, fc.array_index, tuple(k.co)) for fc in animdata.fcurves(rig) for k in fc.keyframe_points]
+
+
+def test_a_partly_keyed_root_keeps_its_keyed_place_as_its_home():
+    """Only the pelvis's height keyed: the other components hold what live solving wrote, the keyed one its key;
+    frame after frame the move stays within Distance of the animator's place (it does not build up), and live
+    solving off gives the animator's values back."""
+    rig, feet, hand = body(live=False)
+    hand.location = (2.14, -1.5, 1.0)  # (far beyond the arm: the pelvis goes as far as it may)
+    rig.fabrik.root_distance = 0.1
+    pelvis = rig.pose.bones["pelvis"]
+    for frame in FRAMES:
+        pelvis.location = (0.0, 0.002 * frame, 0.0)  # (its Y is up)
+        pelvis.keyframe_insert("location", index=1, frame=frame)
+    rig.fabrik.live = True
+    scene = bpy.context.scene
+    for frame in range(1, 11):
+        scene.frame_set(frame)
+        home = Vector((0.0, 0.002 * frame, 0.0))
+        assert (Vector(pelvis.location) - home).length == pytest.approx(0.1, abs=1e-4), frame
+    rig.fabrik.live = False
+    assert tuple(pelvis.location) == pytest.approx((0.0, 0.02, 0.0), abs=1e-6)
 
 
 def test_the_bake_keys_the_hips_and_plays_back_what_live_showed():
@@ -307,3 +332,74 @@ def test_the_root_panel_shows_its_settings_how_far_the_root_moved_and_what_is_wr
     bpy.context.view_layer.update()
     _, text = drawn_root_panel(rig)
     assert "the Root bone 'hips' is not in 'Stocky'" in text and "Moved" not in text
+
+
+def root_keys(rig) -> set[str]:
+    """The data paths of the pelvis's keys in the rig's action."""
+    collection = animdata.fcurves(rig)
+    return set() if collection is None else {fc.data_path for fc in collection if '"pelvis"' in fc.data_path}
+
+
+def test_the_bake_keys_the_root_only_where_it_moves_and_was_asked_for():
+    """Chains: the pelvis's location and rotation are keyed with them (and counted); selected bones without the
+    pelvis: not keyed, though it moved live; a Root that moves nowhere (Distance and Angle 0, or refused): not
+    keyed."""
+    rig, feet, hand = body()
+    scene = bpy.context.scene
+    assert bpy.ops.fabrik.bake(frame_start=1, frame_end=3) == {'FINISHED'}
+    assert root_keys(rig) == {'pose.bones["pelvis"].location', 'pose.bones["pelvis"].rotation_quaternion'}
+    rig.animation_data_clear()
+    bpy.ops.object.mode_set(mode='POSE')
+    for pose_bone in rig.pose.bones:
+        animdata.set_selected(pose_bone, pose_bone.name in ("upperarm_l", "lowerarm_l"))
+    rig.fabrik.live = True
+    assert bpy.ops.fabrik.bake(frame_start=1, frame_end=3, bones='SELECTED') == {'FINISHED'}
+    assert root_keys(rig) == set()
+    for setting, value in (("root_distance", 0.0), ("root_bone", "spine_01")):
+        rig.animation_data_clear()
+        rig.fabrik.root_distance, rig.fabrik.root_bone = 0.5, "pelvis"
+        setattr(rig.fabrik, setting, value)
+        rig.fabrik.live = True
+        scene.frame_set(1)
+        assert bpy.ops.fabrik.bake(frame_start=1, frame_end=3) == {'FINISHED'}
+        assert root_keys(rig) == set(), setting
+
+
+@pytest.mark.parametrize("mode", ['XYZ', 'ZXY', 'AXIS_ANGLE', 'QUATERNION'])
+def test_a_root_in_any_rotation_mode_under_a_turned_parent_turns_and_moves_as_solved(mode):
+    """The pelvis under a parent bone turned and rolled, in each rotation mode, animated turned a little: the
+    hand beyond the arm is reached by moving and turning it, and live solving off gives its values back."""
+    rig, feet, hand = body('OFF', live=False)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode='EDIT')
+    edit = rig.data.edit_bones
+    top = edit.new("Root")
+    top.head, top.tail, top.roll = (0.0, 0.3, 0.0), (0.0, 0.3, 0.3), 0.7
+    edit["pelvis"].parent = top
+    bpy.ops.object.mode_set(mode='POSE')
+    rig.pose.bones["Root"].rotation_quaternion = (0.98, 0.1, 0.0, 0.17)
+    pelvis = rig.pose.bones["pelvis"]
+    pelvis.rotation_mode = mode
+    if mode == 'QUATERNION':
+        pelvis.rotation_quaternion = (0.995, 0.0, 0.0998, 0.0)
+    elif mode == 'AXIS_ANGLE':
+        pelvis.rotation_axis_angle = (0.2, 0.0, 1.0, 0.0)
+    else:
+        pelvis.rotation_euler = (0.0, 0.2, 0.0)
+    before = tuple(pelvis.location), tuple(getattr(pelvis, rig_channel(mode)))
+    bpy.context.view_layer.update()
+    shoulder = rig.matrix_world @ rig.pose.bones["upperarm_l"].head
+    hand.location = shoulder + Vector((0.0, -0.72, 0.0))  # (0.08 beyond the arm: reached by turning the body)
+    rig.fabrik.root_distance, rig.fabrik.root_angle = 0.0, math.radians(30)
+    rig.fabrik.root_mode = 'OUT_OF_REACH'
+    rig.fabrik.live = True
+    bpy.context.view_layer.update()
+    assert status.statuses[rig.name].ok and max(misses(rig, feet, hand)) < 1e-3
+    assert tuple(getattr(pelvis, rig_channel(mode))) != pytest.approx(before[1], abs=1e-6)
+    rig.fabrik.live = False
+    assert tuple(pelvis.location) == pytest.approx(before[0], abs=1e-6)
+    assert tuple(getattr(pelvis, rig_channel(mode))) == pytest.approx(before[1], abs=1e-6)
+
+
+def rig_channel(mode: str) -> str:
+    return {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(mode, "rotation_euler")

@@ -17,7 +17,7 @@ import bpy
 import numpy as np
 
 from ..core import matrix_rows, quat
-from ..core.plan import Carry
+from ..core.plan import Carry, plan_for
 from . import animdata, integrity, rig, solve, stepping
 from . import goals as effector_goals
 from . import root as moving_root
@@ -44,8 +44,9 @@ class BakeResult:
 
 
 def bake_bones(obj, which: str) -> list[str]:
-    """Bones to bake: the effectors' chains ('CHAINS') or the selected pose bones ('SELECTED'). The effectors
-    first follow bones renamed since (as live solving makes them do before every solve)."""
+    """Bones to bake: the effectors' chains and a Root that moves ('CHAINS') or the selected pose bones
+    ('SELECTED'). The effectors first follow bones renamed since (as live solving makes them do before every
+    solve)."""
     if editable(obj) is None:
         integrity.tidy(obj)
     if which == 'SELECTED':
@@ -58,6 +59,8 @@ def bake_bones(obj, which: str) -> list[str]:
         path = skeleton.path_to_root(skeleton.index(effector.bone))
         chain = path if effector.chain_length == 0 else path[: effector.chain_length]
         names += [skeleton.names[b] for b in chain if skeleton.names[b] not in names]
+    if obj.fabrik.root_mode != 'OFF':  # (the Root's channels, where a frame moves it)
+        names.append(obj.fabrik.root_bone or moving_root.top_bone(obj) or "")
     return [name for name in skeleton.names if name in names]
 
 
@@ -107,17 +110,20 @@ class Baker(stepping.SceneWork):
             missing = [name for name in bones if name not in skeleton.names]
             if missing:
                 raise ValueError(f"no bone {', '.join(map(repr, missing))} in '{obj.name}'")
-            #: The root that moves, where the rig's Root is on: its location and rotation are keyed besides.
-            self.root = moving_root.bone_of(
-                obj, skeleton, effector_goals.gather_goals(obj, bpy.context.evaluated_depsgraph_get(), skeleton)[0]
-            )
+            #: The root that moves, where the rig's Root is on and it is among the bones to bake (`bake_bones`
+            #: adds it to the chains'): its location and rotation are keyed where some frame moved it.
+            goals = effector_goals.gather_goals(obj, bpy.context.evaluated_depsgraph_get(), skeleton)[0]
+            root = moving_root.usable(obj, plan_for(skeleton, goals, obj.fabrik.solver), goals)[0] if goals else None
+            self.root = root if root in bones else None
             if self.root is not None:
                 self.bones = bones = [name for name in bones if name != self.root]
                 if not bones:
                     raise ValueError("no bones to bake but the Root: add effectors, or select other bones")
             self._columns = [skeleton.index(name) for name in bones]
-        #: Per frame, the root's location and rotation channel values (NaN: not set yet).
+        #: Per frame, the root's location and rotation channel values (None: not read yet), and whether a frame
+        #: moved it.
         self.root_values: list[tuple | None] = [None] * len(frames)
+        self.root_moved = False
         #: Per frame, the baked bones' solved local rotations (F, bones, 3, 3), where `solved` says so.
         self.locals = np.zeros((len(frames), len(bones), 3, 3))
         self.solved = np.zeros(len(frames), dtype=bool)
@@ -161,6 +167,11 @@ class Baker(stepping.SceneWork):
         """True when every frame has been read, solved, converted to channel values and (with a clean-up) its
         keys chosen."""
         return self.index >= len(self.frames) and not self._queue and not self._phases
+
+    @property
+    def keys_root(self) -> bool:
+        """Whether the bake keys the Root's channels: a frame moved it, and every frame has its values."""
+        return self.root_moved and self.root in self.obj.pose.bones and all(v is not None for v in self.root_values)
 
     @property
     def progress(self) -> tuple[int, int]:
@@ -280,6 +291,7 @@ class Baker(stepping.SceneWork):
             pose_bone = self.obj.pose.bones[self.root]
             moved = solved is not None and solved.root is not None and read.root == self.root
             self.root_values[i] = solved.root if moved else (tuple(pose_bone.location), rig.rotation_value(pose_bone))
+            self.root_moved |= moved
         if solved is None:
             reasons = "; ".join(f"{k}: {m}" for k, m in status.effectors.items() if not switched_off(m))
             why = f" ({reasons})" if reasons and reasons not in status.message else ""
@@ -344,7 +356,7 @@ class Baker(stepping.SceneWork):
                 (self.scales[i, j],) * 3 if self.solved[i] else self.scale_as_was[i][j] for i in range(len(self.frames))
             ], dtype=np.float64)
             columns.append((self.bones[j], "scale", 3, scale))
-        if self.root is not None and self.root in self.obj.pose.bones and all(v is not None for v in self.root_values):
+        if self.keys_root:
             turn, size = rig.rotation_channel(self.obj.pose.bones[self.root].rotation_mode)
             turns = [value if len(value) == size else (np.nan,) * size for _, value in self.root_values]
             columns.append((self.root, "location", 3, np.array([loc for loc, _ in self.root_values], dtype=np.float64)))
@@ -373,7 +385,7 @@ class Baker(stepping.SceneWork):
 
     def _write(self, new_action: bool) -> BakeResult:
         """Write every finite key in bulk (an action is made only when there is a key to write)."""
-        result = BakeResult(frames=len(self.frames), bones=len(self.bones))
+        result = BakeResult(frames=len(self.frames), bones=len(self.bones) + self.keys_root)
         frames = np.asarray(self.frames, dtype=np.float64)
         for name, _, _, _, good in self._channels:
             if not good.all() and name not in result.skipped:

@@ -212,7 +212,7 @@ class Plan:
         else:  # (a part not below the root keeps the floor where it is)
             outer = replace(settings, root=None)
             solved = self._solve_parts(carried, start, inner, carry, [below[p.goals[0]] for p in self.parts], outer)
-        solved.root = move
+        solved.root = None if move.still else move  # (left where the start has it: its channels as they are)
         return solved
 
     def below(self, bone: int) -> list[bool]:
