@@ -192,3 +192,21 @@ def test_the_floor_and_rotation_goals_are_carried_with_the_root():
     np.testing.assert_allclose(move.apply(back.pole), spun.pole, atol=1e-12)
     assert quat.angle_between(quat.mul(move.rotation, back.rotation), spun.rotation) < 1e-9
     np.testing.assert_allclose(move.apply(plane.point), level.point, atol=1e-12)
+
+
+@pytest.mark.parametrize("target", [(0.5, 0.9, 1.5), (0.3, 0.8, 1.2)])
+def test_a_branch_its_limits_keep_short_takes_the_root_on_until_it_reaches(target, monkeypatch):
+    """The shoulder in a 0.3 rad cone: a target ahead is further for the arm than its bones' length says, so the
+    root goes on as far as the arm really reached (the rounds), and the hand reaches; in one round it misses."""
+    from fabrik_addon.core.limits import JointLimit
+
+    cone = JointLimit(use_limit_x=True, min_x=-0.3, max_x=0.3, use_limit_z=True, min_z=-0.3, max_z=0.3)
+    skeleton = body().with_limits({ARM_L: cone})
+    moving = root.Root(HIPS, root.OUT_OF_REACH, 0.5, 2.0, 0.0, tuple(skeleton.rest_pose().heads[HIPS]))
+    goals = [Goal(FOREARM_L, target, chain_length=2)]
+    pose, report = solve(skeleton, goals, None, SolveSettings(max_iterations=100, root=moving))
+    assert report.converged, report
+    np.testing.assert_allclose(pose.tails[FOREARM_L], target, atol=1e-4)
+    monkeypatch.setattr(root, "ROUNDS", 1)
+    _, once = solve(skeleton, goals, None, SolveSettings(max_iterations=100, root=moving))
+    assert not once.converged and once.max_error > 0.05

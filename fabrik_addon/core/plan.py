@@ -198,22 +198,50 @@ class Plan:
 
     def _solve_rooted(self, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None) -> Solved:
         """Solve with a root that may move (`root`): where the branches below it put it, then the parts against
-        the goals that move carries back (the parts not below it as they are)."""
+        the goals that move carries back (the parts not below it as they are). Where a branch's limits keep it
+        shorter of its target than its reach, the root goes on as far as that branch really reached, a few
+        rounds (each round's iterations counted)."""
         moving = settings.root
         if moving is not self._checked_root:
             root.validate(moving)
             self._checked_root = moving
         below = self.below(moving.bone)
-        move = root.place(moving, self._branches(goals, start, below), settings.tolerance)
-        carried, plane = root.carried(move, goals, below, settings.floor)
-        inner = replace(settings, root=None, floor=plane)
-        if self.whole or all(below):
-            solved = self._solve_parts(carried, start, inner, carry)
-        else:  # (a part not below the root keeps the floor where it is)
-            outer = replace(settings, root=None)
-            solved = self._solve_parts(carried, start, inner, carry, [below[p.goals[0]] for p in self.parts], outer)
+        whose, branches = self._branches(goals, start, below)
+        move = root.place(moving, branches, settings.tolerance)
+        used = 0
+        for round_ in range(root.ROUNDS):
+            carried, plane = root.carried(move, goals, below, settings.floor)
+            inner = replace(settings, root=None, floor=plane)
+            if self.whole or all(below):
+                solved = self._solve_parts(carried, start, inner, carry)
+            else:  # (a part not below the root keeps the floor where it is)
+                outer = replace(settings, root=None)
+                solved = self._solve_parts(carried, start, inner, carry, [below[p.goals[0]] for p in self.parts], outer)
+            used += solved.report.iterations
+            if round_ == root.ROUNDS - 1 or solved.report.converged:
+                break
+            tips = [self._tip(goals[g].bone, self.tree.goal_chain[g][0], start, solved) for g in whose]
+            errors = [solved.report.errors[g] for g in whose]
+            shorter = root.shortened(branches, move, tips, errors, settings.tolerance)
+            if shorter is None:
+                break
+            branches, before = shorter, move
+            move = root.place(moving, branches, settings.tolerance)
+            if move == before:
+                break
+        solved.report.iterations = used
         solved.root = None if move.still else move  # (left where the start has it: its channels as they are)
         return solved
+
+    def _tip(self, bone: int, node: int, start: Start, solved: Solved) -> Vec:
+        """Where a solve left a goal's tip (the tail of its bone, or node of the tree)."""
+        if solved.pose is not None:
+            return tuple(map(float, solved.pose.tails[bone]))
+        if solved.frames is None:
+            return start.tails[node]
+        y = quat.y_axis(solved.frames[node])
+        head, length = solved.heads[node], self.tree.length[node]
+        return (head[0] + length * y[0], head[1] + length * y[1], head[2] + length * y[2])
 
     def below(self, bone: int) -> list[bool]:
         """Per goal, whether its chain hangs from `bone` (a root that may move). Raises ValueError where the bone
@@ -231,9 +259,11 @@ class Plan:
             self.skeleton._cache[key + self.layout] = found
         return found
 
-    def _branches(self, goals: Sequence[Goal], start: Start, below: Sequence[bool]) -> list[root.Branch]:
-        """The chains below a moving root, as it sees them (`root.Branch`)."""
-        out = []
+    def _branches(
+        self, goals: Sequence[Goal], start: Start, below: Sequence[bool]
+    ) -> tuple[list[int], list[root.Branch]]:
+        """The chains below a moving root, as it sees them (`root.Branch`), with the goal of each."""
+        out, whose = [], []
         for g, goal in enumerate(goals):
             if not below[g] or goal.weight <= 0.0:
                 continue
@@ -243,7 +273,8 @@ class Plan:
                 path.append(self.tree.parent[path[-1]])
             reach = longest_reach(self.skeleton, self.tree, path)
             out.append(root.Branch(start.heads[path[-1]], start.tails[node], reach, goal.target, goal.weight))
-        return out
+            whose.append(g)
+        return whose, out
 
     def _solve_parts(
         self, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None,

@@ -37,7 +37,7 @@ from .problem import Goal
 from .quat import Quat
 from .vec import Vec
 
-__all__ = ["FREE", "MODES", "OUT_OF_REACH", "Branch", "Move", "Root", "away", "carried", "place", "validate"]
+__all__ = ["FREE", "MODES", "OUT_OF_REACH", "Branch", "Move", "Root", "away", "carried", "place", "shortened", "validate"]
 
 OUT_OF_REACH, FREE = "OUT_OF_REACH", "FREE"
 MODES = (OUT_OF_REACH, FREE)
@@ -47,6 +47,9 @@ STEPS = 30
 #: The share of a branch's reach the root leaves it short of straight: a chain pulled exactly straight is where
 #: the passes crawl (and a limb locked straight looks it).
 SLACK = 0.005
+#: Rounds of placing the root and solving the chains at most: after the first, only where a branch's limits
+#: kept it short of the reach its bones have (`shortened`).
+ROUNDS = 3
 #: The same for a branch that reached from home, which the root takes no nearer straight than this (or than it
 #: was): the passes slow down well before straight, and its reach is not what the move is for.
 HOLD_SLACK = 0.02
@@ -188,6 +191,25 @@ def _held(
         if not back:
             break
     return shift
+
+
+def shortened(
+    branches: Sequence[Branch], move: Move, tips: Sequence[Vec], errors: Sequence[float], tolerance: float
+) -> list[Branch] | None:
+    """The branches with the reach each really had, where a solve against the goals `move` carried back left its
+    tip (`tips`, in that space) short of its target by more than the tolerance and nearer its base than its
+    bones reach (its limits); None where none was. The reach taken is what it reached less what it missed by:
+    brought nearer, a limited chain mostly reaches less far again (its bend takes more of it), and this way the
+    next round mostly reaches."""
+    out, changed = [], False
+    for branch, tip, error in zip(branches, tips, errors):
+        reached = vec.dist(branch.base, tip)
+        wanted = vec.dist(branch.base, move.undo(branch.target))
+        if error > tolerance and reached < wanted and reached < branch.reach * (1.0 - SLACK) - tolerance:
+            branch = branch._replace(reach=max(0.0, reached - error) / (1.0 - SLACK))
+            changed = True
+        out.append(branch)
+    return out if changed else None
 
 
 def away(move: Move, home: Move) -> tuple[float, float]:
