@@ -37,6 +37,7 @@ README_ROWS = (
     "chain 10", "chain 1000", "hand (palm + 5 x 4)", "20 hands live at once", "tentacle 40, cones",
     "humanoid (Rigify, 5 eff., poles)", "finger, MCP 2 DOF + 2 hinges", "UR5, position + rotation",
     "arm, elbow hinge + pole, bent 15°", "captured motion, 52 bones (5 eff., 4 poles)",
+    "captured motion, feet pinned", "captured motion, feet pinned, root free",
 )
 README_COLUMNS = ("rig", "Blender IK cost ms/frame", "FABRIK cost ms/frame", "FABRIK cost / Blender cost",
                   "Blender worst error", "FABRIK worst error")
