@@ -183,10 +183,33 @@ def pinned_chain():
     return rig
 
 
+def moving_root(mode: str):
+    """A body (`walk_clip.stocky_rig`) with its feet held and its left hand pulled along a path that leaves its arm,
+    the pelvis its Root (Out of Reach, or Free with its height keyed: animation the frames read again)."""
+    from walk_clip import stocky_rig
+
+    rig = stocky_rig()
+    for side, x in (("l", 1.0), ("r", -1.0)):
+        foot = rigbuild.make_target(f"Foot {side}", (2.0 + 0.12 * x, 0.0, 0.15))
+        rigbuild.add_effector(rig, f"calf_{side}", foot, chain_length=2)
+    hand = rigbuild.make_target("Hand", (2.14, -0.5, 1.0))
+    rigbuild.add_effector(rig, "lowerarm_l", hand, chain_length=2)
+    rigbuild.key_path(hand, FRAMES, lambda f: (2.14 + 0.1 * math.sin(f * 0.2), -0.5 - 0.4 * math.sin(f * 0.1), 1.0))
+    if mode == 'FREE':
+        pelvis = rig.pose.bones["pelvis"]
+        for frame in (1, 40):
+            pelvis.location = (0.0, 0.001 * frame, 0.0)
+            pelvis.keyframe_insert("location", index=1, frame=frame)
+    rig.fabrik.root_bone, rig.fabrik.root_mode, rig.fabrik.root_angle = "pelvis", mode, 0.2
+    rig.fabrik.live = True
+    return rig
+
+
 RIGS = {"quaternions": lambda: chain("quaternions"), "pinned": pinned_chain, "one Euler order": lambda: chain("euler"),
         "mixed modes": lambda: chain("mixed"), "hand": hand, "hanging chain": hanging_chain,
         "animated rig": animated_rig, "scaled above": scaled_above, "converted": converted_chain,
-        "converted, target kept": lambda: converted_chain(tied=True), "target on a moving parent": target_on_a_moving_parent}
+        "converted, target kept": lambda: converted_chain(tied=True), "target on a moving parent": target_on_a_moving_parent,
+        "root out of reach": lambda: moving_root('OUT_OF_REACH'), "root free, keyed": lambda: moving_root('FREE')}
 
 #: Rigs whose animation reaches what the full frame must read each frame: no frame is solved from a plan.
 PLANLESS = {"a keyed chain bone": keyed_chain_bone, "a keyed influence": keyed_influence}
@@ -196,7 +219,9 @@ def state(rig) -> tuple[np.ndarray, str]:
     """Every rotation channel, what the rig holds of the animator's pose, and the status line."""
     held = np.array([tuple(e.written) + tuple(e.fk) + (e.rotated,) for e in held_bones(rig)]).ravel()
     status = statuses[rig.name]
-    return np.concatenate([rotation_channels(rig), held]), f"{status.message} | {sorted(status.effectors.items())}"
+    locations = np.array([tuple(pb.location) for pb in rig.pose.bones]).ravel()  # (a Root's moves)
+    return (np.concatenate([rotation_channels(rig), locations, held]),
+            f"{status.message} | {sorted(status.effectors.items())}")
 
 
 def play(make, frames) -> list:
@@ -220,6 +245,8 @@ def test_frames_where_only_targets_move_solve_as_the_full_frame(kind, steady_fra
     expected = [True] * (len(frames) - 1)
     if kind == "scaled above":
         expected = [True, True, True, False, True, True, True, False]  # (2 3 5 9, -, 20 20 33 12, -)
+    if kind == "root out of reach":
+        expected[3] = False  # (frame 5 first moved the root: the frame after it reads its new held entry whole)
     assert steady_frames == expected, steady_frames
     monkeypatch.setattr(live, "_reused", lambda *args: None)
     full = play(RIGS[kind], frames)

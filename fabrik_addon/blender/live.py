@@ -302,7 +302,7 @@ def _keepable(obj, depsgraph, inputs: tuple, values: list[EffectorValues], resul
     found, gathered, plan = read_.channels, read_.gathered, read_.plan
     entries = found.entries
     if (
-        not result.ok or plan.whole or read_.limit_problems or read_.root is not None or gathered.problems or len(gathered.used) != len(values)
+        not result.ok or plan.whole or read_.limit_problems or gathered.problems or len(gathered.used) != len(values)
         or (entries is not None and entries[4].any()) or found.held.in_memory or read_.fixed is None
         # (from the previous solution, where there was none yet: the next frame starts from one, with other settings)
         or (read_.previous is None) == (obj.fabrik.start == 'PREVIOUS')
@@ -409,6 +409,19 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
         if plane != read_.settings.floor:
             read_.settings = replace(read_.settings, floor=plane)
         prefix = prefix[:-1] + (comparable(_world_or_none(obj.fabrik.floor, "", depsgraph)),)
+    if read_.root is not None:  # (where the animator's channels put it, as this frame evaluated them)
+        if not updated.has(obj):  # (the chains hang where the last frame's write of the root put them)
+            plan = read_.plan
+            fixed = hung_frames(obj, plan.skeleton, plan.tree, plan.local)
+            if fixed is None:
+                return None
+            if fixed != read_.fixed:
+                read_.fixed = fixed
+                read_.moved()
+        try:
+            read_.settings = replace(read_.settings, root=moving_root.read(obj, read_.plan.skeleton, read_.root, depsgraph))
+        except ValueError:
+            return None  # the whole read says why
     read_.goals, read_.began = goals, began
     if read_.previous is not None:  # (from the previous solution: the one the last frame left)
         solution = memory_.solution
