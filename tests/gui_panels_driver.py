@@ -394,6 +394,19 @@ def make_pin_steps(name: str, pin: float):
     return [set_state, wait, take]
 
 
+def shoot_sidebar(name: str, picture: str) -> list:
+    """Capture the window as panels_<name>.png and its sidebar with the viewport beside it as `picture`; the
+    screenshot operator's result."""
+    result["stage"] = f"{name}: screenshot"
+    window, screen, area, _region, ui_region = view3d()
+    path = os.path.join(SHOT_DIR, f"panels_{name}.png")
+    with bpy.context.temp_override(window=window, screen=screen, area=area):
+        shot = sorted(bpy.ops.screen.screenshot(filepath=path))
+    save_crop(load_rgb(path), max(0, ui_region.x - 760), ui_region.x + ui_region.width,
+              os.path.join(SHOT_DIR, picture))
+    return shot
+
+
 def make_floor_steps():
     """The floor state: a plane at FLOOR_AT under the rig's target (lifted onto it), its object in the Solver
     sub-panel's Floor field (scrolled into view), the chain held above it."""
@@ -430,11 +443,7 @@ def make_floor_steps():
         return 0.3
 
     def take():
-        result["stage"] = "floor: screenshot"
-        window, screen, area, _region, ui_region = view3d()
-        path = os.path.join(SHOT_DIR, "panels_floor.png")
-        with bpy.context.temp_override(window=window, screen=screen, area=area):
-            shot = sorted(bpy.ops.screen.screenshot(filepath=path))
+        shot = shoot_sidebar("floor", "floor_blender34.png")
         rig = bpy.data.objects["Rig"]
         evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
         world = evaluated.matrix_world
@@ -444,8 +453,6 @@ def make_floor_steps():
             "solver_drawn": bool(result["drawn"].get("VIEW3D_PT_fabrik_solver")),
             "message": addon().blender.status.statuses["Rig"].message,
         }
-        save_crop(load_rgb(path), max(0, ui_region.x - 760), ui_region.x + ui_region.width,
-                  os.path.join(SHOT_DIR, "floor_blender34.png"))
         return POLL
 
     return [set_state, wait, take]
@@ -498,11 +505,7 @@ def make_retarget_steps():
         return 0.5
 
     def take():
-        result["stage"] = "retarget: screenshot"
-        window, screen, area, _region, ui_region = view3d()
-        path = os.path.join(SHOT_DIR, "panels_retarget.png")
-        with bpy.context.temp_override(window=window, screen=screen, area=area):
-            shot = sorted(bpy.ops.screen.screenshot(filepath=path))
+        shot = shoot_sidebar("retarget", "retarget_blender34.png")
         stocky = bpy.data.objects["Stocky"]
         status = addon().blender.status.statuses.get("Stocky")
         result["retarget"] = {
@@ -511,8 +514,6 @@ def make_retarget_steps():
             "refusal": addon().blender.retarget.refusal(stocky),
             "reached": None if status is None else sorted(status.reached.items()),
         }
-        save_crop(load_rgb(path), max(0, ui_region.x - 760), ui_region.x + ui_region.width,
-                  os.path.join(SHOT_DIR, "retarget_blender34.png"))
         return POLL
 
     return [set_state, wait, scroll, take]
@@ -565,11 +566,7 @@ def make_root_steps():
         return 0.3
 
     def take():
-        result["stage"] = "root: screenshot"
-        window, screen, area, _region, ui_region = view3d()
-        path = os.path.join(SHOT_DIR, "panels_root.png")
-        with bpy.context.temp_override(window=window, screen=screen, area=area):
-            shot = sorted(bpy.ops.screen.screenshot(filepath=path))
+        shot = shoot_sidebar("root", "root_blender34.png")
         body = bpy.data.objects["Body"]
         evaluated = body.evaluated_get(bpy.context.evaluated_depsgraph_get())
         tip = evaluated.matrix_world @ evaluated.pose.bones["lowerarm_l"].tail
@@ -579,8 +576,6 @@ def make_root_steps():
             "pelvis": list(body.pose.bones["pelvis"].location),
             "message": addon().blender.status.statuses["Body"].message,
         }
-        save_crop(load_rgb(path), max(0, ui_region.x - 760), ui_region.x + ui_region.width,
-                  os.path.join(SHOT_DIR, "root_blender34.png"))
         return POLL
 
     return [set_state, wait, take]

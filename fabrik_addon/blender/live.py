@@ -410,14 +410,9 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
             read_.settings = replace(read_.settings, floor=plane)
         prefix = prefix[:-1] + (comparable(_world_or_none(obj.fabrik.floor, "", depsgraph)),)
     if read_.root is not None:  # (where the animator's channels put it, as this frame evaluated them)
-        if not updated.has(obj):  # (the chains hang where the last frame's write of the root put them)
-            plan = read_.plan
-            fixed = hung_frames(obj, plan.skeleton, plan.tree, plan.local)
-            if fixed is None:
-                return None
-            if fixed != read_.fixed:
-                read_.fixed = fixed
-                read_.moved()
+        # (the chains hang where the last frame's write of the root put them)
+        if not updated.has(obj) and not _fixed_again(read_, obj):
+            return None
         try:
             read_.settings = replace(read_.settings, root=moving_root.read(obj, read_.plan.skeleton, read_.root, depsgraph))
         except ValueError:
@@ -451,13 +446,8 @@ def _read_again(kept: _Kept, obj, depsgraph) -> bool:
         read_.pose = pose
     elif _animates(obj) or not _chain_channels_kept(read_, PoseRead(obj, read_.pose.count)):
         return False  # (animated since, or a chain channel set by a script that tagged the object: the whole read)
-    plan = read_.plan
-    fixed = hung_frames(obj, plan.skeleton, plan.tree, plan.local)
-    if fixed is None:
+    if not _fixed_again(read_, obj):
         return False
-    if fixed != read_.fixed:
-        read_.fixed = fixed
-        read_.moved()
     world = obj.evaluated_get(depsgraph).matrix_world
     if comparable(world) != kept.world:
         if effector_goals.unusable_rig(obj, depsgraph) is not None:
@@ -465,6 +455,19 @@ def _read_again(kept: _Kept, obj, depsgraph) -> bool:
         kept.to_armature = rig.world_to_armature(obj.evaluated_get(depsgraph))
         kept.world = comparable(world)
         kept.prefix = kept.prefix[:1] + (kept.world,) + kept.prefix[2:]
+    return True
+
+
+def _fixed_again(read_: solve.Read, obj) -> bool:
+    """Read again the frames of the bones the chains hang from, into the read (its start made again where they
+    moved); False where one has no usable frame (the whole read says why)."""
+    plan = read_.plan
+    fixed = hung_frames(obj, plan.skeleton, plan.tree, plan.local)
+    if fixed is None:
+        return False
+    if fixed != read_.fixed:
+        read_.fixed = fixed
+        read_.moved()
     return True
 
 

@@ -228,6 +228,15 @@ class FabrikSidebarPanel:
         return setup_ops.rig_for_panel(context) is not None
 
 
+class FabrikArmaturePanel(FabrikSidebarPanel):
+    """A sub-panel only an armature has (not the rig of an active target)."""
+
+    @classmethod
+    def poll(cls, context):
+        obj = setup_ops.rig_for_panel(context)
+        return obj is not None and obj.type == 'ARMATURE'
+
+
 class VIEW3D_PT_fabrik(FabrikSidebarPanel, Panel):
     """Effectors and live solving of the active armature"""
 
@@ -403,18 +412,13 @@ class VIEW3D_PT_fabrik_solver(FabrikSidebarPanel, Panel):
         _stacked(layout, "Floor").prop(settings, "floor", text="")
 
 
-class VIEW3D_PT_fabrik_root(FabrikSidebarPanel, Panel):
+class VIEW3D_PT_fabrik_root(FabrikArmaturePanel, Panel):
     """A root that moves with the effectors: the hips shift and turn where a target is out of reach, or follow
     the effectors' pull"""
 
     bl_label = "Root"
     bl_parent_id = "VIEW3D_PT_fabrik"
     bl_options = {'DEFAULT_CLOSED'}
-
-    @classmethod
-    def poll(cls, context):
-        obj = setup_ops.rig_for_panel(context)
-        return obj is not None and obj.type == 'ARMATURE'
 
     def draw(self, context):
         layout = _split(self.layout)
@@ -469,17 +473,12 @@ class VIEW3D_PT_fabrik_testing(FabrikSidebarPanel, Panel):
         compare.draw(layout, obj, wrap=room.lines)
 
 
-class VIEW3D_PT_fabrik_retarget(FabrikSidebarPanel, Panel):
+class VIEW3D_PT_fabrik_retarget(FabrikArmaturePanel, Panel):
     """Put a captured clip's motion on this rig: the clip's armature, its bones mapped onto the rig's, Retarget"""
 
     bl_label = "Retarget"
     bl_parent_id = "VIEW3D_PT_fabrik"
     bl_options = {'DEFAULT_CLOSED'}
-
-    @classmethod
-    def poll(cls, context):
-        obj = setup_ops.rig_for_panel(context)
-        return obj is not None and obj.type == 'ARMATURE'
 
     def draw(self, context):
         layout = _split(self.layout)
