@@ -6,6 +6,7 @@ relative to it, and the pose the plan gives reaches the targets in armature spac
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -210,3 +211,23 @@ def test_a_branch_its_limits_keep_short_takes_the_root_on_until_it_reaches(targe
     monkeypatch.setattr(root, "ROUNDS", 1)
     _, once = solve(skeleton, goals, None, SolveSettings(max_iterations=100, root=moving))
     assert not once.converged and once.max_error > 0.05
+
+
+@pytest.mark.parametrize("solver", ["CCD", "JACOBIAN_TRANSPOSE", "DLS", "TWO_BONE"])
+def test_the_comparison_solvers_take_the_moving_root_too(solver):
+    """The plan moves the root for every solver (they solve the chains against the carried goals): the hand
+    beyond the arm is reached, the hips where FABRIK's plan puts them."""
+    from fabrik_addon.core.tree import Start
+
+    skeleton = body()
+    rest = skeleton.rest_pose()
+    goals = [Goal(FOREARM_L, (1.0, 0.3, 1.4), chain_length=2)]
+    poses = {}
+    for name in ("FABRIK", solver):
+        plan = plan_for(skeleton, goals, name)
+        start = Start.of_pose(skeleton, plan.tree, rest)
+        solved = plan.solve(goals, start, replace(settings(), max_iterations=300))
+        poses[name] = plan.pose(start, solved)
+        assert np.linalg.norm(poses[name].tails[FOREARM_L] - goals[0].target) < 1e-3, (name, solved.report)
+    np.testing.assert_allclose(poses[solver].heads[HIPS], poses["FABRIK"].heads[HIPS], atol=5e-3)
+    assert hips_move(poses[solver], rest) > 0.2
