@@ -135,7 +135,9 @@ def test_target_exactly_on_the_root_of_a_straight_chain():
 @pytest.mark.parametrize("bones", [2, 3, 5])
 def test_a_chain_straight_but_for_its_last_bone_bends_for_a_target_on_its_line(bones):
     """Every joint on the line from the base to the target but the tip: the passes alone would keep them there
-    (the tip's own place does not count, the forward pass puts it on the target), so the chain starts bent."""
+    (the tip's own place does not count, the forward pass puts it on the target). Two bones start bent about
+    their base towards the side their tip bends to; longer chains bend evenly from the tip's bend. Either way the
+    chain stays in the plane its tip bends in."""
     from fabrik_addon.core import skeleton_from_points
 
     heads = [(0.3 * i, 0.0, 0.0) for i in range(bones)]
@@ -145,6 +147,22 @@ def test_a_chain_straight_but_for_its_last_bone_bends_for_a_target_on_its_line(b
     pose, report = solve(skeleton, [Goal(bones - 1, target)], settings=SolveSettings(max_iterations=100))
     assert report.converged and report.iterations < 30, report
     np.testing.assert_allclose(pose.tails[-1], target, atol=1e-4)
+    assert np.abs(pose.heads[:, 2]).max() < 1e-9 and np.abs(pose.tails[:, 2]).max() < 1e-9
+
+
+@pytest.mark.parametrize("bones", [2, 3])
+def test_a_tip_bone_set_off_its_parents_line_is_no_degenerate_chain(bones):
+    """The tip bone's head off the line of the bones above it (an unconnected bone): not FABRIK's degenerate
+    case, so nothing bends the chain out of the plane it lies in."""
+    from fabrik_addon.core import skeleton_from_points
+
+    heads = [(0.0, 0.0, 0.0)] + [(0.05 if i == bones - 1 else 0.0, 0.3 * i, 0.0) for i in range(1, bones)]
+    tails = [(0.0, 0.3 * (i + 1), 0.0) for i in range(bones - 1)] + [(0.05, 0.3 * bones, 0.0)]
+    skeleton = skeleton_from_points([-1] + list(range(bones - 1)), heads, tails)
+    for y in (0.3 * bones - 0.1, 0.18 * bones, -0.2):
+        pose, report = solve(skeleton, [Goal(bones - 1, (0.0, y, 0.0))], settings=SolveSettings(max_iterations=100))
+        assert report.converged, (y, report)
+        assert np.abs(pose.tails[:, 2]).max() < 1e-9, y
 
 
 # Subnormal weights (5e-324) make the centroid below meaningless (w * p rounds to 0 or to w), not the solver.

@@ -50,7 +50,7 @@ from .problem import Goal, SolveReport, SolveSettings, goal_reached
 from .quat import Quat
 from .stopping import Stopping, iterate
 from .tree import Joints, MovingTree, Start, branch_weights, chain_reach
-from .vec import EPSILON, Vec, add, dist, dot, norm, perpendicular, reach, scale, sub
+from .vec import EPSILON, Vec, add, dist, cross, dot, norm, perpendicular, reach, scale, sub
 
 __all__ = [
     "SLOW_WINDOW", "backward_reaching", "chain_backward", "chain_forward", "forward_reaching", "is_two_bone_chain",
@@ -568,17 +568,17 @@ def bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...]
 
     FABRIK moves joints along lines; with every joint and the target on one
     line no pass can bend the chain (the paper's degenerate case), so it is
-    started bent a little about its first bone's X axis. The tip may be off
-    the line (a chain bent only at its last joint): the forward pass puts it
-    on the target, and the joints above it stay on the line all the same.
+    started bent a little about its first bone's X axis. Two bones are
+    straight where the middle joint is on the line, whatever their tip (the
+    forward pass puts it on the target): they turn about their base, towards
+    the side their tip bends to where it does.
     """
     if len(chain) < 2:
         return
     top = chain[-1]
     base = joints.heads[top]
-    # (the line through the joints above the tip: the tip's own place does not count, the forward pass puts it on
-    # the target)
-    axis = sub(joints.tails[chain[1]], base)
+    two = len(chain) == 2  # (longer chains with a bent tip bend evenly from it: `spread_evenly`)
+    axis = sub(joints.tails[chain[1] if two else chain[0]], base)
     length = norm(axis)
     if length < EPSILON:
         return
@@ -586,17 +586,21 @@ def bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...]
         return  # reached as it is: bent, it would only have to crawl back straight
     axis = scale(axis, 1.0 / length)
     # (the target first: off the line, as it mostly is, it ends the check at once)
-    points = [goal.target] + [joints.tails[k] for k in chain[2:]]
+    points = [goal.target] + ([joints.heads[chain[0]]] if two else [joints.tails[k] for k in chain])
     for point in points:
         d = sub(point, base)
         if norm(sub(d, scale(axis, dot(d, axis)))) > 1e-5 * length:
             return  # not straight, or the target is off the line (1e-5: single-precision poses count as straight)
     # Bend about the first bone's own X axis, a rig's usual hinge (pole.holds bent a chain with a pole already).
     # At the joint the branch hangs from: the next bone's head, which an offset keeps off this bone's tail.
-    # (two bones turn about the base: turned at the middle joint, the only joint above the tip would stay on the line)
-    pivot = chain[-1] if len(chain) == 2 else chain[-2]
+    pivot = top if two else chain[-2]
     hinge = joints.heads[pivot]
-    bend_axis = quat.x_axis(joints.frames[top]) if joints.frames is not None else perpendicular(axis)
+    if joints.frames is not None:
+        bend_axis = quat.x_axis(joints.frames[top])
+    else:
+        d = sub(joints.tails[chain[0]], base)
+        side = cross(axis, sub(d, scale(axis, dot(d, axis))))
+        bend_axis = scale(side, 1.0 / norm(side)) if two and norm(side) > 1e-9 * length else perpendicular(axis)
     turn = quat.about_axis(bend_axis, 0.2)
     for k in tree.subtree(pivot):  # the whole branch turns, not only this goal's chain
         joints.heads[k] = add(hinge, quat.rotate(turn, sub(joints.heads[k], hinge)))

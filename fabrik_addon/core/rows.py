@@ -329,17 +329,18 @@ def _settle_two_bones(joints: JointRows, target: np.ndarray, length: np.ndarray,
 
 
 def straight_at(joints: JointRows, chain: Sequence[int], target: np.ndarray, tolerance: float) -> np.ndarray:
-    """Per frame, whether a chain (tip first) lies straight but for its tip with its target (3, F) on its line and
-    further than `tolerance` from its tip: FABRIK's degenerate case, where no pass can bend it (1e-5 of its length
-    counts as on the line)."""
+    """Per frame, whether a chain (tip first) lies straight (two bones: but for their tip) with its target (3, F)
+    on its line and further than `tolerance` from its tip: FABRIK's degenerate case, where no pass can bend it
+    (1e-5 of its length counts as on the line)."""
     heads, tails = joints.heads, joints.tails
     top = chain[-1]
     base = heads[top]
-    axis = tails[chain[1]] - base  # (the line through the joints above the tip, as `fabrik.bend_if_straight_at`)
+    two = len(chain) == 2  # (two bones: the line through the middle joint, as `fabrik.bend_if_straight_at`)
+    axis = tails[chain[1] if two else chain[0]] - base
     length = np.sqrt((axis * axis).sum(axis=0))
     straight = length >= EPSILON
     axis = axis * (1.0 / np.where(straight, length, 1.0))
-    for point in [tails[k] for k in chain[2:]] + [target]:
+    for point in ([heads[chain[0]]] if two else [tails[k] for k in chain]) + [target]:
         d = point - base
         off = d - axis * (d * axis).sum(axis=0)
         straight &= np.sqrt((off * off).sum(axis=0)) <= 1e-5 * length
@@ -360,13 +361,23 @@ def _bend_if_straight_at(
     if not len(columns):
         return
     top = chain[-1]
-    pivot = chain[-1] if len(chain) == 2 else chain[-2]  # (two bones turn about the base, as alone)
+    two = len(chain) == 2
+    pivot = top if two else chain[-2]  # (two bones turn about the base, as alone)
     hinge = joints.heads[pivot][:, columns]
     if joints.frames is not None:
         axis = quat_rows.x_axis(joints.frames[top][:, columns])
     else:
-        line = joints.tails[chain[1]][:, columns] - joints.heads[top][:, columns]
-        axis = matrix_rows.any_perpendicular((line / np.sqrt((line * line).sum(axis=0))).T).T
+        base = joints.heads[top][:, columns]
+        line = joints.tails[chain[1] if two else chain[0]][:, columns] - base
+        length = np.sqrt((line * line).sum(axis=0))
+        line = line / length
+        axis = matrix_rows.any_perpendicular(line.T).T
+        if two:  # (towards the side the tip bends to, where it does)
+            d = joints.tails[chain[0]][:, columns] - base
+            side = np.cross(line.T, (d - line * (d * line).sum(axis=0)).T).T
+            size = np.sqrt((side * side).sum(axis=0))
+            bent = size > 1e-9 * length
+            axis[:, bent] = side[:, bent] / size[bent]
     half = 0.1  # half of the 0.2 rad bend
     turn = np.concatenate((np.full((1, len(columns)), np.cos(half)), axis * np.sin(half)))
     for k in tree.subtree(pivot):
