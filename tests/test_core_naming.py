@@ -110,3 +110,15 @@ def test_the_plainest_of_several_bones_takes_the_role_and_roles_are_known():
     assert roles_of(["LeftUpLeg", "mixamorig:LeftUpLeg"]) == {"thigh.L": "LeftUpLeg"}
     assert set(ROLES) >= {r for pair in LIMB_ROLES.values() for r in pair}
     assert len(ROLES) == 3 + 14
+
+
+def test_pole_and_helper_bones_named_for_joints_do_not_make_a_skeleton_joint_named():
+    """knee.L pole bones on a rig named by its bones, a Knee helper on a Mixamo skeleton: the upper arm stays the
+    upper arm (only a collar, or an elbow and a knee with no bone named for the forearm or shin, mean joints)."""
+    rig = ["spine", "shoulder.L", "upper_arm.L", "forearm.L", "hand.L", "thigh.L", "shin.L", "foot.L", "knee.L",
+           "ankle.L", "elbow.L"]
+    found = roles_of(rig)
+    assert found["shoulder.L"] == "shoulder.L" and found["upper_arm.L"] == "upper_arm.L"
+    assert found["shin.L"] == "shin.L" and found["forearm.L"] == "forearm.L"
+    mixamo = ["Hips", "LeftShoulder", "LeftArm", "LeftForeArm", "LeftHand", "LeftUpLeg", "LeftLeg", "LeftKnee"]
+    assert roles_of(mixamo)["upper_arm.L"] == "LeftArm" and roles_of(mixamo)["shoulder.L"] == "LeftShoulder"

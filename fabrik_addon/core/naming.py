@@ -49,6 +49,8 @@ _MIDDLE_WORDS = {"hips": "hips", "hip": "hips", "pelvis": "hips", "neck": "neck"
 #: Where a skeleton names each bone for the joint at its head (it has a collar), these words move one bone on.
 _JOINT_WORDS = {"collar": "shoulder", "shoulder": "upper_arm", "elbow": "forearm", "wrist": "hand",
                 "hip": "thigh", "knee": "shin", "ankle": "foot"}
+#: Words that name a joint, not a bone, where a skeleton names its bones for their parts (a pole, a helper).
+_JOINT_ONLY = ("elbow", "knee", "wrist", "ankle")
 #: Rigify's spine: its first bone is the hips, the fifth the neck, the seventh the head.
 _RIGIFY_SPINE = {"spine": "hips", "spine.004": "neck", "spine.006": "head"}
 #: A rig Rigify generated: the controls that pose each part (its torso carries the whole body; the limbs' FK
@@ -102,15 +104,22 @@ def roles_of(names: Sequence[str]) -> dict[str, str]:
     present = set(names)
     if {"torso", "upper_arm_fk.L", "thigh_fk.L"} <= present:  # (a rig Rigify generated: its controls)
         return {role: bone for role, bone in _RIGIFY_CONTROLS.items() if bone in present}
-    # (joint-named: a collar, or the words of joints that name no bone elsewhere)
-    joint_named = any(_read(name)[1] in ("collar", "elbow", "knee", "wrist", "ankle") for name in names)
+    words = {_read(name)[1] for name in names}
+    # (joint-named: a collar, or an elbow and a knee where no name says forearm or shin: a rig's pole bones named
+    # knee.L do not make its upper_arm.L a shoulder)
+    joint_named = "collar" in words or (
+        {"elbow", "knee"} <= words and not words & {w for w, part in _SIDED_WORDS.items() if part in ("forearm", "shin")}
+        - {"elbow", "knee"}
+    )
     rigify = any(_read(name)[1] == "spine.006" for name in names)
-    found: dict[str, tuple[tuple[int, int, int], str]] = {}
+    found: dict[str, tuple[tuple, str]] = {}
     for order, name in enumerate(names):
         role = role_of(name, joint_named, rigify)
         if role is None:
             continue
-        rank = (_read(name)[2], len(name), order)
+        _, word, mechanism = _read(name)
+        # (a bone named for its part before one named for a joint: forearm.L before an elbow.L pole)
+        rank = (mechanism, word in _JOINT_ONLY and not joint_named, len(name), order)
         if role not in found or rank < found[role][0]:
             found[role] = (rank, name)
     return {role: name for role, (_, name) in found.items()}
