@@ -247,6 +247,10 @@ def test_a_rig_rigify_generated_takes_the_walk_through_its_fk_controls(tmp_path)
     assert pairs["hips"] == ("Hips", "torso") and pairs["forearm.L"] == ("LeftForeArm", "forearm_fk.L")
     assert pairs["shin.R"] == ("RightLeg", "shin_fk.R") and pairs["head"] == ("Head", "head")
     switches = {name: rig.pose.bones[name]["IK_FK"] for name in ("upper_arm_parent.L", "thigh_parent.R")}
+    rig.keyframe_insert('pose.bones["upper_arm_parent.L"]["IK_FK"]', frame=1)  # (a keyed switch would undo FK)
+    assert "IK/FK switch on 'upper_arm_parent.L' is keyed or driven" in retarget.refusal(rig)
+    rig.keyframe_delete('pose.bones["upper_arm_parent.L"]["IK_FK"]', frame=1)  # (its drivers stay)
+    rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = switches["upper_arm_parent.L"]
     bpy.context.view_layer.objects.active = rig
     assert bpy.ops.fabrik.retarget(bake=False) == {'FINISHED'}
     assert rig.pose.bones["upper_arm_parent.L"]["IK_FK"] == 1.0 and rig.pose.bones["thigh_parent.R"]["IK_FK"] == 1.0
@@ -269,6 +273,17 @@ def test_a_rig_rigify_generated_takes_the_walk_through_its_fk_controls(tmp_path)
         assert status.statuses[rig.name].reached.get(list(rig.fabrik.effectors).index(foot)), frame
     retarget.remove(rig)
     assert {name: rig.pose.bones[name]["IK_FK"] for name in switches} == switches
+
+
+def test_a_neck_a_constraint_turns_is_refused(tmp_path):
+    """The head's effector pulls the neck: one a constraint sets would undo the solve, so Retarget refuses it (it
+    steps only past helpers that end at the head's joint, as Rigify's)."""
+    clip = import_walk(tmp_path)
+    rig = stocky_rig()
+    rig.fabrik.retarget_source = clip
+    assert retarget.map_bones(rig) == [] and retarget.refusal(rig) is None
+    rig.pose.bones["neck_01"].constraints.new('COPY_ROTATION').target = clip
+    assert "'neck_01'" in retarget.refusal(rig) and "constraint 'Copy Rotation'" in retarget.refusal(rig)
 
 
 def test_retarget_leaves_the_animators_effectors_and_objects_alone(tmp_path):

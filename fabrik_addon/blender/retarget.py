@@ -97,6 +97,11 @@ def refusal(obj) -> str | None:
         if overriding and rig_bone in chains:
             return (f"the rig's '{rig_bone}' ({name}) is moved by its constraint '{overriding[0]}', which would undo "
                     "the solve (a generated Rigify rig: map its FK bones instead of ORG/DEF)")
+    for switch in _switches(obj, pairs):
+        path = f'pose.bones["{switch}"]["IK_FK"]'
+        if path in _animated_paths(obj):
+            return (f"the rig's IK/FK switch on '{switch}' is keyed or driven, which would undo the switch to FK the "
+                    "retarget needs: delete its keys or driver first")
     for effector in obj.fabrik.effectors:
         ours = _made(effector.target)
         if effector.name in MADE and not ours:
@@ -131,11 +136,16 @@ def _overriding(pose_bone) -> list[str]:
 
 
 def _head_effector(obj, pairs: dict) -> tuple[str | None, int]:
-    """The bone the head's effector pulls, and its chain's length: the first bone below the head that no constraint
-    overrides (its neck; on a rig Rigify generated, the neck control), its chain the bones from there down to the
-    hips, up to the first a constraint overrides."""
-    bone = obj.data.bones[pairs["head"][1]].parent
-    while bone is not None and _overriding(obj.pose.bones[bone.name]):
+    """The bone the head's effector pulls, and its chain's length: the bone below the head (its neck; on a rig
+    Rigify generated, past the helper a constraint sets, the neck control), its chain the bones from there down to
+    the hips, up to the first a constraint overrides (a neck that one overrides is refused: `refusal`)."""
+    head = obj.data.bones[pairs["head"][1]]
+    bone = head.parent
+    # (past the helpers a constraint sets that end at the head's joint, as the neck does: Rigify's MCH-ROT-head)
+    while (
+        bone is not None and bone.parent is not None and _overriding(obj.pose.bones[bone.name])
+        and (bone.parent.tail_local - head.head_local).length < 1e-4 * (1.0 + head.length)
+    ):
         bone = bone.parent
     if bone is None:
         return None, 0
@@ -288,16 +298,37 @@ def _set_up(obj, scene) -> list:
     return made
 
 
-def _switch_to_fk(obj, pairs: dict) -> None:
-    """On a rig Rigify generated, its limbs' IK/FK switches at FK, so that the FK chains the effectors pull pose
-    the deforming bones; each switch's value before is kept on the rig (`remove` puts it back)."""
-    kept = {}
+def _switches(obj, pairs: dict) -> list[str]:
+    """On a rig Rigify generated, the bones that hold its limbs' IK/FK switches (none on other rigs)."""
+    out = []
     for role in ("upper_arm.L", "upper_arm.R", "thigh.L", "thigh.R"):
         name = pairs[role][1]
         switch = obj.pose.bones.get(name.replace("_fk", "_parent")) if "_fk" in name else None
         if switch is not None and "IK_FK" in switch.keys():
-            kept.setdefault(switch.name, float(switch["IK_FK"]))
-            switch["IK_FK"] = 1.0
+            out.append(switch.name)
+    return out
+
+
+def _animated_paths(obj) -> set[str]:
+    """The data paths the rig's action and drivers set."""
+    paths = set()
+    animation_data = obj.animation_data
+    if animation_data is not None:
+        paths |= {d.data_path for d in animation_data.drivers}
+        collection = animdata.fcurves(obj)
+        if collection is not None:
+            paths |= {fc.data_path for fc in collection}
+    return paths
+
+
+def _switch_to_fk(obj, pairs: dict) -> None:
+    """On a rig Rigify generated, its limbs' IK/FK switches at FK, so that the FK chains the effectors pull pose
+    the deforming bones; each switch's value before is kept on the rig (`remove` puts it back)."""
+    kept = {}
+    for name in _switches(obj, pairs):
+        switch = obj.pose.bones[name]
+        kept.setdefault(name, float(switch["IK_FK"]))
+        switch["IK_FK"] = 1.0
     if kept:
         obj[SWITCHES] = {**dict(obj.get(SWITCHES, {})), **{k: v for k, v in kept.items() if k not in obj.get(SWITCHES, {})}}
 
