@@ -208,8 +208,13 @@ class Plan:
         below = self.below(moving.bone)
         whose, branches = self._branches(goals, start, below)
         move = root.place(moving, branches, settings.tolerance)
-        used = 0
+        used, best = 0, None
+        # (each round goes on from what the last frame left, not from the round before it)
+        kept = dict(carry.rigs) if carry is not None else None
         for round_ in range(root.ROUNDS):
+            if round_ and kept is not None:
+                carry.rigs.clear()
+                carry.rigs.update(kept)
             carried, plane = root.carried(move, goals, below, settings.floor)
             inner = replace(settings, root=None, floor=plane)
             if self.whole or all(below):
@@ -218,6 +223,8 @@ class Plan:
                 outer = replace(settings, root=None)
                 solved = self._solve_parts(carried, start, inner, carry, [below[p.goals[0]] for p in self.parts], outer)
             used += solved.report.iterations
+            if best is None or _better(solved.report, best[0].report):
+                best = solved, move, dict(carry.rigs) if carry is not None else None
             if round_ == root.ROUNDS - 1 or solved.report.converged:
                 break
             tips = [self._tip(goals[g].bone, self.tree.goal_chain[g][0], start, solved) for g in whose]
@@ -229,6 +236,10 @@ class Plan:
             move = root.place(moving, branches, settings.tolerance)
             if move == before:
                 break
+        solved, move, rigs = best  # (a later round can end further off: the best one is the answer)
+        if rigs is not None:
+            carry.rigs.clear()
+            carry.rigs.update(rigs)
         solved.report.iterations = used
         solved.root = None if move.still else move  # (left where the start has it: its channels as they are)
         return solved
@@ -580,6 +591,13 @@ def _above_floor(tree: MovingTree, goals: Sequence[Goal], start: Start, settings
     if start.fixed is not None:  # (a start forward kinematics made: the rig's own rotations are the channels')
         above.rotations = list(rig.local)
     return above
+
+
+def _better(report: SolveReport, than: SolveReport) -> bool:
+    """Whether a solve's report is better than another's: converged, else nearer its goals in all."""
+    if report.converged != than.converged:
+        return report.converged
+    return sum(report.errors) < sum(than.errors)
 
 
 def _top(tree: MovingTree, node: int) -> int:
