@@ -229,7 +229,7 @@ def test_a_rig_rigify_generated_takes_the_walk_through_its_fk_controls(tmp_path)
     """A rig Rigify generated from its human metarig: Map Bones takes its controls (the FK chains, the torso, the
     neck), Retarget sets its arms' and legs' IK/FK switches to FK, so that the deforming bones follow the chains
     FABRIK poses; every target a chain can reach is reached; the deforming feet stand still while pinned (the
-    generated controls carry no IK limits to break); taking the retarget away puts the switches back."""
+    generated controls carry no IK limits to break); Remove takes the retarget away and puts the switches back."""
     import addon_utils
 
     addon_utils.enable("rigify", default_set=True)
@@ -271,8 +271,10 @@ def test_a_rig_rigify_generated_takes_the_walk_through_its_fk_controls(tmp_path)
                 assert (evaluated[fk].tail - evaluated[deform].tail).length < 1e-4, (frame, fk)
         foot = rig.fabrik.effectors["foot.L"]
         assert status.statuses[rig.name].reached.get(list(rig.fabrik.effectors).index(foot)), frame
-    retarget.remove(rig)
+    assert bpy.ops.fabrik.retarget_remove() == {'FINISHED'}  # (the sub-panel's Remove)
     assert {name: rig.pose.bones[name]["IK_FK"] for name in switches} == switches
+    assert len(rig.fabrik.effectors) == 0 and bpy.data.collections.get(retarget.collection_name(rig)) is None
+    assert retarget.SWITCHES not in rig.keys() and not retarget.made_here(rig)
 
 
 def test_a_neck_a_constraint_turns_is_refused(tmp_path):
@@ -386,6 +388,22 @@ def test_retarget_refuses_without_a_mapping_it_can_use_and_changes_nothing(tmp_p
     assert len(rig.fabrik.effectors) == 0 and bpy.data.collections.get(retarget.collection_name(rig)) is None
 
 
+def test_remove_takes_the_retarget_away_and_leaves_the_keys_and_the_animators_effectors(tmp_path):
+    clip, rig = retargeted(tmp_path, bake=False)
+    mine = rigbuild.add_effector(rig, "hand_r", rigbuild.make_target("Mine", (2.0, -0.5, 0.5)))
+    mine.name, mine.enabled = "mine", False
+    rig.keyframe_insert("location", frame=1)  # (a key of the animator's)
+    pinned = {e.name for e in rig.fabrik.effectors if pins.spans(rig, e)}
+    assert pinned >= {"foot.L", "foot.R"}
+    assert bpy.ops.fabrik.retarget_remove() == {'FINISHED'}
+    assert [e.name for e in rig.fabrik.effectors] == ["mine"]
+    assert bpy.data.collections.get(retarget.collection_name(rig)) is None
+    assert not rig.pose.bones["pelvis"].constraints
+    paths = {fc.data_path for fc in animdata.fcurves(rig)}
+    assert "location" in paths and not any("effectors[" in path for path in paths)  # (the pins' keys went)
+    assert bpy.ops.fabrik.retarget_remove.poll() is False
+
+
 def test_undo_takes_a_retarget_back(tmp_path):
     clip = import_walk(tmp_path)
     rig = stocky_rig()
@@ -429,7 +447,7 @@ def test_the_retarget_panel_shows_the_source_the_mapping_and_what_is_missing(tmp
     operators = {args[0] for name, args, _ in log if name == "operator"}
     searched = [args[1] for name, args, _ in log if name == "prop_search"]
     text = " ".join(kwargs.get("text", "") for name, _, kwargs in log if name == "label")
-    assert operators == {"fabrik.retarget_map", "fabrik.retarget"}
+    assert operators == {"fabrik.retarget_map", "fabrik.retarget", "fabrik.retarget_remove"}
     assert any(name == "template_list" and args[0] == "FABRIK_UL_retarget_bones" for name, args, _ in log)
     assert searched == ["source", "target"]
     assert "no bones for thigh.L" in text and "Clip's thigh.L" in text

@@ -417,6 +417,31 @@ def bake_hips(obj, first: int, last: int) -> None:
         obj.fabrik.live = live
 
 
+def made_here(obj) -> bool:
+    """Whether the rig has a retarget to take away: its effectors, empties or switches."""
+    return (
+        any(_made(e.target) for e in obj.fabrik.effectors) or bpy.data.collections.get(collection_name(obj)) is not None
+        or SWITCHES in obj.keys()
+    )
+
+
+def take_away(obj) -> int:
+    """Take the retarget away whole: the effectors it made with their pins (the rig's keys otherwise stay), then
+    what `remove` takes; how many effectors went."""
+    from . import editable, pins  # (pins read the effectors this module makes)
+
+    settings = obj.fabrik
+    made = [i for i, e in enumerate(settings.effectors) if _made(e.target)]
+    for index in reversed(made):
+        if editable.keys_editable(obj) is None:  # (a linked action keeps its keys)
+            pins.clear(obj, settings.effectors[index])
+        settings.effectors.remove(index)
+    settings.active_effector = max(0, min(settings.active_effector, len(settings.effectors) - 1))
+    remove(obj)
+    obj.update_tag()
+    return len(made)
+
+
 def remove(obj) -> None:
     """Take the retarget away: its collection and empties, and the constraint on the rig's hips."""
     collection = bpy.data.collections.get(collection_name(obj))

@@ -100,6 +100,29 @@ scene's frame range to the clip's and turns Live Solving on)"""
         return {'FINISHED'}
 
 
-classes = (FABRIK_OT_retarget_map, FABRIK_OT_retarget)
+class FABRIK_OT_retarget_remove(Operator):
+    """Take the retarget away: the effectors it made and their pins, its empties, the hips' constraint, and a generated Rigify rig's IK/FK switches back as they were (the baked keys stay)"""
+
+    bl_idname = "fabrik.retarget_remove"
+    bl_label = "Remove Retarget"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    @classmethod
+    def poll(cls, context):
+        obj = rig_for_panel(context)
+        return obj is not None and obj.type == 'ARMATURE' and retarget.made_here(obj)
+
+    def execute(self, context):
+        obj = rig_for_panel(context)
+        refused = editable.editable(obj)
+        if refused:
+            self.report({'ERROR'}, f"Cannot remove the retarget: {refused}")
+            return {'CANCELLED'}
+        removed = retarget.take_away(obj)
+        self.report({'INFO'}, f"Removed the retarget from '{obj.name}' ({removed} effectors); its keys stay")
+        return {'FINISHED'}
+
+
+classes = (FABRIK_OT_retarget_map, FABRIK_OT_retarget, FABRIK_OT_retarget_remove)
 
 register, unregister = bpy.utils.register_classes_factory(classes)

@@ -501,7 +501,9 @@ class VIEW3D_PT_fabrik_retarget(FabrikArmaturePanel, Panel):
         refused = retarget.refusal(obj)
         if refused and settings.retarget_source is not None:
             draw_wrapped(layout, refused, room_for(context), 'ERROR', True)
-        layout.operator("fabrik.retarget", icon='ARMATURE_DATA')
+        row = layout.row(align=True)
+        row.operator("fabrik.retarget", icon='ARMATURE_DATA')
+        row.operator("fabrik.retarget_remove", icon='X', text="Remove")
 
 
 class BONE_PT_fabrik_limits(Panel):
