@@ -88,3 +88,17 @@ def set_selected(pose_bone, state: bool) -> None:
         pose_bone.select = state
     else:
         pose_bone.bone.select = state
+
+
+def animated_paths(obj) -> list[str] | None:
+    """Data paths the object's drivers and active action animate; None when NLA tracks may animate anything."""
+    animation_data = obj.animation_data
+    if animation_data is None:
+        return []
+    if len(animation_data.nla_tracks):
+        return None
+    paths = [driver.data_path for driver in animation_data.drivers]
+    collection = fcurves(obj)
+    if collection is not None:
+        paths += [fcurve.data_path for fcurve in collection]
+    return paths

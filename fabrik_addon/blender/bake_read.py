@@ -86,7 +86,7 @@ class FrameRows:
             self.reads.append(("axis", "rotation_axis_angle", 4))
         if any(mode not in ('QUATERNION', 'AXIS_ANGLE') for mode in self.modes):
             self.reads.append(("euler", "rotation_euler", 3))
-        paths = _animated_paths(obj)
+        paths = animdata.animated_paths(obj)
         # Unanimated effector settings cannot change the goals' layout: read only where the targets are.
         self.lean = paths is not None and not any(path.startswith("fabrik.") for path in paths)
         effectors = obj.fabrik.effectors
@@ -362,17 +362,3 @@ def _solve_settings(obj, depsgraph) -> tuple:
     settings = (obj.evaluated_get(depsgraph) if depsgraph is not None else obj).fabrik
     influences = (settings.influence,) + tuple(e.influence for e in settings.effectors)
     return settings.solver, settings.iterations, settings.tolerance, influences
-
-
-def _animated_paths(obj) -> list[str] | None:
-    """Data paths the object's drivers and active action animate; None when NLA tracks may animate anything."""
-    animation_data = obj.animation_data
-    if animation_data is None:
-        return []
-    if len(animation_data.nla_tracks):
-        return None
-    paths = [driver.data_path for driver in animation_data.drivers]
-    collection = animdata.fcurves(obj)
-    if collection is not None:
-        paths += [fcurve.data_path for fcurve in collection]
-    return paths

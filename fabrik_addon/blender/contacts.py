@@ -30,7 +30,7 @@ def chain_reach(obj, effector) -> float:
     """The length of the effector's chain in world units (its bones end to end, scaled as the rig is)."""
     bones = obj.data.bones
     names = rig.chain_bones(obj, effector.bone, effector.chain_length)
-    return sum(obj.matrix_world.to_scale()) / 3.0 * sum(bones[name].length for name in names)
+    return rig.mean_scale(obj) * sum(bones[name].length for name in names)
 
 
 def _unusable(obj, index: int, depsgraph, source: str) -> str | None:

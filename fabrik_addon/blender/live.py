@@ -414,7 +414,8 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
         if not updated.has(obj) and not _fixed_again(read_, obj):
             return None
         try:
-            read_.settings = replace(read_.settings, root=moving_root.read(obj, read_.plan.skeleton, read_.root, depsgraph))
+            moving, read_.root_fk = moving_root.read(obj, read_.plan.skeleton, read_.root, depsgraph)
+            read_.settings = replace(read_.settings, root=moving)
         except ValueError:
             return None  # the whole read says why
     read_.goals, read_.began = goals, began

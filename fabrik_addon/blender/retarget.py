@@ -23,7 +23,7 @@ from mathutils import Matrix, Vector
 
 from ..core.naming import ROLES, roles_of
 from ..core.pole_angle import auto_pole_angle, pole_point
-from . import animdata, constraints, contacts
+from . import animdata, constraints, contacts, rig
 
 #: The parts a retarget needs in both skeletons: the hips, the two bones of each limb, and the head.
 REQUIRED = ("hips", "head", *(f"{part}.{side}" for side in "LR" for part in ("upper_arm", "forearm", "thigh", "shin")))
@@ -99,7 +99,8 @@ def refusal(obj) -> str | None:
                     "the solve (a generated Rigify rig: map its FK bones instead of ORG/DEF)")
     for switch in _switches(obj, pairs):
         path = f'pose.bones["{switch}"]["IK_FK"]'
-        if path in _animated_paths(obj):
+        animated = animdata.animated_paths(obj)
+        if animated is None or path in animated:  # (NLA tracks may animate anything)
             return (f"the rig's IK/FK switch on '{switch}' is keyed or driven, which would undo the switch to FK the "
                     "retarget needs: delete its keys or driver first")
     for effector in obj.fabrik.effectors:
@@ -172,7 +173,7 @@ def _rest(obj, bone: str) -> Matrix:
 
 def _leg_length(obj, pairs: dict, side: int) -> float:
     """The world length of a skeleton's two leg bones (`side`: 0 the clip's, 1 the rig's), both legs averaged."""
-    scale = sum(obj.matrix_world.to_scale()) / 3.0
+    scale = rig.mean_scale(obj)
     bones = obj.data.bones
     return scale * sum(bones[pairs[f"{p}.{s}"][side]].length for p in ("thigh", "shin") for s in "LR") / 2.0
 
@@ -307,18 +308,6 @@ def _switches(obj, pairs: dict) -> list[str]:
         if switch is not None and "IK_FK" in switch.keys():
             out.append(switch.name)
     return out
-
-
-def _animated_paths(obj) -> set[str]:
-    """The data paths the rig's action and drivers set."""
-    paths = set()
-    animation_data = obj.animation_data
-    if animation_data is not None:
-        paths |= {d.data_path for d in animation_data.drivers}
-        collection = animdata.fcurves(obj)
-        if collection is not None:
-            paths |= {fc.data_path for fc in collection}
-    return paths
 
 
 def _switch_to_fk(obj, pairs: dict) -> None:

@@ -110,9 +110,10 @@ def usable(obj, plan, goals) -> tuple[str | None, str | None]:
     return name, None
 
 
-def read(obj, skeleton, name: str, depsgraph=None) -> core_root.Root:
+def read(obj, skeleton, name: str, depsgraph=None) -> tuple[core_root.Root, tuple]:
     """The root as the solve takes it (`core.root.Root`): where the pose has it now, and its home where the
-    animator's channel values put it. ValueError where its pose gives no frame (scaled to zero, not a number)."""
+    animator's channel values put it; and those values (location, rotation), which `write` holds. ValueError
+    where its pose gives no frame (scaled to zero, not a number)."""
     settings = obj.fabrik
     pose_bone = obj.pose.bones[name]
     now = pose_bone.matrix.copy()
@@ -129,7 +130,7 @@ def read(obj, skeleton, name: str, depsgraph=None) -> core_root.Root:
         skeleton.index(name), settings.root_mode, settings.root_weight,
         settings.root_distance / scale if scale > 0.0 else 0.0, settings.root_angle, tuple(pivot),
         core_root.Move(tuple(turned.normalized()), tuple(home.translation - pivot), tuple(pivot), skeleton.index(name)),
-    )
+    ), (location, turn)
 
 
 def channel_values(obj, name: str, move: core_root.Move) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -149,15 +150,15 @@ def channel_values(obj, name: str, move: core_root.Move) -> tuple[tuple[float, .
     return tuple(location), channel_values_of.channel_from_quaternion(pose_bone.rotation_mode, q, current)
 
 
-def write(obj, name: str | None, values: tuple | None, hold: bool = True) -> None:
-    """Set the root's channels to `values` (`channel_values`) and hold the animator's under them (without `hold`,
-    the moved root becomes the animator's); with none, or for any other bone moved before, give the animator's
-    back (`let_go`)."""
+def write(obj, name: str | None, values: tuple | None, animator: tuple | None, hold: bool = True) -> None:
+    """Set the root's channels to `values` (`channel_values`) and hold the animator's (`animator`, as `read` read
+    them) under them (without `hold`, the moved root becomes the animator's); with none, or for any other bone
+    moved before, give the animator's back (`let_go`)."""
     let_go(obj, keep=name if values is not None else None)
     if values is None or name not in obj.pose.bones:
         return
     pose_bone = obj.pose.bones[name]
-    location, turn = _animator_values(obj, pose_bone)
+    location, turn = animator
     channel = rig.rotation_channel(pose_bone.rotation_mode)[0]
     pose_bone.location, value = values
     setattr(pose_bone, channel, value)

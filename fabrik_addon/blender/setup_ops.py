@@ -124,11 +124,6 @@ def _new_empty(context, obj, name: str, matrix: Matrix, size: float, display: st
     return empty
 
 
-def _world_scale(obj) -> float:
-    """The rig's mean world scale, so helpers are sized as the bones look."""
-    return sum(obj.matrix_world.to_scale()) / 3.0
-
-
 class FABRIK_OT_effector_add_with_target(Operator):
     """Add an effector on the active bone with a new target exactly at its tip, so the pose does not move; no
     need to select a target (works with Lock Object Modes)"""
@@ -180,7 +175,7 @@ class FABRIK_OT_effector_add_with_target(Operator):
         local.translation = shown.tail
         name = f"IK-{bone.name}"
         if self.target_type == 'EMPTY':
-            size = 0.25 * shown.length * _world_scale(obj)
+            size = 0.25 * shown.length * rig.mean_scale(obj)
             target = _new_empty(context, obj, name, obj.matrix_world @ local, size, self.display_type)
             subtarget = ""
         else:
@@ -319,7 +314,7 @@ class FABRIK_OT_pole_add(Operator):
         if angle is None:
             self.report({'ERROR'}, "The chain has no length: no side for a pole")
             return {'CANCELLED'}
-        size = 0.1 * reach * _world_scale(obj)
+        size = 0.1 * reach * rig.mean_scale(obj)
         pole = _new_empty(context, obj, f"Pole-{effector.bone}", obj.matrix_world @ Matrix.Translation(Vector(where)),
                           size, 'PLAIN_AXES')
         effector.pole_subtarget = ""

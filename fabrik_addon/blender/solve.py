@@ -72,6 +72,8 @@ class Read:
     #: not move (the rig is solved with it where it stands).
     root: str | None = None
     root_problem: str | None = None
+    #: The root's location and rotation as the animator has them (`root.read`), which the write holds.
+    root_fk: tuple | None = None
     _start: object = None
 
     def start(self):
@@ -161,6 +163,7 @@ def read(
     solve_settings = settings_of(obj, start is not None, rig_size(plan))
     # (a Root that cannot move is said, and the rig solved as if it were off: the chains fit where it stands)
     root_name, root_problem = moving_root.usable(obj, plan, goals)
+    root_fk = None
     try:
         plane = floor_plane(obj, depsgraph)
     except ValueError as exc:  # (`goals.unusable_rig` says so before anything is read; a script may not ask)
@@ -168,7 +171,8 @@ def read(
         return None, result
     if root_name is not None:
         try:
-            solve_settings = replace(solve_settings, root=moving_root.read(obj, skeleton, root_name, depsgraph))
+            moving, root_fk = moving_root.read(obj, skeleton, root_name, depsgraph)
+            solve_settings = replace(solve_settings, root=moving)
         except ValueError as exc:
             root_name, root_problem = None, str(exc)
     return Read(
@@ -176,7 +180,7 @@ def read(
         translations, fixed, start, effector_goals.influences(obj, depsgraph, plan.tree, used), pose,
         rig.limit_problems(obj),
         rig.inherits_scale(obj, skeleton, stretch.scalable(skeleton, goals)) if plan.stretch else {},
-        root_name, root_problem,
+        root_name, root_problem, root_fk,
     ), result
 
 
@@ -264,7 +268,7 @@ def write(obj, read_: Read, solved: Solution, hold: bool, kept: memory.RigMemory
     if solved.scales or (found.entries is not None and found.entries[4].any()):
         held.write_stretch(obj, read_.plan.skeleton, solved.scales, read_.pose)  # (bones stretched before go back)
     if solved.root is not None or read_.held_root:  # (a root moved before and no longer moving goes back)
-        moving_root.write(obj, read_.root, solved.root, hold)
+        moving_root.write(obj, read_.root, solved.root, read_.root_fk, hold)
         read_.pose.forget()
     scale = rig.mean_scale(obj) if solved.away is not None else 1.0
     (kept or memory.of(obj)).root_away = None if solved.away is None else (solved.away[0] * scale, solved.away[1])
@@ -311,14 +315,11 @@ def solve_object(
     released = False
     if hold and not refusals:  # (a chain left out for bad input keeps its pose: nothing it should not change does)
         skeleton = gathered.skeleton
-        moving = plan_for(skeleton, gathered.goals, obj.fabrik.solver).bones if gathered.goals else []
-        released = release_others(obj, {skeleton.names[b] for b in moving})
+        plan = plan_for(skeleton, gathered.goals, obj.fabrik.solver) if gathered.goals else None
+        released = release_others(obj, {skeleton.names[b] for b in plan.bones} if plan is not None else set())
         # (a root no longer moving goes back first: the chains hang from where it goes)
-        if gathered.goals:
-            plan = plan_for(skeleton, gathered.goals, obj.fabrik.solver)
-            released = moving_root.let_go(obj, keep=moving_root.usable(obj, plan, gathered.goals)[0]) or released
-        else:
-            released = moving_root.let_go(obj) or released
+        keep = moving_root.usable(obj, plan, gathered.goals)[0] if plan is not None else None
+        released = moving_root.let_go(obj, keep=keep) or released
         if released:
             pose.forget()  # (channels given back: what was read of them is not what they hold)
     read_, result = read(obj, depsgraph, gathered, pose)
