@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabrik_addon.core import quat, refine
+from fabrik_addon.core import quat, refine, settle
 from fabrik_addon.core.angles import _swing_derivatives
 
 
@@ -70,7 +70,7 @@ def test_the_plain_float_jacobian_is_numpys(limited, rotation_goal):
     from fabrik_addon.core import Goal, skeleton_from_points
     from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom
     from fabrik_addon.core.limits import JointLimit
-    from fabrik_addon.core.refine import _linearised_plain
+    from fabrik_addon.core.refine import linearised_plain
     from fabrik_addon.core.tree import Start, moving_tree
 
     # A trunk of four bones and two branches of three: each goal is moved by the trunk and its own branch only.
@@ -105,7 +105,8 @@ def test_the_plain_float_jacobian_is_numpys(limited, rotation_goal):
         rig.forward()
         free = freedom(rig, problem)
         table = rig.table(free)
-        plain_j, plain_e = _linearised_plain(rig, problem, free)
+        plain_j, plain_e = (np.array(a) for a in linearised_plain(rig, problem, free))
+        plain_j = plain_j.reshape(-1, len(free.coordinates))
         saved = refine.PLAIN_COORDINATES
         refine.PLAIN_COORDINATES = -1  # the numpy path, whatever the size
         try:
@@ -118,3 +119,71 @@ def test_the_plain_float_jacobian_is_numpys(limited, rotation_goal):
         assert np.abs(plain_j).max() > 0.1 and (plain_j == 0.0).any()  # (something to compare, masked columns too)
         assert np.abs(plain_j - numpy_j).max() < 1e-12
         assert np.abs(plain_e - numpy_e).max() < 1e-12
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_plain_float_step_is_numpys(seed):
+    """Small refinements step in plain floats, large ones in numpy: from one Jacobian both take one step, with
+    coordinates held on the bounds they are pushed past, swings sliding along their cones' rims, stiff columns
+    and the longest move capped."""
+    from fabrik_addon.core.refine import _bounded_step, _bounded_step_plain
+
+    rng = np.random.default_rng(seed)
+    m, n = (3, 6) if seed % 2 else (6, 9)
+    j = rng.normal(size=(m, n))
+    e = rng.normal(size=m) * (0.05 if seed < 3 else 2.0)  # (the larger errors make steps that get capped)
+    pliancy = np.where(rng.uniform(size=n) < 0.3, 0.2, 1.0)
+    lo, hi = -np.ones(n), np.ones(n)
+    values = rng.uniform(-0.5, 0.5, n)
+    values[0], values[1] = lo[0], hi[1]  # on bounds, which the step may push past
+    lo[2], hi[2] = -np.inf, np.inf  # a free joint's coordinate
+    # A swing on its cone's rim (coordinates 3 and 4), its outward normal, either way round.
+    normal = np.array([0.6, 0.8]) * (1.0 if seed % 3 else -1.0)
+    cones = [(3, 4, tuple(normal))]
+    scaled = j * pliancy
+    expected = pliancy * _bounded_step(scaled, e, 0.05, values, lo, hi, cones, pliancy)
+    got = _bounded_step_plain(scaled.tolist(), e.tolist(), 0.05, values.tolist(), lo.tolist(), hi.tolist(), cones,
+                              pliancy.tolist())
+    assert np.abs(expected).max() > 1e-3  # (a step to compare)
+    assert np.abs(np.array(got) - expected).max() < 1e-12
+
+
+@pytest.mark.parametrize("stiff", [False, True])
+def test_the_plain_float_settling_step_is_numpys(stiff):
+    """Settling steps small rigs in plain floats and large ones in numpy: from one pose both pull the joints the
+    goal leaves free towards rest by the same step, weighed by stiffness, and put the goal back alike."""
+    from fabrik_addon.core import Goal, skeleton_from_points
+    from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom
+    from fabrik_addon.core.limits import JointLimit
+    from fabrik_addon.core.tree import Start, moving_tree
+
+    parents = [-1, 0, 1, 2, 3]
+    heads = [(0.0, 0.0, 0.5 * k) for k in range(5)]
+    tails = [(0.0, 0.0, 0.5 * (k + 1)) for k in range(5)]
+    skeleton = skeleton_from_points(parents, heads, tails)
+    cone = JointLimit(use_limit_x=True, min_x=-0.8, max_x=0.8, use_limit_z=True, min_z=-0.8, max_z=0.8,
+                      use_limit_y=True, min_y=-0.5, max_y=0.5, stiffness_x=0.6 if stiff else 0.0)
+    skeleton = skeleton.with_limits({k: cone for k in range(5)})
+    goals = [Goal(bone=4, target=(0.6, 0.3, 2.0))]
+    tree = moving_tree(skeleton, goals)
+    problem = TreeGoals(tree, goals)
+    rng = np.random.default_rng(5)
+    start = Start.of_pose(skeleton, tree, skeleton.rest_pose())
+    poses = []
+    for k in range(5):
+        poses.append([rng.uniform(-0.5, 0.5), rng.uniform(-0.5, 0.5), rng.uniform(-0.3, 0.3)])
+    steps = {}
+    for path, step in (("plain", settle._plain_step), ("numpy", settle._numpy_step)):
+        rig = AngleRig(tree, start)
+        for k, angles in enumerate(poses):
+            rig.angles[k] = list(angles)
+            rig.local[k] = quat.from_swing_twist(*angles)
+        rig.forward()
+        free = freedom(rig, problem)
+        assert (free.settling_weight is not None) == stiff
+        pulled = step(rig, problem, free, settle.rest_aim(rig, free), 0.5, 0.01)
+        back = step(rig, problem, free, None, 0.0, 0.01)
+        steps[path] = [np.array(a, dtype=float) for a in (*pulled, *back)]
+    assert np.abs(steps["plain"][0]).max() > 1e-3 and np.abs(steps["plain"][1]).max() > 1e-3
+    for plain, numpy_ in zip(steps["plain"], steps["numpy"]):
+        assert np.abs(plain - numpy_).max() < 1e-10

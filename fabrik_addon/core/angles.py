@@ -178,11 +178,17 @@ class AngleRig:
         values[free.bounded] = table[free.rows, free.columns]
         return values
 
-    def step(self, free: Freedom, delta: np.ndarray) -> None:
+    def values(self, free: Freedom) -> list[float]:
+        """`get` in plain floats."""
+        angles = self.angles
+        return [0.0 if loose else angles[k][slot] for k, slot, loose in zip(free.nodes, free.slots, free.loose)]
+
+    def step(self, free: Freedom, delta: np.ndarray | list[float]) -> None:
         """Move the coordinates by delta, clamped into their limits, and update the pose."""
         angles = self.angles
         free_turn: dict[int, list[float]] = {}
-        for k, slot, loose, d in zip(free.nodes, free.slots, free.loose, delta.tolist()):
+        steps = delta.tolist() if isinstance(delta, np.ndarray) else delta
+        for k, slot, loose, d in zip(free.nodes, free.slots, free.loose, steps):
             if loose:
                 free_turn.setdefault(k, [0.0, 0.0, 0.0])[slot] = d
             else:

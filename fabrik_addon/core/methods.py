@@ -59,6 +59,7 @@ __all__ = [
 #: In continuity mode, a limited solve whose start has every goal within this share of its chain's reach moves
 #: by one settling step where that reaches, else is refined from the start as it is before FABRIK runs.
 NEAR = 0.1
+_REFINE_FIRST = lambda tree: False
 
 
 @dataclass
@@ -288,7 +289,7 @@ def solve_limited(
     near_first = start_rig is not None and _near(problem, start_rig)
     # A pose on the targets that leaves a limit is refined as it is first: where the limits begin to bind from one
     # frame to the next, the pose moves on from the free chain's (FABRIK's limited passes would move it further).
-    unpassed = near_first or reached_free
+    unpassed = near_first or reached_free or _REFINE_FIRST(tree)
     if near_first and all(g.pole is None for g in goals):
         report = _followed(problem, start_rig, settings)
         if report is not None:

@@ -35,15 +35,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import quat
+from . import lsq, quat
 from .angles import FRAME_AXES, AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, rotation_error, swing_derivative
 
-__all__ = ["Refined", "linearised", "solve"]
+__all__ = ["Refined", "linearised", "linearised_plain", "solve"]
 
 #: Starting damping, as a fraction of the largest chain's reach.
 DAMPING = 0.05
 #: The damping never falls below this fraction of the reach (nor rises above the last).
 DAMPING_RANGE = (1e-4, 1e3)
+#: A kept step multiplies the damping by EASE, an undone one by RAISE.
+EASE = 0.5
+RAISE = 4.0
 #: No coordinate moves by more than this (radians) in one step.
 MAX_STEP = 0.5
 #: Steps that each lower the squared error by less than this fraction are a crawl (a dead end of the
@@ -53,8 +56,8 @@ PATIENCE = 3
 #: An attempt that has not cut its squared error to SLOW of what it was WINDOW iterations before is a crawl.
 WINDOW = 6
 SLOW = 0.5
-#: Up to this many coordinates the Jacobian is built in plain floats: numpy's cost per call outweighs its loops
-#: there (a six-axis arm's: 8 against 57 us; they break even near 60 coordinates of limited joints, 40 of free).
+#: Up to this many coordinates each step is worked out in plain floats: numpy's cost per call outweighs its loops
+#: there.
 PLAIN_COORDINATES = 48
 #: A coordinate this close to a bound (radians) counts as sitting on it.
 ON_BOUND = 1e-9
@@ -76,7 +79,11 @@ class Refined:
 def solve(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: int) -> Refined:
     """Levenberg-Marquardt in the limits' coordinates until every goal is reached or the budget is spent."""
     free = freedom(rig, problem)
-    coordinates, lo, hi, pliancy = free.coordinates, free.lo, free.hi, free.pliancy
+    coordinates = free.coordinates
+    # Few coordinates are stepped in plain floats (numpy's cost per call outweighs its loops there).
+    plain = None
+    if len(coordinates) <= PLAIN_COORDINATES:
+        plain = (free.lo.tolist(), free.hi.tolist(), free.pliancy.tolist(), bool((free.pliancy != 1.0).any()))
     # The scale of the chains that pull (a goal of weight 0 asks for nothing).
     scale = max((r for r, w in zip(problem.reach, problem.weights) if w > 0.0), default=max(problem.reach))
     damping = DAMPING * scale
@@ -91,11 +98,7 @@ def solve(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: i
         if iterations >= max_iterations:
             break
         iterations += 1
-        table = rig.table(free)
-        j, e = linearised(rig, problem, free, table)
-        values = rig.get(free, table)
-        # Stiffness as Blender weighs it: a stiff coordinate's column shrinks, so the others take the motion.
-        delta = pliancy * _bounded_step(j * pliancy, e, damping, values, lo, hi, rig.rims(free), pliancy)
+        delta = _step(rig, problem, free, damping, plain)
         before = rig.snapshot()
         rig.step(free, delta)
         new_errors, new_angles = goal_errors_of(rig, problem)
@@ -105,13 +108,13 @@ def solve(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: i
             crawling = new_cost > (1.0 - CRAWL) * cost
             without_progress = without_progress + 1 if crawling else 0
             errors, angles, cost = new_errors, new_angles, new_cost
-            damping = max(DAMPING_RANGE[0] * scale, damping * 0.5)
+            damping = max(DAMPING_RANGE[0] * scale, damping * EASE)
             if without_progress >= PATIENCE:
                 stopped_by = "stalled"
                 break
         else:
             rig.restore(before)
-            damping *= 4.0
+            damping *= RAISE
             if damping > DAMPING_RANGE[1] * scale:
                 stopped_by = "stalled"  # no step of any length helps: a dead end of the limits
                 break
@@ -159,8 +162,8 @@ def _floor_rows(rig: AngleRig, problem: TreeGoals, free: Freedom, axes) -> tuple
     return rows, errors
 
 
-def _linearised_plain(rig: AngleRig, problem: TreeGoals, free: Freedom) -> tuple[np.ndarray, np.ndarray]:
-    """`linearised` in plain floats, for few coordinates (where numpy's cost per call outweighs its loops)."""
+def linearised_plain(rig: AngleRig, problem: TreeGoals, free: Freedom) -> tuple[list[list[float]], list[float]]:
+    """`linearised` in plain floats (rows of the Jacobian, the error vector), for few coordinates."""
     frames, zero_frames, angles, heads = rig.frames, rig.zero_frames, rig.angles, rig.heads
     axes = []
     for c in free.coordinates:
@@ -203,13 +206,14 @@ def _linearised_plain(rig: AngleRig, problem: TreeGoals, free: Freedom) -> tuple
                 r = rotation_error(rig.frames[node], rotation)
                 errors += (r[0] * s, r[1] * s, r[2] * s)
     floor_rows, floor_errors = _floor_rows(rig, problem, free, axes)
-    return np.array(rows + floor_rows).reshape(-1, count), np.array(errors + floor_errors)
+    return rows + floor_rows, errors + floor_errors
 
 
 def linearised(rig: AngleRig, problem: TreeGoals, free: Freedom, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The weighted Jacobian (rows: goals' tips, then rotation goals) and error vector (`table`: `AngleRig.table`)."""
     if len(free.coordinates) <= PLAIN_COORDINATES:
-        return _linearised_plain(rig, problem, free)
+        rows, errors = linearised_plain(rig, problem, free)
+        return np.array(rows).reshape(-1, len(free.coordinates)), np.array(errors)
     axes = rig.axes(free, table)
     heads = np.array(rig.heads)[free.nodes]
     rows, errors = [], []
@@ -240,6 +244,25 @@ def linearised(rig: AngleRig, problem: TreeGoals, free: Freedom, table: np.ndarr
         rows.append(np.array(floor_rows))
         errors.append(np.array(floor_errors))
     return np.vstack(rows), np.concatenate(errors)
+
+
+def _step(
+    rig: AngleRig, problem: TreeGoals, free: Freedom, damping: float, plain: tuple[list, list, list, bool] | None
+) -> list[float] | np.ndarray:
+    """The next step of the coordinates from the rig's pose (`_bounded_step`); `plain`: the coordinates' ranges and
+    pliancy as lists and whether any is stiff, where the step is worked out in plain floats."""
+    # Stiffness as Blender weighs it: a stiff coordinate's column shrinks, so the others take the motion.
+    if plain is not None:
+        lo, hi, pliancy, stiff = plain
+        rows, e = linearised_plain(rig, problem, free)
+        if stiff:
+            rows = [[a * p for a, p in zip(row, pliancy)] for row in rows]
+        return _bounded_step_plain(rows, e, damping, rig.values(free), lo, hi, rig.rims(free), pliancy)
+    table = rig.table(free)
+    j, e = linearised(rig, problem, free, table)
+    values = rig.get(free, table)
+    pliancy = free.pliancy
+    return pliancy * _bounded_step(j * pliancy, e, damping, values, free.lo, free.hi, rig.rims(free), pliancy)
 
 
 def _bounded_step(
@@ -295,3 +318,68 @@ def _bounded_step(
     if largest > MAX_STEP:
         delta *= MAX_STEP / largest
     return (np.clip(values + delta * pliancy, lo, hi) - values) / pliancy
+
+
+def _bounded_step_plain(
+    rows: list[list[float]],
+    e: list[float],
+    damping: float,
+    values: list[float],
+    lo: list[float],
+    hi: list[float],
+    cones: list,
+    pliancy: list[float],
+) -> list[float]:
+    """`_bounded_step` in plain floats (`rows`: the scaled Jacobian's), already multiplied by the pliancy: the
+    step of the coordinates themselves."""
+    n = len(values)
+    # The basis' columns, each as (coordinate, coefficient) pairs: the coordinate's own at first, none once it is
+    # held on a bound, a rim's tangent for a swing on its cone's rim.
+    basis: list[tuple] = [((i, 1.0),) for i in range(n)]
+    held: set[int] = set()
+    rims: set[int] = set()
+    delta = [0.0] * n
+    for attempt in range(4):
+        jb = rows if attempt == 0 else [_in_basis(row, basis) for row in rows]
+        d = lsq.transposed_times(jb, lsq.solve(lsq.damped_gram(jb, jb, damping), e))
+        delta = [0.0] * n
+        for i, column in enumerate(basis):
+            for r, c in column:
+                delta[r] += c * d[i]
+        moved = [a * p for a, p in zip(delta, pliancy)]
+        changed = False
+        for i in range(n):
+            if i not in held and (
+                (values[i] <= lo[i] + ON_BOUND and moved[i] < 0.0) or (values[i] >= hi[i] - ON_BOUND and moved[i] > 0.0)
+            ):
+                held.add(i)
+                basis[i] = ()
+                changed = True
+        for c, (ix, iz, normal) in enumerate(cones):
+            if c in rims or normal[0] * moved[ix] + normal[1] * moved[iz] <= 0.0:
+                continue
+            rims.add(c)
+            basis[iz] = ()
+            basis[ix] = () if ix in held or iz in held else (
+                (ix, -normal[1] / pliancy[ix]), (iz, normal[0] / pliancy[iz])
+            )
+            changed = True
+        if not changed:
+            break
+    largest = max((abs(a * p) for a, p in zip(delta, pliancy)), default=0.0)
+    shrink = MAX_STEP / largest if largest > MAX_STEP else 1.0
+    return [min(max(v + a * p * shrink, low), high) - v for v, a, p, low, high in zip(values, delta, pliancy, lo, hi)]
+
+
+def _in_basis(row: list[float], basis: list[tuple]) -> list[float]:
+    """A row of the Jacobian in the basis' columns (`_bounded_step_plain`)."""
+    out = []
+    for column in basis:
+        if not column:
+            out.append(0.0)
+        elif len(column) == 1:
+            out.append(column[0][1] * row[column[0][0]])
+        else:
+            (i, a), (k, b) = column
+            out.append(a * row[i] + b * row[k])
+    return out

@@ -13,14 +13,15 @@ Also here: the twists that move no goal, set back to where they started.
 
 from __future__ import annotations
 
+from operator import mul
 from typing import Callable, Sequence
 
 import numpy as np
 
-from . import limits, quat
+from . import limits, lsq, quat
 from .angles import AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, limited_angles
 from .problem import Goal
-from .refine import DAMPING_RANGE, linearised
+from .refine import DAMPING_RANGE, PLAIN_COORDINATES, linearised_plain, linearised
 from .quat import Quat
 from .skeleton import Skeleton
 from .tree import MovingTree, Start
@@ -105,31 +106,59 @@ def _settling_step(
     stiffness everywhere changes nothing), so a stiff joint settles towards
     its rest while the others make up for it.
     """
-    lo, hi, weight = free.lo, free.hi, free.settling_weight
-    table = rig.table(free)
-    j, e = linearised(rig, problem, free, table)
-    values = rig.get(free, table)
-    wanted = aim(rig, free)
-    pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
-    jw, gram = _weighted_gram(j, weight, damping)
-    free_pull = pull - jw.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
-    if np.abs(free_pull).max(initial=0.0) < settled:
+    step = _plain_step if len(free.coordinates) <= PLAIN_COORDINATES else _numpy_step
+    free_pull, reaching = step(rig, problem, free, aim(rig, free), gain, damping)
+    if max(map(abs, free_pull), default=0.0) < settled:
         return 1, None
     before = rig.snapshot()
-    rig.step(free, np.clip(values + jw.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values)
+    rig.step(free, reaching)
     used = 1
     if used < max_iterations and not problem.reached(*goal_errors_of(rig, problem), tolerance):
         # The null space is flat only to first order: one plain step puts the goals back.
         used += 1
-        table = rig.table(free)
-        j, e = linearised(rig, problem, free, table)
-        values = rig.get(free, table)
-        jw, gram = _weighted_gram(j, weight, damping)
-        rig.step(free, np.clip(values + jw.T @ np.linalg.solve(gram, e), lo, hi) - values)
+        rig.step(free, step(rig, problem, free, None, 0.0, damping)[1])
     if not problem.reached(*goal_errors_of(rig, problem), tolerance):
         rig.restore(before)
         return used, False
     return used, True
+
+
+def _numpy_step(
+    rig: AngleRig, problem: TreeGoals, free: Freedom, wanted: np.ndarray | None, gain: float, damping: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pull towards `wanted` with what it would change of the goals removed, and the step that also corrects
+    the goals, clamped into the limits (None wanted: the correction alone)."""
+    lo, hi, weight = free.lo, free.hi, free.settling_weight
+    table = rig.table(free)
+    j, e = linearised(rig, problem, free, table)
+    values = rig.get(free, table)
+    jw, gram = _weighted_gram(j, weight, damping)
+    free_pull = np.zeros(len(values))
+    if wanted is not None:
+        pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
+        free_pull = pull - jw.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
+    return free_pull, np.clip(values + jw.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values
+
+
+def _plain_step(
+    rig: AngleRig, problem: TreeGoals, free: Freedom, wanted: np.ndarray | None, gain: float, damping: float
+) -> tuple[list[float], list[float]]:
+    """`_numpy_step` in plain floats, for few coordinates."""
+    rows, e = linearised_plain(rig, problem, free)
+    values = rig.values(free)
+    weight = free.settling_weight
+    weighted = rows if weight is None else [[a * w for a, w in zip(row, weight.tolist())] for row in rows]
+    gram = lsq.damped_gram(rows, weighted, damping)
+    free_pull = [0.0] * len(values)
+    if wanted is not None:
+        pull = [0.0 if w != w else gain * (w - v) for v, w in zip(values, wanted.tolist())]  # (NaN: no pull)
+        kept = lsq.transposed_times(weighted, lsq.solve(gram, [sum(map(mul, row, pull)) for row in rows]))
+        free_pull = [p - k for p, k in zip(pull, kept)]
+    correction = lsq.transposed_times(weighted, lsq.solve(gram, e))
+    lo, hi = free.lo.tolist(), free.hi.tolist()
+    return free_pull, [
+        min(max(v + c + f, low), high) - v for v, c, f, low, high in zip(values, correction, free_pull, lo, hi)
+    ]
 
 
 def _weighted_gram(j: np.ndarray, weight: np.ndarray | None, damping: float) -> tuple[np.ndarray, np.ndarray]:
