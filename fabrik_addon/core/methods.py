@@ -25,7 +25,10 @@ the settings, and gives the nodes' solved frames and heads with a report.
   targets that still leaves some limit is refined from there first. Else each attempt runs FABRIK while every iteration
   still halves the error, then hands the pose to the refinement, which
   finishes in the coordinates the limits are written in; dead ends of the
-  limits get other start poses inside them. In continuity mode (warm starts)
+  limits get other start poses inside them. Where every joint is a hinge
+  (`hinged`: a robot arm), FABRIK's moves of points leave the hinges' planes
+  at every pass, so the refinement starts from the pose as it is, and
+  FABRIK's attempt follows only where that stalls. In continuity mode (warm starts)
   a start near its targets moves by one settling step where that reaches
   (`_followed`), else is refined as it is first; where the warm attempts
   stall short of a target in reach, the frame's whole search runs (other
@@ -59,7 +62,6 @@ __all__ = [
 #: In continuity mode, a limited solve whose start has every goal within this share of its chain's reach moves
 #: by one settling step where that reaches, else is refined from the start as it is before FABRIK runs.
 NEAR = 0.1
-_REFINE_FIRST = lambda tree: False
 
 
 @dataclass
@@ -222,6 +224,16 @@ def local_rotations_inside(tree: MovingTree, start: Start, frames: list[Quat]) -
     return None
 
 
+def hinged(tree: MovingTree) -> bool:
+    """Whether every joint of the tree turns about one axis at most (a robot arm's); kept with the tree."""
+    if "hinged" not in tree.derived:
+        tree.derived["hinged"] = all(
+            limit is not None and sum(hi - lo > 1e-12 for lo, hi in (limit.x_range, limit.z_range, limit.y_range)) <= 1
+            for limit in tree.limits
+        )
+    return tree.derived["hinged"]
+
+
 def solve_limited(
     skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings,
     start_rig: AngleRig | None = None,
@@ -289,7 +301,7 @@ def solve_limited(
     near_first = start_rig is not None and _near(problem, start_rig)
     # A pose on the targets that leaves a limit is refined as it is first: where the limits begin to bind from one
     # frame to the next, the pose moves on from the free chain's (FABRIK's limited passes would move it further).
-    unpassed = near_first or reached_free or _REFINE_FIRST(tree)
+    unpassed = near_first or reached_free or hinged(tree)
     if near_first and all(g.pole is None for g in goals):
         report = _followed(problem, start_rig, settings)
         if report is not None:
