@@ -62,6 +62,9 @@ __all__ = [
 #: In continuity mode, a limited solve whose start has every goal within this share of its chain's reach moves
 #: by one settling step where that reaches, else is refined from the start as it is before FABRIK runs.
 NEAR = 0.1
+#: Where FABRIK's passes crawl (`_crawls`), the refinement finishes once two iterations have not halved the best
+#: error.
+CRAWL_WINDOW = 2
 
 
 @dataclass
@@ -102,8 +105,19 @@ def solve_free(
     skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings
 ) -> Solved:
     """A tree without limits (see the module)."""
-    joints, report = fabrik.solve_from(tree, goals, start, settings, careful=True)
+    finish = _crawls(tree, goals)
+    joints, report = fabrik.solve_from(tree, goals, start, settings, careful=True, window=CRAWL_WINDOW if finish else 0)
     solved = _of_joints(tree, start, joints, report)
+    if report.stopped_by == "handover":
+        finished, used = _finished(skeleton, tree, goals, start, settings, joints, solved)
+        if finished is not None:
+            return finished
+        # The refinement did not reach: FABRIK's passes go on from where they handed over.
+        after = _after(skeleton, tree, start, solved)
+        left = replace(settings, max_iterations=settings.max_iterations - used)
+        joints, report = fabrik.solve_from(tree, goals, after, left, careful=True)
+        report.iterations += used
+        solved = Solved(report, after.frames, after.heads) if joints is None else _of_joints(tree, after, joints, report)
     if report.converged or report.stopped_by == "unreachable" or not settings.explore:
         return solved
     framed = tree.needs_frames or any(g.rotation is not None or g.pole is not None for g in goals)
@@ -120,6 +134,37 @@ def solve_free(
         solved = Solved(other, after.frames, after.heads) if joints is None else _of_joints(tree, after, joints, other)
     solved.report.iterations, solved.report.restarts = total, 1
     return solved
+
+
+def _crawls(tree: MovingTree, goals: Sequence[Goal]) -> bool:
+    """Whether FABRIK's passes crawl on the tree and the refinement finishes: branches that share a sub-base, with
+    poles (each pass moves the sub-base a share of the way its branches ask, so the error falls by a steady share
+    per iteration)."""
+    return len(goals) > 1 and any(g.pole is not None for g in goals) and all(g.rotation is None for g in goals)
+
+
+def _finished(
+    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings,
+    joints: Joints | None, solved: Solved,
+) -> tuple[Solved | None, int]:
+    """FABRIK's pose (`solved`, where it crawled) refined in the joints' angles until every goal is reached, then
+    settled into the poles' planes (`joints.holds`); None where the refinement does not reach, and the iterations
+    used either way."""
+    used, budget = solved.report.iterations, settings.max_iterations
+    problem = TreeGoals(tree, goals)
+    if used >= budget or joints is None or problem.out_of_reach(start.heads, skeleton, settings.tolerance):
+        return None, used  # (beyond reach, stretching towards the targets is FABRIK's own move)
+    rig = AngleRig(tree, _after(skeleton, tree, start, solved))
+    refined = refine.solve(rig, problem, settings.tolerance, budget - used)
+    used += refined.iterations
+    if not refined.converged:
+        return None, used
+    if used < budget:
+        aim = _settling_aim(tree, joints.holds, to_rest=False)
+        used += settle.settle(rig, problem, settings.tolerance, budget - used, aim)
+    errors, rotation_errors = goal_errors_of(rig, problem)
+    report = SolveReport(used, errors, True, "converged", rotation_errors=rotation_errors)
+    return Solved(report, list(rig.frames), list(rig.heads), rig), used
 
 
 def solve_offsets(

@@ -313,7 +313,7 @@ def posed(skeleton: Skeleton, tree: MovingTree, start: Pose, frames: list[Quat],
 class Joints:
     """FABRIK's working state: head, tail and (when limits, offsets or the goals need it) frame of every node."""
 
-    __slots__ = ("heads", "tails", "base", "offset", "frames", "zero", "carried")
+    __slots__ = ("heads", "tails", "base", "offset", "frames", "zero", "carried", "holds")
 
     def __init__(self, tree: MovingTree, start: Start, framed: bool = False) -> None:
         """The joints as `start` places them; `framed`: goals that read frames (poles, rotation goals)."""
@@ -332,6 +332,8 @@ class Joints:
         self.zero: list[Quat] = []
         #: Per node, whether the passes turn its frame as it moves (None: every node's; `carried_frames`).
         self.carried: tuple[bool, ...] | None = None
+        #: What keeps the chains turned the way their poles say through a solve (`pole.holds`), where one made it.
+        self.holds: list = []
         if not (framed or tree.needs_frames):
             return  # a free connected tree: positions are all the passes need
         self.carried = tree.carried_frames(framed)
