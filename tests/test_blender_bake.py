@@ -688,3 +688,35 @@ def pose_matrices_at(rig, frame: int) -> list[np.ndarray]:
     bpy.context.scene.frame_set(frame)
     evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
     return [np.array([np.array(pb.matrix) for pb in evaluated.pose.bones])]
+
+
+def hinged_arm_on_a_moving_shoulder():
+    """The arm on its animated shoulder in cones, its twists locked (no open cone: not solved on rows)."""
+    rig = limited_arm_on_a_moving_shoulder()
+    for pose_bone in rig.pose.bones[1:]:
+        pose_bone.lock_ik_y = True
+    return rig
+
+
+@pytest.mark.parametrize("build", [limited_chain, hinged_arm_on_a_moving_shoulder], ids=["hinges", "moving-parent"])
+def test_per_frame_bakes_of_limited_rigs_solve_each_frame_from_its_own_pose_as_they_read_it(build, monkeypatch):
+    """A per-frame bake of a rig whose plan does not solve frames together (joint limits) reads each frame as
+    cheaply as a continuous bake does and solves it from that frame's own pose at once, without the whole read
+    of the rig; its keys replay the live solve (1e-5)."""
+    from fabrik_addon.blender import solve
+
+    rig = build()
+    rig.fabrik.start = "FK"
+    reset_pose(rig)
+    live = play(rig)
+    reset_pose(rig)
+    whole = []
+    compute = solve.compute
+    monkeypatch.setattr(solve, "compute", lambda *a, **k: whole.append(1) or compute(*a, **k))
+    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    while not baker.done:
+        baker.step()
+    result = baker.finish(new_action=False, keep_live=False)
+    assert result.frames == len(FRAMES) and not baker._batch.together and baker.solved.all()
+    assert not whole
+    assert_keys_replay(rig, live)

@@ -198,9 +198,8 @@ class Baker(stepping.SceneWork):
             self._read()
             self.index += 1
             if self.index == len(self.frames):
-                if self.warm_start:
-                    self._keep_in_turn()
-                else:
+                self._keep_in_turn()
+                if not self.warm_start:
                     self._queue_batched()
         elif self._queue:
             self._units_done += self._queue.pop(0)()
@@ -218,8 +217,15 @@ class Baker(stepping.SceneWork):
             self._solve_in_turn(i, depsgraph)
             return
         if self._batch is not None and self._batch.read(depsgraph):
-            self._batched.append(i)
-            return
+            if self._batch.together:
+                self._batched.append(i)
+                return
+            status = self._batch.solve_own(i)  # (a plan that does not solve frames together: this one alone)
+            if status is not None:
+                self.solved[i] = True
+                self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
+                self._units_done += 1
+                return
         self._record(i, *solve.compute(self.obj, depsgraph))
         self._units_done += 1  # (read and solved in one step)
 
@@ -249,7 +255,7 @@ class Baker(stepping.SceneWork):
             }
 
     def _keep_in_turn(self) -> None:
-        """Give the frames the FrameRows solved in turn their local rotations, all at once."""
+        """Give the frames the FrameRows solved one at a time their local rotations, all at once."""
         if self._batch is None or not self._batch.solved_in_turn:
             return
         indices, matrices = self._batch.rotations_in_turn()

@@ -44,10 +44,11 @@ class FrameRows:
     ) -> "FrameRows | None":
         """A reader for this rig, or None where a whole read of each frame must solve it: another solver or IK
         stretch, a bone baked that the solve does not move, a fixed bone between two moving ones, an influence
-        below 1 (the blend is per frame); and, where frames are solved together (not `in_turn`), a plan that
-        does not solve on numpy rows (`core.plan.Plan.rows`); a Root that moves (its channels are read and written
-        with each frame's whole read). `carry`: what continuity mode carries from frame to frame, shared with the
-        frames the bake reads whole."""
+        below 1 (the blend is per frame); a Root that moves (its channels are read and written with each frame's
+        whole read). `in_turn`: a continuous bake's (each frame solved as it is read, from the one before); a
+        per-frame bake's frames are solved together where the plan solves on numpy rows (`together`), else each
+        from its own pose as it is read. `carry`: what continuity mode carries from frame to frame, shared with
+        the frames the bake reads whole."""
         if obj.fabrik.root_mode != 'OFF':
             return None
         skeleton = rig.skeleton_of(obj)
@@ -55,7 +56,7 @@ class FrameRows:
         if not goals:
             return None
         plan = plan_for(skeleton, goals, obj.fabrik.solver)
-        if plan.whole or not plan.local.placed or not (in_turn or plan.rows):
+        if plan.whole or not plan.local.placed:
             return None
         if not {skeleton.index(name) for name in bake_bones} <= set(plan.bones):
             return None
@@ -66,6 +67,8 @@ class FrameRows:
     def __init__(self, obj, plan, goals, used, problems, in_turn: bool, carry: Carry | None = None) -> None:
         skeleton = plan.skeleton
         self.obj, self.plan, self.goals, self.used, self.in_turn = obj, plan, goals, used, in_turn
+        #: Whether the frames read are solved together (`solve`), else each as it is read (`solve_last`, `solve_own`).
+        self.together = plan.rows and not in_turn
         #: The goals' weights (frames solved together share them).
         self.weights = [g.weight for g in goals]
         pose_bones = obj.pose.bones
@@ -244,9 +247,29 @@ class FrameRows:
             if not all(b in previous for b in self.moving):
                 return None
             start = plan.start([previous[b] for b in self.moving], translations, fixed, None)
+        return self._solved(index, start, self.warm_settings, self.carry, began)
+
+    def solve_own(self, index: int) -> RigStatus | None:
+        """Solve the frame read last (the bake's frame `index`) from its own pose, as a per-frame bake does where
+        the plan does not solve frames together; the status, or None where this read does not do (as
+        `solve_last`)."""
+        began = time.perf_counter()
+        fixed = self._fixed(lambda j: self.parents[-1][j])
+        if fixed is None:
+            return None
+        found = {key: np.asarray(values[-1:], dtype=np.float64) for key, values in self.channels.items() if values}
+        fk = matrix_rows.quaternions_from_matrices(self._fk_rotations(found)[0])
+        translations = [tuple(t) if any(t) else None for t in found["loc"][0][self.moving].tolist()]
+        start = self.plan.start([tuple(q) for q in fk.tolist()], translations, fixed, None)
+        return self._solved(index, start, self.solve_settings, None, began)
+
+    def _solved(self, index: int, start, settings, carry: Carry | None, began: float) -> RigStatus | None:
+        """Solve the frame read last (the bake's frame `index`) from `start` and keep its rotations; the status,
+        or None where the result is not a number."""
+        plan = self.plan
         goals = self.frames_goals[-1]
         try:
-            outcome = plan.solve(goals, start, replace(self.warm_settings, floor=self.floors[-1]), self.carry)
+            outcome = plan.solve(goals, start, replace(settings, floor=self.floors[-1]), carry)
         except ValueError:
             return None
         if plan.goes_on(start, outcome):
@@ -262,9 +285,7 @@ class FrameRows:
         self._last = start, outcome
         self._last_index = index
         result = RigStatus(effectors=dict(self.problems[-1]))
-        return concluded(
-            result, plan.tree, goals, self.used, outcome.report, self.warm_settings.tolerance, [], began
-        )
+        return concluded(result, plan.tree, goals, self.used, outcome.report, settings.tolerance, [], began)
 
     def _fixed(self, matrix_of, nan: bool = False) -> list | None:
         """Per node, the frame and head of the fixed bone it hangs from (`matrix_of(j)`: the pose matrix of the
@@ -284,7 +305,7 @@ class FrameRows:
         return fixed
 
     def last_rotations(self) -> dict[int, Quat]:
-        """The moving bones' local rotations of the last frame `solve_last` solved."""
+        """The moving bones' local rotations of the last frame `solve_last` (or `solve_own`) solved."""
         rotations = self._rotated.get(self._last_index, [])
         if isinstance(rotations, _Placed):
             rotations = local.rotations_from_zero(self.plan.tree, rotations.zero, rotations.frames)
@@ -292,12 +313,12 @@ class FrameRows:
 
     @property
     def solved_in_turn(self) -> bool:
-        """Whether `solve_last` solved any frame."""
+        """Whether `solve_last` or `solve_own` solved any frame."""
         return bool(self._rotated)
 
     def rotations_in_turn(self) -> tuple[list[int], np.ndarray]:
-        """The frame indices `solve_last` solved and their moving bones' local rotations (frames, m, 3, 3), worked
-        out together."""
+        """The frame indices `solve_last` or `solve_own` solved and their moving bones' local rotations (frames, m,
+        3, 3), worked out together."""
         indices = sorted(self._rotated)
         quaternions = np.empty((len(indices), len(self.moving), 4))
         placed = [n for n, i in enumerate(indices) if isinstance(self._rotated[i], _Placed)]

@@ -152,7 +152,10 @@ def constrain(limit: JointLimit, local: Quat, previous: Quat | None = None) -> Q
 
 def allows(limit: JointLimit, local: Quat) -> bool:
     """Whether a local rotation is inside the limit (`constrain` leaves it as it is)."""
-    return constrain(limit, local) is local
+    swing_x, swing_z, twist = quat.swing_twist(local)
+    if clamp_swing(limit, swing_x, swing_z) != (swing_x, swing_z):
+        return False
+    return clamp_twist(limit, _wrap(twist)) == twist
 
 
 def allows_rows(limit: JointLimit, local: np.ndarray) -> np.ndarray:
