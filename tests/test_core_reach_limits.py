@@ -388,3 +388,44 @@ def test_a_warm_start_the_limits_hold_away_from_a_target_in_reach_still_reaches(
         assert report.converged, f"sample {sample}: {report}"
         assert report.iterations <= settings.max_iterations
         assert_pose_within_limits(skeleton, pose, f"sample {sample}")
+
+
+def test_settling_keeps_only_steps_that_bring_the_joints_nearer_their_rest():
+    """Settling slides a reached pose along the poses that reach towards rest. On six hinges the poses that reach
+    curve away from the pull, so a whole step can overshoot rest, and each one after it further: a step that takes
+    the joints no nearer rest is undone and a shorter one tried. Every step kept goes nearer rest (in settling's
+    metric) and the goal stays reached."""
+    from fabrik_addon.core.angles import freedom
+
+    skeleton = arm6()
+    tip = len(skeleton) - 1
+    tolerance = 1e-4 * float(skeleton.lengths.sum())
+    rng = np.random.default_rng(3)
+    settled = 0
+    for _ in range(30):
+        target = tuple(skeleton.pose_from_local(inside_limits(skeleton, rng)).tails[tip])
+        goals = [Goal(tip, target)]
+        tree = moving_tree(skeleton, goals)
+        problem = TreeGoals(tree, goals)
+        rig = AngleRig(tree, Start.of_pose(skeleton, tree, skeleton.pose_from_local(inside_limits(skeleton, rng))))
+        if not refine.solve(rig, problem, tolerance, 100).converged:
+            continue
+        free = freedom(rig, problem)
+        distances = [settle._away(rig.values(free), free.rest, free.settling_weight)]
+        step = settle._settling_step
+
+        def watched(*args, **kwargs):
+            used, outcome = step(*args, **kwargs)
+            if outcome:
+                distances.append(settle._away(rig.values(free), free.rest, free.settling_weight))
+            return used, outcome
+
+        settle._settling_step = watched
+        try:
+            settle.settle(rig, problem, tolerance, 100)
+        finally:
+            settle._settling_step = step
+        settled += 1
+        assert all(after < before for before, after in zip(distances, distances[1:])), distances
+        assert problem.reached(*goal_errors_of(rig, problem), tolerance)
+    assert settled >= 20

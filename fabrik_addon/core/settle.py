@@ -66,7 +66,8 @@ def settle(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: 
     iteration = 0
     while iteration < max_iterations and gain > SETTLE_GAIN / 64.0:
         used, outcome = _settling_step(
-            rig, problem, free, aim, gain, damping, tolerance, max_iterations - iteration, SETTLED * gain / SETTLE_GAIN
+            rig, problem, free, aim, gain, damping, tolerance, max_iterations - iteration, SETTLED * gain / SETTLE_GAIN,
+            nearer=True,
         )
         iteration += used
         if outcome is None:
@@ -94,10 +95,11 @@ def follow(
 
 def _settling_step(
     rig: AngleRig, problem: TreeGoals, free: Freedom, aim: Aim, gain: float, damping: float, tolerance: float,
-    max_iterations: int, settled: float,
+    max_iterations: int, settled: float, nearer: bool = False,
 ) -> tuple[int, bool | None]:
-    """One step of `settle`: the iterations used, and whether every goal is reached after it (else the rig is put
-    back); None, nothing moved, where the pull the goals leave free is under `settled` already.
+    """One step of `settle`: the iterations used, and whether every goal is reached after it and, with `nearer`,
+    the joints are nearer the aim (else the rig is put back); None, nothing moved, where the pull the goals leave
+    free is under `settled` already.
 
     Stiffness weighs both parts of the step, as it weighs the refinement's:
     the goals' correction and what keeps the goals where the pull would move
@@ -107,20 +109,36 @@ def _settling_step(
     its rest while the others make up for it.
     """
     step = _plain_step if len(free.coordinates) <= PLAIN_COORDINATES else _numpy_step
-    free_pull, reaching = step(rig, problem, free, aim(rig, free), gain, damping)
+    wanted = aim(rig, free)
+    free_pull, reaching = step(rig, problem, free, wanted, gain, damping)
     if max(map(abs, free_pull), default=0.0) < settled:
         return 1, None
     before = rig.snapshot()
+    away = _away(rig.values(free), wanted, free.settling_weight) if nearer else 0.0
     rig.step(free, reaching)
     used = 1
     if used < max_iterations and not problem.reached(*goal_errors_of(rig, problem), tolerance):
         # The null space is flat only to first order: one plain step puts the goals back.
         used += 1
         rig.step(free, step(rig, problem, free, None, 0.0, damping)[1])
-    if not problem.reached(*goal_errors_of(rig, problem), tolerance):
+    # A step that lost a goal, or that went no nearer the aim (where the poses that reach curve away from the
+    # pull, a whole step can overshoot it, and each one after it further), is undone.
+    if not problem.reached(*goal_errors_of(rig, problem), tolerance) or (
+        nearer and _away(rig.values(free), wanted, free.settling_weight) >= away
+    ):
         rig.restore(before)
         return used, False
     return used, True
+
+
+def _away(values: list[float], wanted: np.ndarray, weight: np.ndarray | None) -> float:
+    """How far the coordinates are from the aim (NaN: no aim), in the metric settling steps in (a stiff
+    coordinate's distance counts for more)."""
+    total = 0.0
+    for i, (v, w) in enumerate(zip(values, wanted.tolist())):
+        if w == w:
+            total += (w - v) ** 2 / (1.0 if weight is None else weight[i])
+    return total
 
 
 def _numpy_step(
