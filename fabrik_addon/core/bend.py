@@ -82,12 +82,12 @@ def _chord(z: Sequence[complex], along: float, delta: float) -> tuple[float, flo
     """The chord's squared length with every joint turned by `delta` more, its derivative, and its part in the
     plane."""
     w = cmath.exp(1j * delta)
-    p, s, ds = 1.0 + 0.0j, 0.0j, 0.0j
-    for k, zk in enumerate(z):
-        t = zk * p
-        s += t
-        ds += k * t
-        p *= w
+    # Horner's rule: s = sum z_k w^k and its derivative sum k z_k w^(k-1), from the tip down.
+    s, ds = 0.0j, 0.0j
+    for zk in reversed(z):
+        ds = ds * w + s
+        s = s * w + zk
+    ds *= w  # sum k z_k w^k
     # d|s|^2 = 2 Re(conj(s) i ds) = -2 Im(conj(s) ds)
     return along * along + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * ds.imag - s.imag * ds.real), s
 
@@ -127,7 +127,10 @@ def spread(
         return None  # (a bone of no length has no direction to turn)
     base = points[0]
     span2 = dot(sub(target, base), sub(target, base))
-    directions = [scale(sub(points[k + 1], points[k]), 1.0 / length[k]) for k in range(n)]
+    directions = []
+    for k in range(n):  # (written out: this runs for every bone of every chain of every frame)
+        (ax, ay, az), (bx, by, bz), inverse = points[k], points[k + 1], 1.0 / length[k]
+        directions.append(((bx - ax) * inverse, (by - ay) * inverse, (bz - az) * inverse))
     chord = sub(points[-1], base)
     size = norm(chord)
     if size == 0.0 or span2 == 0.0:
@@ -138,8 +141,14 @@ def spread(
         return None
     e1 = perpendicular(axis)
     e2 = cross(axis, e1)
-    along = sum(l * dot(d, axis) for l, d in zip(length, directions))
-    z = [complex(l * dot(d, e1), l * dot(d, e2)) for l, d in zip(length, directions)]
+    (nx, ny, nz), (ux, uy, uz), (vx, vy, vz) = axis, e1, e2
+    # Each bone's length along the axis, and its part across it as a complex number in the plane (e1, e2).
+    heights = [l * (d[0] * nx + d[1] * ny + d[2] * nz) for l, d in zip(length, directions)]
+    along = sum(heights)
+    z = [
+        complex(l * (d[0] * ux + d[1] * uy + d[2] * uz), l * (d[0] * vx + d[1] * vy + d[2] * vz))
+        for l, d in zip(length, directions)
+    ]
     # Scaled by the chain's reach squared, so the tests below mean the same on a rig of any size.
     unit = 1.0 / sum(length) ** 2
 
@@ -158,21 +167,31 @@ def spread(
     _, _, s = _chord(z, along, delta)
     w = cmath.exp(1j * delta)
     p = 1.0 + 0.0j
-    moved = [base]
-    here = base
-    for k in range(n):
-        c = z[k] * p
+    hx, hy, hz = 0.0, 0.0, 0.0  # the tail of each bone from the base
+    moved = []
+    for h, zk in zip(heights, z):
+        c = zk * p
         p *= w
-        step = add(scale(axis, length[k] * dot(directions[k], axis)), add(scale(e1, c.real), scale(e2, c.imag)))
-        here = add(here, step)
-        moved.append(here)
-    now = sub(here, base)
-    now = scale(now, 1.0 / norm(now))
+        a, b = c.real, c.imag
+        hx, hy, hz = hx + h * nx + a * ux + b * vx, hy + h * ny + a * uy + b * vy, hz + h * nz + a * uz + b * vz
+        moved.append((hx, hy, hz))
+    size = math.sqrt(hx * hx + hy * hy + hz * hz)
+    now = (hx / size, hy / size, hz / size)
     if dot(now, towards) < -1.0 + 1e-9:
         return None  # (the chord points away from the target: no one shortest turn)
     turn = quat.arc(now, towards, axis)
-    moved = [base] + [add(base, quat.rotate(turn, sub(q, base))) for q in moved[1:]]
-    return moved, axis, delta, turn
+    # Each point turned about the base (q v q*, written out): v + w t + q x t with t = 2 q x v.
+    tw, tx, ty, tz = turn
+    bx, by, bz = base
+    out = [base]
+    for x, y, z_ in moved:
+        cx, cy, cz = 2.0 * (ty * z_ - tz * y), 2.0 * (tz * x - tx * z_), 2.0 * (tx * y - ty * x)
+        out.append((
+            bx + x + tw * cx + ty * cz - tz * cy,
+            by + y + tw * cy + tz * cx - tx * cz,
+            bz + z_ + tw * cz + tx * cy - ty * cx,
+        ))
+    return out, axis, delta, turn
 
 
 def _root(excess, a: float, fa: float, b: float, fb: float) -> float:
