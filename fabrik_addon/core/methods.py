@@ -7,7 +7,11 @@ the settings, and gives the nodes' solved frames and heads with a report.
 - `solve_free`: a tree without limits. FABRIK's careful descent
   (`fabrik.solve_from`); where frames are carried (offsets, poles, rotation
   goals) and it stops short, plain FABRIK goes on from there and may wander
-  further, within what is left of the budget.
+  further, within what is left of the budget. Where branches with poles
+  share a sub-base (`_crawls`: two arms and a head through one chest), the
+  passes crawl once the chains are near their targets: after `CRAWL_WINDOW`
+  iterations that do not halve the error the refinement finishes, and
+  settling turns the poled chains back into their poles' planes.
 - `solve_offsets`: a free tree with unconnected bones pulled by position
   goals. FABRIK's passes slow to a crawl well short of many reachable targets
   there (a finger hanging off the palm pulls the palm about its offset), so
@@ -56,7 +60,8 @@ from .tree import Joints, MovingTree, Start
 from .vec import Vec, dist
 
 __all__ = [
-    "NEAR", "Solved", "local_rotations_inside", "open_cones_as_free", "solve_free", "solve_limited", "solve_offsets",
+    "CRAWL_WINDOW", "NEAR", "Solved", "hinged", "local_rotations_inside", "open_cones_as_free", "solve_free",
+    "solve_limited", "solve_offsets",
 ]
 
 #: In continuity mode, a limited solve whose start has every goal within this share of its chain's reach moves
