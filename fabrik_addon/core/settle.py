@@ -121,10 +121,10 @@ def _settling_step(
         # The null space is flat only to first order: one plain step puts the goals back.
         used += 1
         rig.step(free, step(rig, problem, free, None, 0.0, damping)[1])
-    # A step that lost a goal, or that went no nearer the aim (where the poses that reach curve away from the
-    # pull, a whole step can overshoot it, and each one after it further), is undone.
+    # A step that lost a goal, or that left the joints no nearer their aim (where the poses that reach curve away
+    # from the pull, a whole step can overshoot it, and each one after it further), is undone.
     if not problem.reached(*goal_errors_of(rig, problem), tolerance) or (
-        nearer and _away(rig.values(free), wanted, free.settling_weight) >= away
+        nearer and _away(rig.values(free), aim(rig, free), free.settling_weight) >= away
     ):
         rig.restore(before)
         return used, False
