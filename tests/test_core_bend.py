@@ -166,6 +166,29 @@ def test_a_limb_whose_pole_plane_leaves_a_limit_swivels_to_the_nearest_plane_ins
     assert nearer == [False]
 
 
+@pytest.mark.parametrize("pole", [None, (0.0, -3.0, 1.0)])
+def test_a_limb_pulled_beyond_its_reach_reaches_for_the_nearest_point_in_one_step(pole):
+    """A target beyond the limb's reach: it reaches for the nearest point it can, a hair inside its reach on the
+    line to the target, in one step (where FABRIK's stretch would crawl towards straight), inside its limits, the
+    elbow facing the pole; the report says it could not reach and by how far."""
+    skeleton, start = _limb(20.0)
+    target = (1.2, -1.1, 2.0)
+    goal = Goal(1, target) if pole is None else Goal(1, target, pole=pole, pole_angle=-math.pi / 2)
+    pose, report = solve(skeleton, [goal], start, SETTINGS)
+    assert not report.converged and report.stopped_by == "unreachable" and report.iterations == 1, report
+    reach = float(skeleton.lengths.sum())
+    beyond = np.linalg.norm(target) - reach
+    assert report.errors[0] == pytest.approx(np.linalg.norm(pose.tails[1] - np.array(target)), abs=1e-12)
+    assert beyond <= report.errors[0] <= beyond + 2.0 * SETTINGS.tolerance
+    line = np.array(target) / np.linalg.norm(target)
+    assert np.linalg.norm(np.cross(pose.tails[1], line)) < 1e-6  # (on the line to the target)
+    local = skeleton.local_rotations(pose)
+    assert_within(SHOULDER, local[0], "shoulder")
+    assert_within(ELBOW, local[1], "elbow")
+    if pole is not None:
+        assert facing_error_degrees(pose, target, pose.heads[1] - pose.heads[0], pole) < 0.5
+
+
 def _cone(degrees: float) -> JointLimit:
     """A round swing cone of this half angle, twist free."""
     r = math.radians(degrees)

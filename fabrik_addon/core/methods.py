@@ -56,7 +56,7 @@ from .problem import Goal, SolveReport, SolveSettings
 from .quat import Quat
 from .skeleton import Pose, Skeleton
 from .stopping import unreached
-from .tree import Joints, MovingTree, Start
+from .tree import Joints, MovingTree, Start, tails_of
 from .vec import Vec, dist
 
 __all__ = [
@@ -292,15 +292,21 @@ def solve_limited(
     coordinates where the caller keeps it (the rig the last frame left)."""
     # The limb's exact step: where the free passes do not take it (open cones, which bakes solve on numpy rows),
     # and, in continuity mode, where a pole holds its plane (without one, settling pulls the limb to rest).
+    problem = TreeGoals(tree, goals)
     if limb.applies(tree, goals) and solved_as_free(tree, goals, settings) is None and (
         settings.explore or goals[0].pole is not None
     ):
-        exact = limb.solve(tree, goals, start, settings)
+        # Beyond reach, the limb reaches for the nearest point it can (as the limited solve below aims).
+        aims = problem.out_of_reach(start.heads, skeleton, settings.tolerance)
+        exact = limb.solve(tree, [replace(goals[0], target=aims[0])] if aims else goals, start, settings)
         if exact is not None:
             frames, heads, rotations, report = exact
+            if aims:
+                report.errors = [dist(tails_of(frames[1:], heads[1:], tree.length[1:])[0], goals[0].target)]
+                report.converged = report.errors[0] <= settings.tolerance
+                report.stopped_by = "converged" if report.converged else "unreachable"
             return Solved(report, frames, heads, rotations=rotations if start.fixed is not None else None)
     budget = settings.max_iterations
-    problem = TreeGoals(tree, goals)
     used, attempt_start = 0, start
     reached_free = False  # whether the free passes reached the targets, leaving some limit
     free = solved_as_free(tree, goals, settings)
