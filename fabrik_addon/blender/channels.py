@@ -152,11 +152,12 @@ def write_channels(obj, at, modes: list[str], arrays: dict, current: list, value
         channel = rig.rotation_channel(modes[0])[0]
         array = arrays[channel]
         rows = np.array(values, dtype=np.float32)  # (rounded as the channel stores them)
-        if not np.array_equal(rows, array[at]):
+        written = rows.tolist()
+        if written != array.take(at, axis=0).tolist():  # (compared as lists: quicker than numpy's on a few bones)
             array[at] = rows
             pose_bones.foreach_set(channel, array.ravel())
             _tag_written(obj)
-        return rows.tolist()
+        return written
     written = []
     changed = set()
     for k, (value, now, mode) in enumerate(zip(values, current, modes)):

@@ -9,9 +9,9 @@ the settings, and gives the nodes' solved frames and heads with a report.
   goals) and it stops short, plain FABRIK goes on from there and may wander
   further, within what is left of the budget. Where branches with poles
   share a sub-base (`_crawls`: two arms and a head through one chest), the
-  passes crawl once the chains are near their targets: after `CRAWL_WINDOW`
-  iterations that do not halve the error the refinement finishes, and
-  settling turns the poled chains back into their poles' planes.
+  passes crawl once the chains are near their targets: after an iteration
+  that does not halve the error (`CRAWL_WINDOW`) the refinement finishes,
+  and settling turns the poled chains back into their poles' planes.
 - `solve_offsets`: a free tree with unconnected bones pulled by position
   goals. FABRIK's passes slow to a crawl well short of many reachable targets
   there (a finger hanging off the palm pulls the palm about its offset), so
@@ -67,9 +67,9 @@ __all__ = [
 #: In continuity mode, a limited solve whose start has every goal within this share of its chain's reach moves
 #: by one settling step where that reaches, else is refined from the start as it is before FABRIK runs.
 NEAR = 0.1
-#: Where FABRIK's passes crawl (`_crawls`), the refinement finishes once two iterations have not halved the best
+#: Where FABRIK's passes crawl (`_crawls`), the refinement finishes once an iteration has not halved the best
 #: error.
-CRAWL_WINDOW = 2
+CRAWL_WINDOW = 1
 
 
 @dataclass
