@@ -48,7 +48,7 @@ DAMPING_RANGE = (1e-4, 1e3)
 EASE = 0.5
 RAISE = 4.0
 #: No coordinate moves by more than this (radians) in one step.
-MAX_STEP = 0.5
+MAX_STEP = 0.75
 #: Steps that each lower the squared error by less than this fraction are a crawl (a dead end of the
 #: limits, approached ever more slowly); `PATIENCE` of them in a row end the refinement.
 CRAWL = 1e-3
