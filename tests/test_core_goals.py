@@ -193,13 +193,9 @@ def test_bad_rotation_and_pole_goals_are_refused(goal, message):
         solve(straight_chain(2), [goal])
 
 
-def test_branches_with_poles_sharing_a_chest_converge_in_a_handful_of_iterations():
-    """Two arms from the collar and a head chain, all through one chest, the arms with poles: FABRIK's passes move
-    the chest a share of the way its branches ask each iteration (here 40 iterations to converge), so once they
-    crawl the refinement finishes and settling turns the arms back into their poles' planes: every goal reached in
-    ten iterations at most, each arm turned the way its pole holds it."""
-    from fabrik_addon.core import pole, skeleton_from_points
-    from fabrik_addon.core.tree import Joints, Start
+def _torso():
+    """Two arms from the collar (collar, upper arm, forearm) and a neck and head, all from one chest."""
+    from fabrik_addon.core import skeleton_from_points
 
     parents = [-1, 0, 1, 0, 3, 4, 0, 6, 7]
     heads = [(0.0, 0.0, 0.0), (0.0, 0.0, 0.3), (0.0, 0.0, 0.4)]
@@ -207,7 +203,36 @@ def test_branches_with_poles_sharing_a_chest_converge_in_a_handful_of_iterations
     for side in (1.0, -1.0):  # collar (off the chest's tail), upper arm, forearm
         heads += [(0.02 * side, 0.0, 0.28), (0.18 * side, 0.0, 0.28), (0.46 * side, 0.0, 0.28)]
         tails += [(0.18 * side, 0.0, 0.28), (0.46 * side, 0.0, 0.28), (0.72 * side, 0.0, 0.28)]
-    skeleton = skeleton_from_points(parents, heads, tails)
+    return skeleton_from_points(parents, heads, tails)
+
+
+def test_a_poled_torso_with_a_target_beyond_reach_stretches_as_fabrik_does(monkeypatch):
+    """With the head's target beyond all its chain could reach, stretching towards it is FABRIK's own move: the
+    refinement does not take over (it would stop short of the best stretch), and the solve is FABRIK's."""
+    from fabrik_addon.core import methods
+
+    skeleton = _torso()
+    goals = [
+        Goal(5, (0.35, -0.3, 0.05), chain_length=4, pole=(0.4, 0.6, 0.3)),
+        Goal(8, (-0.3, -0.35, 0.1), chain_length=4, pole=(-0.4, 0.6, 0.3)),
+        Goal(2, (0.1, -0.2, 0.68), chain_length=3),  # (the chest, neck and head reach 0.6)
+    ]
+    pose, report = solve(skeleton, goals)
+    monkeypatch.setattr(methods, "CRAWL_WINDOW", 0)  # (FABRIK's passes alone)
+    alone, alone_report = solve(skeleton, goals)
+    assert not report.converged and report.errors == pytest.approx(alone_report.errors, abs=1e-12)
+    np.testing.assert_allclose(pose.tails, alone.tails, atol=1e-12)
+
+
+def test_branches_with_poles_sharing_a_chest_converge_in_a_handful_of_iterations():
+    """Two arms from the collar and a head chain, all through one chest, the arms with poles: FABRIK's passes move
+    the chest a share of the way its branches ask each iteration (here 40 iterations to converge), so once they
+    crawl the refinement finishes and settling turns the arms back into their poles' planes: every goal reached in
+    ten iterations at most, each arm turned the way its pole holds it."""
+    from fabrik_addon.core import pole
+    from fabrik_addon.core.tree import Joints, Start
+
+    skeleton = _torso()
     goals = [
         Goal(5, (0.35, -0.3, 0.05), chain_length=4, pole=(0.4, 0.6, 0.3)),
         Goal(8, (-0.3, -0.35, 0.1), chain_length=4, pole=(-0.4, 0.6, 0.3)),

@@ -121,31 +121,46 @@ def test_the_plain_float_jacobian_is_numpys(limited, rotation_goal):
         assert np.abs(plain_e - numpy_e).max() < 1e-12
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_the_plain_float_step_is_numpys(seed):
+@pytest.mark.parametrize("damping", [0.05, 1e-4])
+def test_the_plain_float_step_is_numpys(damping):
     """Small refinements step in plain floats, large ones in numpy: from one Jacobian both take one step, with
-    coordinates held on the bounds they are pushed past, swings sliding along their cones' rims, stiff columns
-    and the longest move capped."""
+    coordinates held on the bounds they are pushed past, swings sliding along their cones' rims, stiff columns,
+    the longest move capped, and the smallest damping the refinement uses on a Jacobian that holding leaves short
+    of full rank; with no rows (no goal pulls), no step."""
     from fabrik_addon.core.refine import _bounded_step, _bounded_step_plain
 
-    rng = np.random.default_rng(seed)
-    m, n = (3, 6) if seed % 2 else (6, 9)
-    j = rng.normal(size=(m, n))
-    e = rng.normal(size=m) * (0.05 if seed < 3 else 2.0)  # (the larger errors make steps that get capped)
-    pliancy = np.where(rng.uniform(size=n) < 0.3, 0.2, 1.0)
-    lo, hi = -np.ones(n), np.ones(n)
-    values = rng.uniform(-0.5, 0.5, n)
-    values[0], values[1] = lo[0], hi[1]  # on bounds, which the step may push past
-    lo[2], hi[2] = -np.inf, np.inf  # a free joint's coordinate
-    # A swing on its cone's rim (coordinates 3 and 4), its outward normal, either way round.
-    normal = np.array([0.6, 0.8]) * (1.0 if seed % 3 else -1.0)
-    cones = [(3, 4, tuple(normal))]
-    scaled = j * pliancy
-    expected = pliancy * _bounded_step(scaled, e, 0.05, values, lo, hi, cones, pliancy)
-    got = _bounded_step_plain(scaled.tolist(), e.tolist(), 0.05, values.tolist(), lo.tolist(), hi.tolist(), cones,
-                              pliancy.tolist())
-    assert np.abs(expected).max() > 1e-3  # (a step to compare)
-    assert np.abs(np.array(got) - expected).max() < 1e-12
+    held = rimmed = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        m, n = (3, 6) if seed % 2 else (6, 9)
+        if seed % 5 == 4:
+            n = 4  # (three of four held: what is left has rank one)
+        j = rng.normal(size=(m, n))
+        e = rng.normal(size=m) * (0.05 if seed % 3 else 2.0)  # (the larger errors make steps that get capped)
+        pliancy = np.where(rng.uniform(size=n) < 0.3, 0.2, 1.0)
+        lo, hi = -np.ones(n), np.ones(n)
+        values = rng.uniform(-0.5, 0.5, n)
+        values[0], values[1] = lo[0], hi[1]  # on bounds, which the step may push past
+        if n == 4:
+            values[2] = lo[2]
+        cones = []
+        if n > 4:
+            lo[2], hi[2] = -np.inf, np.inf  # a free joint's coordinate
+            # A swing on its cone's rim (coordinates 3 and 4), its outward normal, either way round.
+            cones = [(3, 4, tuple(np.array([0.6, 0.8]) * (1.0 if seed % 3 else -1.0)))]
+        scaled = j * pliancy
+        free = pliancy * np.linalg.lstsq(scaled, e, rcond=None)[0]  # (an unconstrained step, to see what holds)
+        expected = pliancy * _bounded_step(scaled, e, damping, values, lo, hi, cones, pliancy)
+        got = _bounded_step_plain(
+            scaled.tolist(), e.tolist(), damping, values.tolist(), lo.tolist(), hi.tolist(), cones, pliancy.tolist()
+        )
+        assert np.abs(np.array(got) - expected).max() <= 1e-9 * max(1.0, np.abs(expected).max()), seed
+        held += any(expected[i] == 0.0 and abs(free[i]) > 1e-6 for i in (0, 1))
+        rimmed += bool(cones) and abs(expected[3]) > 1e-9 and abs(expected[4]) > 1e-9 and abs(
+            cones[0][2][0] * expected[3] + cones[0][2][1] * expected[4]
+        ) < 1e-9
+    assert held >= 5 and rimmed >= 5, (held, rimmed)  # (the cases the test is for)
+    assert _bounded_step_plain([], [], damping, [0.1, 0.2], [-1.0, -1.0], [1.0, 1.0], [], [1.0, 1.0]) == [0.0, 0.0]
 
 
 @pytest.mark.parametrize("stiff", [False, True])
@@ -187,3 +202,32 @@ def test_the_plain_float_settling_step_is_numpys(stiff):
     assert np.abs(steps["plain"][0]).max() > 1e-3 and np.abs(steps["plain"][1]).max() > 1e-3
     for plain, numpy_ in zip(steps["plain"], steps["numpy"]):
         assert np.abs(plain - numpy_).max() < 1e-10
+
+
+def test_a_limited_chain_whose_only_goal_has_no_weight_is_left_as_it_is():
+    """A goal of weight 0 asks for nothing (no row of the Jacobian): the refinement and settling take no step on
+    either path, and the solve stops, the chain where it started."""
+    from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
+    from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom
+    from fabrik_addon.core.limits import JointLimit
+    from fabrik_addon.core.tree import Start, moving_tree
+
+    cone = JointLimit(use_limit_x=True, min_x=-0.3, max_x=0.5, use_limit_z=True, min_z=-0.4, max_z=0.4, lock_y=True)
+    skeleton = skeleton_from_points([-1, 0, 1, 2], [(0, 0, k * 0.5) for k in range(4)],
+                                    [(0, 0, (k + 1) * 0.5) for k in range(4)]).with_limits([cone] * 4)
+    goals = [Goal(3, (0.6, 0.2, 1.2), weight=0.0)]
+    pose, report = solve(skeleton, goals, settings=SolveSettings(max_iterations=60))
+    np.testing.assert_allclose(pose.tails, skeleton.rest_pose().tails, atol=1e-12)
+    assert not report.converged and report.iterations <= 60
+    tree = moving_tree(skeleton, goals)
+    problem = TreeGoals(tree, goals)
+    rig = AngleRig(tree, Start.of_pose(skeleton, tree, skeleton.rest_pose()))
+    rig.angles[1] = [0.2, 0.1, 0.0]
+    rig.local[1] = quat.from_swing_twist(*rig.angles[1])
+    rig.forward()
+    free = freedom(rig, problem)
+    plain = settle._plain_step(rig, problem, free, settle.rest_aim(rig, free), 1.0, 0.01)
+    numpy_ = settle._numpy_step(rig, problem, free, settle.rest_aim(rig, free), 1.0, 0.01)
+    for a, b in zip(plain, numpy_):  # (nothing to keep: the whole pull is free, and it is the step)
+        np.testing.assert_allclose(np.array(a, dtype=float), np.array(b, dtype=float), atol=1e-12)
+    assert abs(plain[0][free.coordinates.index(next(c for c in free.coordinates if c.node == 1))]) > 0.05

@@ -115,10 +115,11 @@ class FrameRows:
         self.channels: dict[str, list[np.ndarray]] = {"quat": [], "euler": [], "axis": [], "loc": []}
         self.parents: list[np.ndarray] = []
         self.problems: list[dict[int, str]] = []
-        #: A continuous bake's frames solved by `solve_last`: per frame index, the moving bones' local rotations.
+        #: The frames solved one at a time as they were read (`solve_last`, `solve_own`): per frame index, the moving
+        #: bones' local rotations.
         self._rotated: dict[int, list[Quat] | _Placed] = {}
         self._last_index = -1
-        #: The start and outcome of the frame `solve_last` solved last, which the next may go on from.
+        #: The start and outcome of the frame solved last, which a continuous bake's next may go on from.
         self._last: tuple | None = None
         #: What continuity mode carries from frame to frame of a continuous bake.
         self.carry = carry if carry is not None else Carry()

@@ -3,8 +3,9 @@
 plain floats, where numpy's cost per call outweighs its loops, and with numpy where a system grows.
 
 A Jacobian is a list of rows, one per error component, each with a value
-per coordinate; the systems solved are as small as the goals' rows (three
-for a position goal, six with a rotation goal).
+per coordinate; the systems solved have a row per error component (three
+for a position goal, three more for a rotation goal, one for each joint
+below the floor).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import numpy as np
 
 __all__ = ["damped_gram", "solve", "transposed_times"]
 
-#: A Jacobian of more entries than this has its Gram matrix multiplied out by numpy.
+#: A Jacobian of more entries than this has its Gram matrix multiplied out by numpy, and a system of more rows
+#: than this is solved by numpy.
 PLAIN_ENTRIES = 60
+PLAIN_ROWS = 4
 
 
 def damped_gram(rows: list[list[float]], weighted: list[list[float]], damping: float) -> list[list[float]]:
@@ -35,29 +38,39 @@ def damped_gram(rows: list[list[float]], weighted: list[list[float]], damping: f
     return gram
 
 
-def transposed_times(rows: list[list[float]], y: list[float]) -> list[float]:
-    """The transpose of `rows` times y."""
-    return [sum(map(mul, column, y)) for column in zip(*rows)] if rows else []
+def transposed_times(rows: list[list[float]], y: list[float], count: int) -> list[float]:
+    """The transpose of `rows` (each `count` long) times y."""
+    return [sum(map(mul, column, y)) for column in zip(*rows)] if rows else [0.0] * count
 
 
 def solve(a: list[list[float]], b: list[float]) -> list[float]:
-    """x with a x = b, for a small square system; zeros where it is singular."""
+    """x with a x = b, for a small square system (`a` is not changed); zeros where it is singular."""
     m = len(b)
-    if m == 0:
-        return []
-    if m == 3:  # (a position goal's rows: Cramer's rule)
-        (a0, a1, a2), (b0, b1, b2), (c0, c1, c2) = a
-        m0, m1, m2 = b1 * c2 - b2 * c1, b2 * c0 - b0 * c2, b0 * c1 - b1 * c0
-        det = a0 * m0 + a1 * m1 + a2 * m2
-        if det == 0.0:
-            return [0.0] * 3
-        x0, x1, x2 = b
-        return [
-            (x0 * m0 + x1 * (a2 * c1 - a1 * c2) + x2 * (a1 * b2 - a2 * b1)) / det,
-            (x0 * m1 + x1 * (a0 * c2 - a2 * c0) + x2 * (a2 * b0 - a0 * b2)) / det,
-            (x0 * m2 + x1 * (a1 * c0 - a0 * c1) + x2 * (a0 * b1 - a1 * b0)) / det,
-        ]
-    try:  # (larger systems: numpy's elimination costs less than a loop's from six rows up)
-        return np.linalg.solve(np.array(a), np.array(b)).tolist()
-    except np.linalg.LinAlgError:
-        return [0.0] * m
+    if m > PLAIN_ROWS:
+        try:  # (numpy's elimination costs less than a loop's from a few rows up)
+            return np.linalg.solve(np.array(a), np.array(b)).tolist()
+        except np.linalg.LinAlgError:
+            return [0.0] * m
+    # Gaussian elimination with partial pivoting, as numpy's (a damped Gram matrix of few rows may be nearly
+    # singular: Cramer's rule loses its digits there).
+    a = [list(row) for row in a]
+    x = list(b)
+    for col in range(m):
+        pivot = max(range(col, m), key=lambda r: abs(a[r][col]))
+        if a[pivot][col] == 0.0:
+            return [0.0] * m
+        if pivot != col:
+            a[col], a[pivot] = a[pivot], a[col]
+            x[col], x[pivot] = x[pivot], x[col]
+        row = a[col]
+        for r in range(col + 1, m):
+            other = a[r]
+            f = other[col] / row[col]
+            if f != 0.0:
+                for k in range(col, m):
+                    other[k] -= f * row[k]
+                x[r] -= f * x[col]
+    for col in range(m - 1, -1, -1):
+        row = a[col]
+        x[col] = (x[col] - sum(map(mul, row[col + 1:], x[col + 1:]))) / row[col]
+    return x

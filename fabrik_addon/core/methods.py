@@ -110,19 +110,12 @@ def solve_free(
     skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings
 ) -> Solved:
     """A tree without limits (see the module)."""
-    finish = _crawls(tree, goals)
+    finish = _crawls(skeleton, tree, goals, start, settings)
     joints, report = fabrik.solve_from(tree, goals, start, settings, careful=True, window=CRAWL_WINDOW if finish else 0)
     solved = _of_joints(tree, start, joints, report)
     if report.stopped_by == "handover":
-        finished, used = _finished(skeleton, tree, goals, start, settings, joints, solved)
-        if finished is not None:
-            return finished
-        # The refinement did not reach: FABRIK's passes go on from where they handed over.
-        after = _after(skeleton, tree, start, solved)
-        left = replace(settings, max_iterations=settings.max_iterations - used)
-        joints, report = fabrik.solve_from(tree, goals, after, left, careful=True)
-        report.iterations += used
-        solved = Solved(report, after.frames, after.heads) if joints is None else _of_joints(tree, after, joints, report)
+        solved = _finished(skeleton, tree, goals, start, settings, joints, solved)
+        report = solved.report
     if report.converged or report.stopped_by == "unreachable" or not settings.explore:
         return solved
     framed = tree.needs_frames or any(g.rotation is not None or g.pole is not None for g in goals)
@@ -141,35 +134,66 @@ def solve_free(
     return solved
 
 
-def _crawls(tree: MovingTree, goals: Sequence[Goal]) -> bool:
-    """Whether FABRIK's passes crawl on the tree and the refinement finishes: branches that share a sub-base, with
-    poles (each pass moves the sub-base a share of the way its branches ask, so the error falls by a steady share
-    per iteration)."""
-    return len(goals) > 1 and any(g.pole is not None for g in goals) and all(g.rotation is None for g in goals)
+def _crawls(
+    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings
+) -> bool:
+    """Whether FABRIK's passes crawl on the tree and the refinement finishes: branches with poles that share a
+    sub-base (each pass moves the sub-base a share of the way its branches ask, so the error falls by a steady
+    share per iteration), every target in reach (beyond it, stretching towards the targets is FABRIK's own move)."""
+    if len(goals) < 2 or any(g.rotation is not None for g in goals) or all(g.pole is None for g in goals):
+        return False
+    if "shared" not in tree.derived:  # (whether two goals' chains meet: kept with the tree)
+        seen: set[int] = set()
+        shared = False
+        for chain in tree.goal_chain:
+            shared = shared or not seen.isdisjoint(chain)
+            seen.update(chain)
+        tree.derived["shared"] = shared
+    return tree.derived["shared"] and not TreeGoals(tree, goals).out_of_reach(start.heads, skeleton, settings.tolerance)
 
 
 def _finished(
     skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings,
     joints: Joints | None, solved: Solved,
-) -> tuple[Solved | None, int]:
+) -> Solved:
     """FABRIK's pose (`solved`, where it crawled) refined in the joints' angles until every goal is reached, then
-    settled into the poles' planes (`joints.holds`); None where the refinement does not reach, and the iterations
-    used either way."""
+    settled into the poles' planes (`joints.holds`). Where the refinement does not reach, FABRIK's passes go on
+    from where they handed over, and the better of the two is the answer. Every iteration is counted."""
     used, budget = solved.report.iterations, settings.max_iterations
     problem = TreeGoals(tree, goals)
-    if used >= budget or joints is None or problem.out_of_reach(start.heads, skeleton, settings.tolerance):
-        return None, used  # (beyond reach, stretching towards the targets is FABRIK's own move)
-    rig = AngleRig(tree, _after(skeleton, tree, start, solved))
-    refined = refine.solve(rig, problem, settings.tolerance, budget - used)
-    used += refined.iterations
-    if not refined.converged:
-        return None, used
+    refined_solved = None
+    if used < budget and joints is not None:
+        rig = AngleRig(tree, _after(skeleton, tree, start, solved))
+        refined = refine.solve(rig, problem, settings.tolerance, budget - used)
+        used += refined.iterations
+        if refined.converged:
+            if used < budget:
+                aim = _settling_aim(tree, joints.holds, to_rest=False)
+                used += settle.settle(rig, problem, settings.tolerance, budget - used, aim)
+            errors, rotation_errors = goal_errors_of(rig, problem)
+            report = SolveReport(used, errors, True, "converged", rotation_errors=rotation_errors)
+            return Solved(report, list(rig.frames), list(rig.heads), rig)
+        refined_solved = Solved(
+            SolveReport(used, refined.errors, False, refined.stopped_by, rotation_errors=refined.rotation_errors),
+            list(rig.frames), list(rig.heads), rig,
+        )
+    best = solved
     if used < budget:
-        aim = _settling_aim(tree, joints.holds, to_rest=False)
-        used += settle.settle(rig, problem, settings.tolerance, budget - used, aim)
-    errors, rotation_errors = goal_errors_of(rig, problem)
-    report = SolveReport(used, errors, True, "converged", rotation_errors=rotation_errors)
-    return Solved(report, list(rig.frames), list(rig.heads), rig), used
+        after = _after(skeleton, tree, start, solved)
+        joints, report = fabrik.solve_from(
+            tree, goals, after, replace(settings, max_iterations=budget - used), careful=True
+        )
+        used += report.iterations
+        best = Solved(report, after.frames, after.heads) if joints is None else _of_joints(tree, after, joints, report)
+    if refined_solved is not None and (
+        problem.cost(refined_solved.report.errors, refined_solved.report.rotation_errors)
+        < problem.cost(best.report.errors, best.report.rotation_errors)
+    ):
+        best = refined_solved
+    best.report.iterations = used
+    if not best.report.converged and best.report.stopped_by == "handover":
+        best.report.stopped_by = unreached(used, budget)
+    return best
 
 
 def solve_offsets(

@@ -333,6 +333,8 @@ def _bounded_step_plain(
     """`_bounded_step` in plain floats (`rows`: the scaled Jacobian's), already multiplied by the pliancy: the
     step of the coordinates themselves."""
     n = len(values)
+    if not rows:
+        return [0.0] * n  # (no goal pulls: no step)
     # The basis' columns, each as (coordinate, coefficient) pairs: the coordinate's own at first, none once it is
     # held on a bound, a rim's tangent for a swing on its cone's rim.
     basis: list[tuple] = [((i, 1.0),) for i in range(n)]
@@ -341,7 +343,7 @@ def _bounded_step_plain(
     delta = [0.0] * n
     for attempt in range(4):
         jb = rows if attempt == 0 else [_in_basis(row, basis) for row in rows]
-        d = lsq.transposed_times(jb, lsq.solve(lsq.damped_gram(jb, jb, damping), e))
+        d = lsq.transposed_times(jb, lsq.solve(lsq.damped_gram(jb, jb, damping), e), n)
         delta = [0.0] * n
         for i, column in enumerate(basis):
             for r, c in column:

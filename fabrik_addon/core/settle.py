@@ -170,9 +170,9 @@ def _plain_step(
     free_pull = [0.0] * len(values)
     if wanted is not None:
         pull = [0.0 if w != w else gain * (w - v) for v, w in zip(values, wanted.tolist())]  # (NaN: no pull)
-        kept = lsq.transposed_times(weighted, lsq.solve(gram, [sum(map(mul, row, pull)) for row in rows]))
+        kept = lsq.transposed_times(weighted, lsq.solve(gram, [sum(map(mul, row, pull)) for row in rows]), len(pull))
         free_pull = [p - k for p, k in zip(pull, kept)]
-    correction = lsq.transposed_times(weighted, lsq.solve(gram, e))
+    correction = lsq.transposed_times(weighted, lsq.solve(gram, e), len(values))
     lo, hi = free.lo.tolist(), free.hi.tolist()
     return free_pull, [
         min(max(v + c + f, low), high) - v for v, c, f, low, high in zip(values, correction, free_pull, lo, hi)
