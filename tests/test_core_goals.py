@@ -251,3 +251,29 @@ def test_branches_with_poles_sharing_a_chest_converge_in_a_handful_of_iterations
         top = tree.bones[hold.chain[-1]]
         turn = pole.turn_for(hold, tuple(pose.heads[top]), quat.from_matrix(pose.frames[top]))
         assert turn is not None and math.degrees(2.0 * math.acos(min(1.0, abs(turn[0])))) < 1.0
+
+
+def test_a_poled_torso_under_a_small_iteration_cap_keeps_the_cap_and_reports_what_it_reached(monkeypatch):
+    """Under caps too small for the refinement to finish, the better of its pose and FABRIK's is kept: whatever
+    the cap, the iterations counted stay within it, a solve reported converged has every tip on its target, and
+    one that is not says why it stopped."""
+    from fabrik_addon.core import SolveSettings, refine
+
+    skeleton = _torso()
+    goals = [
+        Goal(5, (0.35, -0.3, 0.05), chain_length=4, pole=(0.4, 0.6, 0.3)),
+        Goal(8, (-0.3, -0.35, 0.1), chain_length=4, pole=(-0.4, 0.6, 0.3)),
+        Goal(2, (0.08, -0.1, 0.55), chain_length=3),
+    ]
+    refined = []
+    refine_solve = refine.solve
+    monkeypatch.setattr(refine, "solve", lambda *a: refined.append(refine_solve(*a)) or refined[-1])
+    for cap in range(1, 15):
+        settings = SolveSettings(max_iterations=cap)
+        pose, report = solve(skeleton, goals, settings=settings)
+        assert report.iterations <= cap, (cap, report)
+        errors = [np.linalg.norm(pose.tails[g.bone] - np.array(g.target)) for g in goals]
+        assert report.converged == (max(errors) <= settings.tolerance), (cap, report)
+        assert report.converged or report.stopped_by in ("stalled", "max_iterations"), (cap, report)
+    # (the caps the refinement ran under, stopped short and finished)
+    assert any(not r.converged for r in refined) and any(r.converged for r in refined)

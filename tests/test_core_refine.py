@@ -204,18 +204,21 @@ def test_the_plain_float_settling_step_is_numpys(stiff):
         assert np.abs(plain - numpy_).max() < 1e-10
 
 
-def test_a_limited_chain_whose_only_goal_has_no_weight_is_left_as_it_is():
-    """A goal of weight 0 asks for nothing (no row of the Jacobian): the refinement and settling take no step on
-    either path, and the solve stops, the chain where it started."""
+@pytest.mark.parametrize("bones", [4, 20])
+def test_a_limited_chain_whose_only_goal_has_no_weight_is_left_as_it_is(bones):
+    """A goal of weight 0 asks for nothing (no row of the Jacobian): the refinement takes no step on either path
+    (4 bones: plain floats; 20: numpy), the solve stops and the chain stays where it started; settling's pull is
+    then wholly free, the same on both paths."""
     from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
     from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom
     from fabrik_addon.core.limits import JointLimit
     from fabrik_addon.core.tree import Start, moving_tree
 
-    cone = JointLimit(use_limit_x=True, min_x=-0.3, max_x=0.5, use_limit_z=True, min_z=-0.4, max_z=0.4, lock_y=True)
-    skeleton = skeleton_from_points([-1, 0, 1, 2], [(0, 0, k * 0.5) for k in range(4)],
-                                    [(0, 0, (k + 1) * 0.5) for k in range(4)]).with_limits([cone] * 4)
-    goals = [Goal(3, (0.6, 0.2, 1.2), weight=0.0)]
+    cone = JointLimit(use_limit_x=True, min_x=-0.3, max_x=0.5, use_limit_z=True, min_z=-0.4, max_z=0.4)
+    size = 2.0 / bones
+    skeleton = skeleton_from_points(list(range(-1, bones - 1)), [(0, 0, k * size) for k in range(bones)],
+                                    [(0, 0, (k + 1) * size) for k in range(bones)]).with_limits([cone] * bones)
+    goals = [Goal(bones - 1, (0.6, 0.2, 1.2), weight=0.0)]
     pose, report = solve(skeleton, goals, settings=SolveSettings(max_iterations=60))
     np.testing.assert_allclose(pose.tails, skeleton.rest_pose().tails, atol=1e-12)
     assert not report.converged and report.iterations <= 60
@@ -226,8 +229,46 @@ def test_a_limited_chain_whose_only_goal_has_no_weight_is_left_as_it_is():
     rig.local[1] = quat.from_swing_twist(*rig.angles[1])
     rig.forward()
     free = freedom(rig, problem)
+    assert (len(free.coordinates) <= refine.PLAIN_COORDINATES) == (bones == 4)
     plain = settle._plain_step(rig, problem, free, settle.rest_aim(rig, free), 1.0, 0.01)
     numpy_ = settle._numpy_step(rig, problem, free, settle.rest_aim(rig, free), 1.0, 0.01)
     for a, b in zip(plain, numpy_):  # (nothing to keep: the whole pull is free, and it is the step)
         np.testing.assert_allclose(np.array(a, dtype=float), np.array(b, dtype=float), atol=1e-12)
-    assert abs(plain[0][free.coordinates.index(next(c for c in free.coordinates if c.node == 1))]) > 0.05
+    at = free.coordinates.index(next(c for c in free.coordinates if c.node == 1 and c.kind == "x"))
+    assert plain[0][at] == pytest.approx(-0.2)
+
+
+def test_small_damped_systems_are_solved_to_their_digits():
+    """The refinement's and settling's small systems (a damped Gram matrix: nearly singular where holding leaves
+    the Jacobian short of rank, at the smallest damping) solved in plain floats as exactly as by numpy."""
+    from fractions import Fraction
+
+    from fabrik_addon.core import lsq
+
+    rng = np.random.default_rng(2)
+    for case in range(200):
+        m = 3 if case % 2 else 4
+        j = rng.normal(size=(m, 1)) @ rng.normal(size=(1, 5))  # (rank one)
+        gram = (j @ j.T + 1e-8 * np.eye(m)).tolist()
+        b = rng.normal(size=m).tolist()
+        exact = _exact_solution(gram, b)
+        got = lsq.solve(gram, b)
+        scale = max(abs(x) for x in exact)
+        assert max(abs(g - x) for g, x in zip(got, exact)) <= 1e-6 * scale, case
+    assert lsq.solve([], []) == []
+
+
+def _exact_solution(a: list[list[float]], b: list[float]) -> list[float]:
+    """a x = b in exact fractions (the floats as they are), by Gauss-Jordan elimination."""
+    from fractions import Fraction
+
+    m = len(b)
+    rows = [[Fraction(v) for v in row] + [Fraction(c)] for row, c in zip(a, b)]
+    for col in range(m):
+        pivot = next(r for r in range(col, m) if rows[r][col] != 0)
+        rows[col], rows[pivot] = rows[pivot], rows[col]
+        for r in range(m):
+            if r != col and rows[r][col] != 0:
+                f = rows[r][col] / rows[col][col]
+                rows[r] = [x - f * y for x, y in zip(rows[r], rows[col])]
+    return [float(rows[k][m] / rows[k][k]) for k in range(m)]

@@ -16,9 +16,9 @@ import numpy as np
 
 __all__ = ["damped_gram", "solve", "transposed_times"]
 
-#: A Jacobian of more entries than this has its Gram matrix multiplied out by numpy, and a system of more rows
-#: than this is solved by numpy.
+#: A Jacobian of more entries than this has its Gram matrix multiplied out by numpy.
 PLAIN_ENTRIES = 60
+#: A system of more rows than this is solved by numpy.
 PLAIN_ROWS = 4
 
 

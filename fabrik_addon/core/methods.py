@@ -8,10 +8,12 @@ the settings, and gives the nodes' solved frames and heads with a report.
   (`fabrik.solve_from`); where frames are carried (offsets, poles, rotation
   goals) and it stops short, plain FABRIK goes on from there and may wander
   further, within what is left of the budget. Where branches with poles
-  share a sub-base (`_crawls`: two arms and a head through one chest), the
-  passes crawl once the chains are near their targets: after an iteration
-  that does not halve the error (`CRAWL_WINDOW`) the refinement finishes,
-  and settling turns the poled chains back into their poles' planes.
+  share a sub-base (`_crawls`: two arms and a head through one chest) and
+  every target is in reach, the passes crawl once the chains are near their
+  targets: after an iteration that does not halve the error
+  (`CRAWL_WINDOW`) the refinement finishes, and settling turns the poled
+  chains back into their poles' planes; where the refinement stops short,
+  the passes go on and the better pose is kept.
 - `solve_offsets`: a free tree with unconnected bones pulled by position
   goals. FABRIK's passes slow to a crawl well short of many reachable targets
   there (a finger hanging off the palm pulls the palm about its offset), so
@@ -185,13 +187,13 @@ def _finished(
         )
         used += report.iterations
         best = Solved(report, after.frames, after.heads) if joints is None else _of_joints(tree, after, joints, report)
-    if refined_solved is not None and (
+    if refined_solved is not None and not best.report.converged and (
         problem.cost(refined_solved.report.errors, refined_solved.report.rotation_errors)
         < problem.cost(best.report.errors, best.report.rotation_errors)
     ):
         best = refined_solved
     best.report.iterations = used
-    if not best.report.converged and best.report.stopped_by == "handover":
+    if not best.report.converged:
         best.report.stopped_by = unreached(used, budget)
     return best
 

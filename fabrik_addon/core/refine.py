@@ -243,6 +243,8 @@ def linearised(rig: AngleRig, problem: TreeGoals, free: Freedom, table: np.ndarr
     if floor_rows:
         rows.append(np.array(floor_rows))
         errors.append(np.array(floor_errors))
+    if not rows:  # (no goal pulls)
+        return np.zeros((0, len(free.coordinates))), np.zeros(0)
     return np.vstack(rows), np.concatenate(errors)
 
 
