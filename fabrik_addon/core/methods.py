@@ -144,14 +144,9 @@ def _crawls(
     share per iteration), every target in reach (beyond it, stretching towards the targets is FABRIK's own move)."""
     if len(goals) < 2 or any(g.rotation is not None for g in goals) or all(g.pole is None for g in goals):
         return False
-    if "shared" not in tree.derived:  # (whether two goals' chains meet: kept with the tree)
-        seen: set[int] = set()
-        shared = False
-        for chain in tree.goal_chain:
-            shared = shared or not seen.isdisjoint(chain)
-            seen.update(chain)
-        tree.derived["shared"] = shared
-    return tree.derived["shared"] and not TreeGoals(tree, goals).out_of_reach(start.heads, skeleton, settings.tolerance)
+    # Two goals' branches meet where the tree has fewer bases than goals: a chain shares a bone with another, or
+    # hangs from one (an arm from the collar, from the chest a head's chain moves).
+    return sum(p < 0 for p in tree.parent) < len(goals) and not TreeGoals(tree, goals).out_of_reach(start.heads, skeleton, settings.tolerance)
 
 
 def _finished(
