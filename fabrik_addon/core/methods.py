@@ -8,8 +8,9 @@ the settings, and gives the nodes' solved frames and heads with a report.
   (`fabrik.solve_from`); where frames are carried (offsets, poles, rotation
   goals) and it stops short, plain FABRIK goes on from there and may wander
   further, within what is left of the budget. Where branches with poles
-  share a sub-base (`_crawls`: two arms and a head through one chest) and
-  every target is in reach, the passes crawl once the chains are near their
+  share a sub-base (`_crawls`: two arms and a head through one chest),
+  every target is in reach and the frame starts from its own pose, the
+  passes crawl once the chains are near their
   targets: after an iteration that does not halve the error
   (`CRAWL_WINDOW`) the refinement finishes, and settling turns the poled
   chains back into their poles' planes; where the refinement stops short,
@@ -141,8 +142,12 @@ def _crawls(
 ) -> bool:
     """Whether FABRIK's passes crawl on the tree and the refinement finishes: branches with poles that share a
     sub-base (each pass moves the sub-base a share of the way its branches ask, so the error falls by a steady
-    share per iteration), every target in reach (beyond it, stretching towards the targets is FABRIK's own move)."""
-    if len(goals) < 2 or any(g.rotation is not None for g in goals) or all(g.pole is None for g in goals):
+    share per iteration), every target in reach (beyond it, stretching towards the targets is FABRIK's own move),
+    each frame solved from its own pose (from the previous solution the passes start near the answer, and the
+    refinement's steps on many coordinates cost more than the passes they save)."""
+    if not settings.explore or len(goals) < 2 or any(g.rotation is not None for g in goals) or all(
+        g.pole is None for g in goals
+    ):
         return False
     # Two goals' branches meet where the tree has fewer bases than goals: a chain shares a bone with another, or
     # hangs from one (an arm from the collar, from the chest a head's chain moves).
