@@ -10,11 +10,10 @@ the settings, and gives the nodes' solved frames and heads with a report.
   further, within what is left of the budget. Where branches with poles
   share a sub-base (`_crawls`: two arms and a head through one chest),
   every target is in reach and the frame starts from its own pose, the
-  passes crawl once the chains are near their
-  targets: after an iteration that does not halve the error
-  (`CRAWL_WINDOW`) the refinement finishes, and settling turns the poled
-  chains back into their poles' planes; where the refinement stops short,
-  the passes go on and the better pose is kept.
+  passes crawl once the chains are near their targets: after an iteration
+  that does not halve the error (`CRAWL_WINDOW`) the refinement finishes,
+  and settling turns the poled chains back into their poles' planes; where
+  the refinement stops short, the passes go on and the better pose is kept.
 - `solve_offsets`: a free tree with unconnected bones pulled by position
   goals. FABRIK's passes slow to a crawl well short of many reachable targets
   there (a finger hanging off the palm pulls the palm about its offset), so
