@@ -515,8 +515,9 @@ class Sequences(RuleBasedStateMachine):
 
         zero = (rig, "") in self.model["zero"]
         refusals = (ZERO_SCALE,) if zero else ()
-        # A bake visits its frames and comes back with frame_set: animated channels take their curves' values.
-        self._step(act=act, refusals=refusals, frame_changed=True)
+        # A bake visits its frames and comes back with frame_set: animated channels take their curves' values. A
+        # rig scaled to zero is refused before any frame is visited: an unkeyed value may then stay as it was.
+        self._step(act=act, refusals=refusals, frame_changed="either" if zero else True)
         self.model["live"][rig] = _obj(rig).fabrik.live if zero else self.model["live"][rig]
 
     @precondition(lambda self: self.enabled)
