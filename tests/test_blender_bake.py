@@ -698,11 +698,54 @@ def hinged_arm_on_a_moving_shoulder():
     return rig
 
 
-@pytest.mark.parametrize("build", [limited_chain, hinged_arm_on_a_moving_shoulder], ids=["hinges", "moving-parent"])
+def limited_chain_with_keyed_bones():
+    """The limited chain with its second bone keyed to bend further and further across the test frames: each
+    frame starts from a pose of its own."""
+    rig = limited_chain()
+    bone = rig.pose.bones[1]
+    bone.rotation_mode = 'XYZ'
+    for frame, degrees in ((FRAMES[0], 0.0), (FRAMES[-1], 80.0)):
+        bone.rotation_euler = (math.radians(degrees), 0.0, 0.0)
+        bone.keyframe_insert("rotation_euler", frame=frame)
+    return rig
+
+
+def hinged_arm_on_a_shoulder_turned_by_a_constraint():
+    """The arm in cones, its twists locked, on a shoulder that a Copy Rotation of an animated empty turns: the
+    shoulder's frame changes from frame to frame while every channel stays as it is."""
+    rig = rigbuild.make_armature("Rig", [("shoulder", (0, 0, 0), (0, 0, 1), None, False)] + [
+        (f"arm{i}", (0, 0, 1 + i), (0, 0, 2 + i), "shoulder" if i == 0 else f"arm{i - 1}", True) for i in range(3)
+    ])
+    target = rigbuild.make_target("Target", (1.5, 0.0, 2.5))
+    rigbuild.key_circle(target, (0.0, 0.0, 2.5), 1.0, FRAMES, axis="XZ")
+    rigbuild.add_effector(rig, "arm2", target, chain_length=3)
+    turner = rigbuild.make_target("Turner", (0.0, 0.0, 0.0))
+    for frame, angle in ((FRAMES[0], 0.0), (FRAMES[-1], 0.6)):
+        turner.rotation_euler = (angle, 0.0, 0.0)
+        turner.keyframe_insert("rotation_euler", frame=frame)
+    constraint = rig.pose.bones["shoulder"].constraints.new('COPY_ROTATION')
+    constraint.target = turner
+    for pose_bone in rig.pose.bones[1:]:
+        pose_bone.use_ik_limit_x = pose_bone.use_ik_limit_z = True
+        pose_bone.ik_min_x = pose_bone.ik_min_z = -math.radians(120)
+        pose_bone.ik_max_x = pose_bone.ik_max_z = math.radians(120)
+        pose_bone.lock_ik_y = True
+    rig.fabrik.live = True
+    return rig
+
+
+@pytest.mark.parametrize(
+    "build", [
+        limited_chain, hinged_arm_on_a_moving_shoulder, limited_chain_with_keyed_bones,
+        hinged_arm_on_a_shoulder_turned_by_a_constraint,
+    ],
+    ids=["hinges", "moving-parent", "keyed-bones", "constrained-parent"],
+)
 def test_per_frame_bakes_of_limited_rigs_solve_each_frame_from_its_own_pose_as_they_read_it(build, monkeypatch):
     """A per-frame bake of a rig whose plan does not solve frames together (joint limits) reads each frame as
     cheaply as a continuous bake does and solves it from that frame's own pose at once, without the whole read
-    of the rig; its keys replay the live solve (1e-5)."""
+    of the rig (a frame that reads as the one before starts where it started); its keys replay the live solve
+    (1e-5)."""
     from fabrik_addon.blender import solve
 
     rig = build()

@@ -119,6 +119,10 @@ class FrameRows:
         #: bones' local rotations.
         self._rotated: dict[int, list[Quat] | _Placed] = {}
         self._last_index = -1
+        #: The last frame `solve_own` read whole (its channels and fixed bones' matrices, as bytes) and its start.
+        self._own: tuple[bytes, object] | None = None
+        #: The fixed bones' matrices of the last frame `_fixed_now` read (as bytes) and what `_fixed` made of them.
+        self._fixed_read: tuple[bytes, list | None] | None = None
         #: The start and outcome of the frame solved last, which a continuous bake's next may go on from.
         self._last: tuple | None = None
         #: What continuity mode carries from frame to frame of a continuous bake.
@@ -237,7 +241,7 @@ class FrameRows:
         began = time.perf_counter()
         plan = self.plan
         last, self._last = self._last, None
-        fixed = self._fixed(lambda j: self.parents[-1][j])
+        fixed = self._fixed_now()
         if fixed is None:
             return None
         translations = [tuple(t) if any(t) else None for t in self.channels["loc"][-1][self.moving].tolist()]
@@ -255,13 +259,18 @@ class FrameRows:
         the plan does not solve frames together; the status, or None where this read does not do (as
         `solve_last`)."""
         began = time.perf_counter()
-        fixed = self._fixed(lambda j: self.parents[-1][j])
+        # A frame that reads as the one before it (unanimated chains: every frame) starts where that one started.
+        read = b"".join(values[-1].tobytes() for values in (*self.channels.values(), self.parents) if values)
+        if self._own is not None and self._own[0] == read:
+            return self._solved(index, self._own[1], self.solve_settings, None, began)
+        fixed = self._fixed_now()
         if fixed is None:
             return None
         found = {key: np.asarray(values[-1:], dtype=np.float64) for key, values in self.channels.items() if values}
         fk = matrix_rows.quaternions_from_matrices(self._fk_rotations(found)[0])
         translations = [tuple(t) if any(t) else None for t in found["loc"][0][self.moving].tolist()]
         start = self.plan.start([tuple(q) for q in fk.tolist()], translations, fixed, None)
+        self._own = read, start
         return self._solved(index, start, self.solve_settings, None, began)
 
     def _solved(self, index: int, start, settings, carry: Carry | None, began: float) -> RigStatus | None:
@@ -287,6 +296,13 @@ class FrameRows:
         self._last_index = index
         result = RigStatus(effectors=dict(self.problems[-1]))
         return concluded(result, plan.tree, goals, self.used, outcome.report, settings.tolerance, [], began)
+
+    def _fixed_now(self) -> list | None:
+        """`_fixed` of the frame read last: as the frame before's where its fixed bones' matrices read the same."""
+        read = self.parents[-1].tobytes() if self.parents else b""
+        if self._fixed_read is None or self._fixed_read[0] != read:
+            self._fixed_read = read, self._fixed(lambda j: self.parents[-1][j])
+        return self._fixed_read[1]
 
     def _fixed(self, matrix_of, nan: bool = False) -> list | None:
         """Per node, the frame and head of the fixed bone it hangs from (`matrix_of(j)`: the pose matrix of the
