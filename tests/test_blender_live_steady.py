@@ -5,6 +5,7 @@ a frame read whole solves them, and every change the whole read would see sends 
 from __future__ import annotations
 
 import math
+import time
 
 import bpy
 import numpy as np
@@ -500,6 +501,32 @@ def test_a_deferred_status_is_put_into_words_once_when_first_read():
     assert status.message == "reached, 3 iterations" and status.effectors == {0: "reached (miss 1e-05)"}
     assert status.seconds == 0.5 and status.ok and status.kind(0) == 'ERROR'  # (an effector line, nothing reached)
     assert made == [True]
+
+
+def test_the_status_times_the_solver_apart_from_reading_and_writing(steady_frames, monkeypatch):
+    """Every live frame's status, the whole read's and a steady frame's, gives the solver's own time (the plan's
+    solve) as a part of the frame's: more than nothing, less than reading, solving and writing together."""
+    from fabrik_addon.core.plan import Plan
+
+    solving = []
+    plan_solve = Plan.solve
+
+    def timed(self, *args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return plan_solve(self, *args, **kwargs)
+        finally:
+            solving.append(time.perf_counter() - began)
+
+    monkeypatch.setattr(Plan, "solve", timed)
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    rig = chain("quaternion")
+    for frame in (1, 2, 3, 7):
+        solving.clear()
+        bpy.context.scene.frame_set(frame)
+        status = statuses[rig.name]
+        assert len(solving) == 1 and 0.0 < solving[0] <= status.solver_seconds < status.seconds, frame
+    assert steady_frames == [True, True, True]
 
 
 def test_after_steady_frames_live_off_gives_the_pose_back_and_a_reload_solves_the_same(steady_frames, tmp_path):

@@ -117,6 +117,8 @@ class Solution:
     #: how far that is from its animated place (armature units) and turned from it (radians).
     root: tuple | None = None
     away: tuple[float, float] | None = None
+    #: The plan's solve alone (no reading, no writing), in seconds.
+    seconds: float = 0.0
 
 
 def settings_of(obj, warm: bool, size: float, floor: Floor | None = None) -> SolveSettings:
@@ -189,7 +191,9 @@ def solve(read_: Read, carry: Carry | None = None) -> Solution:
     Raises ValueError where the rig's solver cannot take the rig (the two-bone one on a longer chain, say)."""
     plan = read_.plan
     start = read_.start()
+    began = time.perf_counter()
     outcome = plan.solve(read_.goals, start, read_.settings, carry if read_.previous is not None else None)
+    seconds = time.perf_counter() - began
     scales = {}
     if outcome.pose is not None and plan.stretch:
         skeleton = plan.skeleton
@@ -198,7 +202,7 @@ def solve(read_: Read, carry: Carry | None = None) -> Solution:
     if outcome.root is not None:
         root = moving_root.channel_values(read_.obj, read_.root, outcome.root)
         away = core_root.away(outcome.root, read_.settings.root.home)
-    return Solution(plan.rotations(start, outcome), scales, outcome.report, root, away)
+    return Solution(plan.rotations(start, outcome), scales, outcome.report, root, away, seconds)
 
 
 def status_of(read_: Read, solved: Solution, result: RigStatus) -> RigStatus:
@@ -218,6 +222,7 @@ def status_of(read_: Read, solved: Solution, result: RigStatus) -> RigStatus:
 
     deferred = DeferredStatus(words)
     deferred.report, deferred.seconds = solved.report, time.perf_counter() - read_.began
+    deferred.solver_seconds = solved.seconds
     return deferred
 
 

@@ -44,6 +44,8 @@ class RigStatus:
     misses: dict[int, float] = field(default_factory=dict)
     #: Wall time of the last solve including reading and writing the pose, in seconds.
     seconds: float = 0.0
+    #: Of that, the solver's own (the plan's solve, without reading and writing), in seconds.
+    solver_seconds: float = 0.0
 
     @property
     def missed(self) -> bool:
