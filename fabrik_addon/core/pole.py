@@ -194,7 +194,9 @@ def holds(tree: MovingTree, joints: Joints, goals: Sequence[Goal], tolerance: fl
             continue  # undefined (pole on the target line, target on the base): the chain keeps its own plane
         turn = quat.from_matrix(rows)
         below = tree.subtree(top)
-        alone = all(h == g for k in below for h in tree.goals_at[k])
+        alone = tree.derived.get(("pole alone", g))
+        if alone is None:  # (whether no other goal hangs below the chain's first bone: kept with the tree)
+            alone = tree.derived[("pole alone", g)] = all(h == g for k in below for h in tree.goals_at[k])
         if alone:
             turn_rigidly(joints, below, base, turn)
             up = quat.rotate(turn, up)
@@ -218,11 +220,26 @@ def chain_points(joints: Joints, chain: tuple[int, ...]) -> list[Vec]:
 
 def turn_rigidly(joints: Joints, nodes: Sequence[int], centre: Vec, turn: Quat) -> None:
     """Turn some nodes (heads, tails and frames, when carried) as one body about a point."""
+    # (one rotation matrix for every point, written out: the poles turn their chains so on every frame)
+    (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = quat.to_matrix(turn)
+    cx, cy, cz = centre
+    heads, tails, frames = joints.heads, joints.tails, joints.frames
+    tw, tx, ty, tz = turn
     for k in nodes:
-        joints.heads[k] = add(centre, quat.rotate(turn, sub(joints.heads[k], centre)))
-        joints.tails[k] = add(centre, quat.rotate(turn, sub(joints.tails[k], centre)))
-        if joints.frames is not None:
-            joints.frames[k] = quat.normalized(quat.mul(turn, joints.frames[k]))
+        x, y, z = heads[k]
+        x, y, z = x - cx, y - cy, z - cz
+        heads[k] = (cx + m00 * x + m01 * y + m02 * z, cy + m10 * x + m11 * y + m12 * z, cz + m20 * x + m21 * y + m22 * z)
+        x, y, z = tails[k]
+        x, y, z = x - cx, y - cy, z - cz
+        tails[k] = (cx + m00 * x + m01 * y + m02 * z, cy + m10 * x + m11 * y + m12 * z, cz + m20 * x + m21 * y + m22 * z)
+        if frames is not None:
+            fw, fx, fy, fz = frames[k]
+            w = tw * fw - tx * fx - ty * fy - tz * fz
+            x = tw * fx + tx * fw + ty * fz - tz * fy
+            y = tw * fy - tx * fz + ty * fw + tz * fx
+            z = tw * fz + tx * fy - ty * fx + tz * fw
+            n = math.sqrt(w * w + x * x + y * y + z * z)
+            frames[k] = (w / n, x / n, y / n, z / n)
 
 
 def bend_towards(tree: MovingTree, joints: Joints, chain: tuple[int, ...], side: Vec, span: float) -> None:

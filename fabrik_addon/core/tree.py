@@ -75,12 +75,17 @@ class MovingTree:
         ), nodes
 
     def subtree(self, k: int) -> list[int]:
-        """Node k and every node below it, parents first."""
-        below = {k}
-        for j in range(k + 1, len(self.bones)):
-            if self.parent[j] in below:
-                below.add(j)
-        return sorted(below)
+        """Node k and every node below it, parents first (kept with the tree: poles ask on every frame; not to be
+        changed)."""
+        key = ("subtree", k)
+        known = self.derived.get(key)
+        if known is None:
+            below = {k}
+            for j in range(k + 1, len(self.bones)):
+                if self.parent[j] in below:
+                    below.add(j)
+            known = self.derived[key] = sorted(below)
+        return known
 
     @cached_property  # (the tree is cached per goal layout, and solves ask on every frame)
     def is_limited(self) -> bool:
@@ -370,7 +375,22 @@ class Joints:
     def turn(self, k: int, before: Vec, after: Vec) -> None:
         """Turn node k's frame by the shortest rotation taking direction `before` to `after`."""
         frame = self.frames[k]
-        self.frames[k] = quat.normalized(quat.mul(quat.arc(before, after, quat.x_axis(frame)), frame))
+        ax, ay, az = before
+        bx, by, bz = after
+        d = ax * bx + ay * by + az * bz
+        if d < -1.0 + 1e-12:  # (opposite: a half turn, `quat.arc`'s)
+            self.frames[k] = quat.normalized(quat.mul(quat.arc(before, after, quat.x_axis(frame)), frame))
+            return
+        # quat.arc(before, after) = (1 + a.b, a x b) / its length, times the unit frame: the product has that length
+        # too, so it is divided by it once (written out: every bone of every pass turns its frame so)
+        tw, tx, ty, tz = 1.0 + d, ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
+        fw, fx, fy, fz = frame
+        w = tw * fw - tx * fx - ty * fy - tz * fz
+        x = tw * fx + tx * fw + ty * fz - tz * fy
+        y = tw * fy - tx * fz + ty * fw + tz * fx
+        z = tw * fz + tx * fy - ty * fx + tz * fw
+        n = math.sqrt(w * w + x * x + y * y + z * z)
+        self.frames[k] = (w / n, x / n, y / n, z / n)
 
     def final_frames(self, tree: MovingTree, start: Start) -> list[Quat]:
         """The nodes' frames once the passes are done: those carried as they are, every other one its start frame
