@@ -189,6 +189,39 @@ def test_a_limb_pulled_beyond_its_reach_reaches_for_the_nearest_point_in_one_ste
         assert facing_error_degrees(pose, target, pose.heads[1] - pose.heads[0], pole) < 0.5
 
 
+@pytest.mark.parametrize("pole", [None, (0.0, -3.0, 1.0)])
+@pytest.mark.parametrize("case", ["too near", "too far"])
+def test_a_target_the_elbow_hinge_keeps_the_tip_from_is_reached_for_in_one_step(case, pole):
+    """Too near: the elbow folds 150 degrees at most, and the target is nearer the shoulder than the folded arm's
+    tip. Too far: an elbow that cannot straighten past 40 degrees, and a target inside the arm's length but
+    beyond that bend's reach. Either way the tip goes to the nearest point it can reach, on the line from the
+    shoulder to the target, the elbow at the end of its range, in one step (the limited method's descent stalled
+    there after dozens of iterations), every limit kept, the elbow facing the pole; the report says it could not
+    reach, by how far the target lies from that point: no pose of the arm comes nearer."""
+    bent = JointLimit(lock_y=True, lock_z=True, use_limit_x=True, min_x=math.radians(40), max_x=math.radians(150))
+    elbow = ELBOW if case == "too near" else bent
+    skeleton, start = _limb(60.0)
+    skeleton = skeleton.with_limits([SHOULDER, elbow])
+    start = skeleton.with_local_rotations(skeleton.rest_pose(), {1: skeleton.local_rotations(start)[1]})
+    target = np.array((0.0, 0.15, 0.25) if case == "too near" else (0.3, -0.5, 1.86))
+    bound = math.radians(150 if case == "too near" else 40)
+    tip_from_base = math.sqrt(2.0 + 2.0 * math.cos(bound))  # (two bones of length 1, the elbow at its bound)
+    span = float(np.linalg.norm(target))
+    assert (span < tip_from_base) if case == "too near" else (tip_from_base < span < 2.0)
+    goal = Goal(1, tuple(target)) if pole is None else Goal(1, tuple(target), pole=pole, pole_angle=-math.pi / 2)
+    pose, report = solve(skeleton, [goal], start, SETTINGS)
+    assert not report.converged and report.stopped_by == "unreachable" and report.iterations == 1, report
+    assert report.errors[0] == pytest.approx(np.linalg.norm(pose.tails[1] - target), abs=1e-12)
+    assert report.errors[0] == pytest.approx(abs(span - tip_from_base), abs=2.0 * SETTINGS.tolerance)
+    assert np.linalg.norm(np.cross(pose.tails[1], target / span)) < 1e-6  # (on the line to the target)
+    local = skeleton.local_rotations(pose)
+    assert_within(SHOULDER, local[0], "shoulder")
+    assert_within(elbow, local[1], "elbow")
+    assert swing_and_twist(local[1])[0] == pytest.approx(bound, abs=1e-6)
+    if pole is not None:
+        assert facing_error_degrees(pose, target, pose.heads[1] - pose.heads[0], pole) < 0.5
+
+
 def _cone(degrees: float) -> JointLimit:
     """A round swing cone of this half angle, twist free."""
     r = math.radians(degrees)

@@ -17,6 +17,15 @@ IK, which keeps it by breaking the limit, is not followed there. Each such
 pose is the answer, found in one step; else (no swivel keeps the limits, a
 straight limb without a pole, no triangle) the limited method solves the
 limb as any other part (`methods.solve_limited`).
+
+A hinge's range sets how near the base and how far from it the tip can be
+(the triangle's third side, its bend at the range's ends). A target nearer
+than that (an elbow that cannot fold far enough) or further is out of the
+limb's reach: the tip goes to the nearest point it can reach, on the line
+from the base to the target, the hinge at the end of its range; reported
+unreachable with the real miss. The limited method's descent would stall
+short of it there, after many iterations, in a pose far from the frames'
+around it.
 """
 
 from __future__ import annotations
@@ -40,6 +49,9 @@ SWIVEL_STEPS = 36
 #: A hinge's axis may lean this far (its cosine) from square to the upper bone: further, no turn of the upper
 #: bone about itself puts the axis across the plane.
 _SQUARE = 1e-6
+#: A target nearer or further than the hinge lets the tip be is aimed at this share of the way inside that
+#: distance (the hinge then a hair inside its range, not on it, where rounding could take it out).
+_INSIDE = 1e-9
 
 
 def applies(tree: MovingTree, goals: Sequence[Goal]) -> bool:
@@ -59,6 +71,25 @@ def _hinge_axis(limit: limits.JointLimit | None) -> Vec | None:
     if limit.x_range == (0.0, 0.0) and limit.z_range != (0.0, 0.0):
         return (0.0, 0.0, 1.0)
     return None
+
+
+def _reaches(tree: MovingTree, start: Start, axis: Vec) -> tuple[float, float]:
+    """The nearest and furthest the limb's tip can be from its base with the lower joint a hinge about its own
+    `axis` (X or Z) in its range: the third side of the bones' triangle at the bends the range allows."""
+    limit, zero = tree.limits[1], start.zero[1]
+    low, high = limit.x_range if axis[0] else limit.z_range
+    # The lower bone's direction in the upper bone's frame, turned by t about the hinge: cos t Y' + sin t W', with
+    # Y' and W' its rest direction and the one a quarter turn on; the upper bone's own direction is Y.
+    along = quat.rotate(zero, (0.0, 1.0, 0.0))[1]
+    across = quat.rotate(zero, (0.0, 0.0, 1.0) if axis[0] else (-1.0, 0.0, 0.0))[1]
+    upper, lower = tree.length[0], tree.length[1]
+    turns = [low, high]
+    straightest = math.atan2(across, along)  # (where the bones line up most; half a turn on, where they fold most)
+    turns += [t for t in (straightest - math.pi, straightest, straightest + math.pi) if low < t < high]
+    squares = [
+        upper * upper + lower * lower + 2.0 * upper * lower * (along * math.cos(t) + across * math.sin(t)) for t in turns
+    ]
+    return math.sqrt(max(0.0, min(squares))), math.sqrt(max(0.0, max(squares)))
 
 
 def _signed_angle(a: Vec, b: Vec, axis: Vec) -> float:
@@ -143,21 +174,35 @@ def solve(
     joints = Joints(tree, start, framed=True)
     if dist(joints.tails[1], target) <= settings.tolerance:
         return None  # reached as it starts: the limited method keeps the start (and brings it inside its limits)
-    if goal.pole is not None:
-        pole.holds(tree, joints, goals, settings.tolerance)
-    if not settle_two_bones(tree, joints, target):
-        return None
-    ways = _ways(tree, start, joints.frames, _hinge_axis(tree.limits[1]))
     base = joints.heads[0]
     away = sub(target, base)
-    if not ways or norm(away) < 1e-12:
+    span = norm(away)
+    if span < 1e-12:
+        return None
+    hinge = _hinge_axis(tree.limits[1])
+    aim = target  # (a target the hinge keeps the tip from: the nearest point the tip can reach, on the same line)
+    if hinge is not None:
+        nearest, furthest = _reaches(tree, start, hinge)
+        inner, outer = nearest * (1.0 + _INSIDE), furthest * (1.0 - _INSIDE)
+        if inner <= outer and not inner <= span <= outer:
+            aim = add(base, scale(away, min(max(span, inner), outer) / span))
+    if goal.pole is not None:
+        pole.holds(tree, joints, goals, settings.tolerance)
+    if not settle_two_bones(tree, joints, aim):
+        return None
+    ways = _ways(tree, start, joints.frames, hinge)
+    if not ways:
         return None
     found = _swivelled(tree, start, ways, scale(away, 1.0 / norm(away)))
     if found is None:
         return None
     turn, frames, rotations = found
     heads = [base, add(base, quat.rotate(turn, sub(joints.tails[0], base)))]
-    error = dist(target, tails_of(frames[1:], heads[1:], tree.length[1:])[0])
-    if error > settings.tolerance:
+    tip = tails_of(frames[1:], heads[1:], tree.length[1:])[0]
+    if dist(aim, tip) > settings.tolerance:
         return None
-    return frames, heads, rotations, SolveReport(1, [error], True, "converged", rotation_errors=[0.0])
+    error = dist(target, tip)
+    converged = error <= settings.tolerance
+    return frames, heads, rotations, SolveReport(
+        1, [error], converged, "converged" if converged else "unreachable", rotation_errors=[0.0]
+    )
