@@ -224,7 +224,6 @@ def turn_rigidly(joints: Joints, nodes: Sequence[int], centre: Vec, turn: Quat) 
     (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = quat.to_matrix(turn)
     cx, cy, cz = centre
     heads, tails, frames = joints.heads, joints.tails, joints.frames
-    tw, tx, ty, tz = turn
     for k in nodes:
         x, y, z = heads[k]
         x, y, z = x - cx, y - cy, z - cz
@@ -233,13 +232,7 @@ def turn_rigidly(joints: Joints, nodes: Sequence[int], centre: Vec, turn: Quat) 
         x, y, z = x - cx, y - cy, z - cz
         tails[k] = (cx + m00 * x + m01 * y + m02 * z, cy + m10 * x + m11 * y + m12 * z, cz + m20 * x + m21 * y + m22 * z)
         if frames is not None:
-            fw, fx, fy, fz = frames[k]
-            w = tw * fw - tx * fx - ty * fy - tz * fz
-            x = tw * fx + tx * fw + ty * fz - tz * fy
-            y = tw * fy - tx * fz + ty * fw + tz * fx
-            z = tw * fz + tx * fy - ty * fx + tz * fw
-            n = math.sqrt(w * w + x * x + y * y + z * z)
-            frames[k] = (w / n, x / n, y / n, z / n)
+            frames[k] = quat.mul_unit(turn, frames[k])
 
 
 def bend_towards(tree: MovingTree, joints: Joints, chain: tuple[int, ...], side: Vec, span: float) -> None:

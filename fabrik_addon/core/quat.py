@@ -27,6 +27,19 @@ def mul(a: Quat, b: Quat) -> Quat:
     )
 
 
+def mul_unit(a: Quat, b: Quat) -> Quat:
+    """The rotation b followed by a, scaled to unit length (`normalized(mul(a, b))` in one call: a or b may be a
+    rotation scaled by any length)."""
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
+    w = aw * bw - ax * bx - ay * by - az * bz
+    x = aw * bx + ax * bw + ay * bz - az * by
+    y = aw * by - ax * bz + ay * bw + az * bx
+    z = aw * bz + ax * by - ay * bx + az * bw
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    return (w / n, x / n, y / n, z / n)
+
+
 def conj(q: Quat) -> Quat:
     """The inverse rotation."""
     return (q[0], -q[1], -q[2], -q[3])

@@ -382,15 +382,8 @@ class Joints:
             self.frames[k] = quat.normalized(quat.mul(quat.arc(before, after, quat.x_axis(frame)), frame))
             return
         # quat.arc(before, after) = (1 + a.b, a x b) / its length, times the unit frame: the product has that length
-        # too, so it is divided by it once (written out: every bone of every pass turns its frame so)
-        tw, tx, ty, tz = 1.0 + d, ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
-        fw, fx, fy, fz = frame
-        w = tw * fw - tx * fx - ty * fy - tz * fz
-        x = tw * fx + tx * fw + ty * fz - tz * fy
-        y = tw * fy - tx * fz + ty * fw + tz * fx
-        z = tw * fz + tx * fy - ty * fx + tz * fw
-        n = math.sqrt(w * w + x * x + y * y + z * z)
-        self.frames[k] = (w / n, x / n, y / n, z / n)
+        # too, so it is made unit once (every bone of every pass turns its frame so)
+        self.frames[k] = quat.mul_unit((1.0 + d, ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx), frame)
 
     def final_frames(self, tree: MovingTree, start: Start) -> list[Quat]:
         """The nodes' frames once the passes are done: those carried as they are, every other one its start frame
