@@ -379,8 +379,8 @@ def print_table(specs: list[RigSpec], rows: dict[str, dict], runs: int) -> None:
         cells = (
             spec.label, str(row["bones"]), str(row["frames"]), ms_range(row["none"]), ms_range(row["blender"]),
             ms_range(row["fabrik"]), ms_range(row["fabrik_frame"]), ms_range(row["solve"]), ms_range(row["solver"]),
-            ratio_range(row["ratio"]), ratio_range(row["outside_ratio"]), spec.target, met, f"{row['blender_error']:.1e}", fabrik_error, f"{row['blender_turn']:.1f}°",
-            f"{row['fabrik_turn']:.1f}°",
+            ratio_range(row["ratio"]), ratio_range(row["outside_ratio"]), spec.target, met,
+            f"{row['blender_error']:.1e}", fabrik_error, f"{row['blender_turn']:.1f}°", f"{row['fabrik_turn']:.1f}°",
         )
         print("| " + " | ".join(cells) + " |")
 

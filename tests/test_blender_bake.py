@@ -744,22 +744,32 @@ def hinged_arm_on_a_shoulder_turned_by_a_constraint():
 def test_per_frame_bakes_of_limited_rigs_solve_each_frame_from_its_own_pose_as_they_read_it(build, monkeypatch):
     """A per-frame bake of a rig whose plan does not solve frames together (joint limits) reads each frame as
     cheaply as a continuous bake does and solves it from that frame's own pose at once, without the whole read
-    of the rig (a frame that reads as the one before starts where it started); its keys replay the live solve
-    (1e-5)."""
-    from fabrik_addon.blender import solve
+    of the rig (a frame that reads as the one before starts where it started: on the unanimated chain, every frame
+    after the first; the fixed bones' frames made again only where their matrices changed); its keys replay the
+    live solve (1e-5)."""
+    from fabrik_addon.blender import bake_read, solve
 
     rig = build()
     rig.fabrik.start = "FK"
     reset_pose(rig)
     live = play(rig)
     reset_pose(rig)
-    whole = []
+    whole, starts, fixed = [], [], []
     compute = solve.compute
     monkeypatch.setattr(solve, "compute", lambda *a, **k: whole.append(1) or compute(*a, **k))
+    solved, make_fixed = bake_read.FrameRows._solved, bake_read.FrameRows._fixed
+    # (each frame's start, as the frame's solve takes it)
+    monkeypatch.setattr(bake_read.FrameRows, "_solved", lambda self, i, start, *a: starts.append(start) or solved(
+        self, i, start, *a
+    ))
+    monkeypatch.setattr(bake_read.FrameRows, "_fixed", lambda *a, **k: fixed.append(1) or make_fixed(*a, **k))
     baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
     result = baker.finish(new_action=False, keep_live=False)
     assert result.frames == len(FRAMES) and not baker._batch.together and baker.solved.all()
     assert not whole
+    assert len(starts) == len(FRAMES)
+    assert len({id(start) for start in starts}) == (1 if build is limited_chain else len(FRAMES))
+    assert len(fixed) == (1 if build in (limited_chain, limited_chain_with_keyed_bones) else len(FRAMES))
     assert_keys_replay(rig, live)

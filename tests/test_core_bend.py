@@ -189,37 +189,86 @@ def test_a_limb_pulled_beyond_its_reach_reaches_for_the_nearest_point_in_one_ste
         assert facing_error_degrees(pose, target, pose.heads[1] - pose.heads[0], pole) < 0.5
 
 
-@pytest.mark.parametrize("pole", [None, (0.0, -3.0, 1.0)])
-@pytest.mark.parametrize("case", ["too near", "too far"])
-def test_a_target_the_elbow_hinge_keeps_the_tip_from_is_reached_for_in_one_step(case, pole):
+def _hinge_limb(case: str):
+    """A limb whose elbow hinge keeps its tip from some targets (`test_a_target_the_elbow_hinge_keeps_...`): the
+    skeleton, its start, the elbow's limit, a target, and the nearest the tip can come to the base or furthest it can
+    go from it (whichever the target is beyond)."""
+    folds = case == "too near"
+    elbow = ELBOW if folds else JointLimit(
+        lock_y=True, lock_z=True, use_limit_x=True, min_x=math.radians(40), max_x=math.radians(150)
+    )
+    skeleton = straight_chain(2).with_limits([SHOULDER, elbow])
+    turn = np.array(quat.to_matrix(quat.about_axis((1.0, 0.0, 0.0), math.radians(60.0))))
+    start = skeleton.with_local_rotations(skeleton.rest_pose(), {1: turn})
+    target = {"too near": (0.0, 0.15, 0.25), "too far": (0.3, -0.5, 1.86), "beyond its length": (0.4, -0.6, 2.2)}[case]
+    bound = math.radians(150 if folds else 40)
+    return skeleton, start, elbow, np.array(target), math.sqrt(2.0 + 2.0 * math.cos(bound))
+
+
+@pytest.mark.parametrize(
+    "pole, explore", [(None, True), ((0.0, -3.0, 1.0), True), ((0.0, -3.0, 1.0), False)],
+    ids=["this frame's pose", "pole", "pole, previous solution"],
+)
+@pytest.mark.parametrize("case", ["too near", "too far", "beyond its length"])
+def test_a_target_the_elbow_hinge_keeps_the_tip_from_is_reached_for_in_one_step(case, pole, explore):
     """Too near: the elbow folds 150 degrees at most, and the target is nearer the shoulder than the folded arm's
     tip. Too far: an elbow that cannot straighten past 40 degrees, and a target inside the arm's length but
-    beyond that bend's reach. Either way the tip goes to the nearest point it can reach, on the line from the
-    shoulder to the target, the elbow at the end of its range, in one step (the limited method's descent stalled
-    there after dozens of iterations), every limit kept, the elbow facing the pole; the report says it could not
-    reach, by how far the target lies from that point: no pose of the arm comes nearer."""
-    bent = JointLimit(lock_y=True, lock_z=True, use_limit_x=True, min_x=math.radians(40), max_x=math.radians(150))
-    elbow = ELBOW if case == "too near" else bent
-    skeleton, start = _limb(60.0)
-    skeleton = skeleton.with_limits([SHOULDER, elbow])
-    start = skeleton.with_local_rotations(skeleton.rest_pose(), {1: skeleton.local_rotations(start)[1]})
-    target = np.array((0.0, 0.15, 0.25) if case == "too near" else (0.3, -0.5, 1.86))
-    bound = math.radians(150 if case == "too near" else 40)
-    tip_from_base = math.sqrt(2.0 + 2.0 * math.cos(bound))  # (two bones of length 1, the elbow at its bound)
+    beyond that bend's reach (or beyond its length too). Either way the tip goes to the nearest point it can
+    reach, on the line from the shoulder to the target, the elbow at the end of its range, in one step (where the limited method's descent stalls short of it), every limit kept, the elbow facing the pole; the
+    report says it could not reach, by how far the target lies from that point: no pose of the arm comes nearer."""
+    skeleton, start, elbow, target, tip_from_base = _hinge_limb(case)
     span = float(np.linalg.norm(target))
-    assert (span < tip_from_base) if case == "too near" else (tip_from_base < span < 2.0)
+    assert (span < tip_from_base) if case == "too near" else (tip_from_base < span)
     goal = Goal(1, tuple(target)) if pole is None else Goal(1, tuple(target), pole=pole, pole_angle=-math.pi / 2)
-    pose, report = solve(skeleton, [goal], start, SETTINGS)
+    settings = SolveSettings(tolerance=SETTINGS.tolerance, explore=explore)
+    pose, report = solve(skeleton, [goal], start, settings)
     assert not report.converged and report.stopped_by == "unreachable" and report.iterations == 1, report
     assert report.errors[0] == pytest.approx(np.linalg.norm(pose.tails[1] - target), abs=1e-12)
-    assert report.errors[0] == pytest.approx(abs(span - tip_from_base), abs=2.0 * SETTINGS.tolerance)
+    assert report.errors[0] == pytest.approx(abs(span - tip_from_base), abs=2.0 * settings.tolerance)
     assert np.linalg.norm(np.cross(pose.tails[1], target / span)) < 1e-6  # (on the line to the target)
     local = skeleton.local_rotations(pose)
     assert_within(SHOULDER, local[0], "shoulder")
     assert_within(elbow, local[1], "elbow")
+    bound = math.radians(150 if case == "too near" else 40)
     assert swing_and_twist(local[1])[0] == pytest.approx(bound, abs=1e-6)
     if pole is not None:
         assert facing_error_degrees(pose, target, pose.heads[1] - pose.heads[0], pole) < 0.5
+
+
+@pytest.mark.parametrize("axis", ["x", "z"])
+def test_the_hinge_sets_how_near_and_how_far_the_limbs_tip_can_be(axis):
+    """How near the shoulder and how far from it the tip can be, as the limb works it out from the hinge's range
+    and the forearm's rest (`limb._reaches`), against the tip's distance posed by forward kinematics over the
+    range: random rests bent out of line and random ranges, some of which fold the forearm fully back or take it
+    straight (the bend between the range's ends), most of which do not."""
+    from fabrik_addon.core import limb
+    from fabrik_addon.core.tree import Start, moving_tree
+
+    rng = np.random.default_rng(3 if axis == "x" else 4)
+    for sample in range(20):
+        bend = rng.uniform(-1.2, 1.2)
+        lower = rng.uniform(0.3, 1.5)
+        tail = (0.0, lower * math.sin(bend), 1.0 + lower * math.cos(bend)) if axis == "x" else (
+            lower * math.sin(bend), 0.0, 1.0 + lower * math.cos(bend))
+        low, high = sorted(rng.uniform(-math.pi, math.pi, 2))
+        elbow = JointLimit(lock_y=True, **(
+            dict(lock_z=True, use_limit_x=True, min_x=low, max_x=high) if axis == "x"
+            else dict(lock_x=True, use_limit_z=True, min_z=low, max_z=high)
+        ))
+        skeleton = skeleton_from_points([-1, 0], [(0, 0, 0), (0, 0, 1)], [(0, 0, 1), tail]).with_limits([None, elbow])
+        goal = Goal(1, (0.0, 0.5, 0.5))
+        tree = moving_tree(skeleton, [goal])
+        hinge = limb._hinge_axis(elbow)
+        assert hinge == ((1.0, 0.0, 0.0) if axis == "x" else (0.0, 0.0, 1.0))
+        nearest, furthest = limb._reaches(tree, Start.of_pose(skeleton, tree, skeleton.rest_pose()), hinge)
+        distances = []
+        for t in np.linspace(low, high, 2001):
+            turn = np.array(quat.to_matrix(quat.about_axis(hinge, float(t))))
+            pose = skeleton.pose_from_local(np.array([np.eye(3), turn]))
+            distances.append(float(np.linalg.norm(pose.tails[1] - pose.heads[0])))
+        assert nearest == pytest.approx(min(distances), abs=1e-4), sample
+        assert furthest == pytest.approx(max(distances), abs=1e-4), sample
+        assert nearest <= min(distances) + 1e-12 and max(distances) <= furthest + 1e-12, sample
 
 
 def _cone(degrees: float) -> JointLimit:

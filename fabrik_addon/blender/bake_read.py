@@ -28,6 +28,7 @@ import numpy as np
 from ..core import Goal, channels as channel_rows, local, matrix_rows
 from ..core.plan import Carry, layout_of, plan_for
 from ..core.quat import Quat
+from ..core.tree import Start
 from . import animdata, goals as effector_goals, held, pins, rig, solve
 from .channels import fixed_frame
 from .effector_values import EffectorValues
@@ -120,7 +121,7 @@ class FrameRows:
         self._rotated: dict[int, list[Quat] | _Placed] = {}
         self._last_index = -1
         #: The last frame `solve_own` read whole (its channels and fixed bones' matrices, as bytes) and its start.
-        self._own: tuple[bytes, object] | None = None
+        self._own: tuple[bytes, Start] | None = None
         #: The fixed bones' matrices of the last frame `_fixed_now` read (as bytes) and what `_fixed` made of them.
         self._fixed_read: tuple[bytes, list | None] | None = None
         #: The start and outcome of the frame solved last, which a continuous bake's next may go on from.
@@ -278,10 +279,12 @@ class FrameRows:
         or None where the result is not a number."""
         plan = self.plan
         goals = self.frames_goals[-1]
+        solving = time.perf_counter()
         try:
             outcome = plan.solve(goals, start, replace(settings, floor=self.floors[-1]), carry)
         except ValueError:
             return None
+        solving = time.perf_counter() - solving
         if plan.goes_on(start, outcome):
             if not math.isfinite(sum(map(sum, outcome.frames))):
                 return None
@@ -294,7 +297,7 @@ class FrameRows:
             self._rotated[index] = solved
         self._last = start, outcome
         self._last_index = index
-        result = RigStatus(effectors=dict(self.problems[-1]))
+        result = RigStatus(effectors=dict(self.problems[-1]), solver_seconds=solving)
         return concluded(result, plan.tree, goals, self.used, outcome.report, settings.tolerance, [], began)
 
     def _fixed_now(self) -> list | None:

@@ -118,7 +118,7 @@ class Solution:
     root: tuple | None = None
     away: tuple[float, float] | None = None
     #: The plan's solve alone (no reading, no writing), in seconds.
-    seconds: float = 0.0
+    solver_seconds: float = 0.0
 
 
 def settings_of(obj, warm: bool, size: float, floor: Floor | None = None) -> SolveSettings:
@@ -222,7 +222,7 @@ def status_of(read_: Read, solved: Solution, result: RigStatus) -> RigStatus:
 
     deferred = DeferredStatus(words)
     deferred.report, deferred.seconds = solved.report, time.perf_counter() - read_.began
-    deferred.solver_seconds = solved.seconds
+    deferred.solver_seconds = solved.solver_seconds
     return deferred
 
 

@@ -19,13 +19,13 @@ straight limb without a pole, no triangle) the limited method solves the
 limb as any other part (`methods.solve_limited`).
 
 A hinge's range sets how near the base and how far from it the tip can be
-(the triangle's third side, its bend at the range's ends). A target nearer
+(the triangle's third side, at the bends the range allows). A target nearer
 than that (an elbow that cannot fold far enough) or further is out of the
 limb's reach: the tip goes to the nearest point it can reach, on the line
-from the base to the target, the hinge at the end of its range; reported
-unreachable with the real miss. The limited method's descent would stall
-short of it there, after many iterations, in a pose far from the frames'
-around it.
+from the base to the target, the hinge at the end of its range (or folded or
+straight, where the range goes so far); reported unreachable with the real
+miss. The limited method's descent stalls short of it there, in a pose far
+from the frames' around it.
 """
 
 from __future__ import annotations
@@ -86,9 +86,8 @@ def _reaches(tree: MovingTree, start: Start, axis: Vec) -> tuple[float, float]:
     turns = [low, high]
     straightest = math.atan2(across, along)  # (where the bones line up most; half a turn on, where they fold most)
     turns += [t for t in (straightest - math.pi, straightest, straightest + math.pi) if low < t < high]
-    squares = [
-        upper * upper + lower * lower + 2.0 * upper * lower * (along * math.cos(t) + across * math.sin(t)) for t in turns
-    ]
+    sides = upper * upper + lower * lower
+    squares = [sides + 2.0 * upper * lower * (along * math.cos(t) + across * math.sin(t)) for t in turns]
     return math.sqrt(max(0.0, min(squares))), math.sqrt(max(0.0, max(squares)))
 
 

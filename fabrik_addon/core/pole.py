@@ -225,12 +225,12 @@ def turn_rigidly(joints: Joints, nodes: Sequence[int], centre: Vec, turn: Quat) 
     cx, cy, cz = centre
     heads, tails, frames = joints.heads, joints.tails, joints.frames
     for k in nodes:
-        x, y, z = heads[k]
-        x, y, z = x - cx, y - cy, z - cz
-        heads[k] = (cx + m00 * x + m01 * y + m02 * z, cy + m10 * x + m11 * y + m12 * z, cz + m20 * x + m21 * y + m22 * z)
-        x, y, z = tails[k]
-        x, y, z = x - cx, y - cy, z - cz
-        tails[k] = (cx + m00 * x + m01 * y + m02 * z, cy + m10 * x + m11 * y + m12 * z, cz + m20 * x + m21 * y + m22 * z)
+        for points in (heads, tails):
+            x, y, z = points[k]
+            x, y, z = x - cx, y - cy, z - cz
+            points[k] = (
+                cx + m00 * x + m01 * y + m02 * z, cy + m10 * x + m11 * y + m12 * z, cz + m20 * x + m21 * y + m22 * z
+            )
         if frames is not None:
             frames[k] = quat.mul_unit(turn, frames[k])
 

@@ -74,9 +74,8 @@ class MovingTree:
             tuple(tuple(node_of[k] for k in self.goal_chain[g]) for g in goal_ids),
         ), nodes
 
-    def subtree(self, k: int) -> list[int]:
-        """Node k and every node below it, parents first (kept with the tree: poles ask on every frame; not to be
-        changed)."""
+    def subtree(self, k: int) -> tuple[int, ...]:
+        """Node k and every node below it, parents first (kept with the tree: poles ask on every frame)."""
         key = ("subtree", k)
         known = self.derived.get(key)
         if known is None:
@@ -84,7 +83,7 @@ class MovingTree:
             for j in range(k + 1, len(self.bones)):
                 if self.parent[j] in below:
                     below.add(j)
-            known = self.derived[key] = sorted(below)
+            known = self.derived[key] = tuple(sorted(below))
         return known
 
     @cached_property  # (the tree is cached per goal layout, and solves ask on every frame)
