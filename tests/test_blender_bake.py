@@ -773,3 +773,24 @@ def test_per_frame_bakes_of_limited_rigs_solve_each_frame_from_its_own_pose_as_t
     assert len({id(start) for start in starts}) == (1 if build is limited_chain else len(FRAMES))
     assert len(fixed) == (1 if build in (limited_chain, limited_chain_with_keyed_bones) else len(FRAMES))
     assert_keys_replay(rig, live)
+
+
+
+@pytest.mark.parametrize("build", [limited_chain, limited_chain_with_keyed_bones], ids=["hinges", "keyed-bones"])
+def test_a_per_frame_bake_of_a_limited_rig_starts_from_the_pose_live_solving_holds_under_its_writes(build):
+    """Baked straight after live playback, while the chain bones hold what live solving wrote last: a per-frame
+    bake of the limited rig starts each frame from the animator's pose those writes replaced, as live solving
+    does, not from the written one; its keys replay the live solve (1e-5)."""
+    rig = build()
+    rig.fabrik.start = "FK"
+    reset_pose(rig)
+    live = play(rig)
+    written = [tuple(pb.rotation_quaternion) for pb in rig.pose.bones]
+    assert max(abs(c) for q in written for c in q[1:]) > 0.1  # (the last frame's solve, not rest)
+    memory.reset()
+    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    while not baker.done:
+        baker.step()
+    result = baker.finish(new_action=False, keep_live=False)
+    assert result.frames == len(FRAMES) and not baker._batch.together and baker.solved.all()
+    assert_keys_replay(rig, live)

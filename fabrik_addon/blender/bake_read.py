@@ -26,6 +26,7 @@ import bpy
 import numpy as np
 
 from ..core import Goal, channels as channel_rows, local, matrix_rows
+from ..core.channels import channel_to_matrix, channel_to_quaternion
 from ..core.plan import Carry, layout_of, plan_for
 from ..core.quat import Quat
 from ..core.tree import Start
@@ -124,6 +125,7 @@ class FrameRows:
         self._own: tuple[bytes, Start] | None = None
         #: The fixed bones' matrices of the last frame `_fixed_now` read (as bytes) and what `_fixed` made of them.
         self._fixed_read: tuple[bytes, list | None] | None = None
+        self._stash: list | None = None  # (`_stashed`)
         #: The start and outcome of the frame solved last, which a continuous bake's next may go on from.
         self._last: tuple | None = None
         #: What continuity mode carries from frame to frame of a continuous bake.
@@ -267,10 +269,8 @@ class FrameRows:
         fixed = self._fixed_now()
         if fixed is None:
             return None
-        found = {key: np.asarray(values[-1:], dtype=np.float64) for key, values in self.channels.items() if values}
-        fk = matrix_rows.quaternions_from_matrices(self._fk_rotations(found)[0])
-        translations = [tuple(t) if any(t) else None for t in found["loc"][0][self.moving].tolist()]
-        start = self.plan.start([tuple(q) for q in fk.tolist()], translations, fixed, None)
+        translations = [tuple(t) if any(t) else None for t in self.channels["loc"][-1][self.moving].tolist()]
+        start = self.plan.start(self._fk_now(), translations, fixed, None)
         self._own = read, start
         return self._solved(index, start, self.solve_settings, None, began)
 
@@ -355,18 +355,39 @@ class FrameRows:
         bone still holds the value live solving wrote, the one that value replaced (`held.stashed_fk`)."""
         count = len(found["loc"])
         fk = np.empty((count, len(self.moving), 3, 3))
-        keys = {'QUATERNION': "quat", 'AXIS_ANGLE': "axis"}
-        names = self.plan.skeleton.names
-        for k, (b, mode) in enumerate(zip(self.moving, self.modes)):
-            values = found[keys.get(mode, "euler")][:, b]
+        for k, (b, mode, stashed) in enumerate(zip(self.moving, self.modes, self._stashed())):
+            values = found[_CHANNEL_KEYS.get(mode, "euler")][:, b]
             fk[:, k] = channel_rows.matrix_rows_of(mode, values)
-            stashed = held.stashed_fk(self.obj, names[b])
             # A value held for another rotation mode (the bone's mode changed since the bake began) says nothing.
             if stashed is not None and len(stashed[0]) == values.shape[1]:
-                written, matrix = stashed
+                written, value = stashed
                 same = np.all(np.abs(values - np.asarray(written)[None, :]) <= 1e-6, axis=1)
-                fk[same, k] = matrix
+                fk[same, k] = channel_to_matrix(mode, value)
         return fk
+
+    def _fk_now(self) -> list[Quat]:
+        """`_fk_rotations` of the frame read last, as unit quaternions on plain floats (as a live read makes
+        them: one frame does not pay numpy's cost per call)."""
+        rotations = []
+        for b, mode, stashed in zip(self.moving, self.modes, self._stashed()):
+            value = self.channels[_CHANNEL_KEYS.get(mode, "euler")][-1][b].tolist()
+            if stashed is not None and len(stashed[0]) == len(value) and all(
+                abs(v - w) <= 1e-6 for v, w in zip(value, stashed[0])
+            ):
+                value = stashed[1]
+            rotations.append(channel_to_quaternion(mode, value))
+        return rotations
+
+    def _stashed(self) -> list:
+        """Per moving bone, `held.stashed_fk` (the bake leaves live solving off: what it holds stays as it is)."""
+        if self._stash is None:
+            names = self.plan.skeleton.names
+            self._stash = [held.stashed_fk(self.obj, names[b]) for b in self.moving]
+        return self._stash
+
+
+#: Which channels a rotation mode's values are read from (`FrameRows.reads`; any Euler order: "euler").
+_CHANNEL_KEYS = {'QUATERNION': "quat", 'AXIS_ANGLE': "axis"}
 
 
 class _Placed(NamedTuple):

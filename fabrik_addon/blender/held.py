@@ -31,7 +31,6 @@ import bpy
 import numpy as np
 from mathutils import Vector
 
-from ..core import channels
 from . import animdata, compat, memory, rig
 
 #: Where the arrays live in the rig's settings.
@@ -415,8 +414,9 @@ def write_stretch(obj, skeleton, scales: dict[int, float], pose=None) -> None:
             entry.written_scale = tuple(obj.pose.bones[skeleton.names[b]].scale)
 
 
-def stashed_fk(obj, bone_name: str) -> tuple[tuple[float, ...], np.ndarray] | None:
-    """(the rotation value live solving last wrote, the FK rotation it replaced) for a bone, if any."""
+def stashed_fk(obj, bone_name: str) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """(the rotation value live solving last wrote, the FK value it replaced), both in the bone's rotation mode, for
+    a bone, if any."""
     entry = held_bones(obj).get(bone_name)
     pose_bone = obj.pose.bones.get(bone_name)
     if entry is None or not entry.rotated or pose_bone is None or entry.mode != pose_bone.rotation_mode:
@@ -424,7 +424,7 @@ def stashed_fk(obj, bone_name: str) -> tuple[tuple[float, ...], np.ndarray] | No
     if not (finite(entry.written) and finite(entry.fk)):
         return None
     size = rig.rotation_channel(entry.mode)[1]
-    return tuple(entry.written)[:size], np.array(channels.channel_to_matrix(entry.mode, tuple(entry.fk)[:size]))
+    return tuple(entry.written)[:size], tuple(entry.fk)[:size]
 
 
 def _keyed_channels(obj, depsgraph=None) -> tuple | None:
