@@ -778,9 +778,10 @@ def test_per_frame_bakes_of_limited_rigs_solve_each_frame_from_its_own_pose_as_t
 
 @pytest.mark.parametrize("build", [limited_chain, limited_chain_with_keyed_bones], ids=["hinges", "keyed-bones"])
 def test_a_per_frame_bake_of_a_limited_rig_starts_from_the_pose_live_solving_holds_under_its_writes(build):
-    """Baked straight after live playback, while the chain bones hold what live solving wrote last: a per-frame
-    bake of the limited rig starts each frame from the animator's pose those writes replaced, as live solving
-    does, not from the written one; its keys replay the live solve (1e-5)."""
+    """Baked straight after live playback, while the chain bones hold what live solving wrote last: the bake
+    switches live solving off first, which gives the animator's pose back, so a per-frame bake of the limited rig
+    starts each frame from it, as live solving does, not from the written one; its keys replay the live solve
+    (1e-5)."""
     rig = build()
     rig.fabrik.start = "FK"
     reset_pose(rig)

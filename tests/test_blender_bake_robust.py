@@ -113,6 +113,33 @@ def test_a_zero_scaled_parent_above_the_chain_gives_no_nan_keys(continuous, capf
     assert_no_nan_keys(rig)
 
 
+@pytest.mark.parametrize("continuous", [True, False], ids=["continuous", "per-frame"])
+@pytest.mark.parametrize("limited", [True, False], ids=["hinges", "free"])
+def test_a_chain_bone_whose_rotation_is_not_a_number_leaves_its_chain_unkeyed_saying_which(limited, continuous):
+    """A chain bone in axis-angle mode whose axis is not a number (a careless script): the bake, of a chain with
+    hinges or without limits, writes no NaN key, leaves the chain's bones unkeyed and names that bone as the
+    reason for each of them (as live solving refuses the chain naming it); the solver raises nothing on the way."""
+    rig, target = moving_chain()
+    if limited:
+        for pose_bone in rig.pose.bones[1:]:
+            pose_bone.lock_ik_y = pose_bone.lock_ik_z = True
+            pose_bone.use_ik_limit_x = True
+            pose_bone.ik_min_x, pose_bone.ik_max_x = -math.radians(100), math.radians(100)
+    rig.fabrik.start = "PREVIOUS" if continuous else "FK"
+    broken = rig.pose.bones["bone2"]
+    broken.rotation_mode = 'AXIS_ANGLE'
+    broken.rotation_axis_angle = (0.3, math.nan, 0.0, 1.0)
+    result = bake.bake_object(rig, FRAMES, warm_start=continuous)
+    assert_no_nan_keys(rig)
+    assert result.skipped and "bone2" in result.skipped, result.skipped
+    for name in result.skipped:
+        why = "its rotation is not a number" if name == "bone2" else "bone 'bone2' has a rotation that is not a number"
+        assert any(f"'{name}': no finite pose at frames 1-10 ({why} there)" in p for p in result.problems), (
+            result.problems
+        )
+    assert not any("cannot convert" in p or "FABRIK:" in p for p in result.problems), result.problems
+
+
 def test_a_selected_unsolved_bone_under_a_zero_scaled_root_gets_no_nan_keys(capfd):
     """Baking the selected bones, one of them moved by no effector and hanging from a root scaled to zero: it
     gets no key at all (no action is made for nothing), and the operator warns which bone and why."""

@@ -421,7 +421,9 @@ class Baker(stepping.SceneWork):
         return result
 
     def _why_not_finite(self, name: str, frame: int) -> str:
-        """Why a bone has no finite pose on a frame: the rig, the bone or one of its parents scaled to zero."""
+        """Why a bone has no finite pose on a frame: the rig, the bone or one of its parents scaled to zero, or a
+        bone's rotation that is not a number (the bone's own first, else the first such bone of the rig: a chain's
+        solve takes every bone of it)."""
         self.scene.frame_set(frame)
         if not _invertible(self.obj.matrix_world):
             return "the rig is scaled to zero"
@@ -429,6 +431,10 @@ class Baker(stepping.SceneWork):
         for bone in reversed([pose_bone, *pose_bone.parent_recursive]):  # the topmost cause first
             if not _invertible(bone.matrix):
                 return "it is scaled to zero" if bone == pose_bone else f"its parent '{bone.name}' is scaled to zero"
+        for bone in [pose_bone, *self.obj.pose.bones]:
+            if not all(math.isfinite(c) for c in rig.rotation_value(bone)):
+                where = "its rotation" if bone == pose_bone else f"bone '{bone.name}' has a rotation that"
+                return f"{where} is not a number there"
         return "its rotation there is not finite"
 
     def _queue_conversion(self) -> int:

@@ -26,11 +26,11 @@ import bpy
 import numpy as np
 
 from ..core import Goal, channels as channel_rows, local, matrix_rows
-from ..core.channels import channel_to_matrix, channel_to_quaternion
+from ..core.channels import channel_to_quaternion
 from ..core.plan import Carry, layout_of, plan_for
 from ..core.quat import Quat
 from ..core.tree import Start
-from . import animdata, goals as effector_goals, held, pins, rig, solve
+from . import animdata, goals as effector_goals, pins, rig, solve
 from .channels import fixed_frame
 from .effector_values import EffectorValues
 from .floor import plane as floor_plane
@@ -125,7 +125,6 @@ class FrameRows:
         self._own: tuple[bytes, Start] | None = None
         #: The fixed bones' matrices of the last frame `_fixed_now` read (as bytes) and what `_fixed` made of them.
         self._fixed_read: tuple[bytes, list | None] | None = None
-        self._stash: list | None = None  # (`_stashed`)
         #: The start and outcome of the frame solved last, which a continuous bake's next may go on from.
         self._last: tuple | None = None
         #: What continuity mode carries from frame to frame of a continuous bake.
@@ -351,39 +350,20 @@ class FrameRows:
         return indices, matrix_rows.quaternion_to_matrix(quaternions.reshape(-1, 4)).reshape(len(indices), -1, 3, 3)
 
     def _fk_rotations(self, found: dict[str, np.ndarray]) -> np.ndarray:
-        """Each moving bone's animator's rotation (U, m, 3, 3) from its channels, in its rotation mode: where a
-        bone still holds the value live solving wrote, the one that value replaced (`held.stashed_fk`)."""
-        count = len(found["loc"])
-        fk = np.empty((count, len(self.moving), 3, 3))
-        for k, (b, mode, stashed) in enumerate(zip(self.moving, self.modes, self._stashed())):
-            values = found[_CHANNEL_KEYS.get(mode, "euler")][:, b]
-            fk[:, k] = channel_rows.matrix_rows_of(mode, values)
-            # A value held for another rotation mode (the bone's mode changed since the bake began) says nothing.
-            if stashed is not None and len(stashed[0]) == values.shape[1]:
-                written, value = stashed
-                same = np.all(np.abs(values - np.asarray(written)[None, :]) <= 1e-6, axis=1)
-                fk[same, k] = channel_to_matrix(mode, value)
+        """Each moving bone's animator's rotation (U, m, 3, 3) from its channels, in its rotation mode (a bake
+        switches live solving off first, which gives every held channel back: the channels are the animator's)."""
+        fk = np.empty((len(found["loc"]), len(self.moving), 3, 3))
+        for k, (b, mode) in enumerate(zip(self.moving, self.modes)):
+            fk[:, k] = channel_rows.matrix_rows_of(mode, found[_CHANNEL_KEYS.get(mode, "euler")][:, b])
         return fk
 
     def _fk_now(self) -> list[Quat]:
         """`_fk_rotations` of the frame read last, as unit quaternions on plain floats (as a live read makes
         them: one frame does not pay numpy's cost per call)."""
-        rotations = []
-        for b, mode, stashed in zip(self.moving, self.modes, self._stashed()):
-            value = self.channels[_CHANNEL_KEYS.get(mode, "euler")][-1][b].tolist()
-            if stashed is not None and len(stashed[0]) == len(value) and all(
-                abs(v - w) <= 1e-6 for v, w in zip(value, stashed[0])
-            ):
-                value = stashed[1]
-            rotations.append(channel_to_quaternion(mode, value))
-        return rotations
-
-    def _stashed(self) -> list:
-        """Per moving bone, `held.stashed_fk` (the bake leaves live solving off: what it holds stays as it is)."""
-        if self._stash is None:
-            names = self.plan.skeleton.names
-            self._stash = [held.stashed_fk(self.obj, names[b]) for b in self.moving]
-        return self._stash
+        return [
+            channel_to_quaternion(mode, self.channels[_CHANNEL_KEYS.get(mode, "euler")][-1][b].tolist())
+            for b, mode in zip(self.moving, self.modes)
+        ]
 
 
 #: Which channels a rotation mode's values are read from (`FrameRows.reads`; any Euler order: "euler").

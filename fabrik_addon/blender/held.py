@@ -414,19 +414,6 @@ def write_stretch(obj, skeleton, scales: dict[int, float], pose=None) -> None:
             entry.written_scale = tuple(obj.pose.bones[skeleton.names[b]].scale)
 
 
-def stashed_fk(obj, bone_name: str) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
-    """(the rotation value live solving last wrote, the FK value it replaced), both in the bone's rotation mode, for
-    a bone, if any."""
-    entry = held_bones(obj).get(bone_name)
-    pose_bone = obj.pose.bones.get(bone_name)
-    if entry is None or not entry.rotated or pose_bone is None or entry.mode != pose_bone.rotation_mode:
-        return None
-    if not (finite(entry.written) and finite(entry.fk)):
-        return None
-    size = rig.rotation_channel(entry.mode)[1]
-    return tuple(entry.written)[:size], tuple(entry.fk)[:size]
-
-
 def _keyed_channels(obj, depsgraph=None) -> tuple | None:
     """(the F-curves of the rig's active action, this frame, the data paths they animate) when it has any, else
     an empty tuple. The frame is the depsgraph's scene's; without one, that of the first scene the rig is in

@@ -150,7 +150,10 @@ def matrix_rows_of(mode: str, values: np.ndarray) -> np.ndarray:
     if mode == 'AXIS_ANGLE':
         axis = values[:, 1:]
         size = np.linalg.norm(axis, axis=1)
-        axis = np.where(size[:, None] > 0.0, axis / np.where(size > 0.0, size, 1.0)[:, None], [0.0, 1.0, 0.0])
-        half = np.where(size > 0.0, values[:, 0] / 2.0, 0.0)  # Blender poses a zero axis as no turn
+        # Blender poses a zero axis as no turn; an axis that is not a number gives no rotation, as one value does.
+        turned = size != 0.0
+        with np.errstate(invalid="ignore"):
+            axis = np.where(turned[:, None], axis / np.where(turned, size, 1.0)[:, None], [0.0, 1.0, 0.0])
+        half = np.where(turned, values[:, 0] / 2.0, 0.0)
         return matrix_rows.quaternion_to_matrix(np.column_stack((np.cos(half), axis * np.sin(half)[:, None])))
     return matrix_rows.euler_matrices(values, mode)

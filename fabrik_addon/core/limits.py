@@ -221,8 +221,10 @@ def clamp_rows(limit: JointLimit, local: np.ndarray, shrink: float = 1.0) -> np.
 
 
 def _wrap(angle: float) -> float:
-    """The same angle in (-pi, pi]."""
-    return angle - 2.0 * PI * math.floor((angle + PI) / (2.0 * PI)) if not -PI < angle <= PI else angle
+    """The same angle in (-pi, pi]; an angle that is not a number stays so (the caller finds the pose not finite)."""
+    if -PI < angle <= PI or not math.isfinite(angle):
+        return angle
+    return angle - 2.0 * PI * math.floor((angle + PI) / (2.0 * PI))
 
 
 def sample(limit: JointLimit, rng) -> Quat:
