@@ -150,7 +150,8 @@ def matrix_rows_of(mode: str, values: np.ndarray) -> np.ndarray:
     if mode == 'AXIS_ANGLE':
         axis = values[:, 1:]
         size = np.linalg.norm(axis, axis=1)
-        # Blender poses a zero axis as no turn; an axis that is not a number gives no rotation, as one value does.
+        # Blender poses a zero axis as no turn; an axis that is not a number gives a rotation that is not one either,
+        # as `channel_to_quaternion` gives it for one value.
         turned = size != 0.0
         with np.errstate(invalid="ignore"):
             axis = np.where(turned[:, None], axis / np.where(turned, size, 1.0)[:, None], [0.0, 1.0, 0.0])
