@@ -18,14 +18,16 @@ pose is the answer, found in one step; else (no swivel keeps the limits, a
 straight limb without a pole, no triangle) the limited method solves the
 limb as any other part (`methods.solve_limited`).
 
-A hinge's range sets how near the base and how far from it the tip can be
-(the triangle's third side, at the bends the range allows). A target nearer
-than that (an elbow that cannot fold far enough) or further is out of the
-limb's reach: the tip goes to the nearest point it can reach, on the line
-from the base to the target, the hinge at the end of its range (or folded or
-straight, where the range goes so far); reported unreachable with the real
-miss. The limited method's descent stalls short of it there, in a pose far
-from the frames' around it.
+A target beyond the straight limb, or one a hinge keeps the tip from (its
+range sets how near the base and how far from it the tip can be: the
+triangle's third side at the bends the range allows; an elbow that cannot
+fold or straighten so far), is out of the limb's reach: the tip goes to the
+nearest point it can reach, on the line from the base to the target (beyond
+the straight limb the tolerance inside its length, as
+`TreeGoals.out_of_reach` aims; else the hinge at the end of its range, or
+folded or straight where the range goes so far), in the same one step;
+reported unreachable with the real miss. The limited method's descent
+stalls short of it there, in a pose far from the frames' around it.
 """
 
 from __future__ import annotations
@@ -179,12 +181,16 @@ def solve(
     if span < 1e-12:
         return None
     hinge = _hinge_axis(tree.limits[1])
-    aim = target  # (a target the hinge keeps the tip from: the nearest point the tip can reach, on the same line)
+    straight = tree.length[0] + tree.length[1]
+    inner, outer = 0.0, straight
     if hinge is not None:
         nearest, furthest = _reaches(tree, start, hinge)
         inner, outer = nearest * (1.0 + _INSIDE), furthest * (1.0 - _INSIDE)
-        if inner <= outer and not inner <= span <= outer:
-            aim = add(base, scale(away, min(max(span, inner), outer) / span))
+    if span > straight * (1.0 + _INSIDE):
+        outer = min(outer, max(0.0, straight - settings.tolerance))
+    aim = target  # (one out of reach: the nearest point the tip can reach, on the same line)
+    if inner <= outer and not inner <= span <= outer:
+        aim = add(base, scale(away, min(max(span, inner), outer) / span))
     if goal.pole is not None:
         pole.holds(tree, joints, goals, settings.tolerance)
     if not settle_two_bones(tree, joints, aim):

@@ -58,7 +58,7 @@ from .problem import Goal, SolveReport, SolveSettings
 from .quat import Quat
 from .skeleton import Pose, Skeleton
 from .stopping import unreached
-from .tree import Joints, MovingTree, Start, tails_of
+from .tree import Joints, MovingTree, Start
 from .vec import Vec, dist
 
 __all__ = [
@@ -112,11 +112,13 @@ def solve_free(
     skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings
 ) -> Solved:
     """A tree without limits (see the module)."""
-    finish = _crawls(skeleton, tree, goals, start, settings)
-    joints, report = fabrik.solve_from(tree, goals, start, settings, careful=True, window=CRAWL_WINDOW if finish else 0)
+    problem = _crawls(skeleton, tree, goals, start, settings)
+    joints, report = fabrik.solve_from(
+        tree, goals, start, settings, careful=True, window=CRAWL_WINDOW if problem is not None else 0
+    )
     solved = _of_joints(tree, start, joints, report)
     if report.stopped_by == "handover":
-        solved = _finished(skeleton, tree, goals, start, settings, joints, solved)
+        solved = _finished(skeleton, tree, problem, start, settings, joints, solved)
         report = solved.report
     if report.converged or report.stopped_by == "unreachable" or not settings.explore:
         return solved
@@ -138,30 +140,33 @@ def solve_free(
 
 def _crawls(
     skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings
-) -> bool:
-    """Whether FABRIK's passes crawl on the tree and the refinement finishes: branches with poles that share a
-    sub-base (each pass moves the sub-base a share of the way its branches ask, so the error falls by a steady
-    share per iteration), every target in reach (beyond it, stretching towards the targets is FABRIK's own move),
-    each frame solved from its own pose (from the previous solution the passes start near the answer, and the
-    refinement's steps on many coordinates cost more than the passes they save)."""
+) -> TreeGoals | None:
+    """The goals as the refinement sees them where FABRIK's passes crawl on the tree and the refinement finishes
+    (else None): branches with poles that share a sub-base (each pass moves the sub-base a share of the way its
+    branches ask, so the error falls by a steady share per iteration), every target in reach (beyond it,
+    stretching towards the targets is FABRIK's own move), each frame solved from its own pose (from the previous
+    solution the passes start near the answer, and the refinement's steps on many coordinates cost more than the
+    passes they save)."""
     if not settings.explore or len(goals) < 2 or any(g.rotation is not None for g in goals) or all(
         g.pole is None for g in goals
     ):
-        return False
+        return None
     # Two goals' branches meet where the tree has fewer bases than goals: a chain shares a bone with another, or
     # hangs from one (an arm from the collar, from the chest a head's chain moves).
-    return sum(p < 0 for p in tree.parent) < len(goals) and not TreeGoals(tree, goals).out_of_reach(start.heads, skeleton, settings.tolerance)
+    if sum(p < 0 for p in tree.parent) >= len(goals):
+        return None
+    problem = TreeGoals(tree, goals)
+    return None if problem.out_of_reach(start.heads, skeleton, settings.tolerance) else problem
 
 
 def _finished(
-    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings,
+    skeleton: Skeleton, tree: MovingTree, problem: TreeGoals, start: Start, settings: SolveSettings,
     joints: Joints | None, solved: Solved,
 ) -> Solved:
     """FABRIK's pose (`solved`, where it crawled) refined in the joints' angles until every goal is reached, then
     settled into the poles' planes (`joints.holds`). Where the refinement does not reach, FABRIK's passes go on
     from where they handed over, and the better of the two is the answer. Every iteration is counted."""
     used, budget = solved.report.iterations, settings.max_iterations
-    problem = TreeGoals(tree, goals)
     refined_solved = None
     if used < budget and joints is not None:
         rig = AngleRig(tree, _after(skeleton, tree, start, solved))
@@ -182,7 +187,7 @@ def _finished(
     if used < budget:
         after = _after(skeleton, tree, start, solved)
         joints, report = fabrik.solve_from(
-            tree, goals, after, replace(settings, max_iterations=budget - used), careful=True
+            tree, problem.goals, after, replace(settings, max_iterations=budget - used), careful=True
         )
         used += report.iterations
         best = Solved(report, after.frames, after.heads) if joints is None else _of_joints(tree, after, joints, report)
@@ -321,15 +326,10 @@ def solve_limited(
     if limb.applies(tree, goals) and solved_as_free(tree, goals, settings) is None and (
         settings.explore or goals[0].pole is not None
     ):
-        # Beyond reach, the limb reaches for the nearest point it can (as the limited solve below aims).
-        aims = problem.out_of_reach(start.heads, skeleton, settings.tolerance)
-        exact = limb.solve(tree, [replace(goals[0], target=aims[0])] if aims else goals, start, settings)
+        # (beyond its reach too: the nearest point it can reach, as the limited solve below aims)
+        exact = limb.solve(tree, goals, start, settings)
         if exact is not None:
             frames, heads, rotations, report = exact
-            if aims:
-                report.errors = [dist(tails_of(frames[1:], heads[1:], tree.length[1:])[0], goals[0].target)]
-                report.converged = report.errors[0] <= settings.tolerance
-                report.stopped_by = "converged" if report.converged else "unreachable"
             return Solved(report, frames, heads, rotations=rotations if start.fixed is not None else None)
     budget = settings.max_iterations
     used, attempt_start = 0, start
