@@ -258,6 +258,23 @@ def test_small_damped_systems_are_solved_to_their_digits():
     assert lsq.solve([], []) == []
 
 
+def test_damped_steps_of_any_size_are_the_damped_least_squares_step():
+    """The refinement's step, J^T (J J^T + d^2 I)^-1 e, the same whether its few rows are solved in plain floats or
+    its more by numpy; a system with no solution (no damping, no rank) takes no step."""
+    from fabrik_addon.core import lsq
+
+    rng = np.random.default_rng(4)
+    for rows in range(1, 10):
+        for count in (1, 4, 7):
+            j, e, d = rng.normal(size=(rows, count)), rng.normal(size=rows), 0.05
+            expected = j.T @ np.linalg.solve(j @ j.T + d * d * np.eye(rows), e)
+            got = lsq.damped_step(j.tolist(), e.tolist(), d, count)
+            assert len(got) == count
+            assert np.allclose(got, expected, rtol=1e-9, atol=1e-12), (rows, count)
+    for rows in (2, 6):
+        assert lsq.damped_step([[0.0, 0.0]] * rows, [1.0] * rows, 0.0, 2) == [0.0, 0.0]
+
+
 def _exact_solution(a: list[list[float]], b: list[float]) -> list[float]:
     """a x = b in exact fractions (the floats as they are), by Gauss-Jordan elimination."""
     from fractions import Fraction

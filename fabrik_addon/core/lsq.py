@@ -14,12 +14,15 @@ from operator import mul
 
 import numpy as np
 
-__all__ = ["damped_gram", "solve", "transposed_times"]
+__all__ = ["damped_gram", "damped_step", "solve", "transposed_times"]
 
 #: A Jacobian of more entries than this has its Gram matrix multiplied out by numpy.
 PLAIN_ENTRIES = 60
 #: A system of more rows than this is solved by numpy.
 PLAIN_ROWS = 4
+#: A damped step of more rows than this is taken by numpy from the Jacobian on (its Gram matrix, the solve and the
+#: transpose in three calls, against a loop each).
+PLAIN_STEP_ROWS = 3
 
 
 def damped_gram(rows: list[list[float]], weighted: list[list[float]], damping: float) -> list[list[float]]:
@@ -36,6 +39,20 @@ def damped_gram(rows: list[list[float]], weighted: list[list[float]], damping: f
             gram[i][k] = gram[k][i] = sum(map(mul, weighted[i], rows[k]))
         gram[i][i] += damping * damping
     return gram
+
+
+def damped_step(rows: list[list[float]], e: list[float], damping: float, count: int) -> list[float]:
+    """The damped least-squares step J^T (J J^T + d^2 I)^-1 e for the Jacobian's `rows` (each `count` long)."""
+    m = len(rows)
+    if m <= PLAIN_STEP_ROWS:
+        return transposed_times(rows, solve(damped_gram(rows, rows, damping), e), count)
+    j = np.array(rows)
+    gram = j @ j.T
+    gram.flat[:: m + 1] += damping * damping
+    try:
+        return (j.T @ np.linalg.solve(gram, e)).tolist()
+    except np.linalg.LinAlgError:
+        return [0.0] * count
 
 
 def transposed_times(rows: list[list[float]], y: list[float], count: int) -> list[float]:

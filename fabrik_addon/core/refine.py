@@ -345,7 +345,7 @@ def _bounded_step_plain(
     delta = [0.0] * n
     for attempt in range(4):
         jb = rows if attempt == 0 else [_in_basis(row, basis) for row in rows]
-        d = lsq.transposed_times(jb, lsq.solve(lsq.damped_gram(jb, jb, damping), e), n)
+        d = lsq.damped_step(jb, e, damping, n)
         delta = [0.0] * n
         for i, column in enumerate(basis):
             for r, c in column:
