@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import time
 import subprocess
 import sys
 
@@ -795,3 +796,33 @@ def test_a_per_frame_bake_of_a_limited_rig_starts_from_the_pose_live_solving_hol
     result = baker.finish(new_action=False, keep_live=False)
     assert result.frames == len(FRAMES) and not baker._batch.together and baker.solved.all()
     assert_keys_replay(rig, live)
+
+@pytest.mark.parametrize(
+    "build, continuous",
+    [(animated_chain, False), (limited_chain, False), (limited_chain, True), (chain_whose_influence_dips, False)],
+    ids=["together", "each-from-its-own-pose", "continuous", "whole-reads"],
+)
+def test_a_bake_says_how_much_of_its_time_the_solver_took(build, continuous, monkeypatch):
+    """The bake's result gives the time the rig's plan spent solving, within its whole time, whichever way the
+    frames were solved: together, one by one from their own pose or the last, or read whole."""
+    from fabrik_addon.core.plan import Plan
+
+    spent = []
+
+    def timed(method):
+        def call(*args, **kwargs):
+            began = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent.append(time.perf_counter() - began)
+        return call
+
+    monkeypatch.setattr(Plan, "solve", timed(Plan.solve))
+    monkeypatch.setattr(Plan, "solve_rows", timed(Plan.solve_rows))
+    rig = build()
+    rig.fabrik.live = False  # (only the bake's solves)
+    spent.clear()
+    result = bake.bake_object(rig, FRAMES, warm_start=continuous)
+    assert result.frames == len(FRAMES) and spent
+    assert sum(spent) <= result.solver_seconds < result.seconds

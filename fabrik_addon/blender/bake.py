@@ -36,6 +36,8 @@ class BakeResult:
     removed_by_cleanup: int = 0
     action: str = ""
     seconds: float = 0.0
+    #: The part of `seconds` the rig's plan spent solving (the rest: going to each frame, reading it, writing keys).
+    solver_seconds: float = 0.0
     #: Frames on which some effector could not be solved or missed its target, and bones left unkeyed on some
     #: frames, with the reason.
     problems: list[str] = field(default_factory=list)
@@ -159,6 +161,8 @@ class Baker(stepping.SceneWork):
         self._channels: list = []
         self._keeps: dict[tuple[int, int], np.ndarray] = {}
         self._began = time.perf_counter()
+        #: Seconds spent in the rig's plan's solves so far (`BakeResult.solver_seconds`).
+        self.solver_seconds = 0.0
         # The handler must not pose the rig while we read this frame's FK pose.
         self.hold(scene, obj, live_off=True)
 
@@ -222,6 +226,7 @@ class Baker(stepping.SceneWork):
                 return
             status = self._batch.solve_own(i)  # (a plan that does not solve frames together: this one alone)
             if status is not None:
+                self.solver_seconds += status.solver_seconds
                 self.solved[i] = True
                 self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
                 self._units_done += 1
@@ -237,6 +242,7 @@ class Baker(stepping.SceneWork):
             # (after the batch's own solve of the frame before, it goes on from what that left)
             status = self._batch.solve_last(i, None if self._batch_went_on else self._previous)
             if status is not None:
+                self.solver_seconds += status.solver_seconds
                 self._batch_went_on = True
                 self.solved[i] = True
                 self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
@@ -271,7 +277,9 @@ class Baker(stepping.SceneWork):
 
     def _solve_batched(self, rows: slice) -> int:
         """Solve some frames the FrameRows read, together."""
+        began = time.perf_counter()
         local, _, errors = self._batch.solve(rows)
+        self.solver_seconds += time.perf_counter() - began
         indices = self._batched[rows]
         moving = {b: k for k, b in enumerate(self._batch.moving)}
         self.locals[indices] = local[:, [moving[b] for b in self._columns]]
@@ -293,6 +301,7 @@ class Baker(stepping.SceneWork):
     def _record(self, i: int, status, read, solved) -> None:
         """Keep frame i's result (`solve.compute`'s), or (none) the channel values it has now and what went
         wrong. Baked bones the solve does not move keep their pose of this frame."""
+        self.solver_seconds += status.solver_seconds
         if self.root is not None and self.root in self.obj.pose.bones:
             pose_bone = self.obj.pose.bones[self.root]
             moved = solved is not None and solved.root is not None and read.root == self.root
@@ -348,6 +357,7 @@ class Baker(stepping.SceneWork):
         finally:
             self.let_go(live)
         result.seconds = time.perf_counter() - self._began
+        result.solver_seconds = self.solver_seconds
         return result
 
     def _queue_cleanup(self) -> int:
