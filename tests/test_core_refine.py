@@ -259,8 +259,9 @@ def test_small_damped_systems_are_solved_to_their_digits():
 
 
 def test_damped_steps_of_any_size_are_the_damped_least_squares_step():
-    """The refinement's step, J^T (J J^T + d^2 I)^-1 e, the same whether its few rows are solved in plain floats or
-    its more by numpy; a system with no solution (no damping, no rank) takes no step."""
+    """The refinement's step, J^T (J J^T + d^2 I)^-1 e, and settling's with weighted rows, the same whether their
+    few rows are solved in plain floats or their more by numpy; a system with no solution (no damping, no rank)
+    takes no step."""
     from fabrik_addon.core import lsq
 
     rng = np.random.default_rng(4)
@@ -273,6 +274,14 @@ def test_damped_steps_of_any_size_are_the_damped_least_squares_step():
             assert np.allclose(got, expected, rtol=1e-9, atol=1e-12), (rows, count)
     for rows in (2, 6):
         assert lsq.damped_step([[0.0, 0.0]] * rows, [1.0] * rows, 0.0, 2) == [0.0, 0.0]
+    # Settling's: weighted rows, two right-hand sides through one Gram matrix.
+    for rows in (2, 3, 5, 8):
+        j, w = rng.normal(size=(rows, 6)), rng.uniform(0.1, 1.0, size=6)
+        sides = rng.normal(size=(2, rows))
+        gram = (j * w) @ j.T + 0.01 * np.eye(rows)
+        expected = [(j * w).T @ np.linalg.solve(gram, b) for b in sides]
+        got = lsq.damped_steps(j.tolist(), (j * w).tolist(), 0.1, sides.tolist(), 6)
+        assert np.allclose(got, expected, rtol=1e-9, atol=1e-12), rows
 
 
 def _exact_solution(a: list[list[float]], b: list[float]) -> list[float]:

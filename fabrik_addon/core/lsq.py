@@ -14,7 +14,7 @@ from operator import mul
 
 import numpy as np
 
-__all__ = ["damped_gram", "damped_step", "solve", "transposed_times"]
+__all__ = ["damped_gram", "damped_step", "damped_steps", "solve", "transposed_times"]
 
 #: A Jacobian of more entries than this has its Gram matrix multiplied out by numpy.
 PLAIN_ENTRIES = 60
@@ -43,16 +43,25 @@ def damped_gram(rows: list[list[float]], weighted: list[list[float]], damping: f
 
 def damped_step(rows: list[list[float]], e: list[float], damping: float, count: int) -> list[float]:
     """The damped least-squares step J^T (J J^T + d^2 I)^-1 e for the Jacobian's `rows` (each `count` long)."""
+    return damped_steps(rows, rows, damping, [e], count)[0]
+
+
+def damped_steps(
+    rows: list[list[float]], weighted: list[list[float]], damping: float, sides: list[list[float]], count: int
+) -> list[list[float]]:
+    """Per right-hand side b in `sides`, (J W)^T (J W J^T + d^2 I)^-1 b, with the Jacobian's `rows` (each `count`
+    long) and its weighted rows J W: the damped least-squares steps of one Gram matrix."""
     m = len(rows)
     if m <= PLAIN_STEP_ROWS:
-        return transposed_times(rows, solve(damped_gram(rows, rows, damping), e), count)
-    j = np.array(rows)
-    gram = j @ j.T
+        gram = damped_gram(rows, weighted, damping)
+        return [transposed_times(weighted, solve(gram, b), count) for b in sides]
+    j = np.array(weighted)
+    gram = j @ np.array(rows).T if weighted is not rows else j @ j.T
     gram.flat[:: m + 1] += damping * damping
     try:
-        return (j.T @ np.linalg.solve(gram, e)).tolist()
+        return (j.T @ np.linalg.solve(gram, np.array(sides).T)).T.tolist()
     except np.linalg.LinAlgError:
-        return [0.0] * count
+        return [[0.0] * count for _ in sides]
 
 
 def transposed_times(rows: list[list[float]], y: list[float], count: int) -> list[float]:

@@ -166,13 +166,15 @@ def _plain_step(
     values = rig.values(free)
     weight = free.settling_weight
     weighted = rows if weight is None else [[a * w for a, w in zip(row, weight.tolist())] for row in rows]
-    gram = lsq.damped_gram(rows, weighted, damping)
     free_pull = [0.0] * len(values)
-    if wanted is not None:
+    if wanted is None:
+        (correction,) = lsq.damped_steps(rows, weighted, damping, [e], len(values))
+    else:
         pull = [0.0 if w != w else gain * (w - v) for v, w in zip(values, wanted.tolist())]  # (NaN: no pull)
-        kept = lsq.transposed_times(weighted, lsq.solve(gram, [sum(map(mul, row, pull)) for row in rows]), len(pull))
-        free_pull = [p - k for p, k in zip(pull, kept)]
-    correction = lsq.transposed_times(weighted, lsq.solve(gram, e), len(values))
+        kept, correction = lsq.damped_steps(
+            rows, weighted, damping, [[sum(map(mul, row, pull)) for row in rows], e], len(values)
+        )
+        free_pull = [p - k for p, k in zip(pull, kept)]  # the pull with what it would change removed
     lo, hi = free.lo.tolist(), free.hi.tolist()
     return free_pull, [
         min(max(v + c + f, low), high) - v for v, c, f, low, high in zip(values, correction, free_pull, lo, hi)
