@@ -280,7 +280,9 @@ class FrameRows:
         goals = self.frames_goals[-1]
         solving = time.perf_counter()
         try:
-            outcome = plan.solve(goals, start, replace(settings, floor=self.floors[-1]), carry)
+            floor = self.floors[-1]  # (the settings made again only where the floor moved)
+            settings = settings if floor == settings.floor else replace(settings, floor=floor)
+            outcome = plan.solve(goals, start, settings, carry)
         except ValueError:
             return None
         solving = time.perf_counter() - solving

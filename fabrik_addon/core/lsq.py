@@ -18,8 +18,6 @@ __all__ = ["damped_gram", "damped_step", "damped_steps", "solve", "transposed_ti
 
 #: A Jacobian of more entries than this has its Gram matrix multiplied out by numpy.
 PLAIN_ENTRIES = 60
-#: A system of more rows than this is solved by numpy.
-PLAIN_ROWS = 4
 #: A damped step of more rows than this is taken by numpy from the Jacobian on (its Gram matrix, the solve and the
 #: transpose in three calls, against a loop each).
 PLAIN_STEP_ROWS = 3
@@ -70,13 +68,9 @@ def transposed_times(rows: list[list[float]], y: list[float], count: int) -> lis
 
 
 def solve(a: list[list[float]], b: list[float]) -> list[float]:
-    """x with a x = b, for a small square system (`a` is not changed); zeros where it is singular."""
+    """x with a x = b, for a small square system (`a` is not changed); zeros where it is singular (larger ones:
+    `damped_steps` by numpy)."""
     m = len(b)
-    if m > PLAIN_ROWS:
-        try:  # (numpy's elimination costs less than a loop's from a few rows up)
-            return np.linalg.solve(np.array(a), np.array(b)).tolist()
-        except np.linalg.LinAlgError:
-            return [0.0] * m
     # Gaussian elimination with partial pivoting, as numpy's (a damped Gram matrix of few rows may be nearly
     # singular: Cramer's rule loses its digits there).
     a = [list(row) for row in a]
