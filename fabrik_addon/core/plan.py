@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import bend, fabrik, floor, limits, matrix_rows, methods, quat, refine, root, rows, stretch
+from . import blas, bend, fabrik, floor, limits, matrix_rows, methods, quat, refine, root, rows, stretch
 from .angles import AngleRig, TreeGoals, longest_reach
 from .fabrik import SLOW_WINDOW
 from .local import LocalTree, local_tree, rotations_from_zero, start_of, with_start_twist
@@ -184,6 +184,11 @@ class Plan:
     ) -> Solved:
         """Solve the goals (of this plan's layout) from `start`; `carry` is what continuity mode keeps between
         frames, where the caller keeps it. Raises ValueError for goals or settings no solver can use."""
+        with blas.one_thread():  # (its systems are small: numpy's threads would only cost)
+            return self._solve(goals, start, settings, carry)
+
+    def _solve(self, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None) -> Solved:
+        """`solve`."""
         validate_goals(self.skeleton, goals)
         if settings is not self._checked:  # (a live rig solves frame after frame with the same settings)
             validate_settings(settings)
