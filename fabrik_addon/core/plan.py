@@ -387,6 +387,21 @@ class Plan:
         from FABRIK (the refinement, the limits) are solved one by one from
         their own start (`start_of(f)`), as one frame alone is.
         """
+        with blas.one_thread():  # (as `solve`: so each frame solved alone here is solved as it is there)
+            return self._solve_rows(goals, targets, heads, frames, fixed, settings, start_of, floors)
+
+    def _solve_rows(
+        self,
+        goals: Sequence[Goal],
+        targets: np.ndarray,
+        heads: np.ndarray,
+        frames: np.ndarray,
+        fixed: dict[int, np.ndarray],
+        settings: SolveSettings,
+        start_of: Callable[[int], Start],
+        floors: Sequence | None,
+    ) -> SolvedRows:
+        """`solve_rows`."""
         if not self.rows:
             raise ValueError(
                 "many frames solve together only where FABRIK alone takes every part: position goals, and no joint "
