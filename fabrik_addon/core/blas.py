@@ -14,37 +14,40 @@ another BLAS (or none is found), nothing changes.
 from __future__ import annotations
 
 import ctypes
+import functools
 import glob
 import os
 import sys
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
-__all__ = ["one_thread", "threads"]
+__all__ = ["on_one_thread", "one_thread", "threads"]
 
 #: The symbol names OpenBLAS builds give their thread count's getter and setter: (prefix, suffix) around
 #: "_get_num_threads" / "_set_num_threads" (numpy 1.x wheels: "openblas", "64_"; 2.x: "scipy_openblas").
 _NAMES = [(prefix, suffix) for prefix in ("scipy_openblas", "openblas") for suffix in ("64_", "_64_", "")]
+
+F = TypeVar("F", bound=Callable)
 
 #: The thread count's getter and setter once looked for; False where none was found.
 _found: tuple[Callable[[], int], Callable[[int], None]] | bool | None = None
 
 
 def _candidates() -> list[str]:
-    """Paths of the OpenBLAS libraries numpy may have loaded: the ones the process has mapped (Linux), and the
-    ones numpy's wheel ships beside it."""
+    """Paths of the OpenBLAS libraries numpy may have loaded: the ones its wheel ships beside it first, then
+    (Linux) the ones the process has mapped (a numpy built against the system's)."""
     import numpy
 
+    here = os.path.dirname(numpy.__file__)
     paths = []
+    for folder in (os.path.join(here, ".libs"), os.path.join(here, ".dylibs"), here + ".libs"):
+        paths += sorted(glob.glob(os.path.join(folder, "*openblas*")))
     if sys.platform.startswith("linux"):
         try:
             with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
                 paths += [line.split(maxsplit=5)[-1].strip() for line in maps if "openblas" in line.lower()]
         except OSError:
             pass
-    here = os.path.dirname(numpy.__file__)
-    for folder in (os.path.join(here, ".libs"), os.path.join(here, ".dylibs"), here + ".libs"):
-        paths += glob.glob(os.path.join(folder, "*openblas*"))
     return [path for path in dict.fromkeys(paths) if os.path.isfile(path)]
 
 
@@ -97,3 +100,14 @@ def one_thread() -> Iterator[None]:
         yield
     finally:
         set_(before)
+
+
+def on_one_thread(function: F) -> F:
+    """`function`, run with OpenBLAS on one thread (`one_thread`)."""
+
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        with one_thread():
+            return function(*args, **kwargs)
+
+    return run  # type: ignore[return-value]

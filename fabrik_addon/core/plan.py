@@ -179,16 +179,12 @@ class Plan:
             translations=start.translations, rotations_of=lambda: rotations_from_zero(self.tree, zero, frames),
         )
 
+    @blas.on_one_thread  # (its systems are small: numpy's threads would only cost)
     def solve(
         self, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None = None
     ) -> Solved:
         """Solve the goals (of this plan's layout) from `start`; `carry` is what continuity mode keeps between
         frames, where the caller keeps it. Raises ValueError for goals or settings no solver can use."""
-        with blas.one_thread():  # (its systems are small: numpy's threads would only cost)
-            return self._solve(goals, start, settings, carry)
-
-    def _solve(self, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None) -> Solved:
-        """`solve`."""
         validate_goals(self.skeleton, goals)
         if settings is not self._checked:  # (a live rig solves frame after frame with the same settings)
             validate_settings(settings)
@@ -367,6 +363,7 @@ class Plan:
             p.plain and (p.method != LIMITED or methods.open_cones_as_free(p.tree) is not None) for p in self.parts
         )
 
+    @blas.on_one_thread  # (as `solve`: so each frame solved alone here is solved as it is there)
     def solve_rows(
         self,
         goals: Sequence[Goal],
@@ -387,21 +384,6 @@ class Plan:
         from FABRIK (the refinement, the limits) are solved one by one from
         their own start (`start_of(f)`), as one frame alone is.
         """
-        with blas.one_thread():  # (as `solve`: so each frame solved alone here is solved as it is there)
-            return self._solve_rows(goals, targets, heads, frames, fixed, settings, start_of, floors)
-
-    def _solve_rows(
-        self,
-        goals: Sequence[Goal],
-        targets: np.ndarray,
-        heads: np.ndarray,
-        frames: np.ndarray,
-        fixed: dict[int, np.ndarray],
-        settings: SolveSettings,
-        start_of: Callable[[int], Start],
-        floors: Sequence | None,
-    ) -> SolvedRows:
-        """`solve_rows`."""
         if not self.rows:
             raise ValueError(
                 "many frames solve together only where FABRIK alone takes every part: position goals, and no joint "
