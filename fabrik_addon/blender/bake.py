@@ -161,7 +161,8 @@ class Baker(stepping.SceneWork):
         self._channels: list = []
         self._keeps: dict[tuple[int, int], np.ndarray] = {}
         self._began = time.perf_counter()
-        #: Seconds spent in the rig's plan's solves so far (`BakeResult.solver_seconds`).
+        #: Seconds the rig's plan spent solving the frames read whole (`BakeResult.solver_seconds`, with the
+        #: FrameRows' own).
         self.solver_seconds = 0.0
         # The handler must not pose the rig while we read this frame's FK pose.
         self.hold(scene, obj, live_off=True)
@@ -226,7 +227,6 @@ class Baker(stepping.SceneWork):
                 return
             status = self._batch.solve_own(i)  # (a plan that does not solve frames together: this one alone)
             if status is not None:
-                self.solver_seconds += status.solver_seconds
                 self.solved[i] = True
                 self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
                 self._units_done += 1
@@ -242,7 +242,6 @@ class Baker(stepping.SceneWork):
             # (after the batch's own solve of the frame before, it goes on from what that left)
             status = self._batch.solve_last(i, None if self._batch_went_on else self._previous)
             if status is not None:
-                self.solver_seconds += status.solver_seconds
                 self._batch_went_on = True
                 self.solved[i] = True
                 self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
@@ -277,9 +276,7 @@ class Baker(stepping.SceneWork):
 
     def _solve_batched(self, rows: slice) -> int:
         """Solve some frames the FrameRows read, together."""
-        began = time.perf_counter()
         local, _, errors = self._batch.solve(rows)
-        self.solver_seconds += time.perf_counter() - began
         indices = self._batched[rows]
         moving = {b: k for k, b in enumerate(self._batch.moving)}
         self.locals[indices] = local[:, [moving[b] for b in self._columns]]
@@ -357,7 +354,7 @@ class Baker(stepping.SceneWork):
         finally:
             self.let_go(live)
         result.seconds = time.perf_counter() - self._began
-        result.solver_seconds = self.solver_seconds
+        result.solver_seconds = self.solver_seconds + (self._batch.solver_seconds if self._batch is not None else 0.0)
         return result
 
     def _queue_cleanup(self) -> int:

@@ -129,6 +129,8 @@ class FrameRows:
         self._last: tuple | None = None
         #: What continuity mode carries from frame to frame of a continuous bake.
         self.carry = carry if carry is not None else Carry()
+        #: Seconds the plan spent in this reader's solves (those that came to nothing too).
+        self.solver_seconds = 0.0
 
     def read(self, depsgraph) -> bool:
         """Read the current frame; False when its goals or settings differ from the reader's (the caller reads
@@ -229,9 +231,11 @@ class FrameRows:
             moves = [tuple(t) if any(t) else None for t in found["loc"][f][self.moving].tolist()]
             return plan.start(rotations, moves, self._fixed(lambda j: hung[j][f], nan=True), None)
 
+        began = time.perf_counter()
         solved = plan.solve_rows(
             frame_goals[0], targets, heads, frames, fixed, self.solve_settings, start_of, self.floors[rows]
         )
+        self.solver_seconds += time.perf_counter() - began
         return solved.rotations, solved.iterations, solved.errors
 
     def solve_last(self, index: int, previous: dict | None) -> RigStatus | None:
@@ -278,14 +282,16 @@ class FrameRows:
         or None where the result is not a number."""
         plan = self.plan
         goals = self.frames_goals[-1]
+        floor = self.floors[-1]  # (the settings made again only where the floor moved)
+        settings = settings if floor == settings.floor else replace(settings, floor=floor)
         solving = time.perf_counter()
         try:
-            floor = self.floors[-1]  # (the settings made again only where the floor moved)
-            settings = settings if floor == settings.floor else replace(settings, floor=floor)
             outcome = plan.solve(goals, start, settings, carry)
         except ValueError:
             return None
-        solving = time.perf_counter() - solving
+        finally:
+            solving = time.perf_counter() - solving
+            self.solver_seconds += solving
         if plan.goes_on(start, outcome):
             if not math.isfinite(sum(map(sum, outcome.frames))):
                 return None

@@ -386,11 +386,13 @@ def compute(obj, depsgraph, previous: dict | None = None, carry: Carry | None = 
     read_, result = read(obj, depsgraph, gathered, read_pose(obj), previous)
     if read_ is None:
         return result, None, None
+    began = time.perf_counter()
     try:
         with np.errstate(invalid="ignore", divide="ignore"):
             solved = solve(read_, carry)
     except ValueError as exc:
         result.ok, result.message = False, f"{DESCRIPTIONS[obj.fabrik.solver][0]}: {exc}"
+        result.solver_seconds = time.perf_counter() - began  # (the plan's, which refused the solve)
         return result, None, None
     return status_of(read_, solved, result), read_, solved
 

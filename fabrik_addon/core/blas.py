@@ -2,13 +2,14 @@
 """numpy's BLAS on one thread while a solve runs.
 
 The solver's linear systems are small (a Gram matrix of a few dozen rows
-at most). OpenBLAS, which numpy's wheels (and Blender's numpy) bundle,
-still hands each solve of them to its pool of threads: on an idle machine
-that costs several times the solve itself, and where another process or
-Blender's own threads keep a core busy, each call waits for a thread and a
-frame's solve costs ten times as much. A solve therefore asks OpenBLAS for
-one thread and gives back the number it had when it ends. Where numpy uses
-another BLAS (or none is found), nothing changes.
+at most). OpenBLAS before 0.3.26 (numpy 1.x's wheels bundle 0.3.23) hands
+even those to its pool of threads: on an idle machine that costs a few
+times the solve itself, and where another process keeps a core busy each
+call waits for a thread, so a frame's solve costs ten times as much. A
+solve therefore asks such an OpenBLAS for one thread and gives back the
+count it had when it ends (as threadpoolctl does); meanwhile other
+threads' BLAS calls run on one thread too. Where numpy uses another BLAS,
+a newer OpenBLAS, or none is found, nothing changes.
 """
 
 from __future__ import annotations
@@ -17,97 +18,101 @@ import ctypes
 import functools
 import glob
 import os
-import sys
-from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+import re
+from typing import Callable, TypeVar
 
-__all__ = ["on_one_thread", "one_thread", "threads"]
+__all__ = ["on_one_thread", "threads", "version_of"]
 
-#: The symbol names OpenBLAS builds give their thread count's getter and setter: (prefix, suffix) around
-#: "_get_num_threads" / "_set_num_threads" (numpy 1.x wheels: "openblas", "64_"; 2.x: "scipy_openblas").
+#: The symbol names OpenBLAS builds give their functions: (prefix, suffix) around "_get_num_threads" and the
+#: others (numpy 1.x wheels: "openblas", "64_"; 2.x: "scipy_openblas").
 _NAMES = [(prefix, suffix) for prefix in ("scipy_openblas", "openblas") for suffix in ("64_", "_64_", "")]
+#: From this OpenBLAS on, a solve of the sizes here runs on one thread by itself.
+ONE_THREAD_FROM = (0, 3, 26)
 
 F = TypeVar("F", bound=Callable)
 
-#: The thread count's getter and setter once looked for; False where none was found.
-_found: tuple[Callable[[], int], Callable[[int], None]] | bool | None = None
+#: numpy's OpenBLAS thread count's getter and setter where a solve should hold it to one; False where not (none
+#: found, or one that keeps small solves on one thread itself); None until looked for.
+_held: tuple[Callable[[], int], Callable[[int], None]] | bool | None = None
 
 
-def _candidates() -> list[str]:
-    """Paths of the OpenBLAS libraries numpy may have loaded: the ones its wheel ships beside it first, then
-    (Linux) the ones the process has mapped (a numpy built against the system's)."""
+def version_of(config: str) -> tuple[int, ...] | None:
+    """The version in OpenBLAS's configuration string ("OpenBLAS 0.3.23.dev ..."), None where it has none."""
+    found = re.match(r"\s*OpenBLAS\s+(\d+)\.(\d+)\.(\d+)", config)
+    return tuple(int(part) for part in found.groups()) if found else None
+
+
+def _libraries() -> list:
+    """The libraries numpy's linear algebra may take its BLAS from: its own module (looking a name up there
+    searches what it links, so it finds exactly the BLAS it uses; Linux and macOS), then the OpenBLAS its wheel
+    ships beside it (Windows, where a lookup does not search what a library links)."""
     import numpy
 
+    found = []
+    try:
+        found.append(ctypes.CDLL(numpy.linalg._umath_linalg.__file__))
+    except (AttributeError, OSError):
+        pass
     here = os.path.dirname(numpy.__file__)
-    paths = []
     for folder in (os.path.join(here, ".libs"), os.path.join(here, ".dylibs"), here + ".libs"):
-        paths += sorted(glob.glob(os.path.join(folder, "*openblas*")))
-    if sys.platform.startswith("linux"):
-        try:
-            with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-                paths += [line.split(maxsplit=5)[-1].strip() for line in maps if "openblas" in line.lower()]
-        except OSError:
-            pass
-    return [path for path in dict.fromkeys(paths) if os.path.isfile(path)]
+        for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*openblas*"))):
+            try:
+                found.append(ctypes.CDLL(path))
+            except OSError:
+                pass
+    return found
 
 
-def _thread_count() -> tuple[Callable[[], int], Callable[[int], None]] | bool:
-    """OpenBLAS's thread count's getter and setter, or False where numpy's BLAS is not an OpenBLAS found."""
-    for path in _candidates():
-        try:
-            library = ctypes.CDLL(path)
-        except OSError:
-            continue
+def _thread_functions() -> tuple[Callable[[], int], Callable[[int], None]] | bool:
+    """numpy's OpenBLAS thread count's getter and setter, or False where a solve need not hold it (`_held`)."""
+    for library in _libraries():
         for prefix, suffix in _NAMES:
             get = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
             set_ = getattr(library, f"{prefix}_set_num_threads{suffix}", None)
-            if get is not None and set_ is not None:
-                return get, set_
+            config = getattr(library, f"{prefix}_get_config{suffix}", None)
+            if get is None or set_ is None:
+                continue
+            version = None
+            if config is not None:
+                config.restype = ctypes.c_char_p
+                version = version_of((config() or b"").decode("ascii", "replace"))
+            return (get, set_) if version is None or version < ONE_THREAD_FROM else False
     return False
 
 
 def _looked_up() -> tuple[Callable[[], int], Callable[[int], None]] | bool:
-    """`_thread_count`, looked for once."""
-    global _found
-    if _found is None:
+    """`_thread_functions`, looked for once."""
+    global _held
+    if _held is None:
         try:
-            _found = _thread_count()
+            _held = _thread_functions()
         except Exception:  # (a library that will not load or answer: leave the BLAS as it is)
-            _found = False
-    return _found
+            _held = False
+    return _held
 
 
 def threads() -> int | None:
-    """How many threads OpenBLAS runs now; None where numpy's BLAS is not an OpenBLAS found."""
-    found = _looked_up()
-    return found[0]() if found else None
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """Run the block with OpenBLAS on one thread, then give it back the count it had."""
-    found = _looked_up()
-    if not found:
-        yield
-        return
-    get, set_ = found
-    before = get()
-    if before <= 1:
-        yield
-        return
-    set_(1)
-    try:
-        yield
-    finally:
-        set_(before)
+    """How many threads numpy's OpenBLAS runs now, where a solve holds it to one; else None."""
+    held = _looked_up()
+    return held[0]() if held else None
 
 
 def on_one_thread(function: F) -> F:
-    """`function`, run with OpenBLAS on one thread (`one_thread`)."""
+    """`function`, run with numpy's OpenBLAS on one thread where it needs holding, then given back its count."""
 
     @functools.wraps(function)
     def run(*args, **kwargs):
-        with one_thread():
+        held = _held if _held is not None else _looked_up()
+        if not held:
             return function(*args, **kwargs)
+        get, set_ = held
+        before = get()
+        if before <= 1:  # (one already, or a solve inside a solve)
+            return function(*args, **kwargs)
+        set_(1)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            set_(before)
 
     return run  # type: ignore[return-value]

@@ -151,11 +151,12 @@ def _numpy_step(
     j, e = linearised(rig, problem, free, table)
     values = rig.get(free, table)
     jw, gram = _weighted_gram(j, weight, damping)
-    free_pull = np.zeros(len(values))
-    if wanted is not None:
-        pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
-        free_pull = pull - jw.T @ np.linalg.solve(gram, j @ pull)  # the pull with what it would change removed
-    return free_pull, np.clip(values + jw.T @ np.linalg.solve(gram, e) + free_pull, lo, hi) - values
+    if wanted is None:
+        return np.zeros(len(values)), np.clip(values + jw.T @ np.linalg.solve(gram, e), lo, hi) - values
+    pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
+    kept, correction = (jw.T @ np.linalg.solve(gram, np.stack((j @ pull, e), axis=1))).T  # (one factorisation)
+    free_pull = pull - kept  # the pull with what it would change removed
+    return free_pull, np.clip(values + correction + free_pull, lo, hi) - values
 
 
 def _plain_step(
