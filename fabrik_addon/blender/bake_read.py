@@ -290,8 +290,7 @@ class FrameRows:
         except ValueError:
             return None
         finally:
-            solving = time.perf_counter() - solving
-            self.solver_seconds += solving
+            self.solver_seconds += time.perf_counter() - solving
         if plan.goes_on(start, outcome):
             if not math.isfinite(sum(map(sum, outcome.frames))):
                 return None
@@ -304,7 +303,7 @@ class FrameRows:
             self._rotated[index] = solved
         self._last = start, outcome
         self._last_index = index
-        result = RigStatus(effectors=dict(self.problems[-1]), solver_seconds=solving)
+        result = RigStatus(effectors=dict(self.problems[-1]))
         return concluded(result, plan.tree, goals, self.used, outcome.report, settings.tolerance, [], began)
 
     def _fixed_now(self) -> list | None:

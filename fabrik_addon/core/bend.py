@@ -364,7 +364,7 @@ def spread_within(
 
 def _swung(frame: Quat, direction: Vec) -> Quat:
     """A frame turned the shortest way so that its Y axis points along the unit direction."""
-    return quat.normalized(quat.mul(quat.arc(quat.y_axis(frame), direction, quat.x_axis(frame)), frame))
+    return quat.turned(frame, quat.y_axis(frame), direction)
 
 
 def spread_within_rows(

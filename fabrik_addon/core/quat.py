@@ -102,6 +102,17 @@ def arc(a: Vec, b: Vec, axis_if_opposite: Vec) -> Quat:
     return (w / n, cx / n, cy / n, cz / n)
 
 
+def turned(frame: Quat, a: Vec, b: Vec) -> Quat:
+    """A unit frame turned by `arc(a, b)` (a half turn about its own X axis made perpendicular to a where b is
+    opposite): the arc and the product made unit once, as the product of a unit frame has the arc's length."""
+    ax, ay, az = a
+    bx, by, bz = b
+    d = ax * bx + ay * by + az * bz
+    if d < -1.0 + 1e-12:
+        return normalized(mul(arc(a, b, x_axis(frame)), frame))
+    return mul_unit((1.0 + d, ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx), frame)
+
+
 def swing_twist(q: Quat) -> tuple[float, float, float]:
     """Split a local rotation into a swing (a turn about an axis in the XZ plane) after a twist about Y.
 

@@ -373,16 +373,7 @@ class Joints:
 
     def turn(self, k: int, before: Vec, after: Vec) -> None:
         """Turn node k's frame by the shortest rotation taking direction `before` to `after`."""
-        frame = self.frames[k]
-        ax, ay, az = before
-        bx, by, bz = after
-        d = ax * bx + ay * by + az * bz
-        if d < -1.0 + 1e-12:  # (opposite: a half turn, `quat.arc`'s)
-            self.frames[k] = quat.normalized(quat.mul(quat.arc(before, after, quat.x_axis(frame)), frame))
-            return
-        # quat.arc(before, after) = (1 + a.b, a x b) / its length, times the unit frame: the product has that length
-        # too, so it is made unit once (every bone of every pass turns its frame so)
-        self.frames[k] = quat.mul_unit((1.0 + d, ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx), frame)
+        self.frames[k] = quat.turned(self.frames[k], before, after)
 
     def final_frames(self, tree: MovingTree, start: Start) -> list[Quat]:
         """The nodes' frames once the passes are done: those carried as they are, every other one its start frame
