@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fabrik_addon.core import Goal, SolveSettings, plan, refine, settle, skeleton_from_points
-from fabrik_addon.core.angles import AngleRig, TreeGoals, goal_errors_of
+from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom, goal_errors_of
 from fabrik_addon.core.tree import Start, moving_tree
 from fabrik_addon.core.limits import JointLimit
 from limit_checks import assert_within, swing_and_twist
@@ -289,23 +289,37 @@ def test_a_warm_started_tentacle_follows_a_loop_a_step_a_frame_and_comes_back_to
         np.testing.assert_allclose(third, second, atol=1e-3)
 
 
-def test_follow_reaches_a_nearby_target_in_one_step_and_leaves_a_far_one_to_the_solver():
+@pytest.mark.parametrize("bones", [12, 24])
+def test_follow_reaches_a_nearby_target_in_one_step_and_leaves_a_far_one_to_the_solver(bones, monkeypatch):
     """`settle.follow` from a settled pose: a target moved a little is reached by one settling step (two
-    iterations at most); one moved far is not, and the rig is put back as it was."""
-    skeleton = tentacle(12, 15.0)
+    iterations at most); one moved far is not (its corrections stop cutting the error), and the rig is put back
+    as it was. A chain of many joints (24 bones: numpy's path) corrects with the step's own Jacobian, so the
+    nearby target costs one linearisation."""
+    skeleton = tentacle(bones, 15.0)
+    scale = bones / 12
     settings = SolveSettings(tolerance=1e-4, explore=False)
-    settled, report = plan.solve(skeleton, [Goal(11, (0.3, 0.2, 1.0))], None, settings)
+    tip = bones - 1
+    goal = Goal(tip, (0.3 * scale, 0.2 * scale, 1.0 * scale))
+    settled, report = plan.solve(skeleton, [goal], None, settings)
     assert report.converged
-    tree = moving_tree(skeleton, [Goal(11, (0.3, 0.2, 1.0))])
-    for target, reached in (((0.31, 0.21, 1.0), True), ((-0.6, 0.1, 0.5), False)):
-        problem = TreeGoals(tree, [Goal(11, target)])
+    tree = moving_tree(skeleton, [goal])
+    linearisations = []
+    made = settle.linearised
+    monkeypatch.setattr(settle, "linearised", lambda *args: linearisations.append(1) or made(*args))
+    near, far = (0.31 * scale, 0.21 * scale, 1.0 * scale), (-0.6 * scale, 0.1, 0.5 * scale)
+    for target, reached in ((near, True), (far, False)):
+        problem = TreeGoals(tree, [Goal(tip, target)])
         rig = AngleRig(tree, Start.of_pose(skeleton, tree, settled))
+        free = freedom(rig, problem)
+        assert (len(free.coordinates) > refine.PLAIN_COORDINATES) == (bones == 24)
         before = rig.snapshot()
+        linearisations.clear()
         steps, followed = settle.follow(rig, problem, settings.tolerance, 100)
-        assert followed is reached and 1 <= steps <= 2
+        assert followed is reached and 1 <= steps <= (2 if reached else 1 + settle.CORRECTIONS)
         errors, _ = goal_errors_of(rig, problem)
         if reached:
             assert errors[0] <= settings.tolerance
+            assert len(linearisations) == (1 if bones == 24 else 0)
         else:
             assert rig.snapshot() == before
 
@@ -359,11 +373,11 @@ def _bends_round_a_loop(skeleton, warm: bool) -> np.ndarray:
 @pytest.mark.parametrize("warm", [True, False], ids=["from the last frame", "from rest"])
 def test_stiff_joints_of_a_long_chain_turn_less_where_settling_moves_it(warm):
     """A chain with more joints than its goal needs settles towards rest after it reaches (and a warm-started one
-    moves by settling steps): stiffness weighs those steps too, so two stiff joints bend less while the others
-    make up for it."""
+    moves by settling steps): stiffness weighs those steps too, so two joints stiff about every axis bend less
+    while the others make up for it (a twist left pliant takes its share of the motion)."""
     skeleton = tentacle(8, 40.0)
     stiff = skeleton.with_limits([
-        dataclasses.replace(limit, stiffness_x=0.9, stiffness_z=0.9) if b in (1, 2) else limit
+        dataclasses.replace(limit, stiffness_x=0.9, stiffness_y=0.9, stiffness_z=0.9) if b in (1, 2) else limit
         for b, limit in enumerate(skeleton.limits)
     ])
     free = _bends_round_a_loop(skeleton, warm).mean(axis=0)

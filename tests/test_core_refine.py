@@ -166,7 +166,8 @@ def test_the_plain_float_step_is_numpys(damping):
 @pytest.mark.parametrize("stiff", [False, True])
 def test_the_plain_float_settling_step_is_numpys(stiff):
     """Settling steps small rigs in plain floats and large ones in numpy: from one pose both pull the joints the
-    goal leaves free towards rest by the same step, weighed by stiffness, and put the goal back alike."""
+    goal leaves free towards rest by the same step, weighed by stiffness, and put the goal back alike (numpy's
+    corrections by the step's own Jacobian, at its pose the same)."""
     from fabrik_addon.core import Goal, skeleton_from_points
     from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom
     from fabrik_addon.core.limits import JointLimit
@@ -196,9 +197,15 @@ def test_the_plain_float_settling_step_is_numpys(stiff):
         rig.forward()
         free = freedom(rig, problem)
         assert (free.settling_weight is not None) == stiff
-        pulled = step(rig, problem, free, settle.rest_aim(rig, free), 0.5, 0.01)
-        back = step(rig, problem, free, None, 0.0, 0.01)
+        *pulled, linear = step(rig, problem, free, settle.rest_aim(rig, free), 0.5, 0.01)
+        *back, _ = step(rig, problem, free, None, 0.0, 0.01)
         steps[path] = [np.array(a, dtype=float) for a in (*pulled, *back)]
+        if path == "numpy":  # a correction reusing the step's Jacobian: from where it was made, the step's own
+            values = np.array(rig.values(free))
+            again = np.clip(values + linear.solve(refine.residual(rig, problem)), free.lo, free.hi) - values
+            np.testing.assert_allclose(again, steps[path][3], atol=1e-12)
+        else:
+            assert linear is None  # (small rigs linearise each correction afresh)
     assert np.abs(steps["plain"][0]).max() > 1e-3 and np.abs(steps["plain"][1]).max() > 1e-3
     for plain, numpy_ in zip(steps["plain"], steps["numpy"]):
         assert np.abs(plain - numpy_).max() < 1e-10
@@ -230,8 +237,8 @@ def test_a_limited_chain_whose_only_goal_has_no_weight_is_left_as_it_is(bones):
     rig.forward()
     free = freedom(rig, problem)
     assert (len(free.coordinates) <= refine.PLAIN_COORDINATES) == (bones == 4)
-    plain = settle._plain_step(rig, problem, free, settle.rest_aim(rig, free), 1.0, 0.01)
-    numpy_ = settle._numpy_step(rig, problem, free, settle.rest_aim(rig, free), 1.0, 0.01)
+    plain = settle._plain_step(rig, problem, free, settle.rest_aim(rig, free), 1.0, 0.01)[:2]
+    numpy_ = settle._numpy_step(rig, problem, free, settle.rest_aim(rig, free), 1.0, 0.01)[:2]
     for a, b in zip(plain, numpy_):  # (nothing to keep: the whole pull is free, and it is the step)
         np.testing.assert_allclose(np.array(a, dtype=float), np.array(b, dtype=float), atol=1e-12)
     at = free.coordinates.index(next(c for c in free.coordinates if c.node == 1 and c.kind == "x"))

@@ -38,7 +38,7 @@ import numpy as np
 from . import lsq, quat
 from .angles import FRAME_AXES, AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, rotation_error, swing_derivative
 
-__all__ = ["Refined", "linearised", "linearised_plain", "solve"]
+__all__ = ["Refined", "linearised", "linearised_plain", "residual", "solve"]
 
 #: Starting damping, as a fraction of the largest chain's reach.
 DAMPING = 0.05
@@ -162,6 +162,25 @@ def _floor_rows(rig: AngleRig, problem: TreeGoals, free: Freedom, axes) -> tuple
     return rows, errors
 
 
+def residual(rig: AngleRig, problem: TreeGoals) -> list[float]:
+    """The goals' part of `linearised`'s error vector (a weighed tip error per goal, then its rotation error where
+    it has a rotation goal), as the rig is posed."""
+    errors = []
+    for g, node in enumerate(problem.nodes):
+        w = problem.weights[g]
+        if w <= 0.0:
+            continue
+        tip, target = rig.tip(node), problem.targets[g]
+        errors += ((target[0] - tip[0]) * w, (target[1] - tip[1]) * w, (target[2] - tip[2]) * w)
+        rotation = problem.rotations[g]
+        if rotation is not None:
+            s = w * problem.rotation_weights[g] * problem.reach[g]
+            if s > 0.0:
+                r = rotation_error(rig.frames[node], rotation)
+                errors += (r[0] * s, r[1] * s, r[2] * s)
+    return errors
+
+
 def linearised_plain(rig: AngleRig, problem: TreeGoals, free: Freedom) -> tuple[list[list[float]], list[float]]:
     """`linearised` in plain floats (rows of the Jacobian, the error vector), for few coordinates."""
     frames, zero_frames, angles, heads = rig.frames, rig.zero_frames, rig.angles, rig.heads
@@ -177,12 +196,12 @@ def linearised_plain(rig: AngleRig, problem: TreeGoals, free: Freedom) -> tuple[
             axes.append(FRAME_AXES[int(kind[4])](zero_frames[k]))
     nodes = free.nodes
     count = len(axes)
-    rows, errors = [], []
+    rows = []
     for g, node in enumerate(problem.nodes):
         w = problem.weights[g]
         if w <= 0.0:
             continue
-        tx, ty, tz = tip = rig.tip(node)
+        tx, ty, tz = rig.tip(node)
         moving = free.moving[g]
         jx, jy, jz = [0.0] * count, [0.0] * count, [0.0] * count
         for i in moving:
@@ -192,10 +211,7 @@ def linearised_plain(rig: AngleRig, problem: TreeGoals, free: Freedom) -> tuple[
             jy[i] = (a[2] * dx - a[0] * dz) * w
             jz[i] = (a[0] * dy - a[1] * dx) * w
         rows += (jx, jy, jz)
-        target = problem.targets[g]
-        errors += ((target[0] - tip[0]) * w, (target[1] - tip[1]) * w, (target[2] - tip[2]) * w)
-        rotation = problem.rotations[g]
-        if rotation is not None:
+        if problem.rotations[g] is not None:
             s = w * problem.rotation_weights[g] * problem.reach[g]
             if s > 0.0:
                 for axis in range(3):
@@ -203,10 +219,8 @@ def linearised_plain(rig: AngleRig, problem: TreeGoals, free: Freedom) -> tuple[
                     for i in moving:
                         row[i] = axes[i][axis] * s
                     rows.append(row)
-                r = rotation_error(rig.frames[node], rotation)
-                errors += (r[0] * s, r[1] * s, r[2] * s)
     floor_rows, floor_errors = _floor_rows(rig, problem, free, axes)
-    return rows + floor_rows, errors + floor_errors
+    return rows + floor_rows, residual(rig, problem) + floor_errors
 
 
 def linearised(rig: AngleRig, problem: TreeGoals, free: Freedom, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -216,14 +230,13 @@ def linearised(rig: AngleRig, problem: TreeGoals, free: Freedom, table: np.ndarr
         return np.array(rows).reshape(-1, len(free.coordinates)), np.array(errors)
     axes = rig.axes(free, table)
     heads = np.array(rig.heads)[free.nodes]
-    rows, errors = [], []
+    rows = []
     for g, node in enumerate(problem.nodes):
         w = problem.weights[g]
         if w <= 0.0:
             continue
-        tip = np.array(rig.tip(node))
         mask = free.moves[g]
-        d = tip - heads
+        d = np.array(rig.tip(node)) - heads
         # axes x d, row by row (np.cross's arithmetic without its cost per call)
         block = np.array((
             axes[:, 1] * d[:, 2] - axes[:, 2] * d[:, 1],
@@ -231,21 +244,17 @@ def linearised(rig: AngleRig, problem: TreeGoals, free: Freedom, table: np.ndarr
             axes[:, 0] * d[:, 1] - axes[:, 1] * d[:, 0],
         )) * (mask * w)
         rows.append(block)
-        errors.append((np.array(problem.targets[g]) - tip) * w)
-        rotation = problem.rotations[g]
-        if rotation is not None:
+        if problem.rotations[g] is not None:
             # Angles count as lengths at the chain's reach, so both kinds of error weigh alike.
             s = w * problem.rotation_weights[g] * problem.reach[g]
             if s > 0.0:
                 rows.append((axes * (mask[:, None] * s)).T)
-                errors.append(np.array(rotation_error(rig.frames[node], rotation)) * s)
     floor_rows, floor_errors = _floor_rows(rig, problem, free, axes)
     if floor_rows:
         rows.append(np.array(floor_rows))
-        errors.append(np.array(floor_errors))
     if not rows:  # (no goal pulls)
         return np.zeros((0, len(free.coordinates))), np.zeros(0)
-    return np.vstack(rows), np.concatenate(errors)
+    return np.vstack(rows), np.array(residual(rig, problem) + floor_errors)
 
 
 def _step(

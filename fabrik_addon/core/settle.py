@@ -13,15 +13,16 @@ Also here: the twists that move no goal, set back to where they started.
 
 from __future__ import annotations
 
+import math
 from operator import mul
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from . import limits, lsq, quat
 from .angles import AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, limited_angles
 from .problem import Goal
-from .refine import DAMPING_RANGE, PLAIN_COORDINATES, linearised_plain, linearised
+from .refine import DAMPING_RANGE, PLAIN_COORDINATES, linearised_plain, linearised, residual
 from .quat import Quat
 from .skeleton import Skeleton
 from .tree import MovingTree, Start
@@ -36,6 +37,18 @@ __all__ = [
 #: a closed path comes back as close to its last round's pose as with a tenth of it, at a fifth less cost a frame).
 SETTLE_GAIN = 1.0
 SETTLED = 1e-3
+#: Corrections one settling step may take to put the goals back; each must leave at most SHRINK of the squared
+#: error it started from (a quarter of the error), else the Jacobian it used is renewed, or else the step given up.
+CORRECTIONS = 4
+SHRINK = 0.0625
+
+
+class Linear(NamedTuple):
+    """A settling step's Jacobian as its corrections reuse it: its number of rows, and the damped least-squares
+    step (weighed as the settling step was) that corrects an error vector of that many rows."""
+
+    rows: int
+    solve: Callable[[list[float]], list[float]]
 
 
 #: What a settling pull aims at: per coordinate of the `Freedom`, the value it should go towards (NaN: leave it
@@ -110,25 +123,63 @@ def _settling_step(
     """
     step = _plain_step if len(free.coordinates) <= PLAIN_COORDINATES else _numpy_step
     wanted = aim(rig, free)
-    free_pull, reaching = step(rig, problem, free, wanted, gain, damping)
+    free_pull, reaching, linear = step(rig, problem, free, wanted, gain, damping)
     if max(map(abs, free_pull), default=0.0) < settled:
         return 1, None
     before = rig.snapshot()
     away = _away(rig.values(free), wanted, free.settling_weight) if nearer else 0.0
     rig.step(free, reaching)
-    used = 1
-    if used < max_iterations and not problem.reached(*goal_errors_of(rig, problem), tolerance):
-        # The null space is flat only to first order: one plain step puts the goals back.
-        used += 1
-        rig.step(free, step(rig, problem, free, None, 0.0, damping)[1])
+    # The null space is flat only to first order: corrections put the goals back.
+    most = min(CORRECTIONS, max_iterations - 1)
+    used, reached = _put_back(rig, problem, free, step, linear, damping, tolerance, most)
     # A step that lost a goal, or that left the joints no nearer their aim (where the poses that reach curve away
     # from the pull, a whole step can overshoot it, and each one after it further), is undone.
-    if not problem.reached(*goal_errors_of(rig, problem), tolerance) or (
-        nearer and _away(rig.values(free), aim(rig, free), free.settling_weight) >= away
-    ):
+    if not reached or (nearer and _away(rig.values(free), aim(rig, free), free.settling_weight) >= away):
         rig.restore(before)
-        return used, False
-    return used, True
+        return 1 + used, False
+    return 1 + used, True
+
+
+def _put_back(
+    rig: AngleRig, problem: TreeGoals, free: Freedom, step: Callable, linear: Linear | None, damping: float,
+    tolerance: float, most: int,
+) -> tuple[int, bool]:
+    """Up to `most` corrections of the goals' errors after a settling step: the corrections taken, and whether every
+    goal is reached.
+
+    The error left is second order in the step, so the step's own Jacobian
+    (`linear`; None: none to reuse) still corrects it well: it serves while
+    each correction cuts the error to a quarter (`SHRINK`). Where one does
+    not (or where the floor changed which rows there are), a fresh Jacobian
+    takes over; where even its correction does not, the goals are too far to
+    put back from here.
+    """
+    used = 0
+    last = math.inf
+    fresh = False
+    while True:
+        errors = goal_errors_of(rig, problem)
+        if problem.reached(*errors, tolerance):
+            return used, True
+        cost = problem.cost(*errors)
+        shrunk = cost <= SHRINK * last
+        if used >= most or (fresh and not shrunk):
+            return used, False
+        fresh = linear is None or not shrunk or bool(problem.under_floor(rig))
+        if not fresh:
+            e = residual(rig, problem)
+            fresh = len(e) != linear.rows  # (the step's Jacobian had rows for joints below the floor)
+        if fresh:
+            _, correction, linear = step(rig, problem, free, None, 0.0, damping)
+        else:
+            values = rig.values(free)
+            correction = [
+                min(max(v + c, low), high) - v
+                for v, c, low, high in zip(values, linear.solve(e), free.lo.tolist(), free.hi.tolist())
+            ]
+        rig.step(free, correction)
+        last = cost
+        used += 1
 
 
 def _away(values: list[float], wanted: np.ndarray, weight: np.ndarray | None) -> float:
@@ -143,43 +194,47 @@ def _away(values: list[float], wanted: np.ndarray, weight: np.ndarray | None) ->
 
 def _numpy_step(
     rig: AngleRig, problem: TreeGoals, free: Freedom, wanted: np.ndarray | None, gain: float, damping: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The pull towards `wanted` with what it would change of the goals removed, and the step that also corrects
-    the goals, clamped into the limits (None wanted: the correction alone)."""
+) -> tuple[np.ndarray, np.ndarray, Linear]:
+    """The pull towards `wanted` with what it would change of the goals removed, the step that also corrects
+    the goals, clamped into the limits (None wanted: the correction alone), and the Jacobian it was worked out
+    with."""
     lo, hi, weight = free.lo, free.hi, free.settling_weight
     table = rig.table(free)
     j, e = linearised(rig, problem, free, table)
     values = rig.get(free, table)
     jw, gram = _weighted_gram(j, weight, damping)
+    linear = Linear(len(e), lambda errors: (jw.T @ np.linalg.solve(gram, errors)).tolist())
     if wanted is None:
-        return np.zeros(len(values)), np.clip(values + jw.T @ np.linalg.solve(gram, e), lo, hi) - values
+        return np.zeros(len(values)), np.clip(values + jw.T @ np.linalg.solve(gram, e), lo, hi) - values, linear
     pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
     kept, correction = (jw.T @ np.linalg.solve(gram, np.stack((j @ pull, e), axis=1))).T  # (one factorisation)
     free_pull = pull - kept  # the pull with what it would change removed
-    return free_pull, np.clip(values + correction + free_pull, lo, hi) - values
+    return free_pull, np.clip(values + correction + free_pull, lo, hi) - values, linear
 
 
 def _plain_step(
     rig: AngleRig, problem: TreeGoals, free: Freedom, wanted: np.ndarray | None, gain: float, damping: float
-) -> tuple[list[float], list[float]]:
-    """`_numpy_step` in plain floats, for few coordinates."""
+) -> tuple[list[float], list[float], None]:
+    """`_numpy_step` in plain floats, for few coordinates (whose corrections each linearise afresh: that costs
+    about what a step does, and converges faster than reusing the step's Jacobian)."""
     rows, e = linearised_plain(rig, problem, free)
     values = rig.values(free)
+    count = len(values)
     weight = free.settling_weight
     weighted = rows if weight is None else [[a * w for a, w in zip(row, weight.tolist())] for row in rows]
-    free_pull = [0.0] * len(values)
+    free_pull = [0.0] * count
     if wanted is None:
-        (correction,) = lsq.damped_steps(rows, weighted, damping, [e], len(values))
+        (correction,) = lsq.damped_steps(rows, weighted, damping, [e], count)
     else:
         pull = [0.0 if w != w else gain * (w - v) for v, w in zip(values, wanted.tolist())]  # (NaN: no pull)
         kept, correction = lsq.damped_steps(
-            rows, weighted, damping, [[sum(map(mul, row, pull)) for row in rows], e], len(values)
+            rows, weighted, damping, [[sum(map(mul, row, pull)) for row in rows], e], count
         )
         free_pull = [p - k for p, k in zip(pull, kept)]  # the pull with what it would change removed
     lo, hi = free.lo.tolist(), free.hi.tolist()
     return free_pull, [
         min(max(v + c + f, low), high) - v for v, c, f, low, high in zip(values, correction, free_pull, lo, hi)
-    ]
+    ], None
 
 
 def _weighted_gram(j: np.ndarray, weight: np.ndarray | None, damping: float) -> tuple[np.ndarray, np.ndarray]:
