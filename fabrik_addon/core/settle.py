@@ -48,7 +48,7 @@ class Linear(NamedTuple):
     step (weighed as the settling step was) that corrects an error vector of that many rows."""
 
     rows: int
-    solve: Callable[[list[float]], list[float]]
+    solve: Callable[[list[float]], np.ndarray]
 
 
 #: What a settling pull aims at: per coordinate of the `Freedom`, the value it should go towards (NaN: leave it
@@ -172,11 +172,8 @@ def _put_back(
         if fresh:
             _, correction, linear = step(rig, problem, free, None, 0.0, damping)
         else:
-            values = rig.values(free)
-            correction = [
-                min(max(v + c, low), high) - v
-                for v, c, low, high in zip(values, linear.solve(e), free.lo.tolist(), free.hi.tolist())
-            ]
+            values = rig.get(free, rig.table(free))
+            correction = np.clip(values + linear.solve(e), free.lo, free.hi) - values
         rig.step(free, correction)
         last = cost
         used += 1
@@ -203,7 +200,7 @@ def _numpy_step(
     j, e = linearised(rig, problem, free, table)
     values = rig.get(free, table)
     jw, gram = _weighted_gram(j, weight, damping)
-    linear = Linear(len(e), lambda errors: (jw.T @ np.linalg.solve(gram, errors)).tolist())
+    linear = Linear(len(e), lambda errors: jw.T @ np.linalg.solve(gram, errors))
     if wanted is None:
         return np.zeros(len(values)), np.clip(values + jw.T @ np.linalg.solve(gram, e), lo, hi) - values, linear
     pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
