@@ -3,7 +3,7 @@
 
 A chain with more joints than its goals need reaches each target with many
 poses. A settling step moves only in the directions that change no goal (to
-first order; one plain step then puts the goals back), so the pose slides
+first order; corrections then put the goals back), so the pose slides
 along the poses that reach towards an aimed one: rest, so that a
 warm-started chain does not drift and a closed path brings it back, or the
 plane a pole asks for. From a pose near its targets (the last frame's, in
@@ -66,7 +66,7 @@ def settle(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: 
 
     A chain with more joints than its goals need reaches each target with
     many poses. Each step moves only in the directions that change no goal
-    (to first order; one plain step then puts the goals back), so the pose
+    (to first order; corrections then put the goals back), so the pose
     slides along the poses that reach towards the aimed one: rest, so that a
     warm-started chain does not drift and a closed path brings it back, or
     the plane a pole asks for.
@@ -202,7 +202,7 @@ def _numpy_step(
     jw, gram = _weighted_gram(j, weight, damping)
     linear = Linear(len(e), lambda errors: jw.T @ np.linalg.solve(gram, errors))
     if wanted is None:
-        return np.zeros(len(values)), np.clip(values + jw.T @ np.linalg.solve(gram, e), lo, hi) - values, linear
+        return np.zeros(len(values)), np.clip(values + linear.solve(e), lo, hi) - values, linear
     pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
     kept, correction = (jw.T @ np.linalg.solve(gram, np.stack((j @ pull, e), axis=1))).T  # (one factorisation)
     free_pull = pull - kept  # the pull with what it would change removed
@@ -212,8 +212,8 @@ def _numpy_step(
 def _plain_step(
     rig: AngleRig, problem: TreeGoals, free: Freedom, wanted: np.ndarray | None, gain: float, damping: float
 ) -> tuple[list[float], list[float], None]:
-    """`_numpy_step` in plain floats, for few coordinates (whose corrections each linearise afresh: that costs
-    about what a step does, and converges faster than reusing the step's Jacobian)."""
+    """`_numpy_step` in plain floats, for few coordinates: there a fresh Jacobian costs about what a step does,
+    so each correction linearises afresh (no `Linear`) and converges as fast as it can."""
     rows, e = linearised_plain(rig, problem, free)
     values = rig.values(free)
     count = len(values)
