@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -163,6 +165,78 @@ def test_the_plain_float_step_is_numpys(damping):
     assert _bounded_step_plain([], [], damping, [0.1, 0.2], [-1.0, -1.0], [1.0, 1.0], [], [1.0, 1.0]) == [0.0, 0.0]
 
 
+@pytest.mark.parametrize("path", ["plain", "numpy"])
+def test_the_jacobian_is_the_derivative_of_the_error_vector(path, monkeypatch):
+    """Each column of the refinement's Jacobian is how the error vector changes as its coordinate turns (minus:
+    the error is target less tip), row for row: a goal's tip rows, then its rotation rows where its rotation
+    weighs (rotation weight 0.3, not 0), and no rows for a goal of weight 0 (cones with twists, hinges, a free
+    joint; measured by central differences)."""
+    from fabrik_addon.core import Goal, limits, skeleton_from_points
+    from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom
+    from fabrik_addon.core.limits import JointLimit
+    from fabrik_addon.core.tree import Start, moving_tree
+
+    if path == "numpy":
+        monkeypatch.setattr(refine, "PLAIN_COORDINATES", -1)
+    # A trunk of two bones and three branches of two; bone 2 has no limit (a free joint).
+    parents = [-1, 0, 1, 2, 1, 4, 1, 6]
+    heads, tails = [], []
+    for k, p in enumerate(parents):
+        head = (0.0, 0.0, 0.0) if p < 0 else tails[p]
+        dx, dy = {2: (0.3, 0.0), 3: (0.3, 0.1), 4: (-0.3, 0.0), 5: (-0.3, 0.1), 6: (0.0, -0.3), 7: (0.1, -0.3)}.get(
+            k, (0.0, 0.1 * k)
+        )
+        heads.append(head)
+        tails.append((head[0] + dx, head[1] + dy, head[2] + 0.5))
+    cone = JointLimit(use_limit_x=True, min_x=-0.8, max_x=0.8, use_limit_z=True, min_z=-0.6, max_z=0.6,
+                      use_limit_y=True, min_y=-0.9, max_y=0.9)
+    hinge = JointLimit(lock_y=True, lock_z=True, use_limit_x=True, min_x=-1.5, max_x=1.5)
+    skeleton = skeleton_from_points(parents, heads, tails).with_limits(
+        {k: (hinge if k % 2 else cone) for k in range(len(parents)) if k != 2}
+    )
+    tree_goals = [
+        Goal(bone=3, target=(0.8, 0.2, 2.0), rotation=(1.0, 0.0, 0.0, 0.0), rotation_weight=0.3),
+        Goal(bone=5, target=(-0.7, 0.1, 1.6), weight=0.5, rotation=(1.0, 0.0, 0.0, 0.0), rotation_weight=0.0),
+        Goal(bone=7, target=(0.1, -0.6, 1.5), weight=0.0, rotation=(1.0, 0.0, 0.0, 0.0)),
+    ]
+    tree = moving_tree(skeleton, tree_goals)
+    rng = np.random.default_rng(4)
+    rig = AngleRig(tree, Start.of_pose(skeleton, tree, skeleton.rest_pose()))
+    for k, limit in enumerate(tree.limits):
+        if limit is not None:  # (inside the limit, so that a step's clamp changes nothing else)
+            swing = limits.clamp_swing(limit, rng.uniform(-0.4, 0.4), rng.uniform(-0.3, 0.3))
+            rig.angles[k] = [*swing, limits.clamp_twist(limit, rng.uniform(-0.4, 0.4))]
+            rig.local[k] = quat.from_swing_twist(*rig.angles[k])
+        else:
+            rig.local[k] = quat.exp(tuple(rng.uniform(-0.4, 0.4, 3)))
+    rig.forward()
+    # Rotation goals where the tips' frames are: the rotation error's derivative is then its axis exactly.
+    goals = [
+        g if g.rotation is None else dataclasses.replace(g, rotation=rig.frames[tree.tips[i]])
+        for i, g in enumerate(tree_goals)
+    ]
+    problem = TreeGoals(tree, goals)
+    free = freedom(rig, problem)
+    j, e = refine.linearised(rig, problem, free, rig.table(free))
+    assert (len(free.coordinates) <= refine.PLAIN_COORDINATES) == (path == "plain")
+    assert j.shape == (9, len(free.coordinates)) and e.shape == (9,)  # 3 + 3 rotation rows, 3; none for weight 0
+    np.testing.assert_allclose(e, refine.residual(rig, problem))
+    h = 1e-6
+    for i in range(len(free.coordinates)):
+        changes = []
+        for sign in (1.0, -1.0):
+            moved = AngleRig(tree, Start.of_pose(skeleton, tree, skeleton.rest_pose()))
+            moved.angles = [None if a is None else list(a) for a in rig.angles]
+            moved.local = list(rig.local)
+            moved.forward()
+            delta = np.zeros(len(free.coordinates))
+            delta[i] = sign * h
+            moved.step(free, delta)
+            changes.append(np.array(refine.residual(moved, problem)))
+        np.testing.assert_allclose((changes[0] - changes[1]) / (2.0 * h), -j[:, i], atol=1e-6, err_msg=str(free.coordinates[i]))
+    assert np.abs(j).max() > 0.1 and (j == 0.0).any()  # (something measured, and masked columns)
+
+
 @pytest.mark.parametrize("stiff", [False, True])
 def test_the_plain_float_settling_step_is_numpys(stiff):
     """Settling steps small rigs in plain floats and large ones in numpy: from one pose both pull the joints the
@@ -197,15 +271,15 @@ def test_the_plain_float_settling_step_is_numpys(stiff):
         rig.forward()
         free = freedom(rig, problem)
         assert (free.settling_weight is not None) == stiff
-        *pulled, linear = step(rig, problem, free, settle.rest_aim(rig, free), 0.5, 0.01)
+        *pulled, correct = step(rig, problem, free, settle.rest_aim(rig, free), 0.5, 0.01)
         *back, _ = step(rig, problem, free, None, 0.0, 0.01)
         steps[path] = [np.array(a, dtype=float) for a in (*pulled, *back)]
         if path == "numpy":  # a correction reusing the step's Jacobian: from where it was made, the step's own
             values = np.array(rig.values(free))
-            again = np.clip(values + linear.solve(refine.residual(rig, problem)), free.lo, free.hi) - values
+            again = np.clip(values + correct(refine.residual(rig, problem)), free.lo, free.hi) - values
             np.testing.assert_allclose(again, steps[path][3], atol=1e-12)
         else:
-            assert linear is None  # (small rigs linearise each correction afresh)
+            assert correct is None  # (small rigs linearise each correction afresh)
     assert np.abs(steps["plain"][0]).max() > 1e-3 and np.abs(steps["plain"][1]).max() > 1e-3
     for plain, numpy_ in zip(steps["plain"], steps["numpy"]):
         assert np.abs(plain - numpy_).max() < 1e-10

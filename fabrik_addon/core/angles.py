@@ -325,6 +325,16 @@ class TreeGoals:
         self.moved_by: list[set[int]] = known[1]
         #: Leaf nodes without a rotation goal: their twist moves nothing the goals ask about.
         self.idle_twists: set[int] = known[2]
+        #: The goals that give the refinement rows, in their order: per goal of weight above 0, its index, node,
+        #: weight and the scale of its three rotation rows (0: it has none; angles count as lengths at the chain's
+        #: reach, so both kinds of error weigh alike).
+        self.rows: list[tuple[int, int, float, float]] = [
+            (g, node, w, 0.0 if rotation is None else max(0.0, w * weight * span))
+            for g, (node, w, rotation, weight, span) in enumerate(
+                zip(self.nodes, self.weights, self.rotations, self.rotation_weights, self.reach)
+            )
+            if w > 0.0
+        ]
 
     def cost(self, errors: Sequence[float], rotation_errors: Sequence[float]) -> float:
         """The weighted squared error the refinement lowers (angles count as lengths at the chain's reach)."""

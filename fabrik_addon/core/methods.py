@@ -384,9 +384,10 @@ def solve_limited(
     # frame to the next, the pose moves on from the free chain's (FABRIK's limited passes would move it further).
     unpassed = near_first or reached_free or hinged(tree)
     if near_first and all(g.pole is None for g in goals):
-        report = _followed(problem, start_rig, settings)
+        steps, report = _followed(problem, start_rig, settings)
         if report is not None:
             return _of_rig(start_rig, report)
+        used += steps  # (spent on the frame too, though the rig is as it was)
     rng = None  # (made when a random start is first needed)
     attempt = 0
     # Per attempt: (the rig it ended in, or else its frames and heads, and the report).
@@ -501,16 +502,16 @@ def _near(problem: TreeGoals, rig: AngleRig) -> bool:
     )
 
 
-def _followed(problem: TreeGoals, rig: AngleRig, settings: SolveSettings) -> SolveReport | None:
+def _followed(problem: TreeGoals, rig: AngleRig, settings: SolveSettings) -> tuple[int, SolveReport | None]:
     """Continuity mode's move on a limited tree (`solve_limited`): from the rig the last frame left, where every
     goal is near its target and in reach and no pole turns a chain, one settling step that reaches every goal
-    (`settle.follow`); what is left of the pull towards rest is the next frame's. The report, or None where the
-    step does not reach (the rig as it was), and the whole solve runs."""
+    (`settle.follow`); what is left of the pull towards rest is the next frame's. The iterations it took, and the
+    report, or None where the step does not reach (the rig as it was), and the whole solve runs."""
     steps, followed = settle.follow(rig, problem, settings.tolerance, settings.max_iterations)
     if not followed:
-        return None
+        return steps, None
     errors, rotation_errors = goal_errors_of(rig, problem)
-    return SolveReport(steps, errors, True, "converged", rotation_errors=rotation_errors)
+    return steps, SolveReport(steps, errors, True, "converged", rotation_errors=rotation_errors)
 
 
 def _settling_aim(tree: MovingTree, holds: list[pole.PoleHold], to_rest: bool) -> settle.Aim:

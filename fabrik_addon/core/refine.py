@@ -163,21 +163,15 @@ def _floor_rows(rig: AngleRig, problem: TreeGoals, free: Freedom, axes) -> tuple
 
 
 def residual(rig: AngleRig, problem: TreeGoals) -> list[float]:
-    """The goals' part of `linearised`'s error vector (a weighed tip error per goal, then its rotation error where
-    it has a rotation goal), as the rig is posed."""
+    """The goals' part of `linearised`'s error vector, as the rig is posed: per goal with rows
+    (`TreeGoals.rows`), its weighted tip error, then its scaled rotation error where it has rotation rows."""
     errors = []
-    for g, node in enumerate(problem.nodes):
-        w = problem.weights[g]
-        if w <= 0.0:
-            continue
+    for g, node, w, s in problem.rows:
         tip, target = rig.tip(node), problem.targets[g]
         errors += ((target[0] - tip[0]) * w, (target[1] - tip[1]) * w, (target[2] - tip[2]) * w)
-        rotation = problem.rotations[g]
-        if rotation is not None:
-            s = w * problem.rotation_weights[g] * problem.reach[g]
-            if s > 0.0:
-                r = rotation_error(rig.frames[node], rotation)
-                errors += (r[0] * s, r[1] * s, r[2] * s)
+        if s > 0.0:
+            r = rotation_error(rig.frames[node], problem.rotations[g])
+            errors += (r[0] * s, r[1] * s, r[2] * s)
     return errors
 
 
@@ -197,10 +191,7 @@ def linearised_plain(rig: AngleRig, problem: TreeGoals, free: Freedom) -> tuple[
     nodes = free.nodes
     count = len(axes)
     rows = []
-    for g, node in enumerate(problem.nodes):
-        w = problem.weights[g]
-        if w <= 0.0:
-            continue
+    for g, node, w, s in problem.rows:
         tx, ty, tz = rig.tip(node)
         moving = free.moving[g]
         jx, jy, jz = [0.0] * count, [0.0] * count, [0.0] * count
@@ -211,30 +202,26 @@ def linearised_plain(rig: AngleRig, problem: TreeGoals, free: Freedom) -> tuple[
             jy[i] = (a[2] * dx - a[0] * dz) * w
             jz[i] = (a[0] * dy - a[1] * dx) * w
         rows += (jx, jy, jz)
-        if problem.rotations[g] is not None:
-            s = w * problem.rotation_weights[g] * problem.reach[g]
-            if s > 0.0:
-                for axis in range(3):
-                    row = [0.0] * count
-                    for i in moving:
-                        row[i] = axes[i][axis] * s
-                    rows.append(row)
+        if s > 0.0:
+            for axis in range(3):
+                row = [0.0] * count
+                for i in moving:
+                    row[i] = axes[i][axis] * s
+                rows.append(row)
     floor_rows, floor_errors = _floor_rows(rig, problem, free, axes)
     return rows + floor_rows, residual(rig, problem) + floor_errors
 
 
 def linearised(rig: AngleRig, problem: TreeGoals, free: Freedom, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The weighted Jacobian (rows: goals' tips, then rotation goals) and error vector (`table`: `AngleRig.table`)."""
+    """The weighted Jacobian (rows: per goal with rows (`TreeGoals.rows`), its tip's, then its rotation's; then a
+    row per joint below the floor) and the error vector (`table`: `AngleRig.table`)."""
     if len(free.coordinates) <= PLAIN_COORDINATES:
         rows, errors = linearised_plain(rig, problem, free)
         return np.array(rows).reshape(-1, len(free.coordinates)), np.array(errors)
     axes = rig.axes(free, table)
     heads = np.array(rig.heads)[free.nodes]
     rows = []
-    for g, node in enumerate(problem.nodes):
-        w = problem.weights[g]
-        if w <= 0.0:
-            continue
+    for g, node, w, s in problem.rows:
         mask = free.moves[g]
         d = np.array(rig.tip(node)) - heads
         # axes x d, row by row (np.cross's arithmetic without its cost per call)
@@ -244,11 +231,8 @@ def linearised(rig: AngleRig, problem: TreeGoals, free: Freedom, table: np.ndarr
             axes[:, 0] * d[:, 1] - axes[:, 1] * d[:, 0],
         )) * (mask * w)
         rows.append(block)
-        if problem.rotations[g] is not None:
-            # Angles count as lengths at the chain's reach, so both kinds of error weigh alike.
-            s = w * problem.rotation_weights[g] * problem.reach[g]
-            if s > 0.0:
-                rows.append((axes * (mask[:, None] * s)).T)
+        if s > 0.0:
+            rows.append((axes * (mask[:, None] * s)).T)
     floor_rows, floor_errors = _floor_rows(rig, problem, free, axes)
     if floor_rows:
         rows.append(np.array(floor_rows))

@@ -8,6 +8,7 @@ along the poses that reach towards an aimed one: rest, so that a
 warm-started chain does not drift and a closed path brings it back, or the
 plane a pole asks for. From a pose near its targets (the last frame's, in
 continuity mode) one step that also reaches them is a whole frame (`follow`).
+Settling knows no floor: the refinement alone holds joints above one (`plan`).
 Also here: the twists that move no goal, set back to where they started.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import math
 from operator import mul
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -37,18 +38,24 @@ __all__ = [
 #: a closed path comes back as close to its last round's pose as with a tenth of it, at a fifth less cost a frame).
 SETTLE_GAIN = 1.0
 SETTLED = 1e-3
-#: Corrections one settling step may take to put the goals back; each must leave at most SHRINK of the squared
-#: error it started from (a quarter of the error), else the Jacobian it used is renewed, or else the step given up.
+#: Corrections one settling step may take to put the goals back. Each must leave at most SHRINK of the squared
+#: error it started from (a quarter of the error itself); one that does not is followed by one with a Jacobian
+#: made afresh, and where that one does not either, the step is given up.
 CORRECTIONS = 4
 SHRINK = 0.0625
 
 
-class Linear(NamedTuple):
-    """A settling step's Jacobian as its corrections reuse it: its number of rows, and the damped least-squares
-    step (weighed as the settling step was) that corrects an error vector of that many rows."""
+#: A settling step's Jacobian as its corrections reuse it: the damped least-squares step (weighted as the settling
+#: step was) that corrects an error vector (`refine.residual`).
+Correct = Callable[[list[float]], np.ndarray]
 
-    rows: int
-    solve: Callable[[list[float]], np.ndarray]
+
+#: A settling step's arithmetic (`_numpy_step`, `_plain_step`): from the rig, the goals, the coordinates, the aim
+#: (None: no pull), the gain and the damping, the pull left free, the whole step, and the Jacobian to reuse.
+Step = Callable[
+    [AngleRig, TreeGoals, Freedom, "np.ndarray | None", float, float],
+    "tuple[Sequence[float], Sequence[float], Correct | None]",
+]
 
 
 #: What a settling pull aims at: per coordinate of the `Freedom`, the value it should go towards (NaN: leave it
@@ -123,7 +130,7 @@ def _settling_step(
     """
     step = _plain_step if len(free.coordinates) <= PLAIN_COORDINATES else _numpy_step
     wanted = aim(rig, free)
-    free_pull, reaching, linear = step(rig, problem, free, wanted, gain, damping)
+    free_pull, reaching, correct = step(rig, problem, free, wanted, gain, damping)
     if max(map(abs, free_pull), default=0.0) < settled:
         return 1, None
     before = rig.snapshot()
@@ -131,7 +138,7 @@ def _settling_step(
     rig.step(free, reaching)
     # The null space is flat only to first order: corrections put the goals back.
     most = min(CORRECTIONS, max_iterations - 1)
-    used, reached = _put_back(rig, problem, free, step, linear, damping, tolerance, most)
+    used, reached = _put_back(rig, problem, free, step, correct, damping, tolerance, most)
     # A step that lost a goal, or that left the joints no nearer their aim (where the poses that reach curve away
     # from the pull, a whole step can overshoot it, and each one after it further), is undone.
     if not reached or (nearer and _away(rig.values(free), aim(rig, free), free.settling_weight) >= away):
@@ -141,39 +148,35 @@ def _settling_step(
 
 
 def _put_back(
-    rig: AngleRig, problem: TreeGoals, free: Freedom, step: Callable, linear: Linear | None, damping: float,
+    rig: AngleRig, problem: TreeGoals, free: Freedom, step: Step, correct: Correct | None, damping: float,
     tolerance: float, most: int,
 ) -> tuple[int, bool]:
     """Up to `most` corrections of the goals' errors after a settling step: the corrections taken, and whether every
     goal is reached.
 
     The error left is second order in the step, so the step's own Jacobian
-    (`linear`; None: none to reuse) still corrects it well: it serves while
-    each correction cuts the error to a quarter (`SHRINK`). Where one does
-    not (or where the floor changed which rows there are), a fresh Jacobian
-    takes over; where even its correction does not, the goals are too far to
-    put back from here.
+    (`correct`; None: none to reuse) still corrects it well: it serves while
+    each correction cuts the squared error to `SHRINK` of what it was. After
+    one that does not, a Jacobian is made afresh; where even its correction
+    does not, the goals are too far to put back from here.
     """
     used = 0
     last = math.inf
-    fresh = False
+    renewed = False  # whether the last correction made its Jacobian afresh
     while True:
         errors = goal_errors_of(rig, problem)
         if problem.reached(*errors, tolerance):
             return used, True
         cost = problem.cost(*errors)
         shrunk = cost <= SHRINK * last
-        if used >= most or (fresh and not shrunk):
+        if used >= most or (renewed and not shrunk):
             return used, False
-        fresh = linear is None or not shrunk or bool(problem.under_floor(rig))
-        if not fresh:
-            e = residual(rig, problem)
-            fresh = len(e) != linear.rows  # (the step's Jacobian had rows for joints below the floor)
-        if fresh:
-            _, correction, linear = step(rig, problem, free, None, 0.0, damping)
+        renewed = correct is None or not shrunk
+        if renewed:
+            _, correction, correct = step(rig, problem, free, None, 0.0, damping)
         else:
             values = rig.get(free, rig.table(free))
-            correction = np.clip(values + linear.solve(e), free.lo, free.hi) - values
+            correction = np.clip(values + correct(residual(rig, problem)), free.lo, free.hi) - values
         rig.step(free, correction)
         last = cost
         used += 1
@@ -191,29 +194,32 @@ def _away(values: list[float], wanted: np.ndarray, weight: np.ndarray | None) ->
 
 def _numpy_step(
     rig: AngleRig, problem: TreeGoals, free: Freedom, wanted: np.ndarray | None, gain: float, damping: float
-) -> tuple[np.ndarray, np.ndarray, Linear]:
+) -> tuple[np.ndarray, np.ndarray, Correct]:
     """The pull towards `wanted` with what it would change of the goals removed, the step that also corrects
-    the goals, clamped into the limits (None wanted: the correction alone), and the Jacobian it was worked out
-    with."""
+    the goals, clamped into the limits (None wanted: the correction alone), and its Jacobian's correction for
+    the corrections after it."""
     lo, hi, weight = free.lo, free.hi, free.settling_weight
     table = rig.table(free)
     j, e = linearised(rig, problem, free, table)
     values = rig.get(free, table)
     jw, gram = _weighted_gram(j, weight, damping)
-    linear = Linear(len(e), lambda errors: jw.T @ np.linalg.solve(gram, errors))
+
+    def correct(errors: list[float]) -> np.ndarray:
+        return jw.T @ np.linalg.solve(gram, errors)
+
     if wanted is None:
-        return np.zeros(len(values)), np.clip(values + linear.solve(e), lo, hi) - values, linear
+        return np.zeros(len(values)), np.clip(values + correct(e), lo, hi) - values, correct
     pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
     kept, correction = (jw.T @ np.linalg.solve(gram, np.stack((j @ pull, e), axis=1))).T  # (one factorisation)
     free_pull = pull - kept  # the pull with what it would change removed
-    return free_pull, np.clip(values + correction + free_pull, lo, hi) - values, linear
+    return free_pull, np.clip(values + correction + free_pull, lo, hi) - values, correct
 
 
 def _plain_step(
     rig: AngleRig, problem: TreeGoals, free: Freedom, wanted: np.ndarray | None, gain: float, damping: float
 ) -> tuple[list[float], list[float], None]:
     """`_numpy_step` in plain floats, for few coordinates: there a fresh Jacobian costs about what a step does,
-    so each correction linearises afresh (no `Linear`) and converges as fast as it can."""
+    so each correction linearises afresh (no `Correct`) and converges as fast as it can."""
     rows, e = linearised_plain(rig, problem, free)
     values = rig.values(free)
     count = len(values)
