@@ -330,6 +330,24 @@ def test_follow_reaches_a_nearby_target_in_one_step_and_leaves_a_far_one_to_the_
         assert settle.follow(rig, problem, settings.tolerance, 1) == (1, False)  # (no correction left to reach)
 
 
+def test_a_follow_that_does_not_reach_counts_its_iterations(monkeypatch):
+    """A frame from the last one's pose whose settling step does not reach runs the whole solve from that pose;
+    the step's iteration counts in the frame's report all the same."""
+    skeleton = tentacle(12, 15.0)
+    settings = SolveSettings(tolerance=1e-4, explore=False)
+    settled, _ = plan.solve(skeleton, [Goal(11, (0.3, 0.2, 1.0))], None, settings)
+    goal = Goal(11, (0.31, 0.21, 1.0))
+    monkeypatch.setattr(settle, "CORRECTIONS", 0)  # (a step that needs a correction to reach, and gets none)
+    follow, outcomes = settle.follow, []
+    monkeypatch.setattr(settle, "follow", lambda *args: outcomes.append(follow(*args)) or outcomes[-1])
+    pose, report = plan.solve(skeleton, [goal], settled, settings)
+    assert outcomes == [(1, False)] and report.converged
+    monkeypatch.setattr(settle, "follow", lambda *args: (0, False))
+    again, without = plan.solve(skeleton, [goal], settled, settings)
+    assert report.iterations == without.iterations + 1
+    np.testing.assert_allclose(pose.tails, again.tails, atol=1e-12)  # (the same solve after it)
+
+
 def test_the_same_start_and_targets_give_the_same_pose_every_time():
     """Restarts draw their start poses the same way on every solve, so a frame solves alike whenever it is shown."""
     skeleton = finger()
