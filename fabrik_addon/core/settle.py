@@ -196,8 +196,8 @@ def _numpy_step(
     rig: AngleRig, problem: TreeGoals, free: Freedom, wanted: np.ndarray | None, gain: float, damping: float
 ) -> tuple[np.ndarray, np.ndarray, Correct]:
     """The pull towards `wanted` with what it would change of the goals removed, the step that also corrects
-    the goals, clamped into the limits (None wanted: the correction alone), and its Jacobian's correction for
-    the corrections after it."""
+    the goals, clamped into the limits (None wanted: the correction alone), and the correction its Jacobian makes
+    of an error vector, for the corrections after it (`Correct`)."""
     lo, hi, weight = free.lo, free.hi, free.settling_weight
     table = rig.table(free)
     j, e = linearised(rig, problem, free, table)
