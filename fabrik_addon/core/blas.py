@@ -21,7 +21,7 @@ import os
 import re
 from typing import Callable, TypeVar
 
-__all__ = ["on_one_thread", "threads", "version_of"]
+__all__ = ["on_one_thread", "version_of"]
 
 #: The symbol names OpenBLAS builds give their functions: (prefix, suffix) around "_get_num_threads" and the
 #: others (numpy 1.x wheels: "openblas", "64_"; 2.x: "scipy_openblas").
@@ -91,18 +91,12 @@ def _looked_up() -> tuple[Callable[[], int], Callable[[int], None]] | bool:
     return _held
 
 
-def threads() -> int | None:
-    """How many threads numpy's OpenBLAS runs now, where a solve holds it to one; else None."""
-    held = _looked_up()
-    return held[0]() if held else None
-
-
 def on_one_thread(function: F) -> F:
     """`function`, run with numpy's OpenBLAS on one thread where it needs holding, then given back its count."""
 
     @functools.wraps(function)
     def run(*args, **kwargs):
-        held = _held if _held is not None else _looked_up()
+        held = _looked_up()
         if not held:
             return function(*args, **kwargs)
         get, set_ = held

@@ -14,7 +14,7 @@ from operator import mul
 
 import numpy as np
 
-__all__ = ["damped_gram", "damped_step", "damped_steps", "solve", "transposed_times"]
+__all__ = ["damped_gram", "damped_gram_plain", "damped_step", "damped_steps", "solve", "transposed_times"]
 
 #: A Jacobian of more entries than this has its Gram matrix multiplied out by numpy.
 PLAIN_ENTRIES = 60
@@ -23,14 +23,19 @@ PLAIN_ENTRIES = 60
 PLAIN_STEP_ROWS = 3
 
 
-def damped_gram(rows: list[list[float]], weighted: list[list[float]], damping: float) -> list[list[float]]:
+def damped_gram(rows: np.ndarray, weighted: np.ndarray, damping: float) -> np.ndarray:
     """`weighted` times the transpose of `rows`, plus damping squared on the diagonal (J W J^T + d^2 I, with the
-    weighted rows J W)."""
+    weighted rows J W), on numpy arrays (`damped_gram_plain` on lists)."""
+    gram = weighted @ rows.T
+    gram.flat[:: len(gram) + 1] += damping * damping
+    return gram
+
+
+def damped_gram_plain(rows: list[list[float]], weighted: list[list[float]], damping: float) -> list[list[float]]:
+    """`damped_gram` on lists of rows (by numpy where the Jacobian has more than PLAIN_ENTRIES entries)."""
     m = len(rows)
     if m and m * len(rows[0]) > PLAIN_ENTRIES:
-        gram = np.array(weighted) @ np.array(rows).T
-        gram[np.diag_indices(m)] += damping * damping
-        return gram.tolist()
+        return damped_gram(np.array(rows), np.array(weighted), damping).tolist()
     gram = [[0.0] * m for _ in range(m)]
     for i in range(m):
         for k in range(i + 1):
@@ -49,13 +54,11 @@ def damped_steps(
 ) -> list[list[float]]:
     """Per right-hand side b in `sides`, (J W)^T (J W J^T + d^2 I)^-1 b, with the Jacobian's `rows` (each `count`
     long) and its weighted rows J W: the damped least-squares steps of one Gram matrix."""
-    m = len(rows)
-    if m <= PLAIN_STEP_ROWS:
-        gram = damped_gram(rows, weighted, damping)
+    if len(rows) <= PLAIN_STEP_ROWS:
+        gram = damped_gram_plain(rows, weighted, damping)
         return [transposed_times(weighted, solve(gram, b), count) for b in sides]
     j = np.array(weighted)
-    gram = j @ np.array(rows).T if weighted is not rows else j @ j.T
-    gram.flat[:: m + 1] += damping * damping
+    gram = damped_gram(j if weighted is rows else np.array(rows), j, damping)
     try:
         return (j.T @ np.linalg.solve(gram, np.array(sides).T)).T.tolist()
     except np.linalg.LinAlgError:

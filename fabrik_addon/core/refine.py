@@ -282,10 +282,9 @@ def _bounded_step(
     held: set[int] = set()
     rims: set[int] = set()
     delta = np.zeros(n)
-    damped = damping * damping * np.eye(len(e))
     for _ in range(4):
         jb = j if basis is None else j @ basis
-        d = jb.T @ np.linalg.solve(jb @ jb.T + damped, e)
+        d = jb.T @ np.linalg.solve(lsq.damped_gram(jb, jb, damping), e)
         delta = d if basis is None else basis @ d
         moved = delta * pliancy  # the step in the coordinates themselves
         changed = False

@@ -244,7 +244,7 @@ def _weighted_gram(j: np.ndarray, weight: np.ndarray | None, damping: float) -> 
     """J's columns weighed (`Freedom.settling_weight`), and the damped Gram matrix J W J^T + damping^2 I of a
     weighed least-squares step."""
     jw = j if weight is None else j * weight
-    return jw, jw @ j.T + damping * damping * np.eye(len(j))
+    return jw, lsq.damped_gram(j, jw, damping)
 
 
 def idle_twists_kept(
