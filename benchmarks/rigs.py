@@ -50,8 +50,9 @@ RIGS = {
 }
 
 
-def add_layout(layout, frames: range, name: str = "Rig", offset=(0.0, 0.0, 0.0)):
-    """The rig of a layout in the current scene with its animated targets and FABRIK effectors (live off)."""
+def add_layout(layout, frames: range, name: str = "Rig", offset=(0.0, 0.0, 0.0), jump_every: int = 0):
+    """The rig of a layout in the current scene with its animated targets and FABRIK effectors (live off); with
+    `jump_every`, the targets jump across their circles every that many frames."""
     bones, effectors, reach = layout
     moved = [(n, _add(h, offset), _add(t, offset), *rest) for n, h, t, *rest in bones]
     rig = rigbuild.make_armature(name, moved)
@@ -61,7 +62,7 @@ def add_layout(layout, frames: range, name: str = "Rig", offset=(0.0, 0.0, 0.0))
         # Reachable motion: circles well inside the reach, around a point pulled in from the rest tip.
         center = tuple(offset[i] + (tail[i] - offset[i]) * 0.6 for i in range(3))
         axis = "XY" if tail[2] - offset[2] > tail[1] - offset[1] else "XZ"
-        rigbuild.key_circle(target, center, 0.25 * reach, frames, axis=axis)
+        rigbuild.key_circle(target, center, 0.25 * reach, frames, axis=axis, jump_every=jump_every)
         rigbuild.add_effector(rig, tip, target, chain_length=chain)
     return rig
 
@@ -245,12 +246,14 @@ def mocap_root_rigs(frames: range) -> tuple[list, str]:
     return [rig], note + "; the hips free to follow half the pull, within 0.2 m and 10 degrees (Root: Free)"
 
 
-def layout_rigs(make: Callable, note: str, copies: int = 1) -> Callable:
-    """A builder of `copies` rigs of a layout, side by side."""
+def layout_rigs(make: Callable, note: str, copies: int = 1, jump_every: int = 0) -> Callable:
+    """A builder of `copies` rigs of a layout, side by side (`jump_every`: as `add_layout`)."""
     def builder(frames: range) -> tuple[list, str]:
         # 6 units apart, five to a row: no rig reaches into another's space.
         offsets = [(6.0 * (k % 5), 6.0 * (k // 5), 0.0) for k in range(copies)]
-        return [add_layout(make(), frames, f"Rig{k}", offset) for k, offset in enumerate(offsets)], note
+        return [
+            add_layout(make(), frames, f"Rig{k}", offset, jump_every) for k, offset in enumerate(offsets)
+        ], note
     return builder
 
 

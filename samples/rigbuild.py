@@ -98,11 +98,16 @@ def use_frames(frames: range) -> None:
     scene.frame_start, scene.frame_end = frames.start, frames.stop - 1
 
 
-def key_circle(obj, center, radius: float, frames: range, axis: str = 'XY', turns: float = 1.0) -> None:
-    """Keyframe obj's location on a circle in the given plane, one key per frame."""
+def key_circle(
+    obj, center, radius: float, frames: range, axis: str = 'XY', turns: float = 1.0, jump_every: int = 0
+) -> None:
+    """Keyframe obj's location on a circle in the given plane, one key per frame; with `jump_every`, every that
+    many frames it jumps across the circle (half a turn on) and goes round from there."""
     a, b = 'XYZ'.index(axis[0]), 'XYZ'.index(axis[1])
     for frame in frames:
         angle = 2.0 * math.pi * turns * (frame - frames.start) / max(1, len(frames))
+        if jump_every:
+            angle += math.pi * ((frame - frames.start) // jump_every)
         location = list(center)
         location[a] += radius * math.cos(angle)
         location[b] += radius * math.sin(angle)
