@@ -42,7 +42,7 @@ import bpy
 from bpy.app.handlers import persistent
 
 from ..core import Goal
-from . import animdata, effector_values, goals as effector_goals, held, integrity, memory, pins, rig, solve
+from . import animdata, effector_values, garbage, goals as effector_goals, held, integrity, memory, pins, rig, solve
 from . import root as moving_root
 from .channels import PoseRead, hung_frames, read_pose
 from .effector_values import EffectorValues, comparable
@@ -210,38 +210,40 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     _busy = True
     watched = set()
     try:
-        objects = memory.forget_missing(every_name=only_if_inputs_changed)
-        rigs = live_rigs(scene, rescan=only_if_inputs_changed, objects=objects)
-        # A frame change re-reads only what the evaluation updated; any other update checks everything.
-        updated = _Updates(depsgraph) if depsgraph is not None and rigs and not only_if_inputs_changed else None
-        for obj in rigs:
-            kept = memory.of(obj)
-            try:
-                if updated is not None:
-                    # A frame where only the targets moved goes on from what the last frame read.
-                    inputs = _reused(obj, depsgraph, updated, obj.name in _watched, kept)
-                    if inputs is not None:
+        # (what a frame makes is freed when it ends: see `garbage`)
+        with garbage.collection_deferred():
+            objects = memory.forget_missing(every_name=only_if_inputs_changed)
+            rigs = live_rigs(scene, rescan=only_if_inputs_changed, objects=objects)
+            # A frame change re-reads only what the evaluation updated; any other update checks everything.
+            updated = _Updates(depsgraph) if depsgraph is not None and rigs and not only_if_inputs_changed else None
+            for obj in rigs:
+                kept = memory.of(obj)
+                try:
+                    if updated is not None:
+                        # A frame where only the targets moved goes on from what the last frame read.
+                        inputs = _reused(obj, depsgraph, updated, obj.name in _watched, kept)
+                        if inputs is not None:
+                            watched.add(obj.name)
+                            kept.inputs = inputs
+                            continue
+                    # The rig's structure is read and checked once here; the solve uses what was read.
+                    with rig.frozen_structure(obj, _unchanged_parts(obj, updated)):
                         watched.add(obj.name)
-                        kept.inputs = inputs
-                        continue
-                # The rig's structure is read and checked once here; the solve uses what was read.
-                with rig.frozen_structure(obj, _unchanged_parts(obj, updated)):
-                    watched.add(obj.name)
-                    inputs, values = _inputs_of(obj, depsgraph)
-                    # Effectors follow renamed bones and let deleted targets go; read again where that changed one.
-                    if integrity.untidy(obj, values) and integrity.tidy(obj, depsgraph):
                         inputs, values = _inputs_of(obj, depsgraph)
-                    pose = read_pose(obj)
-                    # A frame change always solves: the channels are read before only where they are compared
-                    # (and the solve goes on from what was read).
-                    if only_if_inputs_changed and kept.inputs == (inputs, pose.snapshot()):
-                        continue
-                    _solve(obj, depsgraph, inputs, values, pose)
-            except Exception as exc:  # never raise into Blender's event loop
-                memory.forget_reads(obj.name)
-                obj.fabrik.live = False
-                show(obj.name, RigStatus(message=f"live solving stopped: {exc}", ok=False))
-                print(f"FABRIK: live solving of '{obj.name}' stopped:\n{traceback.format_exc()}")
+                        # Effectors follow renamed bones and let deleted targets go; read again where that changed one.
+                        if integrity.untidy(obj, values) and integrity.tidy(obj, depsgraph):
+                            inputs, values = _inputs_of(obj, depsgraph)
+                        pose = read_pose(obj)
+                        # A frame change always solves: the channels are read before only where they are compared
+                        # (and the solve goes on from what was read).
+                        if only_if_inputs_changed and kept.inputs == (inputs, pose.snapshot()):
+                            continue
+                        _solve(obj, depsgraph, inputs, values, pose)
+                except Exception as exc:  # never raise into Blender's event loop
+                    memory.forget_reads(obj.name)
+                    obj.fabrik.live = False
+                    show(obj.name, RigStatus(message=f"live solving stopped: {exc}", ok=False))
+                    print(f"FABRIK: live solving of '{obj.name}' stopped:\n{traceback.format_exc()}")
     finally:
         _watched.clear()
         _watched.update(watched)
