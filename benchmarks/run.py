@@ -300,6 +300,11 @@ def measure_run(spec: RigSpec, frames: range) -> tuple[dict, str]:
             play_block(entry, block, block.start - 1 if block.start > frames.start else frames.stop - 1)
     by_mode = {entry.mode: entry for entry in scenes}
     frame = {mode: statistics.median(entry.frame_times) for mode, entry in by_mode.items()}
+
+    def left(parts: list[float]) -> float:
+        """FABRIK's median frame less a part of each frame, as an IK cost (less the frame without IK)."""
+        return statistics.median(t - p for t, p in zip(by_mode["fabrik"].frame_times, parts)) - frame["none"]
+
     result = {
         "none": frame["none"],
         "blender": frame["blender"] - frame["none"],
@@ -309,14 +314,10 @@ def measure_run(spec: RigSpec, frames: range) -> tuple[dict, str]:
         "solver": statistics.median(by_mode["fabrik"].solver_times),
         # What a frame costs beyond Blender's frame without IK when the solver's own time is taken out of it:
         # reading, checking and writing the pose, and Blender's evaluation of the pose written.
-        "outside": statistics.median(
-            t - s for t, s in zip(by_mode["fabrik"].frame_times, by_mode["fabrik"].solver_times)
-        ) - frame["none"],
+        "outside": left(by_mode["fabrik"].solver_times),
         # What is left of it when the live solve's own time (reading, solving, writing) is taken out too: Blender's
         # evaluation of the pose written, which no change inside the handler can take away.
-        "after_write": statistics.median(
-            t - s for t, s in zip(by_mode["fabrik"].frame_times, by_mode["fabrik"].solve_times)
-        ) - frame["none"],
+        "after_write": left(by_mode["fabrik"].solve_times),
         # The slowest of the frames right after a jump (the frame times come in the frames' order).
         "after_jump": max(
             (t for f, t in zip(frames, by_mode["fabrik"].frame_times)
@@ -345,8 +346,8 @@ def summarize(spec: RigSpec, runs: list[dict], frames: int) -> dict:
     row["after_jump"] = [run["after_jump"] for run in runs if run["after_jump"] is not None]
     # FABRIK's cost over Blender's, per run (a run whose Blender cost vanished in the noise has no ratio).
     row["ratio"] = [run["fabrik"] / run["blender"] for run in runs if run["blender"] > 0.0]
-    row["outside_ratio"] = [run["outside"] / run["blender"] for run in runs if run["blender"] > 0.0]
-    row["after_write_ratio"] = [run["after_write"] / run["blender"] for run in runs if run["blender"] > 0.0]
+    for key in ("outside", "after_write"):
+        row[f"{key}_ratio"] = [run[key] / run["blender"] for run in runs if run["blender"] > 0.0]
     row["blender_error"] = max(run["blender_error"] for run in runs)
     row["fabrik_error"] = max(run["fabrik_error"] for run in runs)
     row["blender_turn"] = max(run["blender_turn"] for run in runs)

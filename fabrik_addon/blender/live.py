@@ -202,6 +202,7 @@ class _Updates:
         return self.depsgraph.id_type_updated('SCENE') or self.depsgraph.id_type_updated('COLLECTION')
 
 
+@garbage.collection_deferred()  # (what a frame makes is freed when it ends)
 def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     """Solve every live rig of the scene; a rig that fails is switched off with its error shown."""
     global _busy
@@ -210,40 +211,38 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
     _busy = True
     watched = set()
     try:
-        # (what a frame makes is freed when it ends: see `garbage`)
-        with garbage.collection_deferred():
-            objects = memory.forget_missing(every_name=only_if_inputs_changed)
-            rigs = live_rigs(scene, rescan=only_if_inputs_changed, objects=objects)
-            # A frame change re-reads only what the evaluation updated; any other update checks everything.
-            updated = _Updates(depsgraph) if depsgraph is not None and rigs and not only_if_inputs_changed else None
-            for obj in rigs:
-                kept = memory.of(obj)
-                try:
-                    if updated is not None:
-                        # A frame where only the targets moved goes on from what the last frame read.
-                        inputs = _reused(obj, depsgraph, updated, obj.name in _watched, kept)
-                        if inputs is not None:
-                            watched.add(obj.name)
-                            kept.inputs = inputs
-                            continue
-                    # The rig's structure is read and checked once here; the solve uses what was read.
-                    with rig.frozen_structure(obj, _unchanged_parts(obj, updated)):
+        objects = memory.forget_missing(every_name=only_if_inputs_changed)
+        rigs = live_rigs(scene, rescan=only_if_inputs_changed, objects=objects)
+        # A frame change re-reads only what the evaluation updated; any other update checks everything.
+        updated = _Updates(depsgraph) if depsgraph is not None and rigs and not only_if_inputs_changed else None
+        for obj in rigs:
+            kept = memory.of(obj)
+            try:
+                if updated is not None:
+                    # A frame where only the targets moved goes on from what the last frame read.
+                    inputs = _reused(obj, depsgraph, updated, obj.name in _watched, kept)
+                    if inputs is not None:
                         watched.add(obj.name)
+                        kept.inputs = inputs
+                        continue
+                # The rig's structure is read and checked once here; the solve uses what was read.
+                with rig.frozen_structure(obj, _unchanged_parts(obj, updated)):
+                    watched.add(obj.name)
+                    inputs, values = _inputs_of(obj, depsgraph)
+                    # Effectors follow renamed bones and let deleted targets go; read again where that changed one.
+                    if integrity.untidy(obj, values) and integrity.tidy(obj, depsgraph):
                         inputs, values = _inputs_of(obj, depsgraph)
-                        # Effectors follow renamed bones and let deleted targets go; read again where that changed one.
-                        if integrity.untidy(obj, values) and integrity.tidy(obj, depsgraph):
-                            inputs, values = _inputs_of(obj, depsgraph)
-                        pose = read_pose(obj)
-                        # A frame change always solves: the channels are read before only where they are compared
-                        # (and the solve goes on from what was read).
-                        if only_if_inputs_changed and kept.inputs == (inputs, pose.snapshot()):
-                            continue
-                        _solve(obj, depsgraph, inputs, values, pose)
-                except Exception as exc:  # never raise into Blender's event loop
-                    memory.forget_reads(obj.name)
-                    obj.fabrik.live = False
-                    show(obj.name, RigStatus(message=f"live solving stopped: {exc}", ok=False))
-                    print(f"FABRIK: live solving of '{obj.name}' stopped:\n{traceback.format_exc()}")
+                    pose = read_pose(obj)
+                    # A frame change always solves: the channels are read before only where they are compared
+                    # (and the solve goes on from what was read).
+                    if only_if_inputs_changed and kept.inputs == (inputs, pose.snapshot()):
+                        continue
+                    _solve(obj, depsgraph, inputs, values, pose)
+            except Exception as exc:  # never raise into Blender's event loop
+                memory.forget_reads(obj.name)
+                obj.fabrik.live = False
+                show(obj.name, RigStatus(message=f"live solving stopped: {exc}", ok=False))
+                print(f"FABRIK: live solving of '{obj.name}' stopped:\n{traceback.format_exc()}")
     finally:
         _watched.clear()
         _watched.update(watched)
