@@ -453,6 +453,16 @@ class FabrikSettings(PropertyGroup):
     )
     retarget_bones: CollectionProperty(type=FabrikRetargetBone)
     retarget_index: IntProperty(name="Active Part", min=0)
+    retarget_scale: FloatProperty(
+        name="Body Scale", default=0.0, min=0.0, soft_max=10.0,
+        description="How much the clip's hips motion is scaled onto this rig (0: the ratio of the rig's legs to the "
+        "clip's)",
+    )
+    retarget_arm_scale: FloatProperty(
+        name="Arm Scale", default=0.0, min=0.0, soft_max=10.0,
+        description="How much the clip's hands' reach from the shoulders is scaled onto this rig (0: the ratio of "
+        "each of the rig's arms to the clip's)",
+    )
 
 
 classes = (

@@ -7,7 +7,8 @@ import bpy
 from bpy.props import BoolProperty
 from bpy.types import Operator
 
-from . import editable, retarget
+from . import editable, retarget, retarget_work
+from .stepping import SteppedOperator
 from .setup_ops import rig_for_panel
 
 
@@ -36,67 +37,82 @@ and more), replacing the list; edit the list for the rest"""
         return {'FINISHED'}
 
 
-class FABRIK_OT_retarget(Operator):
-    """Put the clip's motion on the rig: targets and poles that follow the clip scaled to the rig's legs, the \
-hips following, effectors on wrists, ankles and neck, the feet pinned where they stand, then bake (sets the \
-scene's frame range to the clip's and turns Live Solving on)"""
+class FABRIK_OT_retarget(SteppedOperator, Operator):
+    """Put the clip's motion on the rig: every mapped bone turns as the clip's, keyed, then FABRIK puts the hands \
+and feet where the clip's are (scaled limb by limb), holds the feet where they stand and bakes (sets the scene's \
+frame range to the clip's; progress in the status bar, Esc cancels)"""
 
     bl_idname = "fabrik.retarget"
     bl_label = "Retarget"
     bl_options = {'REGISTER', 'UNDO'}
 
-    find_contacts: BoolProperty(name="Pin the Feet", default=True,
-                                description="Find where the clip's feet stand and pin them there")
+    find_contacts: BoolProperty(name="Hold the Feet", default=True,
+                                description="Find where the clip's feet stand, heel and toe, and hold them there")
     bake: BoolProperty(name="Bake", default=True,
-                       description="Bake the retargeted motion into keys (progress in the status bar, Esc cancels)")
+                       description="Bake FABRIK's corrections into keys (off: live solving corrects the ends)")
+
+    _noun, _doing = "Retarget", "Retargeting"
 
     @classmethod
     def poll(cls, context):
         obj = rig_for_panel(context)
         return obj is not None and obj.fabrik.retarget_source is not None
 
+    def invoke(self, context, event):
+        return self.run_modal(context)
+
     def execute(self, context):
+        return self.run_at_once(context)
+
+    def _start(self, context) -> bool:
         obj, scene = rig_for_panel(context), context.scene
         mapped_here = not retarget.mapping(obj)
         if mapped_here:
             retarget.map_bones(obj)
         refused = retarget.refusal(obj) or editable.keys_editable(obj)
+        if not refused:
+            try:
+                self._work = retarget_work.Retargeting(scene, obj, self.find_contacts, self.bake)
+            except Exception as exc:  # never raise into Blender
+                refused = str(exc)
         if refused:
             if mapped_here:
                 obj.fabrik.retarget_bones.clear()  # (a refusal changes nothing: Map Bones shows what it finds)
             self.report({'ERROR'}, f"Cannot retarget: {refused}")
-            return {'CANCELLED'}
+            return False
+        scene.frame_start, scene.frame_end = self._work.frames[0], self._work.frames[-1]
+        return True
+
+    def modal(self, context, event):
+        work = self._work
+        if event.type == 'ESC' and work is not None and work.written:
+            self._stop(context)
+            self._drop()
+            self.report({'WARNING'}, f"Retarget's bake cancelled: '{work.obj.name}' keeps the clip's pose, and live "
+                        "solving corrects its hands and feet")
+            return {'FINISHED'}  # (one undo step takes the whole retarget back)
+        return super().modal(context, event)
+
+    def _finish(self, context):
+        work, self._work = self._work, None
         try:
-            made = retarget.setup(obj, scene)
+            result = work.finish()
         except Exception as exc:  # never raise into Blender
-            self.report({'ERROR'}, f"Cannot retarget: {exc}")
-            return {'CANCELLED'}
-        span = retarget.frame_range(obj)
-        if span is not None:
-            scene.frame_start, scene.frame_end = span
-        obj.fabrik.live = True
-        pinned = 0
-        if self.find_contacts and span is not None:
-            try:
-                keyed, skipped = retarget.pin_feet(obj, scene, span)
-                pinned = sum(len(spans) for spans in keyed.values())
-                for name, why in skipped.items():
-                    self.report({'WARNING'}, f"'{name}' not pinned: {why}")
-            except Exception as exc:  # (the retarget stands without pins)
-                self.report({'WARNING'}, f"No feet pinned: {exc}")
-        self.report({'INFO'}, f"Retargeted '{obj.fabrik.retarget_source.name}' onto '{obj.name}': "
-                    f"{len(made)} effectors, {pinned} foot contact(s) pinned")
-        if self.bake and span is not None:
-            try:
-                retarget.bake_hips(obj, *span)
-            except Exception as exc:  # never raise into Blender
-                self.report({'ERROR'}, f"Retargeted, but the hips could not be baked: {exc}")
-                return {'FINISHED'}
-            # The chains' bake shows progress and Esc cancels it (the hips keep their keys: undo takes them back).
-            try:
-                bpy.ops.fabrik.bake('INVOKE_DEFAULT', frame_start=span[0], frame_end=span[1])
-            except RuntimeError as exc:  # (the bake said why; the retarget stands)
-                self.report({'WARNING'}, f"Retargeted, but not baked: {exc}")
+            self.report({'ERROR'}, f"Retargeted, but not baked: {exc}")
+            return {'FINISHED'}
+        obj = work.obj
+        copy, layout = work.copy, work.layout
+        held = sum(len(runs[0]) + len(runs[1]) for runs in copy.contacts.values())
+        self.report({'INFO'}, f"Retargeted '{work.clip.name}' onto '{obj.name}': {len(work.frames)} frames, "
+                    f"{len(copy.local)} bones, {held} foot contact(s) held, body scale {layout.scale:.3g}")
+        if layout.tipped > 30.0:
+            self.report({'WARNING'}, f"The clip's rest pose stands {layout.tipped:.0f} degrees off the rig's "
+                        "upright: turned upright")
+        if abs(copy.grounded) > 0.25 * layout.leg_length:
+            self.report({'WARNING'}, f"The clip's floor was {copy.grounded:+.3g} off the rig's: moved onto it")
+        if result is not None and result.problems:
+            self.report({'WARNING'}, f"{len(result.problems)} frame(s) with a limb short of its goal, first: "
+                        f"{result.problems[0]}")
         return {'FINISHED'}
 
 

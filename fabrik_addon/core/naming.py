@@ -22,7 +22,7 @@ from typing import Sequence
 __all__ = ["LIMB_ROLES", "ROLES", "role_of", "roles_of"]
 
 #: The roles, side by side: the body's middle, then each side's arm and leg.
-_SIDED = ("shoulder", "upper_arm", "forearm", "hand", "thigh", "shin", "foot")
+_SIDED = ("shoulder", "upper_arm", "forearm", "hand", "thigh", "shin", "foot", "toe")
 ROLES = ("hips", "neck", "head", *(f"{part}.{side}" for side in "LR" for part in _SIDED))
 #: The roles a limb's effector needs: its two bones.
 LIMB_ROLES = {f"{limb}.{side}": (f"{upper}.{side}", f"{lower}.{side}")
@@ -44,6 +44,7 @@ _SIDED_WORDS = {
     "upleg": "thigh", "thigh": "thigh", "upperleg": "thigh", "hip": "thigh", "femur": "thigh",
     "leg": "shin", "shin": "shin", "calf": "shin", "lowerleg": "shin", "lowleg": "shin", "knee": "shin",
     "foot": "foot", "ankle": "foot",
+    "toe": "toe", "toes": "toe", "toebase": "toe", "ball": "toe",
 }
 _MIDDLE_WORDS = {"hips": "hips", "hip": "hips", "pelvis": "hips", "neck": "neck", "neck1": None, "head": "head"}
 #: Where a skeleton names each bone for the joint at its head (it has a collar), these words move one bone on.
@@ -59,7 +60,7 @@ _RIGIFY_CONTROLS = {
     "hips": "torso", "neck": "neck", "head": "head",
     **{f"{part}.{side}": f"{bone}.{side}" for side in "LR" for part, bone in (
         ("shoulder", "shoulder"), ("upper_arm", "upper_arm_fk"), ("forearm", "forearm_fk"), ("hand", "hand_fk"),
-        ("thigh", "thigh_fk"), ("shin", "shin_fk"), ("foot", "foot_fk"),
+        ("thigh", "thigh_fk"), ("shin", "shin_fk"), ("foot", "foot_fk"), ("toe", "toe"),
     )},
 }
 

@@ -1,0 +1,173 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A retarget as one piece of long work: read the clip, key its pose on the rig, then let FABRIK correct the ends.
+
+In steps, so the operator shows progress from the first frame and Esc
+cancels (`stepping`): every frame of the clip is read (its posed bones, one
+`foreach_get` a frame); the clip's pose is worked out for all frames at once
+(`retarget_pose.Copy`) and keyed in bulk on the rig's action (every mapped
+bone's rotation and the hips' location), the ends' goals keyed on empties,
+and an effector made per limb; then FABRIK's bake solves each frame from
+that pose (This Frame's Pose), and the hands and feet are turned back to the
+clip's orientation on the solved forearms and shins. Esc before the keys are
+written changes nothing; after, it stops the bake and leaves the rig with
+the clip's pose and live solving on.
+"""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+
+from ..core import retarget as arithmetic
+from ..core.matrix_rows import quaternions_from_matrices
+from . import animdata, bake, motion, retarget, rig, stepping
+from .retarget_pose import LIMBS, Copy, Layout
+
+
+class Retargeting(stepping.SceneWork):
+    """One retarget (see the module): `step()` until `done`, then `finish()`."""
+
+    noun = "the retarget"
+
+    def __init__(self, scene, obj, hold_feet: bool = True, bake_it: bool = True) -> None:
+        refused = retarget.refusal(obj)
+        if refused:
+            raise ValueError(refused)
+        span = retarget.frame_range(obj)
+        if span is None or span[1] < span[0]:
+            raise ValueError("the clip's action has no frames")
+        self.frames = list(range(span[0], span[1] + 1))
+        self.layout = Layout.of(obj)
+        self.clip = obj.fabrik.retarget_source
+        self.hold_feet, self.bake_it = hold_feet, bake_it
+        names = [b.name for b in self.clip.pose.bones]
+        self._order = [names.index(n) for n in self.layout.read]
+        self._clip_posed = np.empty((len(self.frames), len(self._order), 4, 4))
+        self._clip_world = np.empty((len(self.frames), 4, 4))
+        self.index = 0
+        self.copy: Copy | None = None
+        self.made: list = []
+        self.baker: bake.Baker | None = None
+        self.result: bake.BakeResult | None = None
+        self.hold(scene, obj, live_off=True)
+
+    @property
+    def done(self) -> bool:
+        return self.copy is not None and (not self.bake_it or (self.baker is not None and self.baker.done))
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        """(work done, all the work): a unit a clip frame read, as many for the keys, and the bake's own."""
+        count = len(self.frames)
+        baked, baking = self.baker.progress if self.baker is not None else (0, 3 * count if self.bake_it else 0)
+        return self.index + (count if self.copy is not None else 0) + baked, 2 * count + baking
+
+    @property
+    def written(self) -> bool:
+        """Whether the rig has been changed (the keys and effectors made)."""
+        return self.copy is not None
+
+    def step(self) -> None:
+        self.check()
+        if self.index < len(self.frames):
+            self._read()
+        elif self.copy is None:
+            self._write()
+        elif self.baker is None:
+            bones = bake.bake_bones(self.obj, 'CHAINS')
+            self.baker = bake.Baker(self.scene, self.obj, self.frames, bones, warm_start=False)
+        else:
+            self.baker.step()
+
+    def _read(self) -> None:
+        """Go to the next frame and read the clip's posed bones there."""
+        self.scene.frame_set(self.frames[self.index])
+        clip = self.clip.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        flat = np.empty(len(clip.pose.bones) * 16)
+        clip.pose.bones.foreach_get("matrix", flat)
+        self._clip_posed[self.index] = flat.reshape(-1, 4, 4).transpose(0, 2, 1)[self._order]
+        self._clip_world[self.index] = np.array(clip.matrix_world)
+        self.index += 1
+
+    def _write(self) -> None:
+        """Work the clip's pose out for every frame and key it, with the ends' goals and effectors."""
+        if not (np.isfinite(self._clip_posed).all() and np.isfinite(self._clip_world).all()):
+            raise ValueError("the clip's pose is not a number on some frame")
+        self.copy = Copy.make(self.obj, self.layout, self._clip_posed, self._clip_world, self.hold_feet)
+        frames = np.asarray(self.frames, dtype=np.float64)
+        span = (frames[0], frames[-1])
+        animdata.ensure_action(self.obj, False, f"{self.obj.name}_{self.clip.name}")
+        collection = animdata.fcurves(self.obj, create=True)
+        for name, local in self.copy.local.items():
+            write_rotation(self.obj, collection, name, local, frames, span)
+        hips = bpy.utils.escape_identifier(self.copy.hips)
+        for index in range(3):
+            fcurve = animdata.ensure_fcurve(collection, f'pose.bones["{hips}"].location', index, self.copy.hips)
+            bake.write_keys(fcurve, frames, self.copy.hips_location[:, index], span)
+        self.made = retarget.set_up(self.obj, self.scene)
+        for effector in self.made:
+            motion.key_path(effector.target, self.frames, self.copy.goals[effector.name])
+
+    def cancel(self) -> None:
+        if self.baker is not None:
+            self.baker.cancel()
+            self.baker = None
+        self.let_go(live=True if self.written else None)
+
+    def finish(self) -> bake.BakeResult | None:
+        """Write the bake's keys and turn the hands and feet back to the clip's orientation; let go."""
+        live = not self.bake_it
+        try:
+            while not self.done:
+                self.step()
+            if self.baker is not None:
+                self.result = self.baker.finish(new_action=False, keep_live=False)
+                self._turn_ends()
+        finally:
+            self.let_go(live)
+        return self.result
+
+    def _turn_ends(self) -> None:
+        """Key each hand's and foot's rotation so that, on the forearm and shin as solved, it turns as the clip's."""
+        baker, copy, layout = self.baker, self.copy, self.layout
+        pairs = retarget.mapping(self.obj)
+        side = layout.rig
+        frames = np.asarray(self.frames, dtype=np.float64)
+        collection = animdata.fcurves(self.obj, create=True)
+        rest = arithmetic.rotations(side.rest)
+        relative = [np.eye(3) if p < 0 else rest[p].T @ rest[n] for n, p in enumerate(side.parents)]
+        posed = arithmetic.rotations(copy.posed)
+        good = baker.solved[:, None, None]
+        for _, upper, lower, end, _ in LIMBS:
+            names = [pairs[role][1] for role in (upper, lower, end) if role in pairs]
+            if len(names) < 3 or not all(n in baker.bones for n in names[:2]):
+                continue
+            top, middle, tip = (side.index(n) for n in names)
+            solved = [np.where(good, baker.locals[:, baker.bones.index(n)], copy.local[n]) for n in names[:2]]
+            # The solved forearm (or shin): the copy's frame above the upper bone, then the two solved turns.
+            lower_now = posed[:, side.parents[top]] @ relative[top] @ solved[0] @ relative[middle] @ solved[1]
+            moved = lower_now @ np.swapaxes(posed[:, middle], -1, -2)
+            above = moved @ posed[:, side.parents[tip]] @ relative[tip]
+            local = np.swapaxes(above, -1, -2) @ posed[:, tip]
+            write_rotation(self.obj, collection, names[2], local, frames, (frames[0], frames[-1]))
+
+
+def write_rotation(obj, collection, name: str, local: np.ndarray, frames: np.ndarray, span) -> None:
+    """Key a pose bone's local rotations (F, 3, 3) in its own rotation mode, replacing its keys in the span."""
+    pose_bone = obj.pose.bones[name]
+    mode = pose_bone.rotation_mode
+    path, size = rig.rotation_channel(mode)
+    if mode == 'QUATERNION':
+        values = quaternions_from_matrices(local)
+        same = np.sign(np.einsum("fi,fi->f", values[1:], values[:-1]))
+        same[same == 0] = 1.0
+        values *= np.concatenate(([1.0], np.cumprod(same)))[:, None]
+    else:
+        values = np.empty((len(local), size))
+        before = rig.rotation_value(pose_bone)
+        for i, m in enumerate(local):
+            values[i] = before = rig.channel_value(mode, m, before)
+    escaped = bpy.utils.escape_identifier(name)
+    for index in range(size):
+        fcurve = animdata.ensure_fcurve(collection, f'pose.bones["{escaped}"].{path}', index, name)
+        bake.write_keys(fcurve, frames, values[:, index], span)

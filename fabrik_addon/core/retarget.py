@@ -1,0 +1,229 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Retargeting's arithmetic, every frame at once: the clip's pose on the rig, bone by bone, through the two rests.
+
+A clip bone's turn is its world rotation against its rest's (`turns`); the
+rig's bone takes the same turn from its own rest, first aligned so that it
+points the way the clip's bone points at rest (`alignment`: a T-pose clip
+raises an A-pose rig's arms for the mapping only). Where one skeleton has
+more bones in a span than the other (four spine bones against three), the
+span's turns are sampled along it (`sampled`). `pose_tree` turns those world
+rotations into each bone's local rotation by forward kinematics down the
+rig's tree, and gives every bone's posed matrix, from which the ends' goals
+are scaled limb by limb. `held` keeps a planted foot where it stands, heel
+and toe. All matrices are numpy rows: (frames, ..., 3, 3) or (..., 4, 4).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from . import contacts as contact_runs
+from .matrix_rows import quaternion_to_matrix, quaternions_from_matrices, swing_matrix
+
+__all__ = ["alignment", "body_frame", "held", "hinged", "lowered", "pose_tree", "rotations", "sampled", "slerp", "turns"]
+
+
+def rotations(matrices: np.ndarray) -> np.ndarray:
+    """The rotation parts of matrices (..., 3, 3) or (..., 4, 4), their axes' scale taken out."""
+    m = np.asarray(matrices, dtype=float)[..., :3, :3]
+    return m / np.linalg.norm(m, axis=-2, keepdims=True)
+
+
+def turns(posed: np.ndarray, rest: np.ndarray) -> np.ndarray:
+    """Each bone's world turn from its rest: posed (F, B, 3, 3) times the inverse of rest (B, 3, 3)."""
+    return posed @ np.swapaxes(rest, -1, -2)
+
+
+def body_frame(left: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """A skeleton's frame (columns: its left, its front, its up) from its left and up directions."""
+    up = np.asarray(up, dtype=float) / np.linalg.norm(up)
+    left = np.asarray(left, dtype=float) - up * float(np.dot(left, up))
+    left /= np.linalg.norm(left)
+    return np.stack((left, np.cross(up, left), up), axis=1)
+
+
+def alignment(rig_direction: np.ndarray, clip_direction: np.ndarray) -> np.ndarray:
+    """The shortest turn that points a rig bone's rest direction along its clip bone's (both in one space)."""
+    a = np.asarray(rig_direction, dtype=float)
+    b = np.asarray(clip_direction, dtype=float)
+    if np.linalg.norm(a) < 1e-9 or np.linalg.norm(b) < 1e-9:
+        return np.eye(3)
+    a, b = a / np.linalg.norm(a), b / np.linalg.norm(b)
+    helper = np.array([1.0, 0.0, 0.0]) if abs(a[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    return swing_matrix(a, b, np.cross(a, helper))
+
+
+def slerp(a: np.ndarray, b: np.ndarray, t: float) -> np.ndarray:
+    """Rotations (F, 3, 3) a fraction t of the way from a to b, the short way round."""
+    if t <= 0.0:
+        return a.copy()
+    if t >= 1.0:
+        return b.copy()
+    qa = quaternions_from_matrices(a.reshape(-1, 3, 3))
+    qb = quaternions_from_matrices(b.reshape(-1, 3, 3))
+    dot = np.einsum("ij,ij->i", qa, qb)
+    qb[dot < 0.0] *= -1.0
+    dot = np.clip(np.abs(dot), -1.0, 1.0)
+    angle = np.arccos(dot)
+    small = angle < 1e-6
+    sin = np.where(small, 1.0, np.sin(angle))
+    wa = np.where(small, 1.0 - t, np.sin((1.0 - t) * angle) / sin)
+    wb = np.where(small, t, np.sin(t * angle) / sin)
+    q = wa[:, None] * qa + wb[:, None] * qb
+    return quaternion_to_matrix(q).reshape(a.shape)
+
+
+def sampled(span: np.ndarray, count: int) -> np.ndarray:
+    """A span's turns for `count` bones from the clip's (F, m + 1, 3, 3): the bone below the span first, then its
+    m bones; bone i of count takes the turn at i / count of the clip's span (so equal counts take them one to one)."""
+    m = span.shape[1] - 1
+    out = np.empty((span.shape[0], count, 3, 3))
+    for i in range(1, count + 1):
+        u = i * m / count
+        k = min(int(np.floor(u + 1e-9)), m)
+        out[:, i - 1] = span[:, k] if k == m or u - k < 1e-9 else slerp(span[:, k], span[:, k + 1], u - k)
+    return out
+
+
+def pose_tree(
+    parents: Sequence[int], rest: np.ndarray, basis: np.ndarray, wanted: dict[int, np.ndarray],
+    heads: dict[int, np.ndarray] | None = None,
+) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """Forward kinematics over every frame: each bone's posed matrix (F, N, 4, 4) in armature space, the local
+    rotation (F, 3, 3) of each bone in `wanted` that gives it that armature-space rotation, and the location
+    (F, 3) of each bone in `heads` that puts its head there. `parents`: each bone's parent index (-1: none),
+    parents before children; `rest`: rest matrices (N, 4, 4); `basis`: the other bones' pose (N, 4, 4)."""
+    frames = next(iter(wanted.values())).shape[0] if wanted else 1
+    count = len(parents)
+    posed = np.empty((frames, count, 4, 4))
+    local: dict[int, np.ndarray] = {}
+    locations: dict[int, np.ndarray] = {}
+    inverse_rest = np.linalg.inv(rest)
+    for n, p in enumerate(parents):
+        relative = rest[n] if p < 0 else inverse_rest[p] @ rest[n]
+        above = np.broadcast_to(relative, (frames, 4, 4)) if p < 0 else posed[:, p] @ relative
+        if n not in wanted:
+            posed[:, n] = above @ basis[n]
+            continue
+        turn = rotations(above)
+        own = np.broadcast_to(basis[n], (frames, 4, 4)).copy()
+        own[:, :3, :3] = np.swapaxes(turn, -1, -2) @ wanted[n]
+        if heads is not None and n in heads:
+            point = np.concatenate((heads[n], np.ones((frames, 1))), axis=1)
+            own[:, :3, 3] = np.einsum("fij,fj->fi", np.linalg.inv(above), point)[:, :3]
+            locations[n] = own[:, :3, 3].copy()
+        local[n] = own[:, :3, :3].copy()
+        posed[:, n] = above @ own
+    return posed, local, locations
+
+
+def _about(axes: np.ndarray, angles: np.ndarray) -> np.ndarray:
+    """Rotations (F, 3, 3) by angles (F,) about unit axes (F, 3) (Rodrigues' formula)."""
+    k = axes
+    cross = np.zeros((len(k), 3, 3))
+    cross[:, 0, 1], cross[:, 0, 2], cross[:, 1, 2] = -k[:, 2], k[:, 1], -k[:, 0]
+    cross -= np.swapaxes(cross, 1, 2)
+    c, s = np.cos(angles)[:, None, None], np.sin(angles)[:, None, None]
+    return c * np.eye(3) + s * cross + (1.0 - c) * np.einsum("fi,fj->fij", k, k)
+
+
+def _signed(a: np.ndarray, b: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    """The angles (F,) turning vectors a onto b about the axes (all (F, 3))."""
+    return np.arctan2(np.einsum("fi,fi->f", axis, np.cross(a, b)), np.einsum("fi,fi->f", a, b))
+
+
+def hinged(upper: np.ndarray, lower: np.ndarray, relative: np.ndarray, axis: int, low: float, high: float
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """A limb whose lower joint is a hinge about its own X (`axis` 0) or Z (2) axis, posed as nearly as the hinge
+    allows as `upper` and `lower` (F, 3, 3) pose it: both bones point the same way, the upper one turned about
+    its length so that the hinge stands across the plane they bend in, the lower one turned about the hinge
+    alone (within `low`..`high`). `relative`: the lower bone's rest rotation in the upper's. Where the limb is
+    straight, the plane it last (or next) bent in."""
+    along_upper, along_lower = upper[:, :, 1], lower[:, :, 1]
+    normal = np.cross(along_upper, along_lower)
+    size = np.linalg.norm(normal, axis=1)
+    bent = size > 1e-6
+    hinge_rest = relative[:, axis]
+    hinge = upper @ hinge_rest
+    if bent.any():
+        good = np.flatnonzero(bent)
+        nearest = good[np.clip(np.searchsorted(good, np.arange(len(size))), 0, len(good) - 1)]
+        normal = normal[nearest] / size[nearest, None]
+        normal -= along_upper * np.einsum("fi,fi->f", normal, along_upper)[:, None]
+        normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-12)
+    else:
+        normal = hinge
+    best_upper, best_lower, best_miss = upper.copy(), lower.copy(), np.full(len(upper), np.inf)
+    for sign in (1.0, -1.0):
+        twist = _signed(hinge, sign * normal, along_upper)
+        turned = _about(along_upper, twist) @ upper
+        zero = turned @ relative
+        across = zero[:, :, axis]
+        angle = _signed(zero[:, :, 1], along_lower, across)
+        kept = np.clip(angle, low, high)
+        miss = np.abs(angle - kept)
+        better = miss < best_miss - 1e-9
+        local = _about(np.broadcast_to(np.eye(3)[axis], (len(upper), 3)), kept)
+        best_upper[better] = turned[better]
+        best_lower[better] = (zero @ local)[better]
+        best_miss = np.minimum(best_miss, miss)
+    return best_upper, best_lower
+
+
+def lowered(reach: np.ndarray, length: float) -> np.ndarray:
+    """How far (F,) a limb's top must come down (world Z) for it to reach `reach` (F, 3: from its top to its goal)
+    within `length`: 0 where it does, else the least drop that does, or the whole height where none does."""
+    reach = np.asarray(reach, dtype=float)
+    z = reach[:, 2]
+    room = z * z - np.einsum("ij,ij->i", reach, reach) + length * length
+    drop = np.where(room >= 0.0, -z - np.sqrt(np.maximum(room, 0.0)), -z)
+    return np.where(np.linalg.norm(reach, axis=1) <= length, 0.0, np.maximum(drop, 0.0))
+
+
+def held(
+    ankle: np.ndarray, toe: np.ndarray, leg: float, floor: float, ankle_height: float,
+    speed: float = 0.01, height: float = 0.05, shortest: int = 4, blend: int = 2, hold: bool = True,
+) -> tuple[np.ndarray, list[contact_runs.Contact], list[contact_runs.Contact]]:
+    """A foot's ankle goals (F, 3) with its contacts held: where the ankle stands (slower than `speed` a frame and
+    within `height` of its lowest, both shares of the `leg`'s length) it stays where it stood; where only the toe
+    stands (the foot rolling onto it), the toe does and the ankle turns about it; neither goes below the floor
+    (the toe to `floor`, the ankle to its rest `ankle_height` above it). Also the ankle's and the toe's contacts
+    (the frames each is held whole; none where `hold` is False: then only the floor counts)."""
+    ankle = np.array(ankle, dtype=float)
+    toe = np.asarray(toe, dtype=float)
+    count = len(ankle)
+    out = ankle.copy()
+    toe_runs = contact_runs.find(toe, speed * leg, height * leg, shortest) if hold else []
+    ankle_runs = contact_runs.find(ankle, speed * leg, height * leg, shortest) if hold else []
+    toe_weight, toe_where = _holds(toe, toe_runs, blend, count)
+    ankle_weight, ankle_where = _holds(ankle, ankle_runs, blend, count)
+    held_runs = [contact_runs.Contact(r.first + min(blend, (r.last - r.first) // 2),
+                                      r.last - min(blend, (r.last - r.first) // 2)) for r in ankle_runs]
+    held_toes = [contact_runs.Contact(r.first + min(blend, (r.last - r.first) // 2),
+                                      r.last - min(blend, (r.last - r.first) // 2)) for r in toe_runs]
+    out += toe_weight[:, None] * (toe_where - toe)
+    out += ankle_weight[:, None] * (ankle_where - out)
+    foot = out + (toe - ankle)
+    out[:, 2] += np.maximum(0.0, floor - foot[:, 2])
+    out[:, 2] = np.maximum(out[:, 2], floor + ankle_height)
+    return out, held_runs, held_toes
+
+
+def _holds(points: np.ndarray, runs: list, blend: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per frame, how much a point is held (0 to 1) and where: where it stood over each run, taking hold over the
+    run's first `blend` frames and letting go over its last (inside the run, where the clip's point hardly
+    moves: outside it, a hold would pull a foot that has begun to lift back to the floor)."""
+    weight = np.zeros(count)
+    where = points.copy()
+    for run in runs:
+        stand = points[run.first:run.last + 1].mean(axis=0)
+        stand[2] = points[run.first:run.last + 1, 2].min()
+        where[run.first:run.last + 1] = stand
+        length = run.last - run.first + 1
+        ramp = min(blend, (length - 1) // 2)
+        for k in range(length):
+            edge = min(k, length - 1 - k)
+            weight[run.first + k] = 1.0 if edge >= ramp else (edge + 1) / (ramp + 1)
+    return weight, where
