@@ -179,9 +179,10 @@ def _effector(obj, name: str, bone: str, chain_length: int, target):
     return effector
 
 
-def set_up(obj, scene) -> list:
-    """Make the rig's effectors for its clip (see the module), their targets not yet keyed: the effectors made.
-    Where it fails half way, what it made goes again."""
+def set_up(obj, scene) -> list[str]:
+    """Make the rig's effectors for its clip (see the module), their targets not yet keyed: the effectors' names
+    (adding an effector moves the others in memory: look them up again). Where it fails half way, what it made
+    goes again."""
     try:
         pairs = mapping(obj)
         collection = _collection(obj, scene)
@@ -192,7 +193,7 @@ def set_up(obj, scene) -> list:
         made = []
         for name, _, lower, _, _ in LIMBS:
             target = _empty(f"Retarget {name}", collection)
-            made.append(_effector(obj, name, pairs[lower][1], 2, target))
+            made.append(_effector(obj, name, pairs[lower][1], 2, target).name)
         _switch_to_fk(obj, pairs)
         return made
     except Exception:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import bpy
 import numpy as np
+from mathutils import Matrix, Vector
 
 from ..core import retarget as arithmetic
 from . import retarget
@@ -256,26 +258,81 @@ class Layout:
             self.aligned[pairs[bottom][1]] = turn
 
 
+def hold_of(obj, names: list[str]) -> arithmetic.Hold:
+    """How the driven bones (`names`, parents first) hang on each other in this rig, found by turning each in turn
+    and seeing which bones turn with it and which it carries (Blender evaluates the rig, constraints and all);
+    their channels are as they were after."""
+    pose_bones = [obj.pose.bones[n] for n in names]
+    kept = [(pb.rotation_quaternion.copy(), pb.rotation_euler.copy(), tuple(pb.rotation_axis_angle), pb.location.copy())
+            for pb in pose_bones]
+    count = len(names)
+    depth = [len(obj.data.bones[n].parent_recursive) for n in names]
+    turns_with, moves_with = [-1] * count, [-1] * count
+    test = Matrix.Translation((0.1, 0.2, 0.3)) @ Matrix.Rotation(1.0, 4, Vector((1.0, 2.0, 3.0)).normalized())
+    try:
+        for pb in pose_bones:
+            pb.matrix_basis = Matrix.Identity(4)
+        rest = _evaluated(obj, names)
+        rest_turns = arithmetic.rotations(rest)
+        for a, pb in enumerate(pose_bones):
+            pb.matrix_basis = test
+            probe = _evaluated(obj, names)
+            pb.matrix_basis = Matrix.Identity(4)
+            turn = arithmetic.rotations(probe[a]) @ rest_turns[a].T
+            move = probe[a] @ np.linalg.inv(rest[a])
+            for k in range(count):
+                if k == a:
+                    continue
+                turned = arithmetic.rotations(probe[k])
+                if (np.abs(turned - rest_turns[k]).max() > 1e-3 and np.abs(turned - turn @ rest_turns[k]).max() < 1e-4
+                        and (turns_with[k] < 0 or depth[a] > depth[turns_with[k]])):
+                    turns_with[k] = a
+                moved = probe[k][:3, 3]
+                if (np.abs(moved - rest[k][:3, 3]).max() > 1e-4 and np.abs(moved - (move @ rest[k][:, 3])[:3]).max() < 1e-4
+                        and (moves_with[k] < 0 or depth[a] > depth[moves_with[k]])):
+                    moves_with[k] = a
+    finally:
+        for pb, (quaternion, euler, axis_angle, location) in zip(pose_bones, kept):
+            pb.rotation_quaternion, pb.rotation_euler = quaternion, euler
+            pb.rotation_axis_angle, pb.location = axis_angle, location
+        bpy.context.view_layer.update()
+    return arithmetic.Hold(rest, turns_with, moves_with)
+
+
+def _evaluated(obj, names: list[str]) -> np.ndarray:
+    """The bones' posed matrices (N, 4, 4, armature space) as Blender evaluates the rig now."""
+    bpy.context.view_layer.update()
+    evaluated = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    flat = np.empty(len(evaluated.pose.bones) * 16)
+    evaluated.pose.bones.foreach_get("matrix", flat)
+    order = {b.name: i for i, b in enumerate(evaluated.pose.bones)}
+    return flat.reshape(-1, 4, 4).transpose(0, 2, 1)[[order[n] for n in names]]
+
+
 @dataclass
 class Copy:
     """The clip's pose on the rig over every frame, and the goals that correct its ends."""
 
-    #: Per driven rig bone, its local rotation (F, 3, 3); the hips' location (F, 3).
-    local: dict[str, np.ndarray]
+    #: The driven rig bones, parents first; each one's armature-space rotation (F, 3, 3) and local rotation.
+    names: list[str]
+    turned: dict[int, np.ndarray]
+    local: dict[int, np.ndarray]
+    hold: arithmetic.Hold
     hips: str
     hips_location: np.ndarray
     #: Per limb effector ("hand.L"...): its goal (F, 3) in world space; the feet's contacts (ankle, toe).
     goals: dict[str, np.ndarray]
     contacts: dict[str, tuple[list, list]]
-    #: The rig's posed matrices (F, N, 4, 4) in armature space, as the copy poses it.
+    #: The driven bones' posed matrices (F, N, 4, 4) in armature space, as the copy poses them.
     posed: np.ndarray
     #: How far the clip was moved up to stand on the rig's floor (world units).
     grounded: float
 
     @classmethod
-    def make(cls, obj, layout: Layout, clip_posed: np.ndarray, clip_world: np.ndarray, hold: bool = True) -> Copy:
+    def make(cls, obj, layout: Layout, hold: arithmetic.Hold, names: list[str], clip_posed: np.ndarray,
+             clip_world: np.ndarray, hold_feet: bool = True) -> Copy:
         """The copy from the clip's posed bones (F, len(layout.read), 4, 4) in its armature space and its world
-        matrices (F, 4, 4)."""
+        matrices (F, 4, 4); `names`: the driven rig bones as `hold` has them."""
         pairs = retarget.mapping(obj)
         clip, rig = layout.clip, layout.rig
         frames = len(clip_posed)
@@ -284,7 +341,9 @@ class Copy:
         turns = arithmetic.turns(arithmetic.rotations(world), rest)
         turns = layout.turn @ turns @ layout.turn.T
         at = {name: k for k, name in enumerate(layout.read)}
+        index = {name: k for k, name in enumerate(names)}
         rig_turn = arithmetic.rotations(rig.world)
+        rest_turns = rig_turn @ arithmetic.rotations(hold.frames)
         wanted: dict[int, np.ndarray] = {}
         spans: dict[tuple, np.ndarray] = {}
         for name, sourced in layout.sources.items():
@@ -295,32 +354,30 @@ class Copy:
                 if (span, count) not in spans:
                     spans[span, count] = arithmetic.sampled(turns[:, [at[n] for n in span]], count)
                 turn = spans[span, count][:, place - 1]
-            world_rotation = turn @ layout.aligned.get(name, np.eye(3)) @ rig.rotation(name)
-            wanted[rig.index(name)] = rig_turn.T @ world_rotation
+            k = index[name]
+            wanted[k] = rig_turn.T @ (turn @ layout.aligned.get(name, np.eye(3)) @ rest_turns[k])
         # A hinged knee or elbow bends about its hinge alone, in the plane the clip's bends in.
         for name, upper, lower, _, _ in LIMBS:
-            if name in layout.hinges and pairs[upper][1] in layout.sources and pairs[lower][1] in layout.sources:
-                u, l = rig.index(pairs[upper][1]), rig.index(pairs[lower][1])
-                relative = rig.rotation(pairs[upper][1]).T @ rig.rotation(pairs[lower][1])
+            if name in layout.hinges:
+                u, l = index[pairs[upper][1]], index[pairs[lower][1]]
+                relative = rest_turns[u].T @ rest_turns[l]
                 wanted[u], wanted[l] = arithmetic.hinged(wanted[u], wanted[l], relative, *layout.hinges[name])
         # The hips: the middle of the hip joints where the clip's is in the rig's space.
-        k = [at.get(pairs[f"thigh.{s}"][0]) for s in "LR"]
+        k = [at[pairs[f"thigh.{s}"][0]] for s in "LR"]
         clip_middle = (world[:, k[0], :3, 3] + world[:, k[1], :3, 3]) / 2.0
         middle = (clip_middle - layout.clip_ground) @ layout.turn.T * layout.scale + layout.rig_ground
         hips = pairs["hips"][1]
-        h = rig.index(hips)
+        h = index[hips]
         rig_middle = (rig.head(pairs["thigh.L"][1]) + rig.head(pairs["thigh.R"][1])) / 2.0
-        offset = rig.rotation(hips).T @ (rig_middle - rig.head(hips))
-        hips_rotation = rig_turn @ wanted[h]
+        offset = rest_turns[h].T @ (rig_middle - rig.head(hips))
+        heads = middle - (rig_turn @ wanted[h]) @ offset
         inverse = np.linalg.inv(rig.world)
-        basis = _basis(obj, rig)
-        heads = middle - hips_rotation @ offset
 
         def pose(shift: np.ndarray) -> tuple:
             """The rig posed with its hips moved by `shift` (F, 3, world), and the ends' goals there."""
-            world_heads = np.concatenate((heads + shift, np.ones((frames, 1))), axis=1) @ inverse.T
-            posed, local, locations = arithmetic.pose_tree(rig.parents, rig.rest, basis, wanted, {h: world_heads[:, :3]})
-            return posed, local, locations, *cls._goals(obj, layout, pairs, posed, world, at)
+            armature = (np.concatenate((heads + shift, np.ones((frames, 1))), axis=1) @ inverse.T)[:, :3]
+            posed, local, locations = hold.pose(wanted, heads={h: armature})
+            return posed, local, locations, *cls._goals(obj, layout, pairs, index, posed, world, at)
 
         up = np.zeros((frames, 3))
         # The clip grounded: its lowest standing ankle at the rig's own ankle height above the floor.
@@ -328,61 +385,54 @@ class Copy:
         lift = layout.floor - min(goals[f"foot.{s}"][:, 2].min() - layout.ankle_height[s] for s in "LR")
         up[:, 2] = lift
         posed, local, locations, goals, toes = pose(up)
-        contacts = {}
-        feet = {}
+        contacts, feet = {}, {}
         for s in "LR":
             feet[s], ankle_runs, toe_runs = arithmetic.held(
-                goals[f"foot.{s}"], toes[s], layout.leg[s], layout.floor, layout.ankle_height[s], hold=hold)
+                goals[f"foot.{s}"], toes[s], layout.leg[s], layout.floor, layout.ankle_height[s], hold=hold_feet)
             contacts[f"foot.{s}"] = (ankle_runs, toe_runs)
         # The hips lowered where a leg cannot reach its ankle's goal (a rig of other proportions, a held foot).
         drop = np.zeros(frames)
         for s in "LR":
-            joint = np.einsum("ij,fj->fi", rig.world, posed[:, rig.index(pairs[f"thigh.{s}"][1]), :, 3])[:, :3]
+            joint = np.einsum("ij,fj->fi", rig.world, posed[:, index[pairs[f"thigh.{s}"][1]], :, 3])[:, :3]
             drop = np.maximum(drop, arithmetic.lowered(feet[s] - joint, layout.reach[s]))
         if drop.any():
             up[:, 2] -= drop
             posed, local, locations, goals, toes = pose(up)
         for s in "LR":
             goals[f"foot.{s}"] = feet[s]
-        names = rig.names
-        return cls(
-            {names[i]: m for i, m in local.items()}, hips, locations[h], goals, contacts, posed, float(lift),
-        )
+        return cls(names, wanted, local, hold, hips, locations[h], goals, contacts, posed, float(lift))
 
     @staticmethod
-    def _goals(obj, layout: Layout, pairs, posed, clip_world, at) -> tuple[dict, dict]:
+    def _goals(obj, layout: Layout, pairs, index, posed, clip_world, at) -> tuple[dict, dict]:
         """Each limb's goal in world space: the rig's joint at the limb's top (as the copy poses it) plus the
         clip's reach from its own, turned into the rig's space and scaled by the limbs' lengths; and each foot's
         toe (its tail) where the copy puts it beside its ankle."""
-        rig = layout.rig
-        world = rig.world
+        world = layout.rig.world
+        source = obj.fabrik.retarget_source.data.bones
         goals, toes = {}, {}
+
+        def tail(name: str) -> np.ndarray:
+            """A driven rig bone's tail over the frames, in world space."""
+            point = posed[:, index[name]] @ np.array([0.0, obj.data.bones[name].length, 0.0, 1.0])
+            return np.einsum("ij,fj->fi", world, point)[:, :3]
+
         for name, upper, lower, _, _ in LIMBS:
             s = name[-1]
             scale = layout.arm_scale[s] if name.startswith("hand") else layout.leg_scale[s]
             clip_top = clip_world[:, at[pairs[upper][0]], :3, 3]
-            lower_clip = clip_world[:, at[pairs[lower][0]]]
-            length = np.linalg.norm(np.array(obj.fabrik.retarget_source.data.bones[pairs[lower][0]].tail_local)
-                                    - np.array(obj.fabrik.retarget_source.data.bones[pairs[lower][0]].head_local))
-            clip_end = (lower_clip @ np.array([0.0, length, 0.0, 1.0]))[:, :3]
-            top = np.einsum("ij,fj->fi", world, posed[:, rig.index(pairs[upper][1]), :, 3])[:, :3]
+            length = source[pairs[lower][0]].length
+            clip_end = (clip_world[:, at[pairs[lower][0]]] @ np.array([0.0, length, 0.0, 1.0]))[:, :3]
+            top = np.einsum("ij,fj->fi", world, posed[:, index[pairs[upper][1]], :, 3])[:, :3]
             goals[name] = top + (clip_end - clip_top) @ layout.turn.T * scale
             if name.startswith("foot"):
-                shin = posed[:, rig.index(pairs[lower][1])]
-                ankle = np.einsum("ij,fj->fi", world, shin @ np.array([0.0, obj.data.bones[pairs[lower][1]].length, 0.0, 1.0]))[:, :3]
+                ankle = tail(pairs[lower][1])
                 foot = pairs.get(f"foot.{s}")
-                if foot is not None:
-                    tip = posed[:, rig.index(foot[1])] @ np.array([0.0, obj.data.bones[foot[1]].length, 0.0, 1.0])
-                    tip = np.einsum("ij,fj->fi", world, tip)[:, :3]
-                else:
-                    tip = ankle
-                toes[s] = goals[name] + (tip - ankle)
+                toes[s] = goals[name] + ((tail(foot[1]) if foot else ankle) - ankle)
         return goals, toes
 
-
-def _basis(obj, side: Side) -> np.ndarray:
-    """The rig's pose bones' current basis matrices (N, 4, 4), in the side's order."""
-    flat = np.empty(len(obj.pose.bones) * 16)
-    obj.pose.bones.foreach_get("matrix_basis", flat)
-    by_name = {b.name: i for i, b in enumerate(obj.pose.bones)}
-    return flat.reshape(-1, 4, 4).transpose(0, 2, 1)[[by_name[n] for n in side.names]]
+    def turned_ends(self, solved: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every driven bone's local rotation once some bones' local rotations are `solved` (F, 3, 3): the others
+        keep their turns in the world (a hand on a solved forearm turns as the clip's)."""
+        index = {name: k for k, name in enumerate(self.names)}
+        _, local, _ = self.hold.pose(self.turned, local={index[n]: m for n, m in solved.items()})
+        return {self.names[k]: m for k, m in local.items()}

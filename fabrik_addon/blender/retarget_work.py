@@ -18,10 +18,10 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
-from ..core import retarget as arithmetic
 from ..core.matrix_rows import quaternions_from_matrices
 from . import animdata, bake, motion, retarget, rig, stepping
-from .retarget_pose import LIMBS, Copy, Layout
+from .retarget import LIMBS
+from .retarget_pose import Copy, Layout, hold_of
 
 
 class Retargeting(stepping.SceneWork):
@@ -93,20 +93,22 @@ class Retargeting(stepping.SceneWork):
         """Work the clip's pose out for every frame and key it, with the ends' goals and effectors."""
         if not (np.isfinite(self._clip_posed).all() and np.isfinite(self._clip_world).all()):
             raise ValueError("the clip's pose is not a number on some frame")
-        self.copy = Copy.make(self.obj, self.layout, self._clip_posed, self._clip_world, self.hold_feet)
+        self.made = retarget.set_up(self.obj, self.scene)  # (the IK/FK switches at FK before the rig is probed)
+        names = sorted(self.layout.sources, key=lambda n: len(self.obj.data.bones[n].parent_recursive))
+        hold = hold_of(self.obj, names)
+        self.copy = Copy.make(self.obj, self.layout, hold, names, self._clip_posed, self._clip_world, self.hold_feet)
         frames = np.asarray(self.frames, dtype=np.float64)
         span = (frames[0], frames[-1])
         animdata.ensure_action(self.obj, False, f"{self.obj.name}_{self.clip.name}")
         collection = animdata.fcurves(self.obj, create=True)
-        for name, local in self.copy.local.items():
-            write_rotation(self.obj, collection, name, local, frames, span)
+        for k, local in self.copy.local.items():
+            write_rotation(self.obj, collection, names[k], local, frames, span)
         hips = bpy.utils.escape_identifier(self.copy.hips)
         for index in range(3):
             fcurve = animdata.ensure_fcurve(collection, f'pose.bones["{hips}"].location', index, self.copy.hips)
             bake.write_keys(fcurve, frames, self.copy.hips_location[:, index], span)
-        self.made = retarget.set_up(self.obj, self.scene)
-        for effector in self.made:
-            motion.key_path(effector.target, self.frames, self.copy.goals[effector.name])
+        for name in self.made:
+            motion.key_path(self.obj.fabrik.effectors[name].target, self.frames, self.copy.goals[name])
 
     def cancel(self) -> None:
         if self.baker is not None:
@@ -129,27 +131,24 @@ class Retargeting(stepping.SceneWork):
 
     def _turn_ends(self) -> None:
         """Key each hand's and foot's rotation so that, on the forearm and shin as solved, it turns as the clip's."""
-        baker, copy, layout = self.baker, self.copy, self.layout
+        baker, copy = self.baker, self.copy
         pairs = retarget.mapping(self.obj)
-        side = layout.rig
+        index = {name: k for k, name in enumerate(copy.names)}
+        good = baker.solved[:, None, None]
+        solved = {}
+        for _, upper, lower, _, _ in LIMBS:
+            for role in (upper, lower):
+                name = pairs[role][1]
+                if name in baker.bones and name in index:
+                    solved[name] = np.where(good, baker.locals[:, baker.bones.index(name)], copy.local[index[name]])
+        local = copy.turned_ends(solved)
         frames = np.asarray(self.frames, dtype=np.float64)
         collection = animdata.fcurves(self.obj, create=True)
-        rest = arithmetic.rotations(side.rest)
-        relative = [np.eye(3) if p < 0 else rest[p].T @ rest[n] for n, p in enumerate(side.parents)]
-        posed = arithmetic.rotations(copy.posed)
-        good = baker.solved[:, None, None]
-        for _, upper, lower, end, _ in LIMBS:
-            names = [pairs[role][1] for role in (upper, lower, end) if role in pairs]
-            if len(names) < 3 or not all(n in baker.bones for n in names[:2]):
-                continue
-            top, middle, tip = (side.index(n) for n in names)
-            solved = [np.where(good, baker.locals[:, baker.bones.index(n)], copy.local[n]) for n in names[:2]]
-            # The solved forearm (or shin): the copy's frame above the upper bone, then the two solved turns.
-            lower_now = posed[:, side.parents[top]] @ relative[top] @ solved[0] @ relative[middle] @ solved[1]
-            moved = lower_now @ np.swapaxes(posed[:, middle], -1, -2)
-            above = moved @ posed[:, side.parents[tip]] @ relative[tip]
-            local = np.swapaxes(above, -1, -2) @ posed[:, tip]
-            write_rotation(self.obj, collection, names[2], local, frames, (frames[0], frames[-1]))
+        for _, _, _, end, beyond in LIMBS:
+            for role in (end, beyond):
+                if role in pairs:
+                    write_rotation(self.obj, collection, pairs[role][1], local[pairs[role][1]], frames,
+                                   (frames[0], frames[-1]))
 
 
 def write_rotation(obj, collection, name: str, local: np.ndarray, frames: np.ndarray, span) -> None:

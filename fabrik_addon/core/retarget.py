@@ -6,7 +6,7 @@ rig's bone takes the same turn from its own rest, first aligned so that it
 points the way the clip's bone points at rest (`alignment`: a T-pose clip
 raises an A-pose rig's arms for the mapping only). Where one skeleton has
 more bones in a span than the other (four spine bones against three), the
-span's turns are sampled along it (`sampled`). `pose_tree` turns those world
+span's turns are sampled along it (`sampled`). `Hold.pose` turns those world
 rotations into each bone's local rotation by forward kinematics down the
 rig's tree, and gives every bone's posed matrix, from which the ends' goals
 are scaled limb by limb. `held` keeps a planted foot where it stands, heel
@@ -15,14 +15,14 @@ and toe. All matrices are numpy rows: (frames, ..., 3, 3) or (..., 4, 4).
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import contacts as contact_runs
 from .matrix_rows import quaternion_to_matrix, quaternions_from_matrices, swing_matrix
 
-__all__ = ["alignment", "body_frame", "held", "hinged", "lowered", "pose_tree", "rotations", "sampled", "slerp", "turns"]
+__all__ = ["alignment", "body_frame", "held", "hinged", "lowered", "Hold", "rotations", "sampled", "slerp", "turns"]
 
 
 def rotations(matrices: np.ndarray) -> np.ndarray:
@@ -87,36 +87,49 @@ def sampled(span: np.ndarray, count: int) -> np.ndarray:
     return out
 
 
-def pose_tree(
-    parents: Sequence[int], rest: np.ndarray, basis: np.ndarray, wanted: dict[int, np.ndarray],
-    heads: dict[int, np.ndarray] | None = None,
-) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]:
-    """Forward kinematics over every frame: each bone's posed matrix (F, N, 4, 4) in armature space, the local
-    rotation (F, 3, 3) of each bone in `wanted` that gives it that armature-space rotation, and the location
-    (F, 3) of each bone in `heads` that puts its head there. `parents`: each bone's parent index (-1: none),
-    parents before children; `rest`: rest matrices (N, 4, 4); `basis`: the other bones' pose (N, 4, 4)."""
-    frames = next(iter(wanted.values())).shape[0] if wanted else 1
-    count = len(parents)
-    posed = np.empty((frames, count, 4, 4))
-    local: dict[int, np.ndarray] = {}
-    locations: dict[int, np.ndarray] = {}
-    inverse_rest = np.linalg.inv(rest)
-    for n, p in enumerate(parents):
-        relative = rest[n] if p < 0 else inverse_rest[p] @ rest[n]
-        above = np.broadcast_to(relative, (frames, 4, 4)) if p < 0 else posed[:, p] @ relative
-        if n not in wanted:
-            posed[:, n] = above @ basis[n]
-            continue
-        turn = rotations(above)
-        own = np.broadcast_to(basis[n], (frames, 4, 4)).copy()
-        own[:, :3, :3] = np.swapaxes(turn, -1, -2) @ wanted[n]
-        if heads is not None and n in heads:
-            point = np.concatenate((heads[n], np.ones((frames, 1))), axis=1)
-            own[:, :3, 3] = np.einsum("fij,fj->fi", np.linalg.inv(above), point)[:, :3]
-            locations[n] = own[:, :3, 3].copy()
-        local[n] = own[:, :3, :3].copy()
-        posed[:, n] = above @ own
-    return posed, local, locations
+@dataclass
+class Hold:
+    """How the rig's driven bones hang on each other, as found on the rig itself (`retarget_probe`): per bone, its
+    frame (4, 4, armature space) with every driven bone at its rest, and the driven bone (an index, parents
+    first; -1 none) whose turn it takes and whose move carries its head. A plain hierarchy takes both from the
+    parent; a generated rig's constraints may hold a limb's turn to the root while its shoulder carries it."""
+
+    frames: np.ndarray
+    turns_with: list[int]
+    moves_with: list[int]
+
+    def pose(self, turned: dict[int, np.ndarray], local: dict[int, np.ndarray] | None = None,
+             heads: dict[int, np.ndarray] | None = None) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]:
+        """Forward kinematics of the driven bones over every frame: each bone's posed matrix (F, N, 4, 4), from
+        its armature-space rotation in `turned` or its local rotation in `local` (F, 3, 3); also every bone's
+        local rotation, and the location (F, 3) of each bone in `heads` that puts its head there."""
+        some = next(iter({**turned, **(local or {})}.values()))
+        count, frames = len(self.frames), some.shape[0]
+        posed = np.empty((frames, count, 4, 4))
+        locals_: dict[int, np.ndarray] = {}
+        locations: dict[int, np.ndarray] = {}
+        rest = rotations(self.frames)
+        for k in range(count):
+            by, carried = self.turns_with[k], self.moves_with[k]
+            above = rest[k] if by < 0 else rotations(posed[:, by]) @ rest[by].T @ rest[k]
+            above = np.broadcast_to(above, (frames, 3, 3))
+            head = self.frames[k, :3, 3]
+            if carried >= 0:
+                head = np.einsum("fij,j->fi", posed[:, carried], np.linalg.inv(self.frames[carried]) @ np.append(head, 1.0))[:, :3]
+            head = np.broadcast_to(head, (frames, 3)).copy()
+            if local is not None and k in local:
+                locals_[k] = local[k]
+                rotation = above @ local[k]
+            else:
+                rotation = turned[k]
+                locals_[k] = np.swapaxes(above, -1, -2) @ rotation
+            if heads is not None and k in heads:
+                locations[k] = np.einsum("fji,fj->fi", above, heads[k] - head)
+                head = heads[k]
+            posed[:, k] = np.eye(4)
+            posed[:, k, :3, :3] = rotation
+            posed[:, k, :3, 3] = head
+        return posed, locals_, locations
 
 
 def _about(axes: np.ndarray, angles: np.ndarray) -> np.ndarray:
