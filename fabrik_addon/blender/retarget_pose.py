@@ -25,6 +25,9 @@ from ..core import retarget as arithmetic
 from . import retarget
 from .retarget import LIMBS
 
+#: How far (a share of the leg's reach) a held foot may be out of the leg's reach before the hips come down: a
+#: foot the clip's own slide takes that little further is taken in to the leg instead.
+SLACK = 0.005
 #: Bones named for a mechanism (a generated rig's helpers): never a span's bone.
 _MECHANISM = ("ORG-", "DEF-", "MCH-")
 
@@ -148,11 +151,13 @@ class Layout:
         self.tipped = float(np.degrees(np.arccos(np.clip(clip_frame[:, 2] @ rig_frame[:, 2], -1.0, 1.0))))
         lengths = {}
         for s in "LR":
-            for limb, upper, lower in (("leg", "thigh", "shin"), ("arm", "upper_arm", "forearm")):
+            for limb, upper, lower, ending in (("leg", "thigh", "shin", "foot"), ("arm", "upper_arm", "forearm", "hand")):
                 for side, k, obj_ in ((self.clip, 0, source), (self.rig, 1, obj)):
                     top = side.head(pairs[f"{upper}.{s}"][k])
                     knee = side.head(pairs[f"{lower}.{s}"][k])
-                    end = side.tail(obj_, pairs[f"{lower}.{s}"][k])
+                    # (the clip's limb ends where its hand or foot begins: its bones' tails may point anywhere)
+                    end = side.head(pairs[f"{ending}.{s}"][0]) if k == 0 and f"{ending}.{s}" in pairs else \
+                        side.tail(obj_, pairs[f"{lower}.{s}"][k])
                     lengths[limb, s, k] = np.linalg.norm(knee - top) + np.linalg.norm(end - knee)
         settings = obj.fabrik
         legs = [lengths["leg", s, 1] / max(lengths["leg", s, 0], 1e-9) for s in "LR"]
@@ -166,6 +171,8 @@ class Layout:
         # The floor: the rig's Floor, else the lowest point of the rig at rest (it stands there).
         points = [self.rig.head(n) for n in self.rig.names] + [self.rig.tail(obj, n) for n in self.rig.names]
         floor = settings.floor
+        if floor is not None:
+            floor = floor.evaluated_get(bpy.context.evaluated_depsgraph_get())
         self.floor = float(floor.matrix_world.translation.z) if floor is not None else float(min(p[2] for p in points))
         rest_floor = float(min(p[2] for p in points))
         for name, upper, lower, _, _ in LIMBS:
@@ -390,16 +397,22 @@ class Copy:
             feet[s], ankle_runs, toe_runs = arithmetic.held(
                 goals[f"foot.{s}"], toes[s], layout.leg[s], layout.floor, layout.ankle_height[s], hold=hold_feet)
             contacts[f"foot.{s}"] = (ankle_runs, toe_runs)
-        # The hips lowered where a leg cannot reach its ankle's goal (a rig of other proportions, a held foot).
+        # The hips lowered where a leg cannot reach its ankle's goal (a rig of other proportions, a held foot);
+        # a held foot that the leg misses by a hair (the clip's own foot slid there) is taken in to the leg instead.
+        def hip_joints() -> dict:
+            return {s: np.einsum("ij,fj->fi", rig.world, posed[:, index[pairs[f"thigh.{s}"][1]], :, 3])[:, :3]
+                    for s in "LR"}
+
+        joints = hip_joints()
         drop = np.zeros(frames)
         for s in "LR":
-            joint = np.einsum("ij,fj->fi", rig.world, posed[:, index[pairs[f"thigh.{s}"][1]], :, 3])[:, :3]
-            drop = np.maximum(drop, arithmetic.lowered(feet[s] - joint, layout.reach[s]))
+            drop = np.maximum(drop, arithmetic.lowered(feet[s] - joints[s], (1.0 + SLACK) * layout.reach[s]))
         if drop.any():
             up[:, 2] -= drop
             posed, local, locations, goals, toes = pose(up)
+            joints = hip_joints()
         for s in "LR":
-            goals[f"foot.{s}"] = feet[s]
+            goals[f"foot.{s}"] = arithmetic.within(joints[s], feet[s], layout.reach[s])
         return cls(names, wanted, local, hold, hips, locations[h], goals, contacts, posed, float(lift))
 
     @staticmethod
@@ -416,12 +429,15 @@ class Copy:
             point = posed[:, index[name]] @ np.array([0.0, obj.data.bones[name].length, 0.0, 1.0])
             return np.einsum("ij,fj->fi", world, point)[:, :3]
 
-        for name, upper, lower, _, _ in LIMBS:
+        for name, upper, lower, end, _ in LIMBS:
             s = name[-1]
             scale = layout.arm_scale[s] if name.startswith("hand") else layout.leg_scale[s]
             clip_top = clip_world[:, at[pairs[upper][0]], :3, 3]
-            length = source[pairs[lower][0]].length
-            clip_end = (clip_world[:, at[pairs[lower][0]]] @ np.array([0.0, length, 0.0, 1.0]))[:, :3]
+            if end in pairs:  # (where the clip's hand or foot begins: its bones' tails may point anywhere)
+                clip_end = clip_world[:, at[pairs[end][0]], :3, 3]
+            else:
+                length = source[pairs[lower][0]].length
+                clip_end = (clip_world[:, at[pairs[lower][0]]] @ np.array([0.0, length, 0.0, 1.0]))[:, :3]
             top = np.einsum("ij,fj->fi", world, posed[:, index[pairs[upper][1]], :, 3])[:, :3]
             goals[name] = top + (clip_end - clip_top) @ layout.turn.T * scale
             if name.startswith("foot"):

@@ -22,7 +22,7 @@ import numpy as np
 from . import contacts as contact_runs
 from .matrix_rows import quaternion_to_matrix, quaternions_from_matrices, swing_matrix
 
-__all__ = ["alignment", "body_frame", "held", "hinged", "lowered", "Hold", "rotations", "sampled", "slerp", "turns"]
+__all__ = ["alignment", "body_frame", "held", "hinged", "lowered", "within", "Hold", "rotations", "sampled", "slerp", "turns"]
 
 
 def rotations(matrices: np.ndarray) -> np.ndarray:
@@ -193,6 +193,14 @@ def lowered(reach: np.ndarray, length: float) -> np.ndarray:
     room = z * z - np.einsum("ij,ij->i", reach, reach) + length * length
     drop = np.where(room >= 0.0, -z - np.sqrt(np.maximum(room, 0.0)), -z)
     return np.where(np.linalg.norm(reach, axis=1) <= length, 0.0, np.maximum(drop, 0.0))
+
+
+def within(top: np.ndarray, goal: np.ndarray, length: float) -> np.ndarray:
+    """Goals (F, 3) taken in along the line from a limb's top (F, 3) to at most `length` from it."""
+    reach = goal - top
+    far = np.linalg.norm(reach, axis=1)
+    scale = np.where(far > length, length / np.maximum(far, 1e-12), 1.0)
+    return top + reach * scale[:, None]
 
 
 def held(
