@@ -299,10 +299,11 @@ def import_clip(folder, motion: str = "walk", name: str | None = None, **options
     return clip
 
 
-def rig_from(skeleton: Skeleton, name: str = "Copy", rename=None, location=(0.0, 0.0, 0.0), hinges: bool = False):
+def rig_from(skeleton: Skeleton, name: str = "Copy", rename=None, location=(0.0, 0.0, 0.0), hinges: bool = False,
+             fingers: bool = False):
     """An armature of the skeleton's shape at rest (Blender's axes: BVH's (x, y, z) is (x, -z, y)), its hips'
     joint at the standing height; `rename` maps the clip's names to the rig's; `hinges`: knees and elbows limited
-    to bend one way about their X axes."""
+    to bend one way about their X axes; `fingers`: five three-bone fingers on each hand (51 bones in all)."""
     rename = rename or (lambda n: n)
     heads = {}
     for bone, parent, _ in SKELETON:
@@ -320,6 +321,18 @@ def rig_from(skeleton: Skeleton, name: str = "Copy", rename=None, location=(0.0,
         roll = (0.0, -1.0, 0.0) if "Leg" in bone or "Foot" in bone else (0.0, 1.0, 0.0) if "Arm" in bone else None
         row = (rename(bone), tuple(heads[bone]), tuple(tail), rename(parent) if parent else None, connected)
         bones.append(row + ((roll,) if roll else ()))
+    if fingers:
+        for side, s in (("Left", 1.0), ("Right", -1.0)):
+            hand = next(row for row in bones if row[0] == rename(f"{side}Hand"))
+            wrist, knuckles = np.array(hand[1]), np.array(hand[2])
+            for k, finger in enumerate(("Thumb", "Index", "Middle", "Ring", "Pinky")):
+                base = knuckles + np.array([0.0, -0.04 + 0.02 * k, 0.0])
+                way = (knuckles - wrist) / np.linalg.norm(knuckles - wrist) * 0.03
+                parent = hand[0]
+                for j in range(1, 4):
+                    head, tail = base + way * (j - 1), base + way * j
+                    bones.append((rename(f"{side}Hand{finger}{j}"), tuple(head), tuple(tail), parent, j > 1))
+                    parent = rename(f"{side}Hand{finger}{j}")
     rig = rigbuild.make_armature(name, bones, location=location)
     if hinges:
         for bone in ("LeftLeg", "RightLeg", "LeftForeArm", "RightForeArm"):

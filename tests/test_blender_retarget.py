@@ -416,17 +416,23 @@ def test_remove_takes_the_retarget_away_and_leaves_the_keys_and_the_animators_ef
     assert bpy.ops.fabrik.retarget_remove.poll() is False
 
 
-def test_undo_takes_a_retarget_back(tmp_path):
+@pytest.mark.parametrize("bake", (False, True))
+def test_one_undo_takes_a_whole_retarget_back(tmp_path, bake):
+    """Keys, effectors, empties and the bake all come back as they were in one step (the rig's live solving too)."""
     clip = import_walk(tmp_path)
     rig = stocky_rig()
     rig.fabrik.retarget_source = clip
+    rig.fabrik.live = True
     bpy.context.view_layer.objects.active = rig
     bpy.ops.ed.undo_push(message="before retarget")
-    assert bpy.ops.fabrik.retarget(bake=False) == {'FINISHED'}
+    assert bpy.ops.fabrik.retarget(bake=bake) == {'FINISHED'}
+    rig = bpy.data.objects["Stocky"]
+    assert rig.animation_data.action is not None and rig.fabrik.live != bake
     bpy.ops.ed.undo_push(message="Retarget")
     bpy.ops.ed.undo()
     rig = bpy.data.objects["Stocky"]
-    assert len(rig.fabrik.effectors) == 0 and not rig.pose.bones["pelvis"].constraints
+    assert len(rig.fabrik.effectors) == 0 and rig.fabrik.live
+    assert rig.animation_data is None or rig.animation_data.action is None
     assert bpy.data.collections.get(retarget.collection_name(rig)) is None
 
 
