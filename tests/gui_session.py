@@ -147,7 +147,8 @@ def run_driver(
     copied = tmp / "driver.py"
     shutil.copyfile(driver, copied)
     shutil.copyfile(Path(__file__).with_name("gui_driver_kit.py"), tmp / "gui_driver_kit.py")
-    shutil.copyfile(Path(__file__).with_name("walk_clip.py"), tmp / "walk_clip.py")
+    for helper in ("walk_clip.py", "mocap_clips.py"):
+        shutil.copyfile(Path(__file__).with_name(helper), tmp / helper)
     result_path = tmp / "result.json"
     command = ["timeout", "-k", "10", str(timeout), xvfb_run, "-a", "-s", f"-screen 0 {screen}",
                blender, "-noaudio", *(["--enable-event-simulate"] if event_simulate else []),

@@ -393,3 +393,30 @@ def along_x(clip, name: str = "AlongX"):
             pb.keyframe_insert("rotation_quaternion", frame=frame)
             pb.keyframe_insert("location", frame=frame)
     return copy
+
+
+#: BVH's axes in Blender's: (x, y, z) is (x, -z, y).
+TO_BLENDER = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+
+
+def key_clip(motion: str = "walk", name: str = "Clip", location=(0.0, 0.0, 0.0), frames: int | None = None):
+    """One of the `MOTIONS` keyed straight on an armature of the skeleton's shape, as Blender's BVH importer puts
+    a BVH file (for a Blender whose importer cannot run: Debian's 3.4 opens files with a mode its Python refuses)."""
+    from mathutils import Matrix
+
+    poses = MOTIONS[motion]() if frames is None else walk(frames)
+    clip = rig_from(Skeleton(), name, location=location)
+    rests = {b.name: np.array(b.matrix_local)[:3, :3] for b in clip.data.bones}
+    head = np.array(clip.data.bones["Hips"].head_local)
+    for pb in clip.pose.bones:
+        pb.rotation_mode = 'QUATERNION'
+    for frame, pose in enumerate(poses, 1):
+        for pb in clip.pose.bones:
+            rest = rests[pb.name]
+            turn = rest.T @ TO_BLENDER @ pose.turns.get(pb.name, np.eye(3)) @ TO_BLENDER.T @ rest
+            pb.rotation_quaternion = Matrix(turn.tolist()).to_quaternion()
+            pb.keyframe_insert("rotation_quaternion", frame=frame)
+        hips = clip.pose.bones["Hips"]
+        hips.location = rests["Hips"].T @ (TO_BLENDER @ pose.hips - head)
+        hips.keyframe_insert("location", frame=frame)
+    return clip

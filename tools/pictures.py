@@ -26,6 +26,7 @@ SCREENSHOTS = {
     "pins_blender34.png": "pins_blender34.png",
     "floor_blender34.png": "floor_blender34.png",
     "retarget_blender34.png": "retarget_blender34.png",
+    "retarget_walk_blender34.png": "retarget_walk.png",
     "root_blender34.png": "root_blender34.png",
 }
 

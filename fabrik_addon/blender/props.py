@@ -454,7 +454,7 @@ class FabrikSettings(PropertyGroup):
     retarget_bones: CollectionProperty(type=FabrikRetargetBone)
     retarget_index: IntProperty(name="Active Part", min=0)
     retarget_scale: FloatProperty(
-        name="Body Scale", default=0.0, min=0.0, soft_max=10.0,
+        name="Scale", default=0.0, min=0.0, soft_max=10.0,
         description="How much the clip's hips motion is scaled onto this rig (0: the ratio of the rig's legs to the "
         "clip's)",
     )

@@ -80,7 +80,6 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
                 obj.fabrik.retarget_bones.clear()  # (a refusal changes nothing: Map Bones shows what it finds)
             self.report({'ERROR'}, f"Cannot retarget: {refused}")
             return False
-        scene.frame_start, scene.frame_end = self._work.frames[0], self._work.frames[-1]
         return True
 
     def modal(self, context, event):
@@ -110,6 +109,10 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
                         "upright: turned upright")
         if abs(copy.grounded) > 0.25 * layout.leg_length:
             self.report({'WARNING'}, f"The clip's floor was {copy.grounded:+.3g} off the rig's: moved onto it")
+        far = {name: count for name, count in copy.beyond.items() if count}
+        if far:
+            self.report({'WARNING'}, "The clip's hand is beyond its arm's reach (scaled) on " + ", ".join(
+                f"{count} frame(s) for {name}" for name, count in far.items()) + ": the arm goes straight towards it")
         if result is not None and result.problems:
             self.report({'WARNING'}, f"{len(result.problems)} frame(s) with a limb short of its goal, first: "
                         f"{result.problems[0]}")

@@ -110,6 +110,7 @@ class Layout:
     scale: float = 1.0
     leg_length: float = 1.0
     leg: dict[str, float] = field(default_factory=dict)
+    #: How far each limb reaches (`_reach`), by its effector's name.
     reach: dict[str, float] = field(default_factory=dict)
     arm_scale: dict[str, float] = field(default_factory=dict)
     leg_scale: dict[str, float] = field(default_factory=dict)
@@ -149,24 +150,12 @@ class Layout:
         # its hips on its floor (set below).
         self.clip_ground = self.clip_middle - clip_frame[:, 2] * float(self.clip_middle @ clip_frame[:, 2])
         self.tipped = float(np.degrees(np.arccos(np.clip(clip_frame[:, 2] @ rig_frame[:, 2], -1.0, 1.0))))
-        lengths = {}
-        for s in "LR":
-            for limb, upper, lower, ending in (("leg", "thigh", "shin", "foot"), ("arm", "upper_arm", "forearm", "hand")):
-                for side, k, obj_ in ((self.clip, 0, source), (self.rig, 1, obj)):
-                    top = side.head(pairs[f"{upper}.{s}"][k])
-                    knee = side.head(pairs[f"{lower}.{s}"][k])
-                    # (the clip's limb ends where its hand or foot begins: its bones' tails may point anywhere)
-                    end = side.head(pairs[f"{ending}.{s}"][0]) if k == 0 and f"{ending}.{s}" in pairs else \
-                        side.tail(obj_, pairs[f"{lower}.{s}"][k])
-                    lengths[limb, s, k] = np.linalg.norm(knee - top) + np.linalg.norm(end - knee)
+        lengths = limb_lengths(obj, source, pairs, self.clip, self.rig)
         settings = obj.fabrik
-        legs = [lengths["leg", s, 1] / max(lengths["leg", s, 0], 1e-9) for s in "LR"]
         self.leg = {s: float(lengths["leg", s, 1]) for s in "LR"}
         self.leg_length = float(np.mean(list(self.leg.values())))
-        self.scale = settings.retarget_scale if settings.retarget_scale > 0.0 else float(np.mean(legs))
+        self.scale, self.arm_scale = scales(obj)
         for s in "LR":
-            arm = lengths["arm", s, 1] / max(lengths["arm", s, 0], 1e-9)
-            self.arm_scale[s] = settings.retarget_arm_scale if settings.retarget_arm_scale > 0.0 else float(arm)
             self.leg_scale[s] = float(lengths["leg", s, 1] / max(lengths["leg", s, 0], 1e-9))
         # The floor: the rig's Floor, else the lowest point of the rig at rest (it stands there).
         points = [self.rig.head(n) for n in self.rig.names] + [self.rig.tail(obj, n) for n in self.rig.names]
@@ -179,15 +168,15 @@ class Layout:
             hinge = self._hinge(obj, pairs[lower][1])
             if hinge is not None:
                 self.hinges[name] = hinge
-        for s in "LR":
-            self.reach[s] = self._reach(obj, pairs[f"thigh.{s}"][1], pairs[f"shin.{s}"][1], self.hinges.get(f"foot.{s}"))
+        for name, upper, lower, _, _ in LIMBS:
+            self.reach[name] = self._reach(obj, pairs[upper][1], pairs[lower][1], self.hinges.get(name))
         self.rig_ground = np.array([self.rig_middle[0], self.rig_middle[1], self.floor])
         for s in "LR":
             self.ankle_height[s] = float(self.rig.tail(obj, pairs[f"shin.{s}"][1])[2] - rest_floor)
 
     def _reach(self, obj, upper: str, lower: str, hinge: tuple | None) -> float:
-        """How far a leg reaches, a hair inside: its bones end to end, or as straight as its knee's hinge lets it
-        be."""
+        """How far a limb reaches, a hair inside: its bones end to end, or as straight as its knee's or elbow's
+        hinge lets it be."""
         top, knee, end = self.rig.head(upper), self.rig.head(lower), self.rig.tail(obj, lower)
         longest = np.linalg.norm(knee - top) + np.linalg.norm(end - knee)
         if hinge is not None:
@@ -265,6 +254,33 @@ class Layout:
             self.aligned[pairs[bottom][1]] = turn
 
 
+def limb_lengths(obj, source, pairs: dict, clip: Side | None = None, rig: Side | None = None) -> dict:
+    """Each limb's length at rest, its two bones end to end in world units: per ("leg" or "arm", side, 0 for the
+    clip or 1 for the rig)."""
+    clip, rig = clip or Side.of(source), rig or Side.of(obj)
+    lengths = {}
+    for s in "LR":
+        for limb, upper, lower, ending in (("leg", "thigh", "shin", "foot"), ("arm", "upper_arm", "forearm", "hand")):
+            for side, k, obj_ in ((clip, 0, source), (rig, 1, obj)):
+                top = side.head(pairs[f"{upper}.{s}"][k])
+                knee = side.head(pairs[f"{lower}.{s}"][k])
+                # (the clip's limb ends where its hand or foot begins: its bones' tails may point anywhere)
+                end = side.head(pairs[f"{ending}.{s}"][0]) if k == 0 and f"{ending}.{s}" in pairs else \
+                    side.tail(obj_, pairs[f"{lower}.{s}"][k])
+                lengths[limb, s, k] = float(np.linalg.norm(knee - top) + np.linalg.norm(end - knee))
+    return lengths
+
+
+def scales(obj) -> tuple[float, dict[str, float]]:
+    """The scale of the clip's hips motion on the rig (its legs' ratio) and of each hand's reach (its arm's), from
+    the bones; the rig's Body Scale and Arm Scale where set."""
+    lengths = limb_lengths(obj, obj.fabrik.retarget_source, retarget.mapping(obj))
+    settings = obj.fabrik
+    body = float(np.mean([lengths["leg", s, 1] / max(lengths["leg", s, 0], 1e-9) for s in "LR"]))
+    arms = {s: lengths["arm", s, 1] / max(lengths["arm", s, 0], 1e-9) for s in "LR"}
+    return (settings.retarget_scale or body), {s: settings.retarget_arm_scale or arms[s] for s in "LR"}
+
+
 def hold_of(obj, names: list[str]) -> arithmetic.Hold:
     """How the driven bones (`names`, parents first) hang on each other in this rig, found by turning each in turn
     and seeing which bones turn with it and which it carries (Blender evaluates the rig, constraints and all);
@@ -334,6 +350,9 @@ class Copy:
     posed: np.ndarray
     #: How far the clip was moved up to stand on the rig's floor (world units).
     grounded: float
+    #: Per hand, the frames where the clip's hand is further from its shoulder than the rig's arm reaches, scaled
+    #: (a bone stretched in the clip): the arm goes straight towards it.
+    beyond: dict[str, int]
 
     @classmethod
     def make(cls, obj, layout: Layout, hold: arithmetic.Hold, names: list[str], clip_posed: np.ndarray,
@@ -406,14 +425,22 @@ class Copy:
         joints = hip_joints()
         drop = np.zeros(frames)
         for s in "LR":
-            drop = np.maximum(drop, arithmetic.lowered(feet[s] - joints[s], (1.0 + SLACK) * layout.reach[s]))
+            drop = np.maximum(drop, arithmetic.lowered(feet[s] - joints[s], (1.0 + SLACK) * layout.reach[f"foot.{s}"]))
         if drop.any():
             up[:, 2] -= drop
             posed, local, locations, goals, toes = pose(up)
             joints = hip_joints()
-        for s in "LR":
-            goals[f"foot.{s}"] = arithmetic.within(joints[s], feet[s], layout.reach[s])
-        return cls(names, wanted, local, hold, hips, locations[h], goals, contacts, posed, float(lift))
+        # A clip's limb held straight is the rig's held as straight as it goes (a hinge may stop short of it); a
+        # clip's hand or foot further than that (a bone stretched in the clip) is counted.
+        beyond = {}
+        for name, upper, _, _, _ in LIMBS:
+            top = np.einsum("ij,fj->fi", rig.world, posed[:, index[pairs[upper][1]], :, 3])[:, :3]
+            goal = feet[name[-1]] if name.startswith("foot") else goals[name]
+            goals[name] = arithmetic.within(top, goal, layout.reach[name])
+            far = np.linalg.norm(goal - goals[name], axis=1) > 0.01 * layout.reach[name]
+            if name.startswith("hand"):  # (a held foot the hips came down for is not beyond its leg)
+                beyond[name] = int(far.sum())
+        return cls(names, wanted, local, hold, hips, locations[h], goals, contacts, posed, float(lift), beyond)
 
     @staticmethod
     def _goals(obj, layout: Layout, pairs, index, posed, clip_world, at) -> tuple[dict, dict]:

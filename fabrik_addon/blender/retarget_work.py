@@ -93,6 +93,7 @@ class Retargeting(stepping.SceneWork):
         """Work the clip's pose out for every frame and key it, with the ends' goals and effectors."""
         if not (np.isfinite(self._clip_posed).all() and np.isfinite(self._clip_world).all()):
             raise ValueError("the clip's pose is not a number on some frame")
+        self.scene.frame_start, self.scene.frame_end = self.frames[0], self.frames[-1]
         self.made = retarget.set_up(self.obj, self.scene)  # (the IK/FK switches at FK before the rig is probed)
         names = sorted(self.layout.sources, key=lambda n: len(self.obj.data.bones[n].parent_recursive))
         hold = hold_of(self.obj, names)
