@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "samples"), str(ROOT / "tests")]  # (the clips are the tests')
 
 import bpy  # noqa: E402
-import numpy as np  # noqa: E402
 
 import fabrik_addon  # noqa: E402
 import mocap_clips  # noqa: E402

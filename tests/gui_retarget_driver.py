@@ -43,8 +43,9 @@ def rig():
 
 
 def running():
-    """The retarget under way (the add-on keeps its long work while it runs), or None."""
-    return next(iter(sys.modules[kit.MODULE + ".fabrik_addon.blender.stepping"].running), None)
+    """The retarget under way (the add-on keeps its long work while it runs, the bake inside it too), or None."""
+    works = sys.modules[kit.MODULE + ".fabrik_addon.blender.stepping"].running
+    return next((work for work in works if type(work).__name__ == "Retargeting"), None)
 
 
 def invoke() -> list:
@@ -137,7 +138,7 @@ def step_picture():
     scene.fabrik_overlay.show = False  # (the picture is of the two skeletons)
     for obj in bpy.data.collections["Stocky Retarget"].objects:
         obj.hide_set(True)
-    window, screen, area, region, ui_region = view3d()
+    window, screen, area, region, _ui = view3d()
     space = area.spaces.active
     space.show_region_ui = False
     space.region_3d.view_perspective = 'ORTHO'

@@ -137,7 +137,6 @@ def make_pose(skeleton: Skeleton, hips: np.ndarray, hips_turn: np.ndarray, feet:
     turns["Spine"], turns["Spine1"] = spine, spine
     turns["Neck"] = rot("x", -spine_bend / 2.0)
     turns["Head"] = rot("y", head_turn)
-    chest = hips_turn @ spine @ spine
     for side, s in (("Left", 1.0), ("Right", -1.0)):
         hip_joint = hips + hips_turn @ skeleton.offsets[f"{side}UpLeg"]
         _limb(skeleton, side, "UpLeg", "Leg", hips_turn.T @ (feet[side] - hip_joint), np.array([0.0, 0.0, 1.0]), turns)

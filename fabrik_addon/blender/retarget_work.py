@@ -21,7 +21,8 @@ import numpy as np
 from ..core.matrix_rows import quaternions_from_matrices
 from . import animdata, bake, motion, retarget, rig, stepping
 from .retarget import LIMBS
-from .retarget_pose import Copy, Layout, hold_of
+from .retarget_layout import Layout
+from .retarget_pose import Copy, hold_of
 
 
 class Retargeting(stepping.SceneWork):

@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 import bpy
 from bpy.types import Panel, UIList
 
-from . import compare, integrity, memory, pins, presets, retarget, retarget_pose, rig, setup_ops
+from . import compare, integrity, memory, pins, presets, retarget, retarget_layout, rig, setup_ops
 from . import root as moving_root
 from .status import DISABLED, statuses
 
@@ -502,7 +502,7 @@ class VIEW3D_PT_fabrik_retarget(FabrikArmaturePanel, Panel):
         if refused and settings.retarget_source is not None:
             draw_wrapped(layout, refused, room_for(context), 'ERROR', True)
         if not refused:
-            body, arms = retarget_pose.scales(obj)
+            body, arms = retarget_layout.scales(obj)
             layout.prop(settings, "retarget_scale")
             layout.prop(settings, "retarget_arm_scale")
             draw_wrapped(layout, f"Hips move {body:.3g}x the clip's, hands reach {arms['L']:.3g}x / {arms['R']:.3g}x "

@@ -22,7 +22,9 @@ import numpy as np
 from . import contacts as contact_runs
 from .matrix_rows import quaternion_to_matrix, quaternions_from_matrices, swing_matrix
 
-__all__ = ["alignment", "body_frame", "held", "hinged", "lowered", "within", "Hold", "rotations", "sampled", "slerp", "turns"]
+__all__ = [
+    "Hold", "alignment", "body_frame", "held", "hinged", "lowered", "rotations", "sampled", "slerp", "turns", "within",
+]
 
 
 def rotations(matrices: np.ndarray) -> np.ndarray:
