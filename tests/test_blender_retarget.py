@@ -476,3 +476,23 @@ def test_the_retarget_panel_shows_the_source_the_mapping_and_what_is_missing(tmp
     assert any(name == "template_list" and args[0] == "FABRIK_UL_retarget_bones" for name, args, _ in log)
     assert searched == ["source", "target"]
     assert "no bones for thigh.L" in text and "Clip's thigh.L" in text
+
+
+def test_a_clip_scaled_to_nothing_on_a_frame_is_refused_with_the_frame_and_changes_nothing(tmp_path):
+    """The clip's left thigh scaled to nothing on frame 30: Retarget stops, names the frame, and the rig keeps
+    what it had (no effector, no key, no empties, its frame range)."""
+    clip = import_walk(tmp_path)
+    thigh = clip.pose.bones["LeftUpLeg"]
+    for frame, size in ((29, 1.0), (30, 0.0), (31, 1.0)):
+        thigh.scale = (size, size, size)
+        thigh.keyframe_insert("scale", frame=frame)
+    rig = stocky_rig()
+    rig.fabrik.retarget_source = clip
+    bpy.context.view_layer.objects.active = rig
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 5, 50
+    with pytest.raises(RuntimeError, match="frame 30"):
+        bpy.ops.fabrik.retarget()
+    assert len(rig.fabrik.effectors) == 0 and (rig.animation_data is None or rig.animation_data.action is None)
+    assert bpy.data.collections.get(retarget.collection_name(rig)) is None and not rig.fabrik.live
+    assert (scene.frame_start, scene.frame_end) == (5, 50) and not rig.fabrik.retarget_bones

@@ -61,8 +61,7 @@ def generated_rigify():
 def deforming(pairs: dict) -> dict:
     """A generated Rigify rig's mapping with its deforming bones in place of its controls (what the mesh follows)."""
     named = {"torso": "spine", "neck": "spine.004", "head": "spine.006"}
-    return {role: (clip, "DEF-" + named.get(bone, bone.replace("_fk", ""))) for role, (clip, bone) in pairs.items()
-            if role != "toe.L" and role != "toe.R"}
+    return {role: (clip, "DEF-" + named.get(bone, bone.replace("_fk", ""))) for role, (clip, bone) in pairs.items()}
 
 
 @pytest.mark.parametrize("motion", MOTIONS)

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Bone names read as body parts, in the naming schemes captured clips and rigs use."""
+"""Bone names read as body parts, in the naming schemes captured clips and rigs use (toes too, where a scheme
+has them: a retarget holds the foot by heel and toe)."""
 
 from __future__ import annotations
 
@@ -25,14 +26,17 @@ SCHEMES = {
                  "LeftShoulder", "LeftArm", "LeftForeArm", "LeftHand", "LThumb", "RightShoulder", "RightArm",
                  "RightForeArm", "RightHand", "RThumb"],
                 expected({"shoulder": "{Side}Shoulder", "upper_arm": "{Side}Arm", "forearm": "{Side}ForeArm",
-                          "hand": "{Side}Hand", "thigh": "{Side}UpLeg", "shin": "{Side}Leg", "foot": "{Side}Foot"},
+                          "hand": "{Side}Hand", "thigh": "{Side}UpLeg", "shin": "{Side}Leg", "foot": "{Side}Foot",
+                          "toe": "{Side}ToeBase"},
                          {"hips": "Hips", "neck": "Neck", "head": "Head"})),
     "Mixamo": ([f"mixamorig:{n}" for n in ("Hips", "Spine", "Spine1", "Spine2", "Neck", "Head", "LeftShoulder",
                 "LeftArm", "LeftForeArm", "LeftHand", "RightShoulder", "RightArm", "RightForeArm", "RightHand",
-                "LeftUpLeg", "LeftLeg", "LeftFoot", "LeftToeBase", "RightUpLeg", "RightLeg", "RightFoot")],
+                "LeftUpLeg", "LeftLeg", "LeftFoot", "LeftToeBase", "RightUpLeg", "RightLeg", "RightFoot",
+                "RightToeBase")],
                {role: f"mixamorig:{name}" for role, name in expected(
                    {"shoulder": "{Side}Shoulder", "upper_arm": "{Side}Arm", "forearm": "{Side}ForeArm",
-                    "hand": "{Side}Hand", "thigh": "{Side}UpLeg", "shin": "{Side}Leg", "foot": "{Side}Foot"},
+                    "hand": "{Side}Hand", "thigh": "{Side}UpLeg", "shin": "{Side}Leg", "foot": "{Side}Foot",
+                    "toe": "{Side}ToeBase"},
                    {"hips": "Hips", "neck": "Neck", "head": "Head"}).items()}),
     "MotionBuilder BVH": (["Hips", "LeftHip", "LeftKnee", "LeftAnkle", "RightHip", "RightKnee", "RightAnkle", "Chest",
                            "LeftCollar", "LeftShoulder", "LeftElbow", "LeftWrist", "RightCollar", "RightShoulder",
@@ -60,27 +64,31 @@ SCHEMES = {
         "forearm.R", "hand.R", "thigh.R", "shin.R", "foot.R", "toe.R")],
                expected({"shoulder": "shoulder.{side}", "upper_arm": "upper_arm.{side}", "forearm": "forearm.{side}",
                          "hand": "hand.{side}", "thigh": "thigh.{side}", "shin": "shin.{side}",
-                         "foot": "foot.{side}"}, {"hips": "spine", "neck": "spine.004", "head": "spine.006"})),
+                         "foot": "foot.{side}", "toe": "toe.{side}"},
+                        {"hips": "spine", "neck": "spine.004", "head": "spine.006"})),
     "Rigify, generated": ([p + n for p in ("ORG-", "DEF-") for n in (
         "spine", "spine.004", "spine.006", "upper_arm.L", "forearm.L", "thigh.L", "shin.L", "upper_arm.R",
         "forearm.R", "thigh.R", "shin.R")] + ["root", "torso", "hips", "chest", "neck", "head", "MCH-ROT-head"] + [
         f"{n}.{s}" for s in "LR" for n in ("shoulder", "upper_arm_fk", "forearm_fk", "hand_fk", "thigh_fk",
-                                           "shin_fk", "foot_fk", "upper_arm_ik", "hand_ik", "thigh_ik", "foot_ik",
-                                           "upper_arm_parent", "thigh_parent")],
+                                           "shin_fk", "foot_fk", "toe_fk", "upper_arm_ik", "hand_ik", "thigh_ik",
+                                           "foot_ik", "toe_ik", "upper_arm_parent", "thigh_parent")],
         expected({"shoulder": "shoulder.{side}", "upper_arm": "upper_arm_fk.{side}",
                   "forearm": "forearm_fk.{side}", "hand": "hand_fk.{side}", "thigh": "thigh_fk.{side}",
-                  "shin": "shin_fk.{side}", "foot": "foot_fk.{side}"}, {"hips": "torso", "neck": "neck", "head": "head"})),
+                  "shin": "shin_fk.{side}", "foot": "foot_fk.{side}", "toe": "toe_fk.{side}"},
+                 {"hips": "torso", "neck": "neck", "head": "head"})),
     "Unreal": (["root", "pelvis", "spine_01", "spine_02", "spine_03", "neck_01", "head", "clavicle_l", "upperarm_l",
                 "lowerarm_l", "hand_l", "clavicle_r", "upperarm_r", "lowerarm_r", "hand_r", "thigh_l", "calf_l",
                 "foot_l", "ball_l", "thigh_r", "calf_r", "foot_r", "ball_r"],
                expected({"shoulder": "clavicle_{s}", "upper_arm": "upperarm_{s}", "forearm": "lowerarm_{s}",
-                         "hand": "hand_{s}", "thigh": "thigh_{s}", "shin": "calf_{s}", "foot": "foot_{s}"},
+                         "hand": "hand_{s}", "thigh": "thigh_{s}", "shin": "calf_{s}", "foot": "foot_{s}",
+                         "toe": "ball_{s}"},
                         {"hips": "pelvis", "neck": "neck_01", "head": "head"})),
     "Rokoko": (["Hips", "LeftThigh", "LeftShin", "LeftFoot", "LeftToe", "RightThigh", "RightShin", "RightFoot",
                 "RightToe", "Spine1", "Spine2", "Neck", "Head", "LeftShoulder", "LeftArm", "LeftForeArm", "LeftHand",
                 "RightShoulder", "RightArm", "RightForeArm", "RightHand"],
                expected({"shoulder": "{Side}Shoulder", "upper_arm": "{Side}Arm", "forearm": "{Side}ForeArm",
-                         "hand": "{Side}Hand", "thigh": "{Side}Thigh", "shin": "{Side}Shin", "foot": "{Side}Foot"},
+                         "hand": "{Side}Hand", "thigh": "{Side}Thigh", "shin": "{Side}Shin", "foot": "{Side}Foot",
+                         "toe": "{Side}Toe"},
                         {"hips": "Hips", "neck": "Neck", "head": "Head"})),
     "Character Creator": ([f"CC_Base_{n}" for n in ("Hip", "Pelvis", "L_Thigh", "L_Calf", "L_Foot", "R_Thigh",
                           "R_Calf", "R_Foot", "NeckTwist01", "Head", "L_Clavicle", "L_Upperarm", "L_Forearm",
@@ -100,7 +108,7 @@ def test_every_scheme_maps_its_limbs_hips_and_head(scheme):
 
 
 def test_names_that_are_no_body_part_take_no_role():
-    for name in ("LHipJoint", "LeftToeBase", "Neck1", "Spine", "root", "LThumb", "ball_l", "IK_target", "Bone.001",
+    for name in ("LHipJoint", "Neck1", "Spine", "root", "LThumb", "IK_target", "Bone.001",
                  "LowerBack", "torso", ""):
         assert role_of(name) is None, name
 
@@ -109,7 +117,7 @@ def test_the_plainest_of_several_bones_takes_the_role_and_roles_are_known():
     assert roles_of(["DEF-thigh.L", "MCH-thigh.L", "ORG-thigh.L"]) == {"thigh.L": "ORG-thigh.L"}
     assert roles_of(["LeftUpLeg", "mixamorig:LeftUpLeg"]) == {"thigh.L": "LeftUpLeg"}
     assert set(ROLES) >= {r for pair in LIMB_ROLES.values() for r in pair}
-    assert len(ROLES) == 3 + 14
+    assert len(ROLES) == 3 + 16
 
 
 def test_pole_and_helper_bones_named_for_joints_do_not_make_a_skeleton_joint_named():

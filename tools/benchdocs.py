@@ -3,6 +3,7 @@
 
     python3 tools/dev.py bench          # (runs this with the venv's Python)
     .venv/bin/python tools/benchdocs.py --quick --out DIR   # a few samples each, written into DIR (a check)
+    .venv/bin/python tools/benchdocs.py --only benchmarks/retarget.py   # rerun one, rewrite its section alone
 
 The figures in docs/benchmarks.md and in the README's table come from one run of the benchmarks' own output,
 never typed by hand, so prose and tables cannot disagree. Each section's explanation is its script's docstring.
@@ -45,7 +46,7 @@ README_COLUMNS = ("rig", "Blender IK cost ms/frame", "FABRIK cost ms/frame", "FA
 QUICK = {
     "benchmarks/run.py": ["--rigs", "chain 10,hand,finger", "--runs", "1", "--frames", "12", "--no-memory", "--no-paper"],
     "benchmarks/bake.py": ["--rigs", "chain 50", "--repeats", "1", "--frames", "30"],
-    "benchmarks/retarget.py": ["--frames", "30", "--runs", "1"],
+    "benchmarks/retarget.py": ["--frames", "30", "--runs", "1", "--motions", "walk"],
     "benchmarks/limits.py": ["--rigs", "finger", "--count", "3"],
     "benchmarks/bend.py": ["--count", "3"],
     "benchmarks/solvers.py": ["--targets", "5"],
@@ -120,12 +121,36 @@ def write_readme(readme: Path, table: str, measured_on: str) -> None:
     readme.write_text(pattern.sub(lambda _match: block, text), encoding="utf-8")
 
 
+def rewrite_section(script: str, quick: bool) -> int:
+    """Rerun one benchmark and put its output in place of its section in docs/benchmarks.md, marked with what it
+    was measured on (the others keep the run that wrote them)."""
+    titles = dict(BENCHMARKS)
+    if script not in titles:
+        raise SystemExit(f"no benchmark {script!r}; one of {', '.join(titles)}")
+    output = run(script, QUICK[script] if quick else [])
+    text = DOC.read_text(encoding="utf-8")
+    heading = f"## {titles[script]}"
+    if heading not in text:
+        raise SystemExit(f"docs/benchmarks.md has no section '{heading}': run them all")
+    start = text.index(heading)
+    following = text.find("\n## ", start + len(heading))
+    end = len(text) if following < 0 else following + 1
+    section = "\n".join([heading, "", f"`{script}`", "", legend(script), "", f"*This section: {machine()}.*", "",
+                         output, ""])
+    DOC.write_text(text[:start] + section + ("\n" + text[end:] if end < len(text) else ""), encoding="utf-8")
+    print(f"[bench] rewrote the section '{titles[script]}' of {DOC}", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run them all, then write the document and the README's table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few samples of each benchmark (a check)")
     parser.add_argument("--out", type=Path, help="write benchmarks.md and a copy of README.md here instead")
+    parser.add_argument("--only", help="rerun this one benchmark and rewrite its section alone (it says when)")
     args = parser.parse_args(argv)
+    if args.only:
+        return rewrite_section(args.only, args.quick)
     doc, readme = DOC, README
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,8 @@ rig bone by bone and FABRIK corrects the ends (`retarget_pose`,
 `retarget_work`); what this module makes for that is an effector per limb
 (`LIMBS`) on the forearm or shin, whose target is an empty keyed where the
 limb's end must go, in one collection per rig, which a second retarget
-replaces; on a rig Rigify generated, its limbs' IK/FK switches set to FK.
+replaces; on a rig Rigify generated, its limbs' IK/FK switches set to FK
+(`switch_to_fk`).
 `take_away` and `remove` take it all away again (the keys stay).
 """
 
@@ -194,7 +195,6 @@ def set_up(obj, scene) -> list[str]:
         for name, _, lower, _, _ in LIMBS:
             target = _empty(f"Retarget {name}", collection)
             made.append(_effector(obj, name, pairs[lower][1], 2, target).name)
-        _switch_to_fk(obj, pairs)
         return made
     except Exception:
         remove(obj)
@@ -212,9 +212,13 @@ def _switches(obj, pairs: dict) -> list[str]:
     return out
 
 
-def _switch_to_fk(obj, pairs: dict) -> None:
-    """On a rig Rigify generated, its limbs' IK/FK switches at FK, so that the FK chains the effectors pull pose
-    the deforming bones; each switch's value before is kept on the rig (`remove` puts it back)."""
+def switch_to_fk(obj) -> tuple[dict, object]:
+    """On a rig Rigify generated, its limbs' IK/FK switches at FK, so that the FK chains the clip's pose and the
+    effectors pose move the deforming bones; each switch's value before is kept on the rig (`remove` puts it
+    back). What was there before, for `switches_back`."""
+    pairs = mapping(obj)
+    before = ({name: float(obj.pose.bones[name]["IK_FK"]) for name in _switches(obj, pairs)},
+              dict(obj[SWITCHES]) if SWITCHES in obj.keys() else None)
     kept = {}
     for name in _switches(obj, pairs):
         switch = obj.pose.bones[name]
@@ -222,6 +226,19 @@ def _switch_to_fk(obj, pairs: dict) -> None:
         switch["IK_FK"] = 1.0
     if kept:
         obj[SWITCHES] = {**dict(obj.get(SWITCHES, {})), **{k: v for k, v in kept.items() if k not in obj.get(SWITCHES, {})}}
+    return before
+
+
+def switches_back(obj, before: tuple[dict, object]) -> None:
+    """The IK/FK switches and their record as they were before `switch_to_fk` (a retarget that failed)."""
+    values, record = before
+    for name, value in values.items():
+        obj.pose.bones[name]["IK_FK"] = value
+    if record is None:
+        if SWITCHES in obj.keys():
+            del obj[SWITCHES]
+    else:
+        obj[SWITCHES] = record
 
 
 def frame_range(obj) -> tuple[int, int] | None:

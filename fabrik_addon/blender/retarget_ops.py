@@ -66,7 +66,7 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
 
     def _start(self, context) -> bool:
         obj, scene = rig_for_panel(context), context.scene
-        mapped_here = not retarget.mapping(obj)
+        self._mapped_here = mapped_here = not retarget.mapping(obj)
         if mapped_here:
             retarget.map_bones(obj)
         refused = retarget.refusal(obj) or editable.keys_editable(obj)
@@ -81,6 +81,13 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
             self.report({'ERROR'}, f"Cannot retarget: {refused}")
             return False
         return True
+
+    def _drop(self) -> None:
+        """Cancel the work; one stopped before it changed the rig leaves no mapping it made either."""
+        work = self._work
+        super()._drop()
+        if work is not None and not work.written and getattr(self, "_mapped_here", False):
+            work.obj.fabrik.retarget_bones.clear()
 
     def modal(self, context, event):
         work = self._work

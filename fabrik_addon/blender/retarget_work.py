@@ -91,14 +91,28 @@ class Retargeting(stepping.SceneWork):
         self.index += 1
 
     def _write(self) -> None:
-        """Work the clip's pose out for every frame and key it, with the ends' goals and effectors."""
-        if not (np.isfinite(self._clip_posed).all() and np.isfinite(self._clip_world).all()):
-            raise ValueError("the clip's pose is not a number on some frame")
+        """Work the clip's pose out for every frame and key it, with the ends' goals and effectors; where the
+        clip's pose cannot be put on the rig, take away what was made for it and say which frame."""
+        bad = ~(np.isfinite(self._clip_posed).all(axis=(1, 2, 3)) & np.isfinite(self._clip_world).all(axis=(1, 2)))
+        if bad.any():
+            raise ValueError(f"the clip's pose is not a number on frame {self.frames[int(np.argmax(bad))]}")
+        switches = retarget.switch_to_fk(self.obj)  # (before the rig is probed: they change what its bones follow)
+        try:
+            names = sorted(self.layout.sources, key=lambda n: len(self.obj.data.bones[n].parent_recursive))
+            copy = Copy.make(self.obj, self.layout, hold_of(self.obj, names), names, self._clip_posed,
+                             self._clip_world, self.hold_feet)
+            bad = ~np.isfinite(copy.hips_location).all(axis=1)
+            for values in (*copy.local.values(), *copy.goals.values()):
+                bad |= ~np.isfinite(values.reshape(len(self.frames), -1)).all(axis=1)
+            if bad.any():
+                raise ValueError(f"the clip's pose cannot be put on the rig on frame "
+                                 f"{self.frames[int(np.argmax(bad))]} (a bone scaled to nothing?)")
+        except Exception:
+            retarget.switches_back(self.obj, switches)
+            raise
+        self.copy = copy
         self.scene.frame_start, self.scene.frame_end = self.frames[0], self.frames[-1]
-        self.made = retarget.set_up(self.obj, self.scene)  # (the IK/FK switches at FK before the rig is probed)
-        names = sorted(self.layout.sources, key=lambda n: len(self.obj.data.bones[n].parent_recursive))
-        hold = hold_of(self.obj, names)
-        self.copy = Copy.make(self.obj, self.layout, hold, names, self._clip_posed, self._clip_world, self.hold_feet)
+        self.made = retarget.set_up(self.obj, self.scene)
         frames = np.asarray(self.frames, dtype=np.float64)
         span = (frames[0], frames[-1])
         animdata.ensure_action(self.obj, False, f"{self.obj.name}_{self.clip.name}")

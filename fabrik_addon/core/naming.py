@@ -60,7 +60,7 @@ _RIGIFY_CONTROLS = {
     "hips": "torso", "neck": "neck", "head": "head",
     **{f"{part}.{side}": f"{bone}.{side}" for side in "LR" for part, bone in (
         ("shoulder", "shoulder"), ("upper_arm", "upper_arm_fk"), ("forearm", "forearm_fk"), ("hand", "hand_fk"),
-        ("thigh", "thigh_fk"), ("shin", "shin_fk"), ("foot", "foot_fk"), ("toe", "toe"),
+        ("thigh", "thigh_fk"), ("shin", "shin_fk"), ("foot", "foot_fk"), ("toe", "toe_fk"),
     )},
 }
 

@@ -30,7 +30,8 @@ __all__ = [
 def rotations(matrices: np.ndarray) -> np.ndarray:
     """The rotation parts of matrices (..., 3, 3) or (..., 4, 4), their axes' scale taken out."""
     m = np.asarray(matrices, dtype=float)[..., :3, :3]
-    return m / np.linalg.norm(m, axis=-2, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):  # (a bone scaled to nothing has none: NaN, which callers refuse)
+        return m / np.linalg.norm(m, axis=-2, keepdims=True)
 
 
 def turns(posed: np.ndarray, rest: np.ndarray) -> np.ndarray:
