@@ -128,13 +128,15 @@ class Layout:
         return layout
 
     def _place(self, obj, source, pairs: dict) -> None:
-        """The space: the clip's body frame (its left from the right hip to the left, its up from the hips to the
-        head) onto the rig's, the hips' middles on each other, scaled by the legs."""
+        """The space: the clip's body frame (its left from the right hip to the left, its up the world axis nearest
+        the way from its hips to its head) onto the rig's, the hips' middles on each other, scaled by the legs.
+        (The nearest axis, not the way itself: a head carried a little forward must not tip the clip's path.)"""
         frames = []
         for side, k in ((self.clip, 0), (self.rig, 1)):
             left, right = side.head(pairs["thigh.L"][k]), side.head(pairs["thigh.R"][k])
             middle = (left + right) / 2.0
-            frames.append((arithmetic.body_frame(left - right, side.head(pairs["head"][k]) - middle), middle))
+            up = side.world[:3, :3] @ nearest_axis(np.linalg.inv(side.world[:3, :3]) @ (side.head(pairs["head"][k]) - middle))
+            frames.append((arithmetic.body_frame(left - right, up), middle))
         (clip_frame, self.clip_middle), (rig_frame, self.rig_middle) = frames
         self.turn = rig_frame @ clip_frame.T
         # The clip's ground: under its hips on the plane through its world origin across its up; the rig's: under
@@ -243,6 +245,14 @@ class Layout:
             self.aligned[name] = turn
         if bottom != "hips":
             self.aligned[pairs[bottom][1]] = turn
+
+
+def nearest_axis(direction: np.ndarray) -> np.ndarray:
+    """The axis (+-X, +-Y or +-Z) nearest a direction."""
+    axis = np.zeros(3)
+    k = int(np.argmax(np.abs(direction)))
+    axis[k] = np.sign(direction[k])
+    return axis
 
 
 def limb_lengths(obj, source, pairs: dict, clip: Side | None = None, rig: Side | None = None) -> dict:
