@@ -99,7 +99,7 @@ class Measures:
 def measure(clip, rig, pairs: dict, frames: list[int], floor: float = 0.0, turn=np.eye(3)) -> tuple[Measures, Track, Track]:
     """Measure the retarget of `clip` onto `rig` over the frames (`pairs`: role -> (clip bone, rig bone)); `turn`
     takes the clip's world directions to the rig's (the clip faces another way)."""
-    roles = sorted({role for limb in LIMBS.values() for role in limb} | set(ENDS))
+    roles = sorted({role for limb in LIMBS.values() for role in limb} | set(ENDS) | {"hips"})
     roles = [r for r in roles if r in pairs]
     clip_track = Track.read(clip, [pairs[r][0] for r in roles], frames)
     rig_track = Track.read(rig, [pairs[r][1] for r in roles], frames)

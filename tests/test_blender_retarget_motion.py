@@ -102,7 +102,12 @@ def check_kept(clip, rig, work, pairs: dict | None = None, hinges: dict | None =
     clip's bends, and every hinge inside its range (`hinges`: bone -> (low, high) about X; `ankles`: per side the
     bone whose tail is the ankle, where not the shin)."""
     pairs = pairs or retarget.mapping(rig)
-    kept, _, rig_track = measure(clip, rig, pairs, work.frames, floor=work.layout.floor)
+    kept, clip_track, rig_track = measure(clip, rig, pairs, work.frames, floor=work.layout.floor)
+    # (the clips stand on their own floor: put on the rig's, they move up or down by an ankle's height at most,
+    # and their hips rise and fall as the clip's do, scaled, over the whole path: nothing tips it)
+    assert abs(work.copy.grounded) < 0.05, work.copy.grounded
+    heights = [track.head(pairs["hips"][k])[:, 2] for k, track in ((0, clip_track), (1, rig_track))]
+    assert np.ptp(heights[1]) <= work.layout.scale * np.ptp(heights[0]) + 0.02, [np.ptp(h) for h in heights]
     ankles = ankles or {s: pairs[f"shin.{s}"][1] for s in "LR"}
     ankle_track = Track.read(rig, list(ankles.values()), work.frames)
     assert all(angle <= 10.0 for angle in kept.plane.values()), kept.plane
