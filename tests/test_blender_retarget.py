@@ -449,6 +449,7 @@ def test_a_second_retarget_replaces_the_first_and_the_mapping_saves(tmp_path):
     assert len(rig.fabrik.effectors) == 4
     collection = bpy.data.collections[retarget.collection_name(rig)]
     assert len(collection.objects) == len({o.name for o in collection.objects}) == 4
+    assert len([a for a in bpy.data.actions if a.name.startswith("Retarget")]) == 4  # (the first one's went with it)
     path = str(tmp_path / "retarget.blend")
     bpy.ops.wm.save_as_mainfile(filepath=path)
     bpy.ops.wm.open_mainfile(filepath=path)

@@ -154,6 +154,14 @@ def _empty(name: str, collection, size: float = 0.05):
     return empty
 
 
+def _delete(empty) -> None:
+    """Delete an empty a retarget made, with its keys' action where nothing else uses it."""
+    action = empty.animation_data.action if empty.animation_data is not None else None
+    bpy.data.objects.remove(empty)
+    if action is not None and action.users == 0:
+        bpy.data.actions.remove(action)
+
+
 def _collection(obj, scene):
     """The rig's retarget collection, emptied (a retarget replaces the last one's)."""
     name = collection_name(obj)
@@ -163,7 +171,7 @@ def _collection(obj, scene):
         scene.collection.children.link(collection)
     for old in list(collection.objects):
         if _made(old):  # (what the animator put there stays)
-            bpy.data.objects.remove(old)
+            _delete(old)
     return collection
 
 
@@ -282,7 +290,7 @@ def remove(obj) -> None:
     if collection is not None:
         for old in list(collection.objects):
             if _made(old):
-                bpy.data.objects.remove(old)
+                _delete(old)
         if not collection.objects:
             bpy.data.collections.remove(collection)
     for bone in obj.pose.bones:
