@@ -398,13 +398,15 @@ def along_x(clip, name: str = "AlongX"):
 TO_BLENDER = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
 
 
-def key_clip(motion: str = "walk", name: str = "Clip", location=(0.0, 0.0, 0.0), frames: int | None = None):
+def key_clip(motion: str = "walk", name: str = "Clip", location=(0.0, 0.0, 0.0), frames: int | None = None,
+             fingers: bool = False):
     """One of the `MOTIONS` keyed straight on an armature of the skeleton's shape, as Blender's BVH importer puts
-    a BVH file (for a Blender whose importer cannot run: Debian's 3.4 opens files with a mode its Python refuses)."""
+    a BVH file (for a Blender whose importer cannot run: Debian's 3.4 opens files with a mode its Python refuses);
+    `fingers`: with three-bone fingers (`rig_from`) curling and opening, each its own way."""
     from mathutils import Matrix
 
     poses = MOTIONS[motion]() if frames is None else walk(frames)
-    clip = rig_from(Skeleton(), name, location=location)
+    clip = rig_from(Skeleton(), name, location=location, fingers=fingers)
     rests = {b.name: np.array(b.matrix_local)[:3, :3] for b in clip.data.bones}
     head = np.array(clip.data.bones["Hips"].head_local)
     for pb in clip.pose.bones:
@@ -418,4 +420,8 @@ def key_clip(motion: str = "walk", name: str = "Clip", location=(0.0, 0.0, 0.0),
         hips = clip.pose.bones["Hips"]
         hips.location = rests["Hips"].T @ (TO_BLENDER @ pose.hips - head)
         hips.keyframe_insert("location", frame=frame)
+        for k, pb in enumerate(pb for pb in clip.pose.bones if "Hand" in pb.name and pb.name[-1].isdigit()):
+            curl = 0.6 * (1.0 + math.sin(0.15 * frame + 0.7 * k))  # (radians about the bone's X, each its own phase)
+            pb.rotation_quaternion = (math.cos(curl / 2.0), math.sin(curl / 2.0), 0.0, 0.0)
+            pb.keyframe_insert("rotation_quaternion", frame=frame)
     return clip

@@ -233,3 +233,24 @@ def test_a_floor_under_the_rig_holds_the_feet_on_it(tmp_path):
     ankles = np.concatenate([track.tails[n][:, 2] for n in ("calf_l", "calf_r")])
     toes = np.concatenate([track.tails[n][:, 2] for n in ("foot_l", "foot_r")])
     assert ankles.min() > 0.1 + 0.05 - 1e-3 and abs(ankles.min() - 0.15) < 2e-3 and toes.min() > 0.1 - 1e-4
+
+
+def test_fingers_both_skeletons_have_curl_as_the_clips(tmp_path):
+    """A clip whose fingers curl and open, each its own way, onto a rig of other proportions with fingers of the
+    same names: every finger bone turns as the clip's does (measured from the first frame, through the rests)."""
+    clip = mocap_clips.key_clip("crouch", fingers=True)
+    rig = mocap_clips.rig_from(mocap_clips.Skeleton(legs=1.2, arms=0.9), "Long", hinges=True, fingers=True)
+    work = retargeted(clip, rig)
+    assert set(work.layout.fingers) == {f"{finger}.{s}" for finger in ("thumb", "index", "middle", "ring", "pinky")
+                                        for s in "LR"}
+    names = [n for clip_bones, _ in work.layout.fingers.values() for n in clip_bones]
+    clip_track, rig_track = Track.read(clip, names, work.frames), Track.read(rig, names, work.frames)
+    for name in names:
+        turns = []
+        for track in (clip_track, rig_track):
+            turn = track.turn(name)
+            turns.append(turn @ np.swapaxes(turn[:1], 1, 2))
+        moved = np.trace(turns[0] @ np.swapaxes(turns[0][:1], 1, 2), axis1=1, axis2=2)
+        off = np.trace(turns[0] @ np.swapaxes(turns[1], 1, 2), axis1=1, axis2=2)
+        assert np.degrees(np.arccos(np.clip((moved.min() - 1.0) / 2.0, -1.0, 1.0))) > 20.0, name  # (it moves)
+        assert np.degrees(np.arccos(np.clip((off.min() - 1.0) / 2.0, -1.0, 1.0))) < 1.0, name

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabrik_addon.core.naming import LIMB_ROLES, ROLES, role_of, roles_of
+from fabrik_addon.core.naming import LIMB_ROLES, ROLES, fingers_of, role_of, roles_of
 
 SIDES = {"L": "Left", "R": "Right"}
 
@@ -130,3 +130,17 @@ def test_pole_and_helper_bones_named_for_joints_do_not_make_a_skeleton_joint_nam
     assert found["shin.L"] == "shin.L" and found["forearm.L"] == "forearm.L"
     mixamo = ["Hips", "LeftShoulder", "LeftArm", "LeftForeArm", "LeftHand", "LeftUpLeg", "LeftLeg", "LeftKnee"]
     assert roles_of(mixamo)["upper_arm.L"] == "LeftArm" and roles_of(mixamo)["shoulder.L"] == "LeftShoulder"
+
+
+def test_fingers_are_read_as_chains_from_the_hand_in_every_scheme():
+    """Each finger's bones in order from the hand, the plainest of several in one place; a finger's master control
+    or a palm bone takes no place, and a hand alone has no finger."""
+    mixamo = [f"mixamorig:LeftHand{f}{i}" for f in ("Thumb", "Index") for i in (3, 1, 2)] + ["mixamorig:LeftHand"]
+    assert fingers_of(mixamo) == {"thumb.L": [f"mixamorig:LeftHandThumb{i}" for i in (1, 2, 3)],
+                                  "index.L": [f"mixamorig:LeftHandIndex{i}" for i in (1, 2, 3)]}
+    rigify = ["thumb.01.R", "thumb.02.R", "f_index.01.R", "ORG-f_index.01.R", "DEF-f_index.01.R", "f_index.02.R",
+              "f_index.01_master.R", "palm.01.R"]
+    assert fingers_of(rigify) == {"thumb.R": ["thumb.01.R", "thumb.02.R"], "index.R": ["f_index.01.R", "f_index.02.R"]}
+    assert fingers_of(["pinky_02_l", "pinky_01_l", "ring_01_r", "LThumb"]) == {
+        "pinky.L": ["pinky_01_l", "pinky_02_l"], "ring.R": ["ring_01_r"], "thumb.L": ["LThumb"]}
+    assert fingers_of(["LeftHand", "Hips", "LeftFingerBase"]) == {}

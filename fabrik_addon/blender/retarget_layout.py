@@ -19,6 +19,7 @@ import bpy
 import numpy as np
 
 from ..core import retarget as arithmetic
+from ..core.naming import fingers_of
 from . import retarget
 from .retarget import LIMBS
 
@@ -112,6 +113,8 @@ class Layout:
     rig_ground: np.ndarray = field(default_factory=lambda: np.zeros(3))
     floor: float = 0.0
     ankle_height: dict[str, float] = field(default_factory=dict)
+    #: The fingers carried over: per finger ("index.L") the clip's bones and the rig's, from the hand out.
+    fingers: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
     #: The limbs whose lower bone is a hinge: its axis and range (`_hinge`).
     hinges: dict[str, tuple] = field(default_factory=dict)
     #: How far the clip's rest stands tipped from the rig's up, in degrees.
@@ -208,6 +211,7 @@ class Layout:
             for i, name in enumerate(rig_span, 1):
                 self.sources[name] = ((pairs[bottom][0], *clip_span), len(rig_span), i)
             self._align_span(obj, source, pairs, bottom, top, clip_span, rig_span)
+        self._fingers(obj, source, pairs)
         read = {name for sourced in self.sources.values() for name in
                 (sourced[0] if len(sourced) == 3 else sourced)}
         self.read = sorted(read, key=self.clip.index)
@@ -233,6 +237,29 @@ class Layout:
                 up = above.get(up)
             key = (f"{up}.{s}" if s else up) if up else None
             self.aligned[rig_bone] = self.aligned[pairs[key][1]] if key else np.eye(3)
+        for key, (clip_bones, rig_bones) in self.fingers.items():
+            turn = self.aligned[pairs[f"hand.{key[-1]}"][1]]
+            if len(clip_bones) > 1 and len(rig_bones) > 1:  # (a one-bone finger has no way to point but its tail's)
+                clip_way = self.clip.head(clip_bones[-1]) - self.clip.head(clip_bones[0])
+                rig_way = self.rig.head(rig_bones[-1]) - self.rig.head(rig_bones[0])
+                turn = arithmetic.alignment(rig_way, self.turn @ clip_way)
+            for name in rig_bones:
+                self.aligned[name] = turn
+
+    def _fingers(self, obj, source, pairs: dict) -> None:
+        """The fingers both skeletons have (`core.naming.fingers_of`): each finger's bones take its clip finger's
+        turns, sampled along it from the hand, aligned as the whole finger (from its first joint to its last)."""
+        clip_fingers = fingers_of([b.name for b in source.data.bones])
+        rig_fingers = {key: [n for n in names if not n.startswith(_MECHANISM)
+                             and not retarget.overriding(obj.pose.bones[n])]
+                       for key, names in fingers_of([b.name for b in obj.data.bones]).items()}
+        for key, clip_bones in clip_fingers.items():
+            hand, rig_bones = f"hand.{key[-1]}", rig_fingers.get(key)
+            if hand not in pairs or not rig_bones or any(n in self.sources for n in rig_bones):
+                continue
+            for i, name in enumerate(rig_bones, 1):
+                self.sources[name] = ((pairs[hand][0], *clip_bones), len(rig_bones), i)
+            self.fingers[key] = (clip_bones, rig_bones)
 
     def _align_span(self, obj, source, pairs, bottom: str, top: str, clip_span, rig_span) -> None:
         """A span's bones (and its bottom bone, but the hips) aligned as the whole span: from its first bone's head

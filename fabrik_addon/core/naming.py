@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-__all__ = ["LIMB_ROLES", "ROLES", "role_of", "roles_of"]
+__all__ = ["FINGERS", "LIMB_ROLES", "ROLES", "fingers_of", "role_of", "roles_of"]
 
 #: The roles, side by side: the body's middle, then each side's arm and leg.
 _SIDED = ("shoulder", "upper_arm", "forearm", "hand", "thigh", "shin", "foot", "toe")
@@ -63,6 +63,30 @@ _RIGIFY_CONTROLS = {
         ("thigh", "thigh_fk"), ("shin", "shin_fk"), ("foot", "foot_fk"), ("toe", "toe_fk"),
     )},
 }
+
+
+#: The fingers a retarget carries over where both skeletons have them, and a finger bone's name as read.
+FINGERS = ("thumb", "index", "middle", "ring", "pinky")
+_FINGER = re.compile(r"^(?:hand|f|finger)?(?P<finger>thumb|index|middle|ring|pinky|pinkie|little)(?:finger)?(?P<number>\d*)$")
+
+
+def fingers_of(names: Sequence[str]) -> dict[str, list[str]]:
+    """Per finger and side ("index.L"), its bones from the hand outwards, by their names: a side, a finger's word
+    and a number (Mixamo's LeftHandIndex1, Rigify's f_index.01.L, Unreal's index_01_l, CMU's LThumb); of several
+    bones with one place the plainest (no mechanism prefix)."""
+    found: dict[str, dict[int, tuple[int, str]]] = {}
+    for name in names:
+        side, word, rank = _read(name)
+        whole = re.sub(r"[._\- ]", "", name[_PREFIX.match(name).end():]).lower()
+        match = _FINGER.match(word) or _FINGER.match(re.sub(r"^(left|right|[lr])|(left|right|[lr])$", "", whole))
+        if side is None or match is None:
+            continue
+        finger = {"pinkie": "pinky", "little": "pinky"}.get(match.group("finger"), match.group("finger"))
+        number = int(match.group("number") or 1)
+        places = found.setdefault(f"{finger}.{side}", {})
+        if number not in places or rank < places[number][0]:
+            places[number] = (rank, name)
+    return {key: [name for _, (_, name) in sorted(places.items())] for key, places in found.items()}
 
 
 def _read(name: str) -> tuple[str | None, str, int]:
