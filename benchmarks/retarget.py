@@ -11,7 +11,8 @@ rig has legs 20 % longer and arms 10 % shorter than the clip's, hinged knees and
 key its pose, make the goals, bake FABRIK's corrections); Blender's own IK constraints (chain 2, on the forearms
 and shins) on the same goals through Bake Action (visual keying); and the copy-rotation setup an animator makes
 by hand (a Copy Rotation per mapped bone and a Copy Location on the hips, through Bake Action). Then, for every
-test clip onto that rig, the stocky rig and an A-pose rig, the measures the tests hold it to: the worst bend
+test clip, onto a rig of those proportions (without fingers), the stocky rig and an A-pose rig, the measures the
+tests hold it to: the worst bend
 plane against the clip's where both bend more than 20 degrees (and frames flipped), the largest bend jump in one
 frame over the clip's own, the worst hand, foot or head turn against the clip's, the farthest a held ankle or
 toe slides (a share of the leg), the lowest ankle or toe above the floor and the frames a limb is straight where
