@@ -65,6 +65,11 @@ def refusal(obj) -> str | None:
         return "the Source must be another armature"
     if source.animation_data is None or source.animation_data.action is None:
         return f"the clip '{source.name}' has no action: import it with its animation, or assign one"
+    if source.hide_viewport or source.name not in bpy.context.view_layer.objects:
+        return (f"the clip '{source.name}' is disabled in viewports or its collection is excluded, so Blender does "
+                "not play it: enable it (hiding it with the eye is fine)")
+    if _moving(obj):
+        return f"the rig '{obj.name}' itself is animated: retarget onto a rig that stands still (its hips carry the clip)"
     pairs = mapping(obj)
     missing = [role for role in REQUIRED if role not in pairs]
     if missing:
@@ -90,6 +95,16 @@ def refusal(obj) -> str | None:
                     return f"the {which}'s {upper}.{s} '{top}' does not hang from its hips '{hips}'"
         if not _above(bones[pairs["head"][side]], hips):
             return f"the {which}'s head '{pairs['head'][side]}' does not hang from its hips '{hips}'"
+        if "neck" in pairs and not _above(bones[pairs["head"][side]], pairs["neck"][side]) \
+                and pairs["head"][side] != pairs["neck"][side]:
+            return f"the {which}'s head '{pairs['head'][side]}' does not hang from its neck '{pairs['neck'][side]}'"
+    hips = obj.data.bones[pairs["hips"][1]]
+    if hips.use_connect:
+        return f"the rig's hips '{hips.name}' are connected to their parent, so they cannot move: disconnect them"
+    keyed = _keyed_above(obj, hips)
+    if keyed:
+        return (f"the rig's '{keyed}' above its hips is animated, which would move the whole body the clip moves: "
+                "clear its keys first")
     chains = {pairs[role][1] for role in REQUIRED}
     for name, (_, rig_bone) in pairs.items():
         moved_by = overriding(obj.pose.bones[rig_bone])
@@ -126,13 +141,31 @@ def _made(obj) -> bool:
 
 
 #: Constraints that set a bone's transform outright: a solve written under them does not show.
-_OVERRIDING = {'COPY_TRANSFORMS', 'COPY_ROTATION', 'CHILD_OF', 'ARMATURE', 'IK', 'DAMPED_TRACK', 'TRACK_TO',
-               'LOCKED_TRACK', 'STRETCH_TO'}
+_OVERRIDING = {'COPY_TRANSFORMS', 'COPY_ROTATION', 'COPY_LOCATION', 'CHILD_OF', 'ARMATURE', 'IK', 'DAMPED_TRACK',
+               'TRACK_TO', 'LOCKED_TRACK', 'STRETCH_TO', 'TRANSFORM', 'ACTION', 'SPLINE_IK'}
 
 
 def overriding(pose_bone) -> list[str]:
     """The constraints that set the bone's pose whatever its channels say (the retarget's own on the hips aside)."""
     return [c.name for c in pose_bone.constraints if c.type in _OVERRIDING and not c.mute and c.name != HIPS_CONSTRAINT]
+
+
+def _moving(obj) -> bool:
+    """Whether the rig object's own transform is animated (keyed or driven; NLA tracks cannot be told)."""
+    paths = animdata.animated_paths(obj) or []
+    return any(p.split("[")[0] in ("location", "rotation_euler", "rotation_quaternion",
+                                                     "rotation_axis_angle", "scale") for p in paths)
+
+
+def _keyed_above(obj, bone) -> str | None:
+    """The first bone above `bone` whose transform is animated, or None."""
+    paths = animdata.animated_paths(obj) or []
+    for parent in bone.parent_recursive:
+        prefix = f'pose.bones["{bpy.utils.escape_identifier(parent.name)}"].'
+        if any(path.startswith(prefix) and path[len(prefix):].startswith(("location", "rotation", "scale"))
+               for path in paths):
+            return parent.name
+    return None
 
 
 def _above(bone, name: str) -> bool:
@@ -182,9 +215,15 @@ def _effector(obj, name: str, bone: str, chain_length: int, target):
     effector = settings.effectors[index] if index >= 0 else settings.effectors.add()
     if index < 0:
         effector.name = constraints.unique_name(settings, name)
+    else:  # (the last retarget's, or an earlier version's with its pins: a retarget starts again from the clip)
+        from . import pins  # (pins read the effectors this module makes)
+
+        pins.clear(obj, effector)
+        effector.pin = 0.0
     effector.enabled = True
     effector.bone, effector.chain_length, effector.target = bone, chain_length, target
     effector.pole_target, effector.use_rotation = None, False
+    effector.influence, effector.weight, effector.use_stretch = 1.0, 1.0, False
     return effector
 
 

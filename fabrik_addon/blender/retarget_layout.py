@@ -292,8 +292,8 @@ def limb_lengths(obj, source, pairs: dict, clip: Side | None = None, rig: Side |
             for side, k, obj_ in ((clip, 0, source), (rig, 1, obj)):
                 top = side.head(pairs[f"{upper}.{s}"][k])
                 knee = side.head(pairs[f"{lower}.{s}"][k])
-                # (the clip's limb ends where its hand or foot begins: its bones' tails may point anywhere)
-                end = side.head(pairs[f"{ending}.{s}"][0]) if k == 0 and f"{ending}.{s}" in pairs else \
+                # (a limb ends where its hand or foot begins: its bones' tails may point anywhere)
+                end = side.head(pairs[f"{ending}.{s}"][k]) if f"{ending}.{s}" in pairs else \
                     side.tail(obj_, pairs[f"{lower}.{s}"][k])
                 lengths[limb, s, k] = float(np.linalg.norm(knee - top) + np.linalg.norm(end - knee))
     return lengths

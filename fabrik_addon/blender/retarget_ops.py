@@ -61,9 +61,6 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
     def invoke(self, context, event):
         return self.run_modal(context)
 
-    def execute(self, context):
-        return self.run_at_once(context)
-
     def _start(self, context) -> bool:
         obj, scene = rig_for_panel(context), context.scene
         self._mapped_here = mapped_here = not retarget.mapping(obj)
@@ -83,11 +80,18 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
         return True
 
     def _drop(self) -> None:
-        """Cancel the work; one stopped before it changed the rig leaves no mapping it made either."""
+        """Cancel the work; one stopped before it changed the rig leaves no mapping it made either, and one that
+        had keyed the clip's pose is kept (`_kept`: its operator finishes, so one undo takes it back)."""
         work = self._work
         super()._drop()
+        self._kept = work is not None and work.written
         if work is not None and not work.written and getattr(self, "_mapped_here", False):
             work.obj.fabrik.retarget_bones.clear()
+
+    def execute(self, context):
+        self._kept = False
+        result = self.run_at_once(context)
+        return {'FINISHED'} if self._kept else result
 
     def modal(self, context, event):
         work = self._work
@@ -97,7 +101,9 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
             self.report({'WARNING'}, f"Retarget's bake cancelled: '{work.obj.name}' keeps the clip's pose, and live "
                         "solving corrects its hands and feet")
             return {'FINISHED'}  # (one undo step takes the whole retarget back)
-        return super().modal(context, event)
+        self._kept = False
+        result = super().modal(context, event)
+        return {'FINISHED'} if 'CANCELLED' in result and self._kept else result
 
     def _finish(self, context):
         work, self._work = self._work, None

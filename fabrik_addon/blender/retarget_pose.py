@@ -26,26 +26,30 @@ from .retarget_layout import Layout
 #: How far (a share of the leg's reach) a held foot may be out of the leg's reach before the hips come down: a
 #: foot the clip's own slide takes that little further is taken in to the leg instead.
 SLACK = 0.005
+
+
 def hold_of(obj, names: list[str]) -> arithmetic.Hold:
     """How the driven bones (`names`, parents first) hang on each other in this rig, found by turning each in turn
     and seeing which bones turn with it and which it carries (Blender evaluates the rig, constraints and all);
     their channels are as they were after."""
     pose_bones = [obj.pose.bones[n] for n in names]
-    kept = [(pb.rotation_quaternion.copy(), pb.rotation_euler.copy(), tuple(pb.rotation_axis_angle), pb.location.copy())
-            for pb in pose_bones]
+    kept = [(pb.rotation_quaternion.copy(), pb.rotation_euler.copy(), tuple(pb.rotation_axis_angle), pb.location.copy(),
+             pb.scale.copy()) for pb in pose_bones]
     count = len(names)
     depth = [len(obj.data.bones[n].parent_recursive) for n in names]
     turns_with, moves_with = [-1] * count, [-1] * count
     test = Matrix.Translation((0.1, 0.2, 0.3)) @ Matrix.Rotation(1.0, 4, Vector((1.0, 2.0, 3.0)).normalized())
+    # (each bone's own scale stays: the copy keys its turn and the hips' place, never its scale)
+    scales = [Matrix.Diagonal(pb.scale.to_4d()) for pb in pose_bones]
     try:
-        for pb in pose_bones:
-            pb.matrix_basis = Matrix.Identity(4)
+        for pb, scale in zip(pose_bones, scales):
+            pb.matrix_basis = scale
         rest = _evaluated(obj, names)
         rest_turns = arithmetic.rotations(rest)
         for a, pb in enumerate(pose_bones):
-            pb.matrix_basis = test
+            pb.matrix_basis = test @ scales[a]
             probe = _evaluated(obj, names)
-            pb.matrix_basis = Matrix.Identity(4)
+            pb.matrix_basis = scales[a]
             turn = arithmetic.rotations(probe[a]) @ rest_turns[a].T
             move = probe[a] @ np.linalg.inv(rest[a])
             for k in range(count):
@@ -60,9 +64,9 @@ def hold_of(obj, names: list[str]) -> arithmetic.Hold:
                         and (moves_with[k] < 0 or depth[a] > depth[moves_with[k]])):
                     moves_with[k] = a
     finally:
-        for pb, (quaternion, euler, axis_angle, location) in zip(pose_bones, kept):
+        for pb, (quaternion, euler, axis_angle, location, scale) in zip(pose_bones, kept):
             pb.rotation_quaternion, pb.rotation_euler = quaternion, euler
-            pb.rotation_axis_angle, pb.location = axis_angle, location
+            pb.rotation_axis_angle, pb.location, pb.scale = axis_angle, location, scale
         bpy.context.view_layer.update()
     return arithmetic.Hold(rest, turns_with, moves_with)
 
@@ -101,9 +105,9 @@ class Copy:
 
     @classmethod
     def make(cls, obj, layout: Layout, hold: arithmetic.Hold, names: list[str], clip_posed: np.ndarray,
-             clip_world: np.ndarray, hold_feet: bool = True) -> Copy:
+             clip_world: np.ndarray, numbers: list[int], hold_feet: bool = True) -> Copy:
         """The copy from the clip's posed bones (F, len(layout.read), 4, 4) in its armature space and its world
-        matrices (F, 4, 4); `names`: the driven rig bones as `hold` has them."""
+        matrices (F, 4, 4) on the frames `numbers`; `names`: the driven rig bones as `hold` has them."""
         pairs = retarget.mapping(obj)
         clip, rig = layout.clip, layout.rig
         frames = len(clip_posed)
@@ -111,10 +115,15 @@ class Copy:
         rest = np.stack([clip.rotation(name) for name in layout.read])
         turns = arithmetic.turns(arithmetic.rotations(world), rest)
         turns = layout.turn @ turns @ layout.turn.T
+        bad = ~np.isfinite(turns).all(axis=(1, 2, 3))
+        if bad.any():  # (a clip bone scaled to nothing has no turn)
+            raise ValueError(f"the clip's pose cannot be put on the rig on frame {numbers[int(np.argmax(bad))]} (a bone "
+                             "scaled to nothing?)")
         at = {name: k for k, name in enumerate(layout.read)}
         index = {name: k for k, name in enumerate(names)}
         rig_turn = arithmetic.rotations(rig.world)
-        rest_turns = rig_turn @ arithmetic.rotations(hold.frames)
+        # (the turns are onto the bones' rests as the rig is built; how they hang now is the hold's business)
+        rest_turns = np.stack([rig.rotation(name) for name in names])
         wanted: dict[int, np.ndarray] = {}
         spans: dict[tuple, np.ndarray] = {}
         for name, sourced in layout.sources.items():
@@ -151,15 +160,18 @@ class Copy:
             return posed, local, locations, *cls._goals(obj, layout, pairs, index, posed, world, at)
 
         up = np.zeros((frames, 3))
-        # The clip grounded: its lowest standing ankle at the rig's own ankle height above the floor.
-        _, _, _, goals, _ = pose(up)
-        lift = layout.floor - min(goals[f"foot.{s}"][:, 2].min() - layout.ankle_height[s] for s in "LR")
+        # The clip grounded: its lowest standing ankle at the rig's own ankle height above the floor (found where
+        # it stands as it is: standing is measured from its own lowest, wherever that is).
+        _, _, _, goals, toes = pose(up)
+        runs = {s: arithmetic.stands(goals[f"foot.{s}"], toes[s], layout.leg[s]) for s in "LR"}
+        lift = layout.floor - min(arithmetic.grounding(goals[f"foot.{s}"], toes[s], runs[s], layout.ankle_height[s])
+                                  for s in "LR")
         up[:, 2] = lift
         posed, local, locations, goals, toes = pose(up)
         contacts, feet = {}, {}
         for s in "LR":
             feet[s], ankle_runs, toe_runs = arithmetic.held(
-                goals[f"foot.{s}"], toes[s], layout.leg[s], layout.floor, layout.ankle_height[s], hold=hold_feet)
+                goals[f"foot.{s}"], toes[s], runs[s] if hold_feet else ([], []), layout.floor)
             contacts[f"foot.{s}"] = (ankle_runs, toe_runs)
         # The hips lowered where a leg cannot reach its ankle's goal (a rig of other proportions, a held foot);
         # a held foot that the leg misses by a hair (the clip's own foot slid there) is taken in to the leg instead.
@@ -190,9 +202,11 @@ class Copy:
     @staticmethod
     def _goals(obj, layout: Layout, pairs, index, posed, clip_world, at) -> tuple[dict, dict]:
         """Each limb's goal in world space: the rig's joint at the limb's top (as the copy poses it) plus the
-        clip's reach from its own, turned into the rig's space and scaled by the limbs' lengths; and each foot's
-        toe (its tail) where the copy puts it beside its ankle."""
+        clip's reach from its own, turned into the rig's space and scaled by the limbs' lengths, for the rig's
+        wrist or ankle; the goal is where the forearm's or shin's tail goes with it (the effector's tip, on most
+        rigs the same point). And each foot's toe (its tail) where the copy puts it beside its ankle."""
         world = layout.rig.world
+        rig_turn = arithmetic.rotations(world)
         source = obj.fabrik.retarget_source.data.bones
         goals, toes = {}, {}
 
@@ -212,6 +226,10 @@ class Copy:
                 clip_end = (clip_world[:, at[pairs[lower][0]]] @ np.array([0.0, length, 0.0, 1.0]))[:, :3]
             top = np.einsum("ij,fj->fi", world, posed[:, index[pairs[upper][1]], :, 3])[:, :3]
             goals[name] = top + (clip_end - clip_top) @ layout.turn.T * scale
+            if end in pairs:  # (a forearm or shin whose tail is off the wrist or ankle carries it along)
+                rig = layout.rig
+                off = rig.rotation(pairs[lower][1]).T @ (rig.tail(obj, pairs[lower][1]) - rig.head(pairs[end][1]))
+                goals[name] = goals[name] + (rig_turn @ arithmetic.rotations(posed[:, index[pairs[lower][1]]])) @ off
             if name.startswith("foot"):
                 ankle = tail(pairs[lower][1])
                 foot = pairs.get(f"foot.{s}")

@@ -100,7 +100,7 @@ class Retargeting(stepping.SceneWork):
         try:
             names = sorted(self.layout.sources, key=lambda n: len(self.obj.data.bones[n].parent_recursive))
             copy = Copy.make(self.obj, self.layout, hold_of(self.obj, names), names, self._clip_posed,
-                             self._clip_world, self.hold_feet)
+                             self._clip_world, self.frames, self.hold_feet)
             bad = ~np.isfinite(copy.hips_location).all(axis=1)
             for values in (*copy.local.values(), *copy.goals.values()):
                 bad |= ~np.isfinite(values.reshape(len(self.frames), -1)).all(axis=1)
@@ -133,14 +133,16 @@ class Retargeting(stepping.SceneWork):
         self.let_go(live=True if self.written else None)
 
     def finish(self) -> bake.BakeResult | None:
-        """Write the bake's keys and turn the hands and feet back to the clip's orientation; let go."""
-        live = not self.bake_it
+        """Write the bake's keys and turn the hands and feet back to the clip's orientation; let go (where the bake
+        fails, with live solving on: the clip's pose is keyed and live solving corrects the ends)."""
+        live = True
         try:
             while not self.done:
                 self.step()
             if self.baker is not None:
                 self.result = self.baker.finish(new_action=False, keep_live=False)
                 self._turn_ends()
+            live = not self.bake_it
         finally:
             self.let_go(live)
         return self.result

@@ -23,7 +23,8 @@ from . import contacts as contact_runs
 from .matrix_rows import quaternion_to_matrix, quaternions_from_matrices, swing_matrix
 
 __all__ = [
-    "Hold", "alignment", "body_frame", "held", "hinged", "lowered", "rotations", "sampled", "slerp", "turns", "within",
+    "Hold", "alignment", "body_frame", "grounding", "held", "hinged", "lowered", "rotations", "sampled", "slerp",
+    "stands", "turns", "within",
 ]
 
 
@@ -150,6 +151,11 @@ def _signed(a: np.ndarray, b: np.ndarray, axis: np.ndarray) -> np.ndarray:
     return np.arctan2(np.einsum("fi,fi->f", axis, np.cross(a, b)), np.einsum("fi,fi->f", a, b))
 
 
+#: How far outside its range (radians) a hinge's bend may be before the upper bone turns about itself the other way
+#: round to bend it back inside.
+FAR_OUTSIDE = 0.35
+
+
 def hinged(upper: np.ndarray, lower: np.ndarray, relative: np.ndarray, axis: int, low: float, high: float
            ) -> tuple[np.ndarray, np.ndarray]:
     """A limb whose lower joint is a hinge about its own X (`axis` 0) or Z (2) axis, posed as nearly as the hinge
@@ -171,21 +177,21 @@ def hinged(upper: np.ndarray, lower: np.ndarray, relative: np.ndarray, axis: int
         normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-12)
     else:
         normal = hinge
-    best_upper, best_lower, best_miss = upper.copy(), lower.copy(), np.full(len(upper), np.inf)
+    ways = []
     for sign in (1.0, -1.0):
         twist = _signed(hinge, sign * normal, along_upper)
         turned = _about(along_upper, twist) @ upper
         zero = turned @ relative
-        across = zero[:, :, axis]
-        angle = _signed(zero[:, :, 1], along_lower, across)
+        angle = _signed(zero[:, :, 1], along_lower, zero[:, :, axis])
         kept = np.clip(angle, low, high)
-        miss = np.abs(angle - kept)
-        better = miss < best_miss - 1e-9
         local = _about(np.broadcast_to(np.eye(3)[axis], (len(upper), 3)), kept)
-        best_upper[better] = turned[better]
-        best_lower[better] = (zero @ local)[better]
-        best_miss = np.minimum(best_miss, miss)
-    return best_upper, best_lower
+        ways.append((np.abs(twist), np.abs(angle - kept), turned, zero @ local))
+    # The lesser twist of the upper bone, unless it leaves the hinge far outside its range and the other does
+    # not: a knee captured a little past straight is held straight, not turned half round to bend it back.
+    (twist_a, miss_a, *a), (twist_b, miss_b, *b) = ways
+    first = twist_a <= twist_b
+    take_a = np.where(first, ~((miss_a > FAR_OUTSIDE) & (miss_b < miss_a)), (miss_b > FAR_OUTSIDE) & (miss_a < miss_b))
+    return np.where(take_a[:, None, None], a[0], b[0]), np.where(take_a[:, None, None], a[1], b[1])
 
 
 def lowered(reach: np.ndarray, length: float) -> np.ndarray:
@@ -206,33 +212,51 @@ def within(top: np.ndarray, goal: np.ndarray, length: float) -> np.ndarray:
     return top + reach * scale[:, None]
 
 
-def held(
-    ankle: np.ndarray, toe: np.ndarray, leg: float, floor: float, ankle_height: float,
-    speed: float = 0.01, height: float = 0.05, shortest: int = 4, blend: int = 2, hold: bool = True,
-) -> tuple[np.ndarray, list[contact_runs.Contact], list[contact_runs.Contact]]:
-    """A foot's ankle goals (F, 3) with its contacts held: where the ankle stands (slower than `speed` a frame and
-    within `height` of its lowest, both shares of the `leg`'s length) it stays where it stood; where only the toe
-    stands (the foot rolling onto it), the toe does and the ankle turns about it; neither goes below the floor
-    (the toe to `floor`, the ankle to its rest `ankle_height` above it). Also the ankle's and the toe's contacts
-    (the frames each is held whole; none where `hold` is False: then only the floor counts)."""
+#: Contacts as Find Contacts finds them: slower than a share of the leg a frame, within a share of it of the
+#: lowest, for a few frames; a hold takes hold and lets go over the first and last few of them.
+SPEED, HEIGHT, SHORTEST, BLEND = 0.01, 0.05, 4, 2
+
+
+def stands(ankle: np.ndarray, toe: np.ndarray, leg: float) -> tuple[list, list]:
+    """Where a foot stands (`contacts.find`): the runs of frames its ankle stands, and its toe."""
+    return (contact_runs.find(ankle, SPEED * leg, HEIGHT * leg, SHORTEST),
+            contact_runs.find(toe, SPEED * leg, HEIGHT * leg, SHORTEST))
+
+
+def grounding(ankle: np.ndarray, toe: np.ndarray, runs: tuple[list, list], ankle_height: float) -> float:
+    """How high above the floor a foot's clip stands (its ankle goals (F, 3) and toe points as they are): its
+    lowest standing ankle less the rig's ankle height; standing only on its toe, its lowest standing toe; never
+    standing, its lowest ankle less the ankle height."""
+    ankle_runs, toe_runs = runs
+    if ankle_runs:
+        return min(float(ankle[r.first:r.last + 1, 2].min()) for r in ankle_runs) - ankle_height
+    if toe_runs:
+        return min(float(toe[r.first:r.last + 1, 2].min()) for r in toe_runs)
+    return float(ankle[:, 2].min()) - ankle_height
+
+
+def held(ankle: np.ndarray, toe: np.ndarray, runs: tuple[list, list], floor: float
+         ) -> tuple[np.ndarray, list[contact_runs.Contact], list[contact_runs.Contact]]:
+    """A foot's ankle goals (F, 3) with its contacts (`stands`) held: where the ankle stands it stays where it
+    stood; where only the toe stands (the foot rolling onto it), the toe does and the ankle turns about it;
+    neither goes below the floor. Also the frames each is held whole."""
     ankle = np.array(ankle, dtype=float)
     toe = np.asarray(toe, dtype=float)
     count = len(ankle)
+    ankle_runs, toe_runs = runs
     out = ankle.copy()
-    toe_runs = contact_runs.find(toe, speed * leg, height * leg, shortest) if hold else []
-    ankle_runs = contact_runs.find(ankle, speed * leg, height * leg, shortest) if hold else []
-    toe_weight, toe_where = _holds(toe, toe_runs, blend, count)
-    ankle_weight, ankle_where = _holds(ankle, ankle_runs, blend, count)
-    held_runs = [contact_runs.Contact(r.first + min(blend, (r.last - r.first) // 2),
-                                      r.last - min(blend, (r.last - r.first) // 2)) for r in ankle_runs]
-    held_toes = [contact_runs.Contact(r.first + min(blend, (r.last - r.first) // 2),
-                                      r.last - min(blend, (r.last - r.first) // 2)) for r in toe_runs]
+    toe_weight, toe_where = _holds(toe, toe_runs, BLEND, count)
+    ankle_weight, ankle_where = _holds(ankle, ankle_runs, BLEND, count)
+
+    def whole(found: list) -> list:
+        return [contact_runs.Contact(r.first + min(BLEND, (r.last - r.first) // 2),
+                                     r.last - min(BLEND, (r.last - r.first) // 2)) for r in found]
+
     out += toe_weight[:, None] * (toe_where - toe)
     out += ankle_weight[:, None] * (ankle_where - out)
     foot = out + (toe - ankle)
-    out[:, 2] += np.maximum(0.0, floor - foot[:, 2])
-    out[:, 2] = np.maximum(out[:, 2], floor + ankle_height)
-    return out, held_runs, held_toes
+    out[:, 2] += np.maximum(0.0, floor - np.minimum(foot[:, 2], out[:, 2]))
+    return out, whole(ankle_runs), whole(toe_runs)
 
 
 def _holds(points: np.ndarray, runs: list, blend: int, count: int) -> tuple[np.ndarray, np.ndarray]:
