@@ -75,6 +75,7 @@ def step_set_up():
     result["clip_seconds"] = round(time.monotonic() - began, 2)
     stocky = walk_clip.stocky_rig()
     stocky.location = (0.0, 0.0, 0.0)
+    stocky.fabrik.live = True  # (so that undo must give it back: the bake leaves it off)
     view_layer = bpy.context.view_layer
     for obj in view_layer.objects:
         obj.select_set(obj == stocky)

@@ -90,8 +90,10 @@ class Measures:
     #: Per limb: frames where the rig's limb is straight (under 5 degrees) while the clip's bends over 20.
     straightened: dict
     #: Per end: the worst difference of its turn from where it was on the first frame, rig against clip (degrees;
-    #: measured from the first frame, so a rig whose rest stands otherwise, an A pose, is measured as well).
+    #: measured from the first frame, so a rig whose rest stands otherwise, an A pose, is measured as well); and of
+    #: its turn from its rest, where both rests stand alike.
     turned: dict
+    turned_from_rest: dict
     #: The rig's lowest ankle and toe (foot tail) above the floor.
     lowest: float
 
@@ -99,11 +101,11 @@ class Measures:
 def measure(clip, rig, pairs: dict, frames: list[int], floor: float = 0.0, turn=np.eye(3)) -> tuple[Measures, Track, Track]:
     """Measure the retarget of `clip` onto `rig` over the frames (`pairs`: role -> (clip bone, rig bone)); `turn`
     takes the clip's world directions to the rig's (the clip faces another way)."""
-    roles = sorted({role for limb in LIMBS.values() for role in limb} | set(ENDS) | {"hips"})
+    roles = sorted({role for limb in LIMBS.values() for role in limb} | set(ENDS) | {"hips", "toe.L", "toe.R"})
     roles = [r for r in roles if r in pairs]
     clip_track = Track.read(clip, [pairs[r][0] for r in roles], frames)
     rig_track = Track.read(rig, [pairs[r][1] for r in roles], frames)
-    plane, flipped, jump, clip_jump, straightened, turned = {}, {}, {}, {}, {}, {}
+    plane, flipped, jump, clip_jump, straightened, turned, from_rest = {}, {}, {}, {}, {}, {}, {}
     for limb, joints in LIMBS.items():
         clip_bend, clip_normal = clip_track.limb(*(pairs[r][0] for r in joints))
         rig_bend, rig_normal = rig_track.limb(*(pairs[r][1] for r in joints))
@@ -118,11 +120,14 @@ def measure(clip, rig, pairs: dict, frames: list[int], floor: float = 0.0, turn=
         if end in pairs:
             clip_turn = clip_track.turn(pairs[end][0])
             rig_turn = rig_track.turn(pairs[end][1])
+            from_rest[end] = float(_angle(turn @ clip_turn @ turn.T, rig_turn).max())
             clip_turn = turn @ clip_turn @ np.swapaxes(clip_turn[:1], 1, 2) @ turn.T
             rig_turn = rig_turn @ np.swapaxes(rig_turn[:1], 1, 2)
             turned[end] = float(_angle(clip_turn, rig_turn).max())
-    lowest = min(float(rig_track.tails[pairs[f"{p}.{s}"][1]][:, 2].min()) for p in ("shin", "foot") for s in "LR")
-    return Measures(plane, flipped, jump, clip_jump, straightened, turned, lowest - floor), clip_track, rig_track
+    lowest = min(float(rig_track.tails[pairs[f"{p}.{s}"][1]][:, 2].min())
+                 for p in ("shin", "foot", "toe") for s in "LR" if f"{p}.{s}" in pairs)
+    measures = Measures(plane, flipped, jump, clip_jump, straightened, turned, from_rest, lowest - floor)
+    return measures, clip_track, rig_track
 
 
 def slides(track: Track, bone: str, runs: list, point: str = "tail") -> float:

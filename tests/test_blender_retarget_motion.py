@@ -93,14 +93,31 @@ def test_onto_an_exact_copy_of_its_skeleton_the_result_is_the_clip(tmp_path, mot
             assert np.all(moved[held[side]] < 0.01 * 0.9), (name, moved.max())
 
 
-def check_kept(clip, rig, work, pairs: dict | None = None, hinges: dict | None = None, ankles: dict | None = None
-               ) -> None:
+@pytest.mark.parametrize("motion", ("walk", "turn", "jump"))
+def test_onto_an_exact_copy_without_holding_the_feet_every_frame_is_the_clip(tmp_path, motion):
+    """Hold the Feet off: nothing but the clip's own pose, every bone within a degree and every joint within 0.1 %
+    of the height on every frame."""
+    clip = mocap_clips.import_clip(tmp_path, motion)
+    rig = mocap_clips.rig_from(mocap_clips.Skeleton(), "Copy")
+    work = retargeted(clip, rig, hold_feet=False)
+    names = [b.name for b in clip.data.bones]
+    clip_track, rig_track = Track.read(clip, names, work.frames), Track.read(rig, names, work.frames)
+    for name in names:
+        turned = clip_track.turn(name) @ np.swapaxes(rig_track.turn(name), 1, 2)
+        off = np.degrees(np.arccos(np.clip((np.trace(turned, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)))
+        moved = np.linalg.norm(clip_track.head(name) - rig_track.head(name), axis=1)
+        assert off.max() < 1.0 and moved.max() < 1e-3 * HEIGHT, (name, off.max(), moved.max())
+
+
+def check_kept(clip, rig, work, pairs: dict | None = None, hinges: dict | None = None, ankles: dict | None = None,
+               same_rest: bool = False, standing: bool = True) -> None:
     """What a retarget onto a rig of other proportions must keep: each elbow's and knee's bend plane within 10
     degrees of the clip's wherever both bend over 20 (never flipped), no bend jumping more in a frame than the
     clip's most plus 5 degrees, hands, feet and head turning within 5 degrees as the clip's do, ankles and toes
     still (within 1 % of the leg) over every held contact, nothing under the floor, no limb straight where the
     clip's bends, and every hinge inside its range (`hinges`: bone -> (low, high) about X; `ankles`: per side the
-    bone whose tail is the ankle, where not the shin)."""
+    bone whose tail is the ankle, where not the shin; `same_rest`: the rig's rest stands as the clip's, so hands,
+    feet and head turn from it as the clip's from its own; `standing`: the clip's feet stand somewhere)."""
     pairs = pairs or retarget.mapping(rig)
     kept, clip_track, rig_track = measure(clip, rig, pairs, work.frames, floor=work.layout.floor)
     # (the clips stand on their own floor: put on the rig's, they move up or down by an ankle's height at most,
@@ -114,11 +131,14 @@ def check_kept(clip, rig, work, pairs: dict | None = None, hinges: dict | None =
     assert not any(kept.flipped.values()), kept.flipped
     assert all(kept.jump[limb] <= kept.clip_jump[limb] + 5.0 for limb in LIMBS), (kept.jump, kept.clip_jump)
     assert all(angle <= 5.0 for angle in kept.turned.values()), kept.turned
+    if same_rest:
+        assert all(angle <= 5.0 for angle in kept.turned_from_rest.values()), kept.turned_from_rest
     assert kept.lowest > -1e-4, kept.lowest
     assert not any(kept.straightened.values()), kept.straightened
     for s in "LR":
         leg = work.layout.leg[s]
         held, toes = work.copy.contacts[f"foot.{s}"]
+        assert held or toes or not standing, s
         assert slides(ankle_track, ankles[s], held) <= 0.01 * leg, (s, held)
         assert slides(rig_track, pairs[f"foot.{s}"][1], toes) <= 0.01 * leg, (s, toes)
     for frame in work.frames[::4]:
@@ -138,7 +158,8 @@ def test_onto_longer_legs_and_shorter_hinged_arms_the_motion_is_kept(tmp_path, m
     clip = mocap_clips.import_clip(tmp_path, motion)
     rig = mocap_clips.rig_from(mocap_clips.Skeleton(legs=1.2, arms=0.9), "Long", location=(1.5, 0.0, 0.0), hinges=True)
     work = retargeted(clip, rig)
-    check_kept(clip, rig, work, hinges=hinge_ranges(rig, ("LeftLeg", "RightLeg", "LeftForeArm", "RightForeArm")))
+    check_kept(clip, rig, work, hinges=hinge_ranges(rig, ("LeftLeg", "RightLeg", "LeftForeArm", "RightForeArm")),
+               same_rest=True, standing=motion != "run")
 
 
 @pytest.mark.parametrize("motion", ("walk", "crouch", "turn"))
