@@ -117,7 +117,7 @@ class Layout:
     fingers: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
     #: The limbs whose lower bone is a hinge: its axis and range (`_hinge`).
     hinges: dict[str, tuple] = field(default_factory=dict)
-    #: How far the clip's rest stands tipped from the rig's up, in degrees.
+    #: How far the clip's up (the world axis nearest its hips-to-head) is from the rig's, in degrees: 0, 90 or 180.
     tipped: float = 0.0
 
     @classmethod

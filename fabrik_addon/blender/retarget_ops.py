@@ -117,9 +117,9 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
         held = sum(len(runs[0]) + len(runs[1]) for runs in copy.contacts.values())
         self.report({'INFO'}, f"Retargeted '{work.clip.name}' onto '{obj.name}': {len(work.frames)} frames, "
                     f"{len(copy.local)} bones, {held} foot contact(s) held, body scale {layout.scale:.3g}")
-        if layout.tipped > 30.0:
-            self.report({'WARNING'}, f"The clip's rest pose stands {layout.tipped:.0f} degrees off the rig's "
-                        "upright: turned upright")
+        if layout.tipped > 45.0:
+            self.report({'WARNING'}, f"The clip stands on another axis than the rig ({layout.tipped:.0f} degrees "
+                        "off its up): stood up")
         if abs(copy.grounded) > 0.25 * layout.leg_length:
             self.report({'WARNING'}, f"The clip's floor was {copy.grounded:+.3g} off the rig's: moved onto it")
         far = {name: count for name, count in copy.beyond.items() if count}
