@@ -9,7 +9,8 @@ The clips are the tests' (tests/mocap_clips.py: written as BVH, imported with Bl
 rig has legs 20 % longer and arms 10 % shorter than the clip's, hinged knees and elbows and three-bone fingers
 (51 bones). Each run times, in the same process one after the other: the one click (Retarget: read the clip,
 key its pose, make the goals, bake FABRIK's corrections); Blender's own IK constraints (chain 2, on the forearms
-and shins) on the same goals through Bake Action (visual keying); and the copy-rotation setup an animator makes
+and shins) on the same goals, on a twin of the rig keyed as the retarget left it, through Bake Action (visual
+keying); and the copy-rotation setup an animator makes
 by hand (a Copy Rotation per mapped bone and a Copy Location on the hips, through Bake Action). Then, for every
 test clip, onto a rig of those proportions (without fingers), the stocky rig and an A-pose rig, the measures the
 tests hold it to: the worst bend
@@ -73,8 +74,14 @@ def one_run(folder: Path, frames: int) -> dict:
     with quiet():
         assert bpy.ops.fabrik.retarget() == {'FINISHED'}
     times = {"retarget": time.perf_counter() - began}
-    # Blender's IK on the same goals: the retarget's own targets, the constraints on a twin of the rig.
+    # Blender's IK on the same goals: the retarget's own targets, the constraints on a twin of the rig posed as the
+    # rig is (its keys: the hips moving, every bone turning; the IK starts from them, as FABRIK started from the
+    # clip's pose).
     twin = mocap_clips.rig_from(mocap_clips.Skeleton(**PROPORTIONS), "Twin", hinges=True, fingers=True)
+    action = rig.animation_data.action.copy()
+    twin.animation_data_create().action = action
+    if hasattr(twin.animation_data, "action_slot"):  # (4.4+: the copy's slot is the rig's)
+        twin.animation_data.action_slot = action.slots[0]
     for effector in rig.fabrik.effectors:
         ik = twin.pose.bones[effector.bone].constraints.new('IK')
         ik.target, ik.chain_count = effector.target, 2

@@ -219,7 +219,8 @@ class Layout:
         # (hands, feet without toes, toes, the head) keep the alignment of the bone above them.
         nexts = {"shoulder": "upper_arm", "upper_arm": "forearm", "forearm": "hand", "thigh": "shin", "shin": "foot",
                  "foot": "toe"}
-        above = {"hand": "forearm", "foot": "shin", "toe": "foot", "head": "neck"}
+        above = {"hand": "forearm", "foot": "shin", "toe": "foot", "head": "neck", "forearm": "upper_arm",
+                 "shin": "thigh"}
         for role, (clip_bone, rig_bone) in pairs.items():
             part, _, s = role.partition(".")
             after = f"{nexts[part]}.{s}" if part in nexts else None
