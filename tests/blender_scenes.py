@@ -35,6 +35,20 @@ def disable_rigify() -> None:
             bpy.app.handlers.load_post.remove(handler)
 
 
+def generated_rigify():
+    """A human rig Rigify generated from its metarig, in Object Mode (Rigify switched off again after)."""
+    import addon_utils
+
+    addon_utils.enable("rigify", default_set=True)
+    try:
+        bpy.ops.object.armature_human_metarig_add()
+        bpy.ops.pose.rigify_generate()
+    finally:
+        disable_rigify()
+    bpy.ops.object.mode_set(mode='OBJECT')
+    return bpy.data.objects["rig"]
+
+
 def tip_world(rig, bone: str):
     """World position of a bone's tail as Blender evaluates it."""
     depsgraph = bpy.context.evaluated_depsgraph_get()

@@ -14,7 +14,7 @@ import bpy
 import numpy as np
 import pytest
 
-from blender_scenes import RecordingLayout, disable_rigify, rigbuild, tip_world
+from blender_scenes import RecordingLayout, disable_rigify, generated_rigify, rigbuild, tip_world
 from fabrik_addon.blender import animdata, pins, retarget, retarget_work, status
 from walk_clip import FRAMES, HINGES, SHIN, THIGH, import_walk, stocky_rig
 
@@ -235,16 +235,7 @@ def test_a_rig_rigify_generated_takes_the_walk_through_its_fk_controls(tmp_path)
     neck), Retarget sets its arms' and legs' IK/FK switches to FK, so that the deforming bones follow the chains
     FABRIK poses; every goal is reached; the deforming feet stand still where they are held (the generated
     controls carry no IK limits to break); Remove takes the retarget away and puts the switches back."""
-    import addon_utils
-
-    addon_utils.enable("rigify", default_set=True)
-    try:
-        bpy.ops.object.armature_human_metarig_add()
-        bpy.ops.pose.rigify_generate()
-    finally:
-        disable_rigify()
-    rig = bpy.data.objects["rig"]
-    bpy.ops.object.mode_set(mode='OBJECT')
+    rig = generated_rigify()
     clip = import_walk(tmp_path)
     rig.fabrik.retarget_source = clip
     assert retarget.map_bones(rig) == []

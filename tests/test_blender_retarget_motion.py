@@ -14,7 +14,7 @@ import bpy
 import numpy as np
 import pytest
 
-from blender_scenes import disable_rigify  # (first: it puts samples/ on the path)
+from blender_scenes import generated_rigify  # (first: it puts samples/ on the path)
 import mocap_clips
 from fabrik_addon.blender import retarget, retarget_work
 from retarget_measures import LIMBS, Track, measure, slides
@@ -42,20 +42,6 @@ def retargeted(clip, rig, hold_feet: bool = True) -> retarget_work.Retargeting:
     result = work.finish()
     assert not rig.fabrik.live and result.frames == len(work.frames)
     return work
-
-
-def generated_rigify():
-    """A human Rigify generated from its metarig (its FK controls carry the clip; its mesh follows DEF bones)."""
-    import addon_utils
-
-    addon_utils.enable("rigify", default_set=True)
-    try:
-        bpy.ops.object.armature_human_metarig_add()
-        bpy.ops.pose.rigify_generate()
-    finally:
-        disable_rigify()
-    bpy.ops.object.mode_set(mode='OBJECT')
-    return bpy.data.objects["rig"]
 
 
 def deforming(pairs: dict) -> dict:
