@@ -137,7 +137,9 @@ def kept(folder: Path, motion: str, which: str) -> dict:
 
 
 def span_of(values: list[float], unit: str = "s", digits: int = 2) -> str:
-    return f"{min(values):.{digits}f}–{max(values):.{digits}f} {unit}" if len(values) > 1 else f"{values[0]:.{digits}f} {unit}"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f} {unit}"
+    return f"{min(values):.{digits}f}–{max(values):.{digits}f} {unit}"
 
 
 def main() -> int:
@@ -175,7 +177,8 @@ def main() -> int:
           "worst hand/foot/head turn | worst held slide (of the leg) | lowest above the floor | straightened |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for motion, which, row in rows:
-        print(f"| {motion} | {which} | {row['frames']} | {row['seconds']:.2f} | {row['plane']:.1f}° | {row['flipped']} | "
+        print(f"| {motion} | {which} | {row['frames']} | {row['seconds']:.2f} | {row['plane']:.1f}° | "
+              f"{row['flipped']} | "
               f"{row['jump']:+.1f}° | {row['turned']:.1f}° | {100 * row['slide']:.2f} % | {row['lowest']:.4f} | "
               f"{row['straight']} |")
     return 0

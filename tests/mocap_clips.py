@@ -29,8 +29,10 @@ SKELETON = [
 ]
 for _side, _s in (("Left", 1.0), ("Right", -1.0)):
     SKELETON += [
-        (f"{_side}Shoulder", "Spine1", (0.03 * _s, 0.18, 0.0)), (f"{_side}Arm", f"{_side}Shoulder", (0.14 * _s, 0.0, 0.0)),
-        (f"{_side}ForeArm", f"{_side}Arm", (0.28 * _s, 0.0, 0.0)), (f"{_side}Hand", f"{_side}ForeArm", (0.25 * _s, 0.0, 0.0)),
+        (f"{_side}Shoulder", "Spine1", (0.03 * _s, 0.18, 0.0)),
+        (f"{_side}Arm", f"{_side}Shoulder", (0.14 * _s, 0.0, 0.0)),
+        (f"{_side}ForeArm", f"{_side}Arm", (0.28 * _s, 0.0, 0.0)),
+        (f"{_side}Hand", f"{_side}ForeArm", (0.25 * _s, 0.0, 0.0)),
         (f"{_side}UpLeg", "Hips", (0.10 * _s, 0.0, 0.0)), (f"{_side}Leg", f"{_side}UpLeg", (0.0, -0.45, 0.0)),
         (f"{_side}Foot", f"{_side}Leg", (0.0, -0.45, 0.0)), (f"{_side}ToeBase", f"{_side}Foot", (0.0, -0.06, 0.12)),
     ]
@@ -189,7 +191,8 @@ def crouch(frames: int = 60) -> list[Pose]:
     for f in range(frames):
         depth = 0.5 - 0.5 * math.cos(2 * math.pi * f / (frames - 1))
         hips = np.array([0.0, HIP_HEIGHT - 0.4 * depth, -0.12 * depth])
-        hands = {side: (0.05 * s, -0.3 + 0.3 * depth, 0.5 + 0.3 * depth) for side, s in (("Left", 1.0), ("Right", -1.0))}
+        hands = {side: (0.05 * s, -0.3 + 0.3 * depth, 0.5 + 0.3 * depth)
+                 for side, s in (("Left", 1.0), ("Right", -1.0))}
         out.append(make_pose(Skeleton(), hips, np.eye(3), _standing_feet(), hands, spine_bend=30.0 * depth,
                              head_turn=20.0 * depth))
     return out
@@ -315,7 +318,8 @@ def rig_from(skeleton: Skeleton, name: str = "Copy", rename=None, location=(0.0,
         tail = heads[bone] + np.array([d[0], -d[2], d[1]])
         if bone == "Hips":
             tail = heads[bone] + np.array([0.0, 0.0, 0.1])
-        connected = parent is not None and bone not in ("LeftShoulder", "RightShoulder", "LeftUpLeg", "RightUpLeg", "Spine")
+        connected = parent is not None and bone not in (
+            "LeftShoulder", "RightShoulder", "LeftUpLeg", "RightUpLeg", "Spine")
         # (knees and elbows: the X axis across the way the limb bends, as a hinge about X needs)
         roll = (0.0, -1.0, 0.0) if "Leg" in bone or "Foot" in bone else (0.0, 1.0, 0.0) if "Arm" in bone else None
         row = (rename(bone), tuple(heads[bone]), tuple(tail), rename(parent) if parent else None, connected)
@@ -338,11 +342,11 @@ def rig_from(skeleton: Skeleton, name: str = "Copy", rename=None, location=(0.0,
             pb = rig.pose.bones[rename(bone)]
             pb.lock_ik_y = pb.lock_ik_z = True
             pb.use_ik_limit_x = True
-            pb.ik_min_x, pb.ik_max_x = _hinge_range(rig, rename(bone), rename(next(p for n, p, _ in SKELETON if n == bone)))
+            pb.ik_min_x, pb.ik_max_x = _hinge_range(rig, rename(bone))
     return rig
 
 
-def _hinge_range(rig, bone: str, parent: str) -> tuple[float, float]:
+def _hinge_range(rig, bone: str) -> tuple[float, float]:
     """The range of a knee's or elbow's X turn that bends it the way it bends in the clips (knee forward, elbow
     back): the sign a small turn about X gives that moves the bone's tail that way."""
     data = rig.data.bones[bone]
@@ -387,7 +391,8 @@ def along_x(clip, name: str = "AlongX"):
             if parent is None:
                 basis = np.linalg.inv(rests[bone.name]) @ matrix
             else:
-                basis = np.linalg.inv(np.linalg.inv(rests[parent.name]) @ rests[bone.name]) @ np.linalg.inv(posed[parent.name]) @ matrix
+                relative = np.linalg.inv(rests[parent.name]) @ rests[bone.name]
+                basis = np.linalg.inv(relative) @ np.linalg.inv(posed[parent.name]) @ matrix
             pb.matrix_basis = Matrix(basis.tolist())
             pb.keyframe_insert("rotation_quaternion", frame=frame)
             pb.keyframe_insert("location", frame=frame)

@@ -98,9 +98,10 @@ class Measures:
     lowest: float
 
 
-def measure(clip, rig, pairs: dict, frames: list[int], floor: float = 0.0, turn=np.eye(3)) -> tuple[Measures, Track, Track]:
+def measure(clip, rig, pairs: dict, frames: list[int], floor: float = 0.0, turn=None) -> tuple[Measures, Track, Track]:
     """Measure the retarget of `clip` onto `rig` over the frames (`pairs`: role -> (clip bone, rig bone)); `turn`
-    takes the clip's world directions to the rig's (the clip faces another way)."""
+    takes the clip's world directions to the rig's (the clip faces another way; None: the same way)."""
+    turn = np.eye(3) if turn is None else turn
     roles = sorted({role for limb in LIMBS.values() for role in limb} | set(ENDS) | {"hips", "toe.L", "toe.R"})
     roles = [r for r in roles if r in pairs]
     clip_track = Track.read(clip, [pairs[r][0] for r in roles], frames)

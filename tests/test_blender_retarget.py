@@ -75,7 +75,8 @@ def test_the_feet_stand_still_where_the_clip_stands_and_every_goal_is_reached(tm
                     scene.frame_set(frame)
                     held.append(np.array(tip_world(rig, bone)))
                     source = clip.evaluated_get(bpy.context.evaluated_depsgraph_get())
-                    followed.append(np.array(source.matrix_world @ source.pose.bones[f"{'Left' if side == 'L' else 'Right'}Foot"].head))
+                    clip_foot = source.pose.bones[f"{'Left' if side == 'L' else 'Right'}Foot"]
+                    followed.append(np.array(source.matrix_world @ clip_foot.head))
                 slide = max(np.linalg.norm(h - held[0]) for h in held)
                 jitter = max(np.linalg.norm(f - followed[0]) for f in followed)
                 assert slide < 1e-4 and jitter > 2e-3, (side, bone, run, slide, jitter)
@@ -267,7 +268,8 @@ def test_a_rig_rigify_generated_takes_the_walk_through_its_fk_controls(tmp_path)
         scene.frame_set(frame)
         evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get()).pose.bones
         for side in "LR":  # the deforming bones end where the FK chains the solve posed end
-            for fk, deform in ((f"forearm_fk.{side}", f"DEF-forearm.{side}.001"), (f"shin_fk.{side}", f"DEF-shin.{side}.001")):
+            for fk, deform in ((f"forearm_fk.{side}", f"DEF-forearm.{side}.001"),
+                               (f"shin_fk.{side}", f"DEF-shin.{side}.001")):
                 assert (evaluated[fk].tail - evaluated[deform].tail).length < 1e-4, (frame, fk)
     assert bpy.ops.fabrik.retarget_remove() == {'FINISHED'}  # (the sub-panel's Remove)
     assert {name: rig.pose.bones[name]["IK_FK"] for name in switches} == switches
@@ -359,7 +361,8 @@ def test_a_reach_beyond_the_arm_is_counted_and_the_arm_goes_straight_towards_it(
     q = bones["lowerarm_l"].matrix_basis.to_quaternion()
     assert abs(q.y) < 1e-6 and abs(q.z) < 1e-6 and abs(2.0 * math.atan2(q.x, q.w)) < 0.02  # (straight)
     shoulder, hand = (np.array(rig.matrix_world @ bones[n].head) for n in ("upperarm_l", "hand_l"))
-    clip_shoulder, clip_hand = (np.array(source.matrix_world @ source.pose.bones[n].head) for n in ("LeftArm", "LeftHand"))
+    clip_shoulder, clip_hand = (
+        np.array(source.matrix_world @ source.pose.bones[n].head) for n in ("LeftArm", "LeftHand"))
     way, clip_way = hand - shoulder, clip_hand - clip_shoulder
     cos = way @ clip_way / np.linalg.norm(way) / np.linalg.norm(clip_way)
     assert np.degrees(np.arccos(min(1.0, cos))) < 3.0, cos

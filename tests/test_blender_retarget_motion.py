@@ -72,7 +72,8 @@ def test_onto_an_exact_copy_of_its_skeleton_the_result_is_the_clip(tmp_path, mot
         off = np.degrees(np.arccos(np.clip((np.trace(turned, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)))
         moved = np.linalg.norm(clip_track.head(name) - rig_track.head(name), axis=1)
         assert np.all(off[~either] < 1.0) and np.all(moved[~either] < 1e-3 * HEIGHT), name
-        side = next((side for side in held if name.startswith(side) and name[len(side):] in mocap_clips.LEG_BONES), None)
+        side = next((side for side in held
+                     if name.startswith(side) and name[len(side):] in mocap_clips.LEG_BONES), None)
         loose = either & ~held[side] if side else either
         assert np.all(off[loose] < 5.0) and np.all(moved[loose] < 0.01 * 0.9), (name, off.max(), moved.max())
         if side and name.endswith("Foot"):
@@ -261,3 +262,29 @@ def test_fingers_both_skeletons_have_curl_as_the_clips(tmp_path):
         off = np.trace(turns[0] @ np.swapaxes(turns[1], 1, 2), axis1=1, axis2=2)
         assert np.degrees(np.arccos(np.clip((moved.min() - 1.0) / 2.0, -1.0, 1.0))) > 20.0, name  # (it moves)
         assert np.degrees(np.arccos(np.clip((off.min() - 1.0) / 2.0, -1.0, 1.0))) < 1.0, name
+
+
+@needs_bpy_5
+def test_a_mixamo_named_clip_with_fingers_onto_a_generated_rigify_human(tmp_path):
+    """A clip named as Mixamo names its bones (mixamorig:LeftHandIndex1...), fingers curling, onto a generated
+    Rigify human: every part and finger mapped by name, and its deforming bones keep the motion and each finger's
+    curl: each deforming finger bone points, frame by frame, where the clip's finger bone's turn since the first
+    frame takes it (the rig's fingers rest otherwise; its deforming fingers stretch between their tweaks, so their
+    twist is their own)."""
+    rig = generated_rigify()
+    clip = mocap_clips.key_clip("crouch", fingers=True, location=(-1.5, 0.0, 0.0))
+    for bone in list(clip.data.bones):
+        bone.name = f"mixamorig:{bone.name}"
+    work = retargeted(clip, rig)
+    assert len(work.layout.fingers) == 10, work.layout.fingers
+    check_kept(clip, rig, work, deforming(retarget.mapping(rig)), ankles={s: f"DEF-shin.{s}.001" for s in "LR"})
+    for clip_bones, rig_bones in work.layout.fingers.values():
+        deform = [f"DEF-{name}" for name in rig_bones]
+        clip_track, rig_track = Track.read(clip, clip_bones, work.frames), Track.read(rig, deform, work.frames)
+        for clip_bone, rig_bone in zip(clip_bones, deform):
+            turn = clip_track.turn(clip_bone)
+            since = turn @ np.swapaxes(turn[:1], 1, 2)
+            way = rig_track.matrices[rig_bone][:, :3, 1]
+            way = way / np.linalg.norm(way, axis=1)[:, None]
+            wanted = since @ way[0]
+            assert np.degrees(np.arccos(np.clip(np.einsum("fi,fi->f", wanted, way), -1.0, 1.0))).max() < 2.0, rig_bone

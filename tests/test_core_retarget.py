@@ -9,7 +9,6 @@ import math
 import numpy as np
 
 from fabrik_addon.core import retarget
-from fabrik_addon.core.contacts import Contact
 
 
 def about_x(angle: float) -> np.ndarray:

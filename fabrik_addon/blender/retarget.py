@@ -69,7 +69,8 @@ def refusal(obj) -> str | None:
         return (f"the clip '{source.name}' is disabled in viewports or its collection is excluded, so Blender does "
                 "not play it: enable it (hiding it with the eye is fine)")
     if _moving(obj):
-        return f"the rig '{obj.name}' itself is animated: retarget onto a rig that stands still (its hips carry the clip)"
+        return (f"the rig '{obj.name}' itself is animated: retarget onto a rig that stands still (its hips carry "
+                "the clip)")
     pairs = mapping(obj)
     missing = [role for role in REQUIRED if role not in pairs]
     if missing:
@@ -272,7 +273,8 @@ def switch_to_fk(obj) -> tuple[dict, object]:
         kept.setdefault(name, float(switch["IK_FK"]))
         switch["IK_FK"] = 1.0
     if kept:
-        obj[SWITCHES] = {**dict(obj.get(SWITCHES, {})), **{k: v for k, v in kept.items() if k not in obj.get(SWITCHES, {})}}
+        before = dict(obj.get(SWITCHES, {}))
+        obj[SWITCHES] = {**before, **{k: v for k, v in kept.items() if k not in before}}
     return before
 
 

@@ -138,7 +138,8 @@ class Layout:
         for side, k in ((self.clip, 0), (self.rig, 1)):
             left, right = side.head(pairs["thigh.L"][k]), side.head(pairs["thigh.R"][k])
             middle = (left + right) / 2.0
-            up = side.world[:3, :3] @ nearest_axis(np.linalg.inv(side.world[:3, :3]) @ (side.head(pairs["head"][k]) - middle))
+            turn = side.world[:3, :3]
+            up = turn @ nearest_axis(np.linalg.inv(turn) @ (side.head(pairs["head"][k]) - middle))
             frames.append((arithmetic.body_frame(left - right, up), middle))
         (clip_frame, self.clip_middle), (rig_frame, self.rig_middle) = frames
         self.turn = rig_frame @ clip_frame.T

@@ -133,7 +133,8 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
 
 
 class FABRIK_OT_retarget_remove(Operator):
-    """Take the retarget away: the effectors it made and their pins, its empties, the hips' constraint, and a generated Rigify rig's IK/FK switches back as they were (the baked keys stay)"""
+    """Take the retarget away: the effectors it made and their pins, its empties, and a generated Rigify rig's \
+IK/FK switches back as they were (the keys stay)"""
 
     bl_idname = "fabrik.retarget_remove"
     bl_label = "Remove Retarget"

@@ -60,7 +60,8 @@ def hold_of(obj, names: list[str]) -> arithmetic.Hold:
                         and (turns_with[k] < 0 or depth[a] > depth[turns_with[k]])):
                     turns_with[k] = a
                 moved = probe[k][:3, 3]
-                if (np.abs(moved - rest[k][:3, 3]).max() > 1e-4 and np.abs(moved - (move @ rest[k][:, 3])[:3]).max() < 1e-4
+                carried = np.abs(moved - (move @ rest[k][:, 3])[:3]).max() < 1e-4
+                if (np.abs(moved - rest[k][:3, 3]).max() > 1e-4 and carried
                         and (moves_with[k] < 0 or depth[a] > depth[moves_with[k]])):
                     moves_with[k] = a
     finally:
@@ -117,8 +118,8 @@ class Copy:
         turns = layout.turn @ turns @ layout.turn.T
         bad = ~np.isfinite(turns).all(axis=(1, 2, 3))
         if bad.any():  # (a clip bone scaled to nothing has no turn)
-            raise ValueError(f"the clip's pose cannot be put on the rig on frame {numbers[int(np.argmax(bad))]} (a bone "
-                             "scaled to nothing?)")
+            raise ValueError(f"the clip's pose cannot be put on the rig on frame {numbers[int(np.argmax(bad))]} "
+                             "(a bone scaled to nothing?)")
         at = {name: k for k, name in enumerate(layout.read)}
         index = {name: k for k, name in enumerate(names)}
         rig_turn = arithmetic.rotations(rig.world)

@@ -31,7 +31,8 @@ __all__ = [
 def rotations(matrices: np.ndarray) -> np.ndarray:
     """The rotation parts of matrices (..., 3, 3) or (..., 4, 4), their axes' scale taken out."""
     m = np.asarray(matrices, dtype=float)[..., :3, :3]
-    with np.errstate(invalid="ignore", divide="ignore"):  # (a bone scaled to nothing has none: NaN, which callers refuse)
+    # (a bone scaled to nothing has none: NaN, which the callers refuse)
+    with np.errstate(invalid="ignore", divide="ignore"):
         return m / np.linalg.norm(m, axis=-2, keepdims=True)
 
 
@@ -103,7 +104,8 @@ class Hold:
     moves_with: list[int]
 
     def pose(self, turned: dict[int, np.ndarray], local: dict[int, np.ndarray] | None = None,
-             heads: dict[int, np.ndarray] | None = None) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]:
+             heads: dict[int, np.ndarray] | None = None,
+             ) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]:
         """Forward kinematics of the driven bones over every frame: each bone's posed matrix (F, N, 4, 4), from
         its armature-space rotation in `turned` or its local rotation in `local` (F, 3, 3); also every bone's
         local rotation, and the location (F, 3) of each bone in `heads` that puts its head there."""
@@ -119,7 +121,8 @@ class Hold:
             above = np.broadcast_to(above, (frames, 3, 3))
             head = self.frames[k, :3, 3]
             if carried >= 0:
-                head = np.einsum("fij,j->fi", posed[:, carried], np.linalg.inv(self.frames[carried]) @ np.append(head, 1.0))[:, :3]
+                at = np.linalg.inv(self.frames[carried]) @ np.append(head, 1.0)
+                head = np.einsum("fij,j->fi", posed[:, carried], at)[:, :3]
             head = np.broadcast_to(head, (frames, 3)).copy()
             if local is not None and k in local:
                 locals_[k] = local[k]
