@@ -266,13 +266,19 @@ def test_fingers_both_skeletons_have_curl_as_the_clips(tmp_path):
 
 @needs_bpy_5
 def test_a_mixamo_named_clip_with_fingers_onto_a_generated_rigify_human(tmp_path):
-    """A clip named as Mixamo names its bones (mixamorig:LeftHandIndex1...), fingers curling, onto a generated
+    """A clip named as Mixamo names its bones (mixamorig:LeftHandIndex1..4), fingers curling, onto a generated
     Rigify human: every part and finger mapped by name, and its deforming bones keep the motion and each finger's
     curl: each deforming finger bone points, frame by frame, where the clip's finger bone's turn since the first
     frame takes it (the rig's fingers rest otherwise; its deforming fingers stretch between their tweaks, so their
     twist is their own)."""
     rig = generated_rigify()
     clip = mocap_clips.key_clip("crouch", fingers=True, location=(-1.5, 0.0, 0.0))
+    bpy.context.view_layer.objects.active = clip
+    bpy.ops.object.mode_set(mode='EDIT')
+    for tip in [b for b in clip.data.edit_bones if b.name.endswith("3") and "Hand" in b.name]:
+        end = clip.data.edit_bones.new(tip.name[:-1] + "4")  # (Mixamo's fingertip ends, which never turn)
+        end.head, end.tail, end.parent, end.use_connect = tip.tail, tip.tail + (tip.tail - tip.head), tip, True
+    bpy.ops.object.mode_set(mode='OBJECT')
     for bone in list(clip.data.bones):
         bone.name = f"mixamorig:{bone.name}"
     work = retargeted(clip, rig)

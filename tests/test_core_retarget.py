@@ -95,3 +95,33 @@ def test_the_hips_come_down_by_the_least_that_lets_a_leg_reach_and_a_goal_is_tak
     assert np.allclose(np.linalg.norm(reach + np.outer(drop, [0.0, 0.0, 1.0]), axis=1)[:2], 0.9)
     taken = retarget.within(np.zeros((3, 3)), reach, 0.9)
     assert np.allclose(np.linalg.norm(taken, axis=1), [0.9, 0.9, 0.85])
+
+
+def test_a_limb_bent_a_quarter_turn_across_its_hinge_chooses_the_same_way_frame_after_frame():
+    """Where the upper bone would twist a quarter turn either way, the hinge's range chooses, so neighbouring
+    frames agree (no half turn between them)."""
+    frames = 9
+    lower = []
+    for k in range(frames):  # (bent about the upper bone's Z, a hair either side of a quarter turn from its X)
+        angle = 0.6
+        c, s = math.cos(angle), math.sin(angle)
+        tilt = about_x(0.0)
+        lower.append(np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ tilt)
+    lean = np.linspace(-0.05, 0.05, frames)
+    upper = np.stack([np.array([[math.cos(a), 0.0, math.sin(a)], [0.0, 1.0, 0.0], [-math.sin(a), 0.0, math.cos(a)]])
+                      for a in lean])
+    new_upper, _ = retarget.hinged(upper, np.stack(lower), np.eye(3), 0, 0.0, 2.6)
+    steps = [angle_of(new_upper[k + 1] @ new_upper[k].T) for k in range(frames - 1)]
+    assert max(steps) < 10.0, steps
+
+
+def test_a_foot_that_never_stands_gives_no_ground_and_a_scaled_bone_carries_its_child_further():
+    ankle = np.stack([np.zeros(20), np.linspace(0.0, 3.0, 20), np.full(20, 0.3)], axis=1)  # (always moving)
+    runs = retarget.stands(ankle, ankle, 0.9)
+    assert runs == ([], []) and retarget.grounding(ankle, ankle, runs, 0.08) is None
+    parent, child = np.eye(4), np.eye(4)
+    parent[:3, :3] *= 2.0  # (the parent's own pose scale, as the rig was found)
+    child[:3, 3] = (0.0, 2.0, 0.0)  # (its head one unit along the parent, scaled)
+    hold = retarget.Hold(np.stack([parent, child]), [-1, 0], [-1, 0])
+    posed, _, _ = hold.pose({0: about_x(math.pi / 2)[None], 1: np.eye(3)[None]})
+    assert np.allclose(posed[0, 1, :3, 3], [0.0, 0.0, 2.0])

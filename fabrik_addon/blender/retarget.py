@@ -65,9 +65,11 @@ def refusal(obj) -> str | None:
         return "the Source must be another armature"
     if source.animation_data is None or source.animation_data.action is None:
         return f"the clip '{source.name}' has no action: import it with its animation, or assign one"
-    if source.hide_viewport or source.name not in bpy.context.view_layer.objects:
+    if not _played(source):
         return (f"the clip '{source.name}' is disabled in viewports or its collection is excluded, so Blender does "
                 "not play it: enable it (hiding it with the eye is fine)")
+    if obj.fabrik.root_mode != 'OFF':
+        return "the rig's Root moves: set it to Off for a retarget (the clip moves the hips)"
     if _moving(obj):
         return (f"the rig '{obj.name}' itself is animated: retarget onto a rig that stands still (its hips carry "
                 "the clip)")
@@ -151,11 +153,21 @@ def overriding(pose_bone) -> list[str]:
     return [c.name for c in pose_bone.constraints if c.type in _OVERRIDING and not c.mute and c.name != HIPS_CONSTRAINT]
 
 
+def _played(obj) -> bool:
+    """Whether Blender evaluates the object as the frames go by: in the view layer, not disabled in viewports
+    itself or by its collection (hidden with the eye it still is)."""
+    if obj.hide_viewport or obj.name not in bpy.context.view_layer.objects:
+        return False
+    if obj.hide_get():
+        return not any(c.hide_viewport for c in obj.users_collection)
+    return obj.name in {o.name for o in bpy.context.evaluated_depsgraph_get().objects}
+
+
 def _moving(obj) -> bool:
     """Whether the rig object's own transform is animated (keyed or driven; NLA tracks cannot be told)."""
     paths = animdata.animated_paths(obj) or []
-    return any(p.split("[")[0] in ("location", "rotation_euler", "rotation_quaternion",
-                                                     "rotation_axis_angle", "scale") for p in paths)
+    return any(p.split("[")[0].removeprefix("delta_") in (
+        "location", "rotation_euler", "rotation_quaternion", "rotation_axis_angle", "scale") for p in paths)
 
 
 def _keyed_above(obj, bone) -> str | None:
@@ -234,11 +246,11 @@ def set_up(obj, scene) -> list[str]:
     goes again."""
     try:
         pairs = mapping(obj)
-        collection = _collection(obj, scene)
         effectors = obj.fabrik.effectors
-        for index in reversed(range(len(effectors))):  # (an earlier version's head effector)
+        for index in reversed(range(len(effectors))):  # (an earlier version's head effector, before its empty goes)
             if effectors[index].name not in MADE and _made(effectors[index].target):
                 effectors.remove(index)
+        collection = _collection(obj, scene)
         made = []
         for name, _, lower, _, _ in LIMBS:
             target = _empty(f"Retarget {name}", collection)
@@ -273,8 +285,8 @@ def switch_to_fk(obj) -> tuple[dict, object]:
         kept.setdefault(name, float(switch["IK_FK"]))
         switch["IK_FK"] = 1.0
     if kept:
-        before = dict(obj.get(SWITCHES, {}))
-        obj[SWITCHES] = {**before, **{k: v for k, v in kept.items() if k not in before}}
+        record = dict(obj.get(SWITCHES, {}))
+        obj[SWITCHES] = {**record, **{k: v for k, v in kept.items() if k not in record}}
     return before
 
 

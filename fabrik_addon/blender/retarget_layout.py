@@ -259,6 +259,8 @@ class Layout:
             hand, rig_bones = f"hand.{key[-1]}", rig_fingers.get(key)
             if hand not in pairs or not rig_bones or any(n in self.sources for n in rig_bones):
                 continue
+            while len(clip_bones) > len(rig_bones) and not source.data.bones[clip_bones[-1]].children:
+                clip_bones = clip_bones[:-1]  # (a fingertip's end bone, as Mixamo's Index4: it never turns)
             for i, name in enumerate(rig_bones, 1):
                 self.sources[name] = ((pairs[hand][0], *clip_bones), len(rig_bones), i)
             self.fingers[key] = (clip_bones, rig_bones)

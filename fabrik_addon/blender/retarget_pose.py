@@ -165,8 +165,10 @@ class Copy:
         # it stands as it is: standing is measured from its own lowest, wherever that is).
         _, _, _, goals, toes = pose(up)
         runs = {s: arithmetic.stands(goals[f"foot.{s}"], toes[s], layout.leg[s]) for s in "LR"}
-        lift = layout.floor - min(arithmetic.grounding(goals[f"foot.{s}"], toes[s], runs[s], layout.ankle_height[s])
-                                  for s in "LR")
+        heights = [arithmetic.grounding(goals[f"foot.{s}"], toes[s], runs[s], layout.ankle_height[s]) for s in "LR"]
+        if all(height is None for height in heights):  # (never standing: its lowest ankle)
+            heights = [goals[f"foot.{s}"][:, 2].min() - layout.ankle_height[s] for s in "LR"]
+        lift = layout.floor - min(height for height in heights if height is not None)
         up[:, 2] = lift
         posed, local, locations, goals, toes = pose(up)
         contacts, feet = {}, {}

@@ -47,6 +47,8 @@ class Retargeting(stepping.SceneWork):
         self._clip_world = np.empty((len(self.frames), 4, 4))
         self.index = 0
         self.copy: Copy | None = None
+        #: Whether the rig has been changed: the clip's pose keyed, the effectors made.
+        self.written = False
         self.made: list = []
         self.baker: bake.Baker | None = None
         self.result: bake.BakeResult | None = None
@@ -62,11 +64,6 @@ class Retargeting(stepping.SceneWork):
         count = len(self.frames)
         baked, baking = self.baker.progress if self.baker is not None else (0, 3 * count if self.bake_it else 0)
         return self.index + (count if self.copy is not None else 0) + baked, 2 * count + baking
-
-    @property
-    def written(self) -> bool:
-        """Whether the rig has been changed (the keys and effectors made)."""
-        return self.copy is not None
 
     def step(self) -> None:
         self.check()
@@ -110,21 +107,32 @@ class Retargeting(stepping.SceneWork):
         except Exception:
             retarget.switches_back(self.obj, switches)
             raise
-        self.copy = copy
-        self.scene.frame_start, self.scene.frame_end = self.frames[0], self.frames[-1]
-        self.made = retarget.set_up(self.obj, self.scene)
+        range_before = self.scene.frame_start, self.scene.frame_end
+        try:
+            self.scene.frame_start, self.scene.frame_end = self.frames[0], self.frames[-1]
+            self.made = retarget.set_up(self.obj, self.scene)
+            self._key(copy, names)
+        except Exception:  # (what it made goes again; keys it wrote stay, undo takes them)
+            retarget.take_away(self.obj)
+            retarget.switches_back(self.obj, switches)
+            self.scene.frame_start, self.scene.frame_end = range_before
+            raise
+        self.copy, self.written = copy, True
+
+    def _key(self, copy: Copy, names: list[str]) -> None:
+        """Key the clip's pose on the rig and the ends' goals on the effectors' targets."""
         frames = np.asarray(self.frames, dtype=np.float64)
         span = (frames[0], frames[-1])
         animdata.ensure_action(self.obj, False, f"{self.obj.name}_{self.clip.name}")
         collection = animdata.fcurves(self.obj, create=True)
-        for k, local in self.copy.local.items():
+        for k, local in copy.local.items():
             write_rotation(self.obj, collection, names[k], local, frames, span)
-        hips = bpy.utils.escape_identifier(self.copy.hips)
+        hips = bpy.utils.escape_identifier(copy.hips)
         for index in range(3):
-            fcurve = animdata.ensure_fcurve(collection, f'pose.bones["{hips}"].location', index, self.copy.hips)
-            bake.write_keys(fcurve, frames, self.copy.hips_location[:, index], span)
+            fcurve = animdata.ensure_fcurve(collection, f'pose.bones["{hips}"].location', index, copy.hips)
+            bake.write_keys(fcurve, frames, copy.hips_location[:, index], span)
         for name in self.made:
-            motion.key_path(self.obj.fabrik.effectors[name].target, self.frames, self.copy.goals[name])
+            motion.key_path(self.obj.fabrik.effectors[name].target, self.frames, copy.goals[name])
 
     def cancel(self) -> None:
         if self.baker is not None:
@@ -135,16 +143,17 @@ class Retargeting(stepping.SceneWork):
     def finish(self) -> bake.BakeResult | None:
         """Write the bake's keys and turn the hands and feet back to the clip's orientation; let go (where the bake
         fails, with live solving on: the clip's pose is keyed and live solving corrects the ends)."""
-        live = True
+        live = None
         try:
             while not self.done:
                 self.step()
+            live = True
             if self.baker is not None:
                 self.result = self.baker.finish(new_action=False, keep_live=False)
                 self._turn_ends()
             live = not self.bake_it
         finally:
-            self.let_go(live)
+            self.let_go(live if self.written else None)
         return self.result
 
     def _turn_ends(self) -> None:

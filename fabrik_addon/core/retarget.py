@@ -115,6 +115,7 @@ class Hold:
         locals_: dict[int, np.ndarray] = {}
         locations: dict[int, np.ndarray] = {}
         rest = rotations(self.frames)
+        scale = np.linalg.norm(self.frames[:, :3, :3], axis=1)
         for k in range(count):
             by, carried = self.turns_with[k], self.moves_with[k]
             above = rest[k] if by < 0 else rotations(posed[:, by]) @ rest[by].T @ rest[k]
@@ -134,7 +135,7 @@ class Hold:
                 locations[k] = np.einsum("fji,fj->fi", above, heads[k] - head)
                 head = heads[k]
             posed[:, k] = np.eye(4)
-            posed[:, k, :3, :3] = rotation
+            posed[:, k, :3, :3] = rotation * scale[k]  # (a bone's own scale carries its children further)
             posed[:, k, :3, 3] = head
         return posed, locals_, locations
 
@@ -157,6 +158,8 @@ def _signed(a: np.ndarray, b: np.ndarray, axis: np.ndarray) -> np.ndarray:
 #: How far outside its range (radians) a hinge's bend may be before the upper bone turns about itself the other way
 #: round to bend it back inside.
 FAR_OUTSIDE = 0.35
+#: Twists (radians) this near each other are alike: the hinge's range alone chooses between them.
+ALIKE = 0.5
 
 
 def hinged(upper: np.ndarray, lower: np.ndarray, relative: np.ndarray, axis: int, low: float, high: float
@@ -190,10 +193,12 @@ def hinged(upper: np.ndarray, lower: np.ndarray, relative: np.ndarray, axis: int
         local = _about(np.broadcast_to(np.eye(3)[axis], (len(upper), 3)), kept)
         ways.append((np.abs(twist), np.abs(angle - kept), turned, zero @ local))
     # The lesser twist of the upper bone, unless it leaves the hinge far outside its range and the other does
-    # not: a knee captured a little past straight is held straight, not turned half round to bend it back.
+    # not: a knee captured a little past straight is held straight, not turned half round to bend it back. Where
+    # the two twists are near alike (a quarter turn each), the lesser miss decides, so neighbouring frames agree.
     (twist_a, miss_a, *a), (twist_b, miss_b, *b) = ways
-    first = twist_a <= twist_b
-    take_a = np.where(first, ~((miss_a > FAR_OUTSIDE) & (miss_b < miss_a)), (miss_b > FAR_OUTSIDE) & (miss_a < miss_b))
+    by_twist = np.where(twist_a <= twist_b, ~((miss_a > FAR_OUTSIDE) & (miss_b < miss_a)),
+                        (miss_b > FAR_OUTSIDE) & (miss_a < miss_b))
+    take_a = np.where(np.abs(twist_a - twist_b) > ALIKE, by_twist, miss_a <= miss_b)
     return np.where(take_a[:, None, None], a[0], b[0]), np.where(take_a[:, None, None], a[1], b[1])
 
 
@@ -226,16 +231,16 @@ def stands(ankle: np.ndarray, toe: np.ndarray, leg: float) -> tuple[list, list]:
             contact_runs.find(toe, SPEED * leg, HEIGHT * leg, SHORTEST))
 
 
-def grounding(ankle: np.ndarray, toe: np.ndarray, runs: tuple[list, list], ankle_height: float) -> float:
+def grounding(ankle: np.ndarray, toe: np.ndarray, runs: tuple[list, list], ankle_height: float) -> float | None:
     """How high above the floor a foot's clip stands (its ankle goals (F, 3) and toe points as they are): its
     lowest standing ankle less the rig's ankle height; standing only on its toe, its lowest standing toe; never
-    standing, its lowest ankle less the ankle height."""
+    standing, None."""
     ankle_runs, toe_runs = runs
     if ankle_runs:
         return min(float(ankle[r.first:r.last + 1, 2].min()) for r in ankle_runs) - ankle_height
     if toe_runs:
         return min(float(toe[r.first:r.last + 1, 2].min()) for r in toe_runs)
-    return float(ankle[:, 2].min()) - ankle_height
+    return None
 
 
 def held(ankle: np.ndarray, toe: np.ndarray, runs: tuple[list, list], floor: float
