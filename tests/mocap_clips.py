@@ -20,6 +20,7 @@ import numpy as np
 import addon_utils  # noqa: E402  (only importable once bpy is)
 
 import rigbuild
+from walk_clip import bvh_hierarchy
 
 #: Bones: (name, parent, offset from the parent's joint in BVH axes, in a T pose).
 SKELETON = [
@@ -256,29 +257,7 @@ MOTIONS = {"walk": walk, "run": lambda: walk(64, run=True), "crouch": crouch, "r
 def write_bvh(path, poses: list[Pose], skeleton: Skeleton | None = None, lift: float = 0.0) -> None:
     """The poses as a BVH file (the root's offset 0, its channels carry the hips; `lift` raises the whole clip)."""
     skeleton = skeleton or Skeleton()
-    lines = ["HIERARCHY"]
-    order = []
-
-    def joint(name: str, depth: int) -> None:
-        pad = "  " * depth
-        parent = next(p for n, p, _ in SKELETON if n == name)
-        offset = skeleton.offsets[name]
-        order.append(name)
-        lines.append(f"{pad}{'ROOT' if parent is None else 'JOINT'} {name}")
-        lines.append(f"{pad}{{")
-        lines.append(f"{pad}  OFFSET {offset[0]:.6f} {offset[1]:.6f} {offset[2]:.6f}")
-        channels = "6 Xposition Yposition Zposition" if parent is None else "3"
-        lines.append(f"{pad}  CHANNELS {channels} Zrotation Xrotation Yrotation")
-        children = [n for n, p, _ in SKELETON if p == name]
-        for child in children:
-            joint(child, depth + 1)
-        if not children:
-            end = skeleton.ends[name]
-            lines.extend([f"{pad}  End Site", f"{pad}  {{", f"{pad}    OFFSET {end[0]:.6f} {end[1]:.6f} {end[2]:.6f}",
-                          f"{pad}  }}"])
-        lines.append(f"{pad}}}")
-
-    joint("Hips", 0)
+    lines, order = bvh_hierarchy([(n, p) for n, p, _ in SKELETON], skeleton.offsets, skeleton.ends)
     lines += ["MOTION", f"Frames: {len(poses)}", "Frame Time: 0.0333333"]
     for pose in poses:
         row = [pose.hips[0], pose.hips[1] + lift, pose.hips[2]]

@@ -258,7 +258,7 @@ def test_the_hinge_sets_how_near_and_how_far_the_limbs_tip_can_be(axis):
         skeleton = skeleton_from_points([-1, 0], [(0, 0, 0), (0, 0, 1)], [(0, 0, 1), tail]).with_limits([None, elbow])
         goal = Goal(1, (0.0, 0.5, 0.5))
         tree = moving_tree(skeleton, [goal])
-        hinge = limb._hinge_axis(elbow)
+        hinge = limb.hinge_axis(elbow)
         assert hinge == ((1.0, 0.0, 0.0) if axis == "x" else (0.0, 0.0, 1.0))
         nearest, furthest = limb._reaches(tree, Start.of_pose(skeleton, tree, skeleton.rest_pose()), hinge)
         distances = []

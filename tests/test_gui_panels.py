@@ -96,10 +96,6 @@ def test_the_preset_menus_are_no_wider_than_blenders_own(panels_run: dict) -> No
         assert 50 < widths[name] <= blenders + 20, widths
 
 
-def test_the_gui_run_is_quick(panels_run: dict) -> None:
-    assert panels_run["wall_seconds"] < 60, panels_run["wall_seconds"]
-
-
 def test_a_solve_put_off_after_the_chain_changed_solves_again_by_itself(panels_run: dict) -> None:
     # Refused (chain longer than the rig) after a miss: the bones that left the chain are given back and the
     # solve is put off to "the next update", which nothing in this run makes; the add-on's timer asks for it,

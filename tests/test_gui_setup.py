@@ -41,7 +41,6 @@ def test_the_session_is_blender_34s_gui_with_default_selection_settings(setup_ru
     assert r["background"] is False and r["blender"].startswith("3.4"), (r["background"], r["blender"])
     assert r["addon_enabled"]
     assert r["defaults"] == {"lock_object_modes": True, "mode": "POSE", "frame_range": RANGE}, r["defaults"]
-    assert r["wall_seconds"] < 80, f"the GUI run took {r['wall_seconds']} s"
 
 
 def test_one_click_setup_from_the_f3_menu_search(setup_run: dict) -> None:

@@ -57,36 +57,38 @@ END_SITES = {"LeftFoot": (0.0, -0.04, 0.12), "RightFoot": (0.0, -0.04, 0.12), "H
              "LeftHand": (0.0, -0.08, 0.0), "RightHand": (0.0, -0.08, 0.0)}
 
 
-def write_walk(path) -> None:
-    """The clip as a BVH file: hips moving forward at a steady height, legs stepping, arms swinging a little."""
-    lines = ["HIERARCHY"]
+def bvh_hierarchy(joints: list[tuple[str, str | None]], offsets: dict, ends: dict) -> tuple[list[str], list[str]]:
+    """A BVH file's HIERARCHY lines for joints (name, parent; the root first) with their offsets and end sites
+    (BVH axes; every joint's channels Zrotation Xrotation Yrotation, the root's positions first), and the joints
+    in the order a MOTION row gives their channels."""
+    lines, order = ["HIERARCHY"], []
 
-    def joint(name: str, depth: int) -> None:
+    def joint(name: str, parent: str | None, depth: int) -> None:
         pad = "  " * depth
-        parent, offset = next((p, o) for n, p, o in JOINTS if n == name)
+        offset = offsets[name]
+        order.append(name)
         lines.append(f"{pad}{'ROOT' if parent is None else 'JOINT'} {name}")
         lines.append(f"{pad}{{")
         lines.append(f"{pad}  OFFSET {offset[0]:.6f} {offset[1]:.6f} {offset[2]:.6f}")
         channels = "6 Xposition Yposition Zposition" if parent is None else "3"
         lines.append(f"{pad}  CHANNELS {channels} Zrotation Xrotation Yrotation")
-        children = [n for n, p, _ in JOINTS if p == name]
+        children = [n for n, p in joints if p == name]
         for child in children:
-            joint(child, depth + 1)
+            joint(child, name, depth + 1)
         if not children:
-            end = END_SITES[name]
-            lines.extend([f"{pad}  End Site", f"{pad}  {{", f"{pad}    OFFSET {end[0]} {end[1]} {end[2]}", f"{pad}  }}"])
+            end = ends[name]
+            lines.extend([f"{pad}  End Site", f"{pad}  {{", f"{pad}    OFFSET {end[0]:.6f} {end[1]:.6f} {end[2]:.6f}",
+                          f"{pad}  }}"])
         lines.append(f"{pad}}}")
 
-    joint("Hips", 0)
+    joint(joints[0][0], None, 0)
+    return lines, order
+
+
+def write_walk(path) -> None:
+    """The clip as a BVH file: hips moving forward at a steady height, legs stepping, arms swinging a little."""
+    lines, order = bvh_hierarchy([(n, p) for n, p, _ in JOINTS], {n: o for n, _, o in JOINTS}, END_SITES)
     lines += ["MOTION", f"Frames: {FRAMES}", "Frame Time: 0.0416667"]
-    order = []
-
-    def walk_order(name: str) -> None:
-        order.append(name)
-        for child in [n for n, p, _ in JOINTS if p == name]:
-            walk_order(child)
-
-    walk_order("Hips")
     for frame in range(FRAMES):
         hip = (hips_forward(frame), HIP_HEIGHT)
         values = {"Hips": [0.0, HIP_HEIGHT, hip[0], 0.0, 0.0, 0.0]}

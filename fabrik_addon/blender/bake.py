@@ -454,10 +454,7 @@ class Baker(stepping.SceneWork):
         quaternion = [j for j, pb in enumerate(pose_bones) if pb.rotation_mode == 'QUATERNION']
         if quaternion and self.solved.all() and np.isfinite(self.locals[:, quaternion]).all():
             # All frames solved: convert at once and keep the signs continuous (q and -q are the same turn).
-            q = matrix_rows.quaternions_from_matrices(self.locals[:, quaternion].reshape(-1, 3, 3)).reshape(count, -1, 4)
-            same_side = np.sign(np.einsum("fbi,fbi->fb", q[1:], q[:-1]))
-            same_side[same_side == 0] = 1.0
-            q *= np.concatenate((np.ones((1, len(quaternion))), np.cumprod(same_side, axis=0)))[:, :, None]
+            q = matrix_rows.continuous_quaternions(self.locals[:, quaternion])
             for column, j in enumerate(quaternion):
                 values[j] = q[:, column]
         left = [j for j in range(len(self.bones)) if values[j] is None]

@@ -207,7 +207,7 @@ class FrameRows:
         count = len(frame_goals)
         found = {key: np.asarray(values[rows], dtype=np.float64) for key, values in self.channels.items() if values}
         parent_pose = np.asarray(self.parents[rows]).reshape(count, len(self.fixed_parents), 4, 4) if self.parents else None
-        parent_frames = None if parent_pose is None else _unit_frames(parent_pose)
+        parent_frames = None if parent_pose is None else matrix_rows.unit_frames(parent_pose)
         # Frames that repeat a start pose (unanimated chains: all of them) share its forward kinematics.
         keys = [values.reshape(count, -1) for values in found.values()]
         if parent_pose is not None:
@@ -383,13 +383,6 @@ class _Placed(NamedTuple):
 
     zero: list
     frames: list
-
-
-def _unit_frames(pose: np.ndarray) -> np.ndarray:
-    """Pose matrices' (..., 4, 4) rotations with their axes made unit, as `rig.current_pose` makes them."""
-    m = pose[..., :3, :3]
-    with np.errstate(invalid="ignore", divide="ignore"):  # a parent scaled to zero: NaN, the bake skips it
-        return m / np.linalg.norm(m, axis=-2, keepdims=True)
 
 
 def _distinct_rows(rows: np.ndarray) -> tuple[list[int], np.ndarray]:

@@ -21,9 +21,9 @@ from .goals import EffectorError, world_matrix
 
 #: Where Find Contacts looks: the targets' animation, or the tips as the scene plays them.
 SOURCES = ('TARGETS', 'TIPS')
-#: Its defaults: speed a frame and height above the lowest point (shares of the chain's length), the shortest
-#: contact and the blend frames.
-SPEED, HEIGHT, SHORTEST, BLEND = 0.01, 0.05, 4, 2
+#: Its defaults (`core.contacts`): speed a frame and height above the lowest point (shares of the chain's length),
+#: the shortest contact and the blend frames.
+SPEED, HEIGHT, SHORTEST, BLEND = contacts.SPEED, contacts.HEIGHT, contacts.SHORTEST, contacts.BLEND
 
 
 def chain_reach(obj, effector) -> float:

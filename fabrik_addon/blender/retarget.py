@@ -276,18 +276,13 @@ def switch_to_fk(obj) -> tuple[dict, object]:
     """On a rig Rigify generated, its limbs' IK/FK switches at FK, so that the FK chains the clip's pose and the
     effectors pose move the deforming bones; each switch's value before is kept on the rig (`remove` puts it
     back). What was there before, for `switches_back`."""
-    pairs = mapping(obj)
-    before = ({name: float(obj.pose.bones[name]["IK_FK"]) for name in _switches(obj, pairs)},
-              dict(obj[SWITCHES]) if SWITCHES in obj.keys() else None)
-    kept = {}
-    for name in _switches(obj, pairs):
-        switch = obj.pose.bones[name]
-        kept.setdefault(name, float(switch["IK_FK"]))
-        switch["IK_FK"] = 1.0
-    if kept:
-        record = dict(obj.get(SWITCHES, {}))
-        obj[SWITCHES] = {**record, **{k: v for k, v in kept.items() if k not in record}}
-    return before
+    values = {name: float(obj.pose.bones[name]["IK_FK"]) for name in _switches(obj, mapping(obj))}
+    record = dict(obj[SWITCHES]) if SWITCHES in obj.keys() else None
+    for name in values:
+        obj.pose.bones[name]["IK_FK"] = 1.0
+    if values:  # (an earlier retarget's record keeps the values from before it)
+        obj[SWITCHES] = {**values, **(record or {})}
+    return values, record
 
 
 def switches_back(obj, before: tuple[dict, object]) -> None:

@@ -19,24 +19,14 @@ import bpy
 import numpy as np
 
 from ..core import retarget as arithmetic
+from ..core.matrix_rows import unit_frames
 from ..core.naming import fingers_of
-from . import retarget
+from ..core.limb import hinge_axis
+from . import retarget, rig
 from .retarget import LIMBS
 
 #: Bones named for a mechanism (a generated rig's helpers): never a span's bone.
 _MECHANISM = ("ORG-", "DEF-", "MCH-")
-
-
-def _matrices(bones) -> np.ndarray:
-    """The bones' rest matrices in armature space (N, 4, 4)."""
-    flat = np.empty(len(bones) * 16)
-    bones.foreach_get("matrix_local", flat)
-    return flat.reshape(-1, 4, 4).transpose(0, 2, 1)
-
-
-def _world(obj) -> np.ndarray:
-    """The object's world matrix as numpy."""
-    return np.array(obj.matrix_world, dtype=float)
 
 
 def _between(obj, top: str, bottom: str) -> list[str]:
@@ -53,36 +43,36 @@ def _between(obj, top: str, bottom: str) -> list[str]:
 
 @dataclass
 class Side:
-    """One skeleton at rest: its bones' names (parents first) and rest matrices."""
+    """One skeleton at rest: its bones' rest matrices (armature space) and tails, and the object's world matrix."""
 
     names: list[str]
-    rest: np.ndarray  # (N, 4, 4) armature space
-    world: np.ndarray  # (4, 4) the object's
+    rest: np.ndarray  # (N, 4, 4)
+    tails: np.ndarray  # (N, 3)
+    world: np.ndarray  # (4, 4)
 
     @classmethod
     def of(cls, obj) -> Side:
         bones = obj.data.bones
-        depth = {}
-        for bone in bones:
-            depth[bone.name] = len(bone.parent_recursive)
-        names = sorted((b.name for b in bones), key=lambda n: depth[n])
-        order = [bones.find(n) for n in names]
-        return cls(names, _matrices(bones)[order], _world(obj))
+        rest, tails = np.empty(len(bones) * 16), np.empty(len(bones) * 3)
+        bones.foreach_get("matrix_local", rest)
+        bones.foreach_get("tail_local", tails)
+        return cls(list(bones.keys()), rest.reshape(-1, 4, 4).transpose(0, 2, 1), tails.reshape(-1, 3),
+                   np.array(obj.matrix_world, dtype=float))
 
-    def index(self, name: str) -> int:
-        return self.names.index(name)
+    def __post_init__(self) -> None:
+        self._at = {name: k for k, name in enumerate(self.names)}
 
     def head(self, name: str) -> np.ndarray:
         """A bone's rest head in world space."""
-        return (self.world @ self.rest[self.index(name)][:, 3])[:3]
+        return (self.world @ self.rest[self._at[name]][:, 3])[:3]
 
-    def tail(self, obj, name: str) -> np.ndarray:
+    def tail(self, name: str) -> np.ndarray:
         """A bone's rest tail in world space."""
-        return (self.world @ np.append(np.array(obj.data.bones[name].tail_local), 1.0))[:3]
+        return (self.world @ np.append(self.tails[self._at[name]], 1.0))[:3]
 
     def rotation(self, name: str) -> np.ndarray:
         """A bone's rest rotation in world space."""
-        return arithmetic.rotations(self.world @ self.rest[self.index(name)])
+        return unit_frames(self.world @ self.rest[self._at[name]])
 
 
 @dataclass
@@ -100,15 +90,14 @@ class Layout:
     aligned: dict[str, np.ndarray] = field(default_factory=dict)
     turn: np.ndarray = field(default_factory=lambda: np.eye(3))
     scale: float = 1.0
-    leg_length: float = 1.0
     leg: dict[str, float] = field(default_factory=dict)
     #: How far each limb reaches (`_reach`), by its effector's name.
     reach: dict[str, float] = field(default_factory=dict)
     arm_scale: dict[str, float] = field(default_factory=dict)
     leg_scale: dict[str, float] = field(default_factory=dict)
-    #: The rig's and the clip's middle of the hips at rest (world), the rig's floor height and ankles' heights.
+    #: The rig's middle of the hip joints at rest (world); the ground under the clip's and the rig's; the rig's
+    #: floor height and ankles' heights above it.
     rig_middle: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    clip_middle: np.ndarray = field(default_factory=lambda: np.zeros(3))
     clip_ground: np.ndarray = field(default_factory=lambda: np.zeros(3))
     rig_ground: np.ndarray = field(default_factory=lambda: np.zeros(3))
     floor: float = 0.0
@@ -130,6 +119,11 @@ class Layout:
         layout._drive(obj, source, pairs)
         return layout
 
+    @property
+    def leg_length(self) -> float:
+        """The rig's legs' mean length."""
+        return float(np.mean(list(self.leg.values())))
+
     def _place(self, obj, source, pairs: dict) -> None:
         """The space: the clip's body frame (its left from the right hip to the left, its up the world axis nearest
         the way from its hips to its head) onto the rig's, the hips' middles on each other, scaled by the legs.
@@ -141,40 +135,37 @@ class Layout:
             turn = side.world[:3, :3]
             up = turn @ nearest_axis(np.linalg.inv(turn) @ (side.head(pairs["head"][k]) - middle))
             frames.append((arithmetic.body_frame(left - right, up), middle))
-        (clip_frame, self.clip_middle), (rig_frame, self.rig_middle) = frames
+        (clip_frame, clip_middle), (rig_frame, self.rig_middle) = frames
         self.turn = rig_frame @ clip_frame.T
         # The clip's ground: under its hips on the plane through its world origin across its up; the rig's: under
         # its hips on its floor (set below).
-        self.clip_ground = self.clip_middle - clip_frame[:, 2] * float(self.clip_middle @ clip_frame[:, 2])
+        self.clip_ground = clip_middle - clip_frame[:, 2] * float(clip_middle @ clip_frame[:, 2])
         self.tipped = float(np.degrees(np.arccos(np.clip(clip_frame[:, 2] @ rig_frame[:, 2], -1.0, 1.0))))
         lengths = limb_lengths(obj, source, pairs, self.clip, self.rig)
-        settings = obj.fabrik
-        self.leg = {s: float(lengths["leg", s, 1]) for s in "LR"}
-        self.leg_length = float(np.mean(list(self.leg.values())))
-        self.scale, self.arm_scale = scales(obj)
-        for s in "LR":
-            self.leg_scale[s] = float(lengths["leg", s, 1] / max(lengths["leg", s, 0], 1e-9))
+        self.leg = {s: lengths["leg", s, 1] for s in "LR"}
+        self.leg_scale = {s: lengths["leg", s, 1] / max(lengths["leg", s, 0], 1e-9) for s in "LR"}
+        self.scale, self.arm_scale = scales(obj, lengths)
         # The floor: the rig's Floor, else the lowest point of the rig at rest (it stands there).
-        points = [self.rig.head(n) for n in self.rig.names] + [self.rig.tail(obj, n) for n in self.rig.names]
-        floor = settings.floor
+        rest_floor = float(min((self.rig.world[:3, :3] @ np.concatenate((self.rig.rest[:, :3, 3], self.rig.tails)).T
+                                + self.rig.world[:3, 3:4])[2]))
+        floor = obj.fabrik.floor
         if floor is not None:
             floor = floor.evaluated_get(bpy.context.evaluated_depsgraph_get())
-        self.floor = float(floor.matrix_world.translation.z) if floor is not None else float(min(p[2] for p in points))
-        rest_floor = float(min(p[2] for p in points))
-        for name, upper, lower, _, _ in LIMBS:
-            hinge = self._hinge(obj, pairs[lower][1])
-            if hinge is not None:
-                self.hinges[name] = hinge
-        for name, upper, lower, _, _ in LIMBS:
-            self.reach[name] = self._reach(obj, pairs[upper][1], pairs[lower][1], self.hinges.get(name))
+        self.floor = float(floor.matrix_world.translation.z) if floor is not None else rest_floor
         self.rig_ground = np.array([self.rig_middle[0], self.rig_middle[1], self.floor])
         for s in "LR":
-            self.ankle_height[s] = float(self.rig.tail(obj, pairs[f"shin.{s}"][1])[2] - rest_floor)
+            self.ankle_height[s] = float(self.rig.tail(pairs[f"shin.{s}"][1])[2] - rest_floor)
+        skeleton = rig.skeleton_of(obj)
+        for name, upper, lower, _, _ in LIMBS:
+            hinge = _hinge(skeleton.limits[skeleton.index(pairs[lower][1])])
+            if hinge is not None:
+                self.hinges[name] = hinge
+            self.reach[name] = self._reach(pairs[upper][1], pairs[lower][1], hinge)
 
-    def _reach(self, obj, upper: str, lower: str, hinge: tuple | None) -> float:
+    def _reach(self, upper: str, lower: str, hinge: tuple | None) -> float:
         """How far a limb reaches, a hair inside: its bones end to end, or as straight as its knee's or elbow's
         hinge lets it be."""
-        top, knee, end = self.rig.head(upper), self.rig.head(lower), self.rig.tail(obj, lower)
+        top, knee, end = self.rig.head(upper), self.rig.head(lower), self.rig.tail(lower)
         longest = np.linalg.norm(knee - top) + np.linalg.norm(end - knee)
         if hinge is not None:
             axis, low, high = hinge
@@ -185,19 +176,6 @@ class Layout:
             ends = knee + local @ self.rig.rotation(lower).T
             longest = float(np.linalg.norm(ends - top, axis=1).max())
         return float(longest) * (1.0 - 1e-5)
-
-    @staticmethod
-    def _hinge(obj, lower: str) -> tuple[int, float, float] | None:
-        """Where a limb's lower bone is a hinge (two of its IK axes locked, Y among them): its axis (0 for X, 2 for
-        Z) and range; else None."""
-        pose_bone = obj.pose.bones[lower]
-        if not pose_bone.lock_ik_y or pose_bone.lock_ik_x == pose_bone.lock_ik_z:
-            return None
-        axis = 2 if pose_bone.lock_ik_x else 0
-        letter = "xz"[axis // 2]
-        if getattr(pose_bone, f"use_ik_limit_{letter}"):
-            return axis, getattr(pose_bone, f"ik_min_{letter}"), getattr(pose_bone, f"ik_max_{letter}")
-        return axis, -np.pi, np.pi
 
     def _drive(self, obj, source, pairs: dict) -> None:
         """Each rig bone the clip turns, where its turn comes from and its alignment."""
@@ -215,7 +193,7 @@ class Layout:
         self._fingers(obj, source, pairs)
         read = {name for sourced in self.sources.values() for name in
                 (sourced[0] if len(sourced) == 3 else sourced)}
-        self.read = sorted(read, key=self.clip.index)
+        self.read = sorted(read, key=self.clip.names.index)
         # The bones along each limb and the trunk's mapped bones point to the next mapped one; those at the ends
         # (hands, feet without toes, toes, the head) keep the alignment of the bone above them.
         nexts = {"shoulder": "upper_arm", "upper_arm": "forearm", "forearm": "hand", "thigh": "shin", "shin": "foot",
@@ -278,6 +256,14 @@ class Layout:
             self.aligned[pairs[bottom][1]] = turn
 
 
+def _hinge(limit) -> tuple[int, float, float] | None:
+    """Where a joint's limit makes it a hinge (`core.limb.hinge_axis`): its axis (0 for X, 2 for Z) and range."""
+    axis = hinge_axis(limit)
+    if axis is None:
+        return None
+    return (0, *limit.x_range) if axis[0] else (2, *limit.z_range)
+
+
 def nearest_axis(direction: np.ndarray) -> np.ndarray:
     """The axis (+-X, +-Y or +-Z) nearest a direction."""
     axis = np.zeros(3)
@@ -286,27 +272,27 @@ def nearest_axis(direction: np.ndarray) -> np.ndarray:
     return axis
 
 
-def limb_lengths(obj, source, pairs: dict, clip: Side | None = None, rig: Side | None = None) -> dict:
+def limb_lengths(obj, source, pairs: dict, clip: Side | None = None, rig_side: Side | None = None) -> dict:
     """Each limb's length at rest, its two bones end to end in world units: per ("leg" or "arm", side, 0 for the
     clip or 1 for the rig)."""
-    clip, rig = clip or Side.of(source), rig or Side.of(obj)
+    clip, rig_side = clip or Side.of(source), rig_side or Side.of(obj)
     lengths = {}
     for s in "LR":
         for limb, upper, lower, ending in (("leg", "thigh", "shin", "foot"), ("arm", "upper_arm", "forearm", "hand")):
-            for side, k, obj_ in ((clip, 0, source), (rig, 1, obj)):
+            for side, k in ((clip, 0), (rig_side, 1)):
                 top = side.head(pairs[f"{upper}.{s}"][k])
                 knee = side.head(pairs[f"{lower}.{s}"][k])
                 # (a limb ends where its hand or foot begins: its bones' tails may point anywhere)
                 end = side.head(pairs[f"{ending}.{s}"][k]) if f"{ending}.{s}" in pairs else \
-                    side.tail(obj_, pairs[f"{lower}.{s}"][k])
+                    side.tail(pairs[f"{lower}.{s}"][k])
                 lengths[limb, s, k] = float(np.linalg.norm(knee - top) + np.linalg.norm(end - knee))
     return lengths
 
 
-def scales(obj) -> tuple[float, dict[str, float]]:
+def scales(obj, lengths: dict | None = None) -> tuple[float, dict[str, float]]:
     """The scale of the clip's hips motion on the rig (its legs' ratio) and of each hand's reach (its arm's), from
-    the bones; the rig's Body Scale and Arm Scale where set."""
-    lengths = limb_lengths(obj, obj.fabrik.retarget_source, retarget.mapping(obj))
+    the bones (`limb_lengths`, read where not given); the rig's Scale and Arm Scale where set."""
+    lengths = lengths or limb_lengths(obj, obj.fabrik.retarget_source, retarget.mapping(obj))
     settings = obj.fabrik
     body = float(np.mean([lengths["leg", s, 1] / max(lengths["leg", s, 0], 1e-9) for s in "LR"]))
     arms = {s: lengths["arm", s, 1] / max(lengths["arm", s, 0], 1e-9) for s in "LR"}

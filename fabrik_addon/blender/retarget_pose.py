@@ -19,9 +19,11 @@ import numpy as np
 from mathutils import Matrix, Vector
 
 from ..core import retarget as arithmetic
+from ..core.matrix_rows import unit_frames
 from . import retarget
 from .retarget import LIMBS
 from .retarget_layout import Layout
+from .rig import pose_matrices
 
 #: How far (a share of the leg's reach) a held foot may be out of the leg's reach before the hips come down: a
 #: foot the clip's own slide takes that little further is taken in to the leg instead.
@@ -45,17 +47,17 @@ def hold_of(obj, names: list[str]) -> arithmetic.Hold:
         for pb, scale in zip(pose_bones, scales):
             pb.matrix_basis = scale
         rest = _evaluated(obj, names)
-        rest_turns = arithmetic.rotations(rest)
+        rest_turns = unit_frames(rest)
         for a, pb in enumerate(pose_bones):
             pb.matrix_basis = test @ scales[a]
             probe = _evaluated(obj, names)
             pb.matrix_basis = scales[a]
-            turn = arithmetic.rotations(probe[a]) @ rest_turns[a].T
+            turn = unit_frames(probe[a]) @ rest_turns[a].T
             move = probe[a] @ np.linalg.inv(rest[a])
             for k in range(count):
                 if k == a:
                     continue
-                turned = arithmetic.rotations(probe[k])
+                turned = unit_frames(probe[k])
                 if (np.abs(turned - rest_turns[k]).max() > 1e-3 and np.abs(turned - turn @ rest_turns[k]).max() < 1e-4
                         and (turns_with[k] < 0 or depth[a] > depth[turns_with[k]])):
                     turns_with[k] = a
@@ -76,10 +78,8 @@ def _evaluated(obj, names: list[str]) -> np.ndarray:
     """The bones' posed matrices (N, 4, 4, armature space) as Blender evaluates the rig now."""
     bpy.context.view_layer.update()
     evaluated = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    flat = np.empty(len(evaluated.pose.bones) * 16)
-    evaluated.pose.bones.foreach_get("matrix", flat)
     order = {b.name: i for i, b in enumerate(evaluated.pose.bones)}
-    return flat.reshape(-1, 4, 4).transpose(0, 2, 1)[[order[n] for n in names]]
+    return pose_matrices(evaluated)[[order[n] for n in names]].astype(np.float64)
 
 
 @dataclass
@@ -96,8 +96,6 @@ class Copy:
     #: Per limb effector ("hand.L"...): its goal (F, 3) in world space; the feet's contacts (ankle, toe).
     goals: dict[str, np.ndarray]
     contacts: dict[str, tuple[list, list]]
-    #: The driven bones' posed matrices (F, N, 4, 4) in armature space, as the copy poses them.
-    posed: np.ndarray
     #: How far the clip was moved up to stand on the rig's floor (world units).
     grounded: float
     #: Per hand, the frames where the clip's hand is further from its shoulder than the rig's arm reaches, scaled
@@ -114,7 +112,7 @@ class Copy:
         frames = len(clip_posed)
         world = clip_world[:, None] @ clip_posed
         rest = np.stack([clip.rotation(name) for name in layout.read])
-        turns = arithmetic.turns(arithmetic.rotations(world), rest)
+        turns = arithmetic.turns(unit_frames(world), rest)
         turns = layout.turn @ turns @ layout.turn.T
         bad = ~np.isfinite(turns).all(axis=(1, 2, 3))
         if bad.any():  # (a clip bone scaled to nothing has no turn)
@@ -122,7 +120,7 @@ class Copy:
                              "(a bone scaled to nothing?)")
         at = {name: k for k, name in enumerate(layout.read)}
         index = {name: k for k, name in enumerate(names)}
-        rig_turn = arithmetic.rotations(rig.world)
+        rig_turn = unit_frames(rig.world)
         # (the turns are onto the bones' rests as the rig is built; how they hang now is the hold's business)
         rest_turns = np.stack([rig.rotation(name) for name in names])
         wanted: dict[int, np.ndarray] = {}
@@ -140,17 +138,17 @@ class Copy:
         # A hinged knee or elbow bends about its hinge alone, in the plane the clip's bends in.
         for name, upper, lower, _, _ in LIMBS:
             if name in layout.hinges:
-                u, l = index[pairs[upper][1]], index[pairs[lower][1]]
-                relative = rest_turns[u].T @ rest_turns[l]
-                wanted[u], wanted[l] = arithmetic.hinged(wanted[u], wanted[l], relative, *layout.hinges[name])
+                top, bottom = index[pairs[upper][1]], index[pairs[lower][1]]
+                relative = rest_turns[top].T @ rest_turns[bottom]
+                wanted[top], wanted[bottom] = arithmetic.hinged(wanted[top], wanted[bottom], relative,
+                                                                *layout.hinges[name])
         # The hips: the middle of the hip joints where the clip's is in the rig's space.
         k = [at[pairs[f"thigh.{s}"][0]] for s in "LR"]
         clip_middle = (world[:, k[0], :3, 3] + world[:, k[1], :3, 3]) / 2.0
         middle = (clip_middle - layout.clip_ground) @ layout.turn.T * layout.scale + layout.rig_ground
         hips = pairs["hips"][1]
         h = index[hips]
-        rig_middle = (rig.head(pairs["thigh.L"][1]) + rig.head(pairs["thigh.R"][1])) / 2.0
-        offset = rest_turns[h].T @ (rig_middle - rig.head(hips))
+        offset = rest_turns[h].T @ (layout.rig_middle - rig.head(hips))
         heads = middle - (rig_turn @ wanted[h]) @ offset
         inverse = np.linalg.inv(rig.world)
 
@@ -179,8 +177,7 @@ class Copy:
         # The hips lowered where a leg cannot reach its ankle's goal (a rig of other proportions, a held foot);
         # a held foot that the leg misses by a hair (the clip's own foot slid there) is taken in to the leg instead.
         def hip_joints() -> dict:
-            return {s: np.einsum("ij,fj->fi", rig.world, posed[:, index[pairs[f"thigh.{s}"][1]], :, 3])[:, :3]
-                    for s in "LR"}
+            return {s: _at(rig.world, posed[:, index[pairs[f"thigh.{s}"][1]]]) for s in "LR"}
 
         joints = hip_joints()
         drop = np.zeros(frames)
@@ -194,13 +191,13 @@ class Copy:
         # clip's hand or foot further than that (a bone stretched in the clip) is counted.
         beyond = {}
         for name, upper, _, _, _ in LIMBS:
-            top = np.einsum("ij,fj->fi", rig.world, posed[:, index[pairs[upper][1]], :, 3])[:, :3]
+            top = _at(rig.world, posed[:, index[pairs[upper][1]]])
             goal = feet[name[-1]] if name.startswith("foot") else goals[name]
             goals[name] = arithmetic.within(top, goal, layout.reach[name])
             far = np.linalg.norm(goal - goals[name], axis=1) > 0.01 * layout.reach[name]
             if name.startswith("hand"):  # (a held foot the hips came down for is not beyond its leg)
                 beyond[name] = int(far.sum())
-        return cls(names, wanted, local, hold, hips, locations[h], goals, contacts, posed, float(lift), beyond)
+        return cls(names, wanted, local, hold, hips, locations[h], goals, contacts, float(lift), beyond)
 
     @staticmethod
     def _goals(obj, layout: Layout, pairs, index, posed, clip_world, at) -> tuple[dict, dict]:
@@ -209,14 +206,13 @@ class Copy:
         wrist or ankle; the goal is where the forearm's or shin's tail goes with it (the effector's tip, on most
         rigs the same point). And each foot's toe (its tail) where the copy puts it beside its ankle."""
         world = layout.rig.world
-        rig_turn = arithmetic.rotations(world)
+        rig_turn = unit_frames(world)
         source = obj.fabrik.retarget_source.data.bones
         goals, toes = {}, {}
 
         def tail(name: str) -> np.ndarray:
             """A driven rig bone's tail over the frames, in world space."""
-            point = posed[:, index[name]] @ np.array([0.0, obj.data.bones[name].length, 0.0, 1.0])
-            return np.einsum("ij,fj->fi", world, point)[:, :3]
+            return _at(world, posed[:, index[name]], (0.0, obj.data.bones[name].length, 0.0))
 
         for name, upper, lower, end, _ in LIMBS:
             s = name[-1]
@@ -227,12 +223,12 @@ class Copy:
             else:
                 length = source[pairs[lower][0]].length
                 clip_end = (clip_world[:, at[pairs[lower][0]]] @ np.array([0.0, length, 0.0, 1.0]))[:, :3]
-            top = np.einsum("ij,fj->fi", world, posed[:, index[pairs[upper][1]], :, 3])[:, :3]
+            top = _at(world, posed[:, index[pairs[upper][1]]])
             goals[name] = top + (clip_end - clip_top) @ layout.turn.T * scale
             if end in pairs:  # (a forearm or shin whose tail is off the wrist or ankle carries it along)
                 rig = layout.rig
-                off = rig.rotation(pairs[lower][1]).T @ (rig.tail(obj, pairs[lower][1]) - rig.head(pairs[end][1]))
-                goals[name] = goals[name] + (rig_turn @ arithmetic.rotations(posed[:, index[pairs[lower][1]]])) @ off
+                off = rig.rotation(pairs[lower][1]).T @ (rig.tail(pairs[lower][1]) - rig.head(pairs[end][1]))
+                goals[name] = goals[name] + (rig_turn @ unit_frames(posed[:, index[pairs[lower][1]]])) @ off
             if name.startswith("foot"):
                 ankle = tail(pairs[lower][1])
                 foot = pairs.get(f"foot.{s}")
@@ -245,3 +241,9 @@ class Copy:
         index = {name: k for k, name in enumerate(self.names)}
         _, local, _ = self.hold.pose(self.turned, local={index[n]: m for n, m in solved.items()})
         return {self.names[k]: m for k, m in local.items()}
+
+
+def _at(world: np.ndarray, posed: np.ndarray, point=(0.0, 0.0, 0.0)) -> np.ndarray:
+    """Where a point of a posed bone's own space (its head by default) is over the frames (`posed`: (F, 4, 4),
+    armature space), in world space."""
+    return np.einsum("ij,fj->fi", world, posed @ np.append(point, 1.0))[:, :3]

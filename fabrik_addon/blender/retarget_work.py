@@ -18,7 +18,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
-from ..core.matrix_rows import quaternions_from_matrices
+from ..core.matrix_rows import continuous_quaternions
 from . import animdata, bake, motion, retarget, rig, stepping
 from .retarget import LIMBS
 from .retarget_layout import Layout
@@ -81,9 +81,7 @@ class Retargeting(stepping.SceneWork):
         """Go to the next frame and read the clip's posed bones there."""
         self.scene.frame_set(self.frames[self.index])
         clip = self.clip.evaluated_get(bpy.context.evaluated_depsgraph_get())
-        flat = np.empty(len(clip.pose.bones) * 16)
-        clip.pose.bones.foreach_get("matrix", flat)
-        self._clip_posed[self.index] = flat.reshape(-1, 4, 4).transpose(0, 2, 1)[self._order]
+        self._clip_posed[self.index] = rig.pose_matrices(clip)[self._order]
         self._clip_world[self.index] = np.array(clip.matrix_world)
         self.index += 1
 
@@ -184,10 +182,7 @@ def write_rotation(obj, collection, name: str, local: np.ndarray, frames: np.nda
     mode = pose_bone.rotation_mode
     path, size = rig.rotation_channel(mode)
     if mode == 'QUATERNION':
-        values = quaternions_from_matrices(local)
-        same = np.sign(np.einsum("fi,fi->f", values[1:], values[:-1]))
-        same[same == 0] = 1.0
-        values *= np.concatenate(([1.0], np.cumprod(same)))[:, None]
+        values = continuous_quaternions(local)
     else:
         values = np.empty((len(local), size))
         before = rig.rotation_value(pose_bone)

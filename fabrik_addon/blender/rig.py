@@ -175,13 +175,17 @@ def _limits_from_settings(settings: np.ndarray, names: tuple[str, ...]) -> tuple
     return limits, problems
 
 
-def current_pose(obj, skeleton: Skeleton) -> Pose:
-    """The pose as Blender last evaluated it, in armature space (scale dropped)."""
+def pose_matrices(obj) -> np.ndarray:
+    """Every pose bone's matrix (n, 4, 4, armature space) as Blender last evaluated it, in pose-bone order."""
     pose_bones = obj.pose.bones
     flat = np.empty(len(pose_bones) * 16, dtype=np.float32)
     pose_bones.foreach_get("matrix", flat)
-    # foreach_get gives matrices column by column.
-    m = np.swapaxes(flat.reshape(-1, 4, 4), 1, 2)[pose_bone_order(obj)].astype(np.float64)
+    return np.swapaxes(flat.reshape(-1, 4, 4), 1, 2)  # (foreach_get gives matrices column by column)
+
+
+def current_pose(obj, skeleton: Skeleton) -> Pose:
+    """The pose as Blender last evaluated it, in armature space (scale dropped)."""
+    m = pose_matrices(obj)[pose_bone_order(obj)].astype(np.float64)
     frames = m[:, :3, :3]
     # A bone scaled to zero has no frame: its axes become NaN, quietly, and whatever is built on them is refused
     # where it would be written (live solving names the bone; a bake leaves those frames unkeyed).

@@ -15,7 +15,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Contact", "blends", "find"]
+__all__ = ["BLEND", "Contact", "HEIGHT", "SHORTEST", "SPEED", "blends", "find"]
+
+#: What a contact is by default: slower than this share of the chain's (or leg's) length a frame, within this
+#: share of it of the lowest it goes, for at least this many frames; a pin takes hold and lets go over this many.
+SPEED, HEIGHT, SHORTEST, BLEND = 0.01, 0.05, 4, 2
 
 
 class Contact(NamedTuple):

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import limits, quat
+from . import limits, matrix_rows, quat
 from .problem import Goal, SolveReport, SolveSettings, begin
 from .skeleton import Pose, Skeleton, pose_with
 from .stopping import Stopping, iterate
@@ -118,7 +118,7 @@ class Rig:
         along the chain as the Jacobian assumes: to first order each one
         moves the effectors by angle x (tip - head).
         """
-        turns = _rotation_matrices(angles)
+        turns = matrix_rows.rotation_vector_matrices(angles)
         wanted = _orthonormal(np.swapaxes(self.zero_frames, 1, 2) @ turns @ self.frames)
         for k, limit in enumerate(self.limits):
             if limit is not None:
@@ -276,13 +276,3 @@ def _orthonormal(matrices: np.ndarray) -> np.ndarray:
     return out
 
 
-def _rotation_matrices(angles: np.ndarray) -> np.ndarray:
-    """Rotation matrices for rotation vectors (m, 3) (Rodrigues)."""
-    theta = np.linalg.norm(angles, axis=1)
-    safe = np.where(theta > 1e-15, theta, 1.0)
-    axis = angles / safe[:, None]
-    k = np.zeros((len(angles), 3, 3))
-    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -axis[:, 2], axis[:, 1], -axis[:, 0]
-    k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = axis[:, 2], -axis[:, 1], axis[:, 0]
-    s, c = np.sin(theta)[:, None, None], (1.0 - np.cos(theta))[:, None, None]
-    return np.eye(3) + s * k + c * (k @ k)

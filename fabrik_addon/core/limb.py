@@ -42,7 +42,7 @@ from .quat import Quat
 from .tree import Joints, MovingTree, Start, tails_of
 from .vec import Vec, add, cross, dist, dot, norm, scale, sub
 
-__all__ = ["applies", "solve"]
+__all__ = ["applies", "hinge_axis", "solve"]
 
 #: Where the pole's plane leaves the upper bone outside its limit, the limb swivels about its base-target line
 #: towards the nearest swivel inside it, searched in steps of this angle (radians) each way round.
@@ -64,7 +64,7 @@ def applies(tree: MovingTree, goals: Sequence[Goal]) -> bool:
     )
 
 
-def _hinge_axis(limit: limits.JointLimit | None) -> Vec | None:
+def hinge_axis(limit: limits.JointLimit | None) -> Vec | None:
     """The bone's own axis a hinge turns it about (X or Z, the other two locked), or None for any other joint."""
     if limit is None or limit.y_range != (0.0, 0.0):
         return None
@@ -180,7 +180,7 @@ def solve(
     span = norm(away)
     if span < 1e-12:
         return None
-    hinge = _hinge_axis(tree.limits[1])
+    hinge = hinge_axis(tree.limits[1])
     straight = tree.length[0] + tree.length[1]
     inner, outer = 0.0, straight
     if hinge is not None:

@@ -91,6 +91,38 @@ def orthonormalized(frames: np.ndarray) -> np.ndarray:
     return np.stack((x, y, np.cross(x, y)), axis=2)
 
 
+def unit_frames(matrices: np.ndarray) -> np.ndarray:
+    """The rotation parts of matrices (..., 3, 3) or (..., 4, 4) with their axes made unit (a pose's scale out)."""
+    m = np.asarray(matrices, dtype=float)[..., :3, :3]
+    # (a bone scaled to nothing has no frame: NaN, which the callers refuse or skip)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return m / np.linalg.norm(m, axis=-2, keepdims=True)
+
+
+def rotation_vector_matrices(vectors: np.ndarray) -> np.ndarray:
+    """Rotation matrices for rotation vectors (m, 3): each turns about its own direction by its length
+    (Rodrigues)."""
+    theta = np.linalg.norm(vectors, axis=1)
+    safe = np.where(theta > 1e-15, theta, 1.0)
+    axis = vectors / safe[:, None]
+    k = np.zeros((len(vectors), 3, 3))
+    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -axis[:, 2], axis[:, 1], -axis[:, 0]
+    k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = axis[:, 2], -axis[:, 1], axis[:, 0]
+    s, c = np.sin(theta)[:, None, None], (1.0 - np.cos(theta))[:, None, None]
+    return np.eye(3) + s * k + c * (k @ k)
+
+
+def continuous_quaternions(matrices: np.ndarray) -> np.ndarray:
+    """Unit quaternions (F, ..., 4) for rotation matrices (F, ..., 3, 3), their signs kept continuous along the
+    first axis (q and -q are the same turn; keys must not jump between them)."""
+    m = np.asarray(matrices, dtype=float)
+    q = quaternions_from_matrices(m.reshape(-1, 3, 3)).reshape(*m.shape[:-2], 4)
+    same_side = np.sign(np.einsum("f...i,f...i->f...", q[1:], q[:-1]))
+    same_side[same_side == 0] = 1.0
+    q *= np.concatenate((np.ones((1, *q.shape[1:-1])), np.cumprod(same_side, axis=0)))[..., None]
+    return q
+
+
 def quaternions_from_matrices(m: np.ndarray) -> np.ndarray:
     """Unit quaternions (w, x, y, z) for rotation matrices (N, 3, 3), all at once (Shepperd's method)."""
     m = np.asarray(m, dtype=float)

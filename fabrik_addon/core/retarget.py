@@ -7,8 +7,8 @@ points the way the clip's bone points at rest (`alignment`: a T-pose clip
 raises an A-pose rig's arms for the mapping only). Where one skeleton has
 more bones in a span than the other (four spine bones against three), the
 span's turns are sampled along it (`sampled`). `Hold.pose` turns those world
-rotations into each bone's local rotation by forward kinematics down the
-rig's tree, and gives every bone's posed matrix, from which the ends' goals
+rotations into each bone's local rotation by forward kinematics over the
+driven bones (as they hang on each other), and gives their posed matrices, from which the ends' goals
 are scaled limb by limb. `held` keeps a planted foot where it stands, heel
 and toe. All matrices are numpy rows: (frames, ..., 3, 3) or (..., 4, 4).
 """
@@ -20,20 +20,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import contacts as contact_runs
-from .matrix_rows import quaternion_to_matrix, quaternions_from_matrices, swing_matrix
+from .matrix_rows import (
+    quaternion_to_matrix, quaternions_from_matrices, rotation_vector_matrices, swing_matrix, unit_frames,
+)
 
 __all__ = [
-    "Hold", "alignment", "body_frame", "grounding", "held", "hinged", "lowered", "rotations", "sampled", "slerp",
+    "Hold", "alignment", "body_frame", "grounding", "held", "hinged", "lowered", "sampled", "slerp",
     "stands", "turns", "within",
 ]
-
-
-def rotations(matrices: np.ndarray) -> np.ndarray:
-    """The rotation parts of matrices (..., 3, 3) or (..., 4, 4), their axes' scale taken out."""
-    m = np.asarray(matrices, dtype=float)[..., :3, :3]
-    # (a bone scaled to nothing has none: NaN, which the callers refuse)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return m / np.linalg.norm(m, axis=-2, keepdims=True)
 
 
 def turns(posed: np.ndarray, rest: np.ndarray) -> np.ndarray:
@@ -94,7 +88,7 @@ def sampled(span: np.ndarray, count: int) -> np.ndarray:
 
 @dataclass
 class Hold:
-    """How the rig's driven bones hang on each other, as found on the rig itself (`retarget_probe`): per bone, its
+    """How the rig's driven bones hang on each other, as the bridge finds it on the rig (`hold_of`): per bone, its
     frame (4, 4, armature space) with every driven bone at its rest, and the driven bone (an index, parents
     first; -1 none) whose turn it takes and whose move carries its head. A plain hierarchy takes both from the
     parent; a generated rig's constraints may hold a limb's turn to the root while its shoulder carries it."""
@@ -114,11 +108,11 @@ class Hold:
         posed = np.empty((frames, count, 4, 4))
         locals_: dict[int, np.ndarray] = {}
         locations: dict[int, np.ndarray] = {}
-        rest = rotations(self.frames)
+        rest = unit_frames(self.frames)
         scale = np.linalg.norm(self.frames[:, :3, :3], axis=1)
         for k in range(count):
             by, carried = self.turns_with[k], self.moves_with[k]
-            above = rest[k] if by < 0 else rotations(posed[:, by]) @ rest[by].T @ rest[k]
+            above = rest[k] if by < 0 else unit_frames(posed[:, by]) @ rest[by].T @ rest[k]
             above = np.broadcast_to(above, (frames, 3, 3))
             head = self.frames[k, :3, 3]
             if carried >= 0:
@@ -138,16 +132,6 @@ class Hold:
             posed[:, k, :3, :3] = rotation * scale[k]  # (a bone's own scale carries its children further)
             posed[:, k, :3, 3] = head
         return posed, locals_, locations
-
-
-def _about(axes: np.ndarray, angles: np.ndarray) -> np.ndarray:
-    """Rotations (F, 3, 3) by angles (F,) about unit axes (F, 3) (Rodrigues' formula)."""
-    k = axes
-    cross = np.zeros((len(k), 3, 3))
-    cross[:, 0, 1], cross[:, 0, 2], cross[:, 1, 2] = -k[:, 2], k[:, 1], -k[:, 0]
-    cross -= np.swapaxes(cross, 1, 2)
-    c, s = np.cos(angles)[:, None, None], np.sin(angles)[:, None, None]
-    return c * np.eye(3) + s * cross + (1.0 - c) * np.einsum("fi,fj->fij", k, k)
 
 
 def _signed(a: np.ndarray, b: np.ndarray, axis: np.ndarray) -> np.ndarray:
@@ -186,11 +170,11 @@ def hinged(upper: np.ndarray, lower: np.ndarray, relative: np.ndarray, axis: int
     ways = []
     for sign in (1.0, -1.0):
         twist = _signed(hinge, sign * normal, along_upper)
-        turned = _about(along_upper, twist) @ upper
+        turned = rotation_vector_matrices(along_upper * twist[:, None]) @ upper
         zero = turned @ relative
         angle = _signed(zero[:, :, 1], along_lower, zero[:, :, axis])
         kept = np.clip(angle, low, high)
-        local = _about(np.broadcast_to(np.eye(3)[axis], (len(upper), 3)), kept)
+        local = rotation_vector_matrices(np.eye(3)[axis] * kept[:, None])
         ways.append((np.abs(twist), np.abs(angle - kept), turned, zero @ local))
     # The lesser twist of the upper bone, unless it leaves the hinge far outside its range and the other does
     # not: a knee captured a little past straight is held straight, not turned half round to bend it back. Where
@@ -220,15 +204,12 @@ def within(top: np.ndarray, goal: np.ndarray, length: float) -> np.ndarray:
     return top + reach * scale[:, None]
 
 
-#: Contacts as Find Contacts finds them: slower than a share of the leg a frame, within a share of it of the
-#: lowest, for a few frames; a hold takes hold and lets go over the first and last few of them.
-SPEED, HEIGHT, SHORTEST, BLEND = 0.01, 0.05, 4, 2
-
-
 def stands(ankle: np.ndarray, toe: np.ndarray, leg: float) -> tuple[list, list]:
-    """Where a foot stands (`contacts.find`): the runs of frames its ankle stands, and its toe."""
-    return (contact_runs.find(ankle, SPEED * leg, HEIGHT * leg, SHORTEST),
-            contact_runs.find(toe, SPEED * leg, HEIGHT * leg, SHORTEST))
+    """Where a foot stands, as Find Contacts finds it (`contacts.find` with its defaults, shares of the leg): the
+    runs of frames its ankle stands, and its toe."""
+    speed, height = contact_runs.SPEED * leg, contact_runs.HEIGHT * leg
+    return (contact_runs.find(ankle, speed, height, contact_runs.SHORTEST),
+            contact_runs.find(toe, speed, height, contact_runs.SHORTEST))
 
 
 def grounding(ankle: np.ndarray, toe: np.ndarray, runs: tuple[list, list], ankle_height: float) -> float | None:
@@ -253,12 +234,13 @@ def held(ankle: np.ndarray, toe: np.ndarray, runs: tuple[list, list], floor: flo
     count = len(ankle)
     ankle_runs, toe_runs = runs
     out = ankle.copy()
-    toe_weight, toe_where = _holds(toe, toe_runs, BLEND, count)
-    ankle_weight, ankle_where = _holds(ankle, ankle_runs, BLEND, count)
+    blend = contact_runs.BLEND
+    toe_weight, toe_where = _holds(toe, toe_runs, blend, count)
+    ankle_weight, ankle_where = _holds(ankle, ankle_runs, blend, count)
 
     def whole(found: list) -> list:
-        return [contact_runs.Contact(r.first + min(BLEND, (r.last - r.first) // 2),
-                                     r.last - min(BLEND, (r.last - r.first) // 2)) for r in found]
+        return [contact_runs.Contact(r.first + min(blend, (r.last - r.first) // 2),
+                                     r.last - min(blend, (r.last - r.first) // 2)) for r in found]
 
     out += toe_weight[:, None] * (toe_where - toe)
     out += ankle_weight[:, None] * (ankle_where - out)
