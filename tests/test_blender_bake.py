@@ -512,7 +512,7 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
     no goal moves, kept from its FK pose), then where the even bend left a cone its joints stop on their rims
     in bulk too (`bend.spread_within_rows`), and the others are solved again alone, limits and all. The keys replay
     the live solve, twists included (1e-5)."""
-    from fabrik_addon.core import plan
+    from fabrik_addon.core import plan, stages
 
     rig = chain_in_cones(degrees)
     rig.fabrik.start = "FK"
@@ -528,8 +528,17 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
     live = pose_matrices(rig)
     fk_pose()
     solved_alone = []
-    whole = plan._METHODS[plan.LIMITED]
-    monkeypatch.setitem(plan._METHODS, plan.LIMITED, lambda *args: solved_alone.append(1) or whole(*args))
+    whole, together, in_rows = stages.run, plan.Plan.solve_rows, []
+
+    def rows(self, *args, **options):  # (only the frames the rows hand on are counted, not the live solves)
+        in_rows.append(True)
+        try:
+            return together(self, *args, **options)
+        finally:
+            in_rows.pop()
+
+    monkeypatch.setattr(plan.Plan, "solve_rows", rows)
+    monkeypatch.setattr(stages, "run", lambda *args, **options: (in_rows and solved_alone.append(1)) or whole(*args, **options))
     baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
@@ -648,15 +657,15 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
     build, monkeypatch
 ):
     """A continuous bake of a limited rig goes on from the limits' coordinates its last frame's solve left
-    (`methods._followed`, as live solving from the previous solution moves first, with what continuity mode
+    (`stages.followed`, as live solving from the previous solution moves first, with what continuity mode
     carries), without reading the whole rig again: on exactly the frames live solving moved so. Frames that take
     the whole solve (a target thrown far) are solved as live solving does. The keys replay the live solve, twists
     included (1e-5)."""
-    from fabrik_addon.core import methods, plan
+    from fabrik_addon.core import plan, settle
 
-    followed = []
-    follow = methods._followed
-    monkeypatch.setattr(methods, "_followed", lambda *a: followed.append(follow(*a)) or followed[-1])
+    followed = []  # (whether each settling step of `stages.followed` reached)
+    follow = settle.follow
+    monkeypatch.setattr(settle, "follow", lambda *a: followed.append(follow(*a)) or followed[-1])
     rig = build()
     rig.fabrik.start = "PREVIOUS"
     memory.reset()
@@ -664,7 +673,7 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
     for frame in FRAMES:
         followed.clear()
         live += pose_matrices_at(rig, frame)
-        moved.append(any(report is not None for report in followed))
+        moved.append(any(reached for _, reached in followed))
     for name in bake.bake_bones(rig, "CHAINS"):  # (from rest, as the live playback started)
         rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
     memory.reset()
@@ -673,7 +682,7 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
     while baker.index < len(FRAMES):
         followed.clear()
         baker.step()
-        baked.append(any(report is not None for report in followed))
+        baked.append(any(reached for _, reached in followed))
     result = baker.finish(new_action=False, keep_live=False)
     assert result.frames == len(FRAMES) and baker._batch.plan.parts[0].method == plan.LIMITED
     if build is cones_whose_target_jumps:

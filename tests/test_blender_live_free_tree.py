@@ -13,7 +13,7 @@ import pytest
 from blender_scenes import rigbuild, rotation_channels
 from fabrik_addon.blender.held import held_bones
 from fabrik_addon.blender import memory
-from fabrik_addon.core import methods
+from fabrik_addon.core import stages
 from fabrik_addon.core.plan import Plan
 from fabrik_addon.core.tree import Start
 from fabrik_addon.blender.status import statuses
@@ -133,7 +133,7 @@ def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str],
 
     rigbuild.key_path(target, frames, lambda f: (2.9 * math.sin(angle(f)), 0.2, 2.9 * math.cos(angle(f))))
     count_bulk(general, monkeypatch)
-    answered, inside, limited = [], methods.local_rotations_inside, methods.solve_limited
+    answered, inside, limited = [], stages.local_rotations_inside, stages.run
     kept = []  # (whether each pose checked kept inside every limit, in the solve under way: the free passes' first)
 
     def checked(*args):
@@ -147,8 +147,8 @@ def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str],
         answered.append(bool(kept) and kept[0])
         return result
 
-    monkeypatch.setattr(methods, "local_rotations_inside", checked)
-    monkeypatch.setattr(methods, "solve_limited", solved)
+    monkeypatch.setattr(stages, "local_rotations_inside", checked)
+    monkeypatch.setattr(stages, "run", solved)
     rig.fabrik.live = True
     seen, messages = [], []
     for frame in frames:

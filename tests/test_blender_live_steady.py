@@ -312,11 +312,11 @@ def test_a_warm_started_limited_tree_moves_from_its_last_frame_as_the_full_frame
     """Frames of a limited arm that starts from its previous solution go on from the last frame's read, and move
     from the rig the last frame left in the limits' coordinates (what continuity mode carries): channels, held
     values and status agree with the whole read's, and a target thrown far takes the whole solve."""
-    from fabrik_addon.core import methods
+    from fabrik_addon.core import settle
 
-    followed = []
-    follow = methods._followed
-    monkeypatch.setattr(methods, "_followed", lambda *a: (lambda report: followed.append(report is not None) or report)(follow(*a)))
+    followed = []  # (whether each settling step of `stages.followed` reached)
+    follow = settle.follow
+    monkeypatch.setattr(settle, "follow", lambda *a, **k: (lambda out: followed.append(out[1]) or out)(follow(*a, **k)))
     frames = [*range(1, 21), 33, 34, 35]
     quick = []
     moved = []

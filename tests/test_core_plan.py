@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from fabrik_addon.core import Goal, SolveSettings, fabrik, matrix_rows, quat, solve, stretch, tree as tree_types
 from fabrik_addon.core.limits import JointLimit
-from fabrik_addon.core.methods import local_rotations_inside, open_cones_as_free
+from fabrik_addon.core.plan import open_cones_as_free
+from fabrik_addon.core.stages import local_rotations_inside
 from fabrik_addon.core.plan import FREE, LIMITED, OFFSETS, plan_for
 from fabrik_addon.core.tree import Start, components, moving_tree
 from skeletons import hand, random_rotations, skeletons, straight_chain

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from fabrik_addon.core import Goal, SolveSettings, fabrik, limits, quat, rows, skeleton_from_points, solve
 from fabrik_addon.core.limits import JointLimit
-from fabrik_addon.core.methods import open_cones_as_free
+from fabrik_addon.core.plan import open_cones_as_free
 from fabrik_addon.core.plan import plan_for
 from fabrik_addon.core.skeleton import pose_with
 from fabrik_addon.core.tree import Start, moving_tree

@@ -16,7 +16,7 @@ keeps it: the pole is kept as nearly as the limits allow, and Blender's own
 IK, which keeps it by breaking the limit, is not followed there. Each such
 pose is the answer, found in one step; else (no swivel keeps the limits, a
 straight limb without a pole, no triangle) the limited method solves the
-limb as any other part (`methods.solve_limited`).
+limb as any other part (`stages`).
 
 A target beyond the straight limb, or one a hinge keeps the tip from (its
 range sets how near the base and how far from it the tip can be: the

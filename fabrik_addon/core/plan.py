@@ -8,16 +8,17 @@ on the skeleton). It splits the bones the goals move into parts that share no
 bones -- each stops when it has reached, not when the slowest has -- and
 picks for each the method that fits (`methods`):
 
-- a tree with joint limits: limited FABRIK finished by the refinement
-  (`LIMITED`), which tries the free chain's passes first where the limits are
-  open cones;
+- a tree with joint limits (`LIMITED`): a short list of stages (`stages`),
+  chosen here from its joints and goals, one list for a frame that searches
+  from its own start and one for a frame that goes on from the last
+  (`limited_stages`);
 - a free tree with unconnected bones pulled by position goals: FABRIK handing
   over to the refinement once it crawls (`OFFSETS`);
 - any other free tree: FABRIK itself (`FREE`), the paper's own two passes
   where one chain is pulled at its tip.
 
-IK stretch (`stretch`) and the comparison solvers (`solvers`) take the whole
-rig. Everything that solves goes through the plan: live frames, each frame of
+IK stretch (`stretch`) and the solvers beside FABRIK (`alternatives`) take the
+whole rig. Everything that solves goes through the plan: live frames, each frame of
 a bake, many frames of a bake at once (`solve_rows`: the same plan over many
 inputs, on numpy rows where the parts allow), and continuous bakes and warm
 live frames, which carry what the last frame left (`Carry`).
@@ -31,12 +32,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import blas, bend, fabrik, floor, limits, matrix_rows, methods, quat, refine, root, rows, stretch
+from . import blas, bend, fabrik, floor, limb, limits, matrix_rows, methods, quat, refine, root, rows, stages, stretch
+from .alternatives import ALTERNATIVES
 from .angles import AngleRig, TreeGoals, longest_reach
 from .fabrik import SLOW_WINDOW
 from .local import LocalTree, local_tree, rotations_from_zero, start_of, with_start_twist
 from .local import rotation_rows as local_rotation_rows
-from .methods import Solved
+from .stages import Solved, Stage
 from .problem import Goal, SolveReport, SolveSettings, begin, joined_report, validate_goals, validate_settings
 from .quat import Quat
 from .skeleton import Pose, Skeleton
@@ -44,12 +46,13 @@ from .tree import MovingTree, Start, components, moving_tree, posed, tails_of
 from .vec import Vec
 
 __all__ = [
-    "FREE", "LIMITED", "OFFSETS", "Carry", "Part", "Plan", "Solved", "SolvedRows", "layout_of", "plan_for", "solve",
+    "FREE", "LIMITED", "OFFSETS", "Carry", "Part", "Plan", "Solved", "SolvedRows", "hinged", "layout_of",
+    "limited_stages", "open_cones_as_free", "plan_for", "solve",
 ]
 
 FREE, OFFSETS, LIMITED = "free", "offsets", "limited"
 
-_METHODS = {FREE: methods.solve_free, OFFSETS: methods.solve_offsets, LIMITED: methods.solve_limited}
+_METHODS = {FREE: methods.solve_free, OFFSETS: methods.solve_offsets}
 
 
 def layout_of(goals: Sequence[Goal]) -> tuple:
@@ -82,6 +85,11 @@ class Part:
     method: str
     #: Whether its goals are positions only, without poles.
     plain: bool
+    #: A limited part's stages for a frame that searches from its own start, and for one that goes on from the
+    #: last frame's pose (`limited_stages`); its tree without its open cones, where its free passes run on it.
+    stages: tuple[Stage, ...] = ()
+    warm: tuple[Stage, ...] = ()
+    free: MovingTree | None = None
 
 
 def _method(tree: MovingTree, goals: Sequence[Goal]) -> str:
@@ -91,6 +99,85 @@ def _method(tree: MovingTree, goals: Sequence[Goal]) -> str:
     if tree.needs_frames and all(g.rotation is None and g.pole is None for g in goals):
         return OFFSETS
     return FREE
+
+
+def limited_stages(tree: MovingTree, goals: Sequence[Goal], explore: bool) -> tuple[Stage, ...]:
+    """A limited part's stages (`stages`), from its joints and goals: for a frame that searches from its own start
+    (`explore`), or for one that goes on from the last frame's pose.
+
+    A two-bone limb first takes its exact answer, from its own start where the
+    free passes do not take it, from the last frame's pose where a pole holds
+    its plane (without one, settling pulls its swivel towards rest). A tree
+    in open cones pulled by positions runs the free passes first. Where every
+    joint is a hinge or a roll (a robot arm), FABRIK's moves of points leave
+    the hinges' planes at every pass, so the start is refined as it is first
+    and the passes follow where that stalls; elsewhere the passes go first.
+    From the last frame's pose, a start near its targets settles one step
+    onto them, else is refined as it is; where every attempt misses a target
+    in reach, the frame's whole search follows.
+    """
+    plain = all(g.rotation is None and g.pole is None for g in goals)
+    poled = any(g.pole is not None for g in goals)
+    free = plain and open_cones_as_free(tree) is not None
+    limb_shaped = len(goals) == 1 and limb.applies(tree, [replace(goals[0], weight=1.0)])
+    found: list[Stage] = []
+    if explore:
+        if limb_shaped and not free:
+            found.append(stages.exact_limb)
+        if free:
+            found.append(stages.free_passes)
+        found += [stages.refined, stages.passes] if hinged(tree) else [stages.passes, stages.refined]
+        found.append(stages.other_starts)
+        if poled:
+            found.append(stages.settled)
+    else:
+        if limb_shaped and poled:
+            found.append(stages.exact_limb)
+        if not poled:
+            found.append(stages.followed)
+        found += [stages.refined if hinged(tree) else stages.refined_if_near, stages.passes]
+        found += [stages.settled, stages.searched]
+    return tuple(found)
+
+
+def open_cones_as_free(tree: MovingTree) -> MovingTree | None:
+    """The tree without its limits, where every bone hangs from its parent's tail and every limit leaves the rest
+    direction a cone to swing in and the rest twist a range to turn in (no lock, hinge or stiffness); else None.
+    Where no limit binds, a limited pass moves every joint as the free pass does, so such a chain (a tentacle, a
+    spine) is solved as the free one first. (Kept with the tree.)"""
+    if "free" not in tree.derived:
+        tree.derived["free"] = _without_open_cones(tree)
+    return tree.derived["free"]
+
+
+def _without_open_cones(tree: MovingTree) -> MovingTree | None:
+    """`open_cones_as_free`, worked out."""
+    if not all(c for c, p in zip(tree.connected, tree.parent) if p >= 0):
+        return None
+    for limit in tree.limits:
+        if limit is None:
+            continue
+        (lo_x, hi_x), (lo_z, hi_z), (lo_y, hi_y) = limit.x_range, limit.z_range, limit.y_range
+        # (a locked twist: the free passes' shortest turns would leave it a hair off, at every solve)
+        if limit.is_stiff or not (lo_x < 0.0 < hi_x and lo_z < 0.0 < hi_z and lo_y < 0.0 < hi_y):
+            return None
+    n = len(tree.bones)
+    return replace(tree, limits=(None,) * n, limited_child=(-1,) * n)
+
+
+def hinged(tree: MovingTree) -> bool:
+    """Whether every joint of the tree turns about one axis at most (a robot arm's); kept with the tree."""
+    if "hinged" not in tree.derived:
+        tree.derived["hinged"] = all(
+            limit is not None and sum(hi - lo > 1e-12 for lo, hi in (limit.x_range, limit.z_range, limit.y_range)) <= 1
+            for limit in tree.limits
+        )
+    return tree.derived["hinged"]
+
+
+def _free_passes_tree(part: Part, settings: SolveSettings) -> MovingTree | None:
+    """The tree a limited part's free passes run on in this mode, where they run (`stages.free_passes`)."""
+    return part.free if settings.explore else None
 
 
 class Carry:
@@ -125,7 +212,13 @@ class Plan:
             tree, nodes = (self.tree, list(range(len(self.bones)))) if len(groups) == 1 else self.tree.part(group)
             own = [goals[g] for g in group]
             plain = all(g.rotation is None and g.pole is None for g in own)
-            parts.append(Part(tuple(group), tuple(nodes), tree, _method(tree, own), plain))
+            method = _method(tree, own)
+            if method == LIMITED:
+                free = open_cones_as_free(tree) if plain else None
+                chosen = limited_stages(tree, own, True), limited_stages(tree, own, False)
+                parts.append(Part(tuple(group), tuple(nodes), tree, method, plain, *chosen, free))
+            else:
+                parts.append(Part(tuple(group), tuple(nodes), tree, method, plain))
         self.parts: tuple[Part, ...] = tuple(parts)
         #: The settings and the moving root last checked (`solve`).
         self._checked = self._checked_root = None
@@ -321,21 +414,29 @@ class Plan:
         report = joined_report([p.goals for p in self.parts], reports, len(goals))
         return Solved(report, frames, heads, rotations=rotations if frames is not None else None)
 
+    def _by_method(
+        self, part: Part, goals: Sequence[Goal], start: Start, settings: SolveSettings, kept: AngleRig | None = None
+    ) -> Solved:
+        """One part by its method or, limited, by its stages (`kept`: the rig the last frame left)."""
+        if part.method != LIMITED:
+            return _METHODS[part.method](self.skeleton, part.tree, goals, start, settings)
+        chosen = part.stages if settings.explore else part.warm
+        return stages.run(chosen, self.skeleton, part.tree, goals, start, settings, kept, part.free, part.stages)
+
     def _solve_part(
         self, i: int, part: Part, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None
     ) -> Solved:
         """One part by its method, held above the floor; in continuity mode a limited part goes on from the rig the
         last frame left."""
         if part.method != LIMITED:
-            solved = _METHODS[part.method](self.skeleton, part.tree, goals, start, settings)
-            return _above_floor(part.tree, goals, start, settings, solved)
+            return _above_floor(part.tree, goals, start, settings, self._by_method(part, goals, start, settings))
         key = kept = None
         if carry is not None and not settings.explore and start.fixed is not None:
             key = (tuple(start.rotations), tuple(start.fixed), tuple(start.translations))
             found = carry.rigs.get(i)
             # (a rig of another structure -- a limit or a bone edited since -- is not gone on from)
             kept = found[1] if found is not None and found[0] == key and found[1].tree is part.tree else None
-        solved = methods.solve_limited(self.skeleton, part.tree, goals, start, settings, kept)
+        solved = self._by_method(part, goals, start, settings, kept)
         solved = _above_floor(part.tree, goals, start, settings, solved)
         if solved.rig is not None and start.fixed is not None:
             # A start forward kinematics made has each node's zero frame on its rest: the rig's own rotations are
@@ -349,10 +450,8 @@ class Plan:
 
     def _solve_whole(self, goals: Sequence[Goal], pose: Pose, settings: SolveSettings) -> tuple[Pose, SolveReport]:
         """Another solver, or IK stretch around FABRIK's plan, on the whole pose."""
-        from .solvers import SOLVERS  # (the registry names this module's `solve`)
-
         if self.solver != "FABRIK":
-            return SOLVERS[self.solver](self.skeleton, goals, pose, settings)
+            return ALTERNATIVES[self.solver](self.skeleton, goals, pose, settings)
         return stretch.solve(solve, self.skeleton, goals, pose, settings)
 
     @property
@@ -360,7 +459,7 @@ class Plan:
         """Whether many frames solve together on numpy rows (`solve_rows`): FABRIK on parts pulled by position
         goals, free or in open cones."""
         return not self.whole and all(
-            p.plain and (p.method != LIMITED or methods.open_cones_as_free(p.tree) is not None) for p in self.parts
+            p.plain and (p.method != LIMITED or p.free is not None) for p in self.parts
         )
 
     @blas.on_one_thread  # (as `solve`: so each frame solved alone here is solved as it is there)
@@ -408,7 +507,7 @@ class Plan:
             own = [goals[g] for g in group]
             free, window = tree, SLOW_WINDOW if part.method == OFFSETS else 0
             if part.method == LIMITED:
-                free, window = methods.solved_as_free(tree, own, settings), SLOW_WINDOW
+                free, window = _free_passes_tree(part, settings), SLOW_WINDOW
             again = np.ones(count, dtype=bool)  # (continuity mode: a limited part settles frame by frame)
             if free is not None:
                 placed_heads, placed, counted, missed, converged = rows.solve(
@@ -444,7 +543,7 @@ class Plan:
                 frame_goals = [replace(g, target=tuple(map(float, targets[f, i]))) for i, g in zip(group, own)]
                 begun = _part_start(start_of(f), nodes)
                 alone = settings if floors[f] == settings.floor else replace(settings, floor=floors[f])
-                solved = _METHODS[part.method](self.skeleton, tree, frame_goals, begun, alone)
+                solved = self._by_method(part, frame_goals, begun, alone)
                 solved = _above_floor(tree, frame_goals, begun, alone, solved)
                 if solved.frames is None:
                     solved_frames[f, nodes], solved_heads[f, nodes] = frames[f, nodes], heads[f, nodes]
@@ -468,7 +567,7 @@ class Plan:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Where the even bend (its heads and frames, (F, m, 3) and (F, m, 3, 3)) took a joint of a chain in open
         cones out of its cone, the joint on its rim and the bones after it bent evenly (`bend.spread_within_rows`,
-        as `methods.solve_limited` does alone; `frames`: the start frames): the frames where that lands on the
+        as `stages.free_passes` does alone; `frames`: the start frames): the frames where that lands on the
         target inside every cone take that pose (`solved`: the solve's heads, frames, local rotations and the
         frames inside, changed in place). Which frames did, and their tips' distances."""
         placed_heads, placed, local, good = solved
@@ -507,7 +606,7 @@ class Plan:
         self, tree: MovingTree, solved: np.ndarray, begun: np.ndarray, fixed: dict[int, np.ndarray],
         converged: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Which frames of the free passes on a limited part's open cones are the answer (`methods.solve_limited`):
+        """Which frames of the free passes on a limited part's open cones are the answer (`stages.free_passes`):
         converged with every joint inside its limit; and the local rotations the limits read (F, m, 3, 3). The
         answer's leaves' twists, which move no goal, go back to where they began (in `solved` and the
         rotations)."""

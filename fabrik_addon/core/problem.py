@@ -82,6 +82,8 @@ class SolveReport:
     restarts: int = 0
     #: Per goal, the angle (radians) between the tip bone and its rotation goal; 0 for goals without one.
     rotation_errors: list[float] = field(default_factory=list)
+    #: Whether a solve that went on from the last frame's pose turned some joint far from it (`stages.JUMP`).
+    jumped: bool = False
 
     @property
     def max_error(self) -> float:
@@ -114,7 +116,9 @@ def joined_report(parts: Sequence[Sequence[int]], reports: Sequence[SolveReport]
         if not report.converged:
             stopped.append(report.stopped_by)
     stopped_by = next((why for why in ("unreachable", "stalled", "max_iterations") if why in stopped), "converged")
-    return SolveReport(iterations, errors, not stopped, stopped_by, restarts, angles)
+    report = SolveReport(iterations, errors, not stopped, stopped_by, restarts, angles)
+    report.jumped = any(r.jumped for r in reports)
+    return report
 
 
 def validate_goals(skeleton: Skeleton, goals: Sequence[Goal]) -> None:

@@ -20,8 +20,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import limits, lsq, quat
-from .angles import AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, limited_angles
+from . import limits, lsq, pole, quat
+from .angles import AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, limited_angles, values_after_turn
 from .problem import Goal
 from .refine import DAMPING_RANGE, PLAIN_COORDINATES, linearised_plain, linearised, residual
 from .quat import Quat
@@ -29,7 +29,8 @@ from .skeleton import Skeleton
 from .tree import MovingTree, Start
 
 __all__ = [
-    "Aim", "follow", "idle_twists_kept", "random_start", "rest_aim", "set_idle_twists", "settle", "start_twists",
+    "DRIFT", "Aim", "drift_aim", "follow", "idle_twists_kept", "pole_aim", "random_start", "rest_aim",
+    "set_idle_twists", "settle", "start_twists",
 ]
 
 #: How much of the way to rest one settling step asks of the free joints at most (all of it: a step that loses
@@ -38,6 +39,9 @@ __all__ = [
 #: a closed path comes back as close to its last round's pose as with a tenth of it, at a fifth less cost a frame).
 SETTLE_GAIN = 1.0
 SETTLED = 1e-3
+#: From the last frame's pose, how far (radians) settling moves each coordinate towards rest in one frame at most:
+#: the pose stays near where the frame started, and a closed path still brings it back within a few frames.
+DRIFT = math.radians(15.0)
 #: Corrections one settling step may take to put the goals back. Each must leave at most SHRINK of the squared
 #: error it started from (a quarter of the error itself); one that does not is followed by one with a Jacobian
 #: made afresh, and where that one does not either, the step is given up.
@@ -66,6 +70,48 @@ Aim = Callable[[AngleRig, Freedom], np.ndarray]
 def rest_aim(rig: AngleRig, free: Freedom) -> np.ndarray:
     """Every limited joint towards its rest; free joints left be."""
     return free.rest.copy()
+
+
+def drift_aim(anchor: AngleRig) -> Aim:
+    """Every limited joint towards its rest, the whole way scaled down so that none moves further than `DRIFT` from
+    where `anchor` has it (read at the first call: the pose a frame starts from); scaled, not clipped, so the
+    poses settling rests in are rest's nearest as without the cap."""
+    held: list[np.ndarray] = []
+
+    def aim(rig: AngleRig, free: Freedom) -> np.ndarray:
+        if not held:
+            values = np.array(anchor.values(free))
+            way = free.rest - values  # (NaN, no pull, stays NaN)
+            longest = np.nanmax(np.abs(way), initial=0.0)
+            held.append(values + way * min(1.0, DRIFT / longest) if longest > 0.0 else free.rest.copy())
+        return held[0].copy()
+
+    return aim
+
+
+def pole_aim(tree: MovingTree, holds: Sequence[pole.PoleHold], anchor: AngleRig | None) -> Aim:
+    """Each pole chain's first bone turned about its base-target line into the pole's plane (the rest of the chain
+    follows it unchanged), and where an `anchor` is given (the pose the frame started from) every other limited
+    joint towards rest as `drift_aim` pulls."""
+    drift = drift_aim(anchor) if anchor is not None else None
+
+    def aim(rig: AngleRig, free: Freedom) -> np.ndarray:
+        coordinates = free.coordinates
+        wanted = drift(rig, free) if drift is not None else np.full(len(coordinates), np.nan)
+        for hold in holds:
+            top = hold.chain[-1]
+            turn = pole.turn_for(hold, rig.heads[top], rig.frames[top])
+            if turn is None:
+                continue
+            for i, value in values_after_turn(rig, coordinates, top, turn).items():
+                wanted[i] = value
+            for k in hold.chain[:-1]:  # the rest of the chain keeps its shape
+                for i, c in enumerate(coordinates):
+                    if c.node == k:
+                        wanted[i] = np.nan
+        return wanted
+
+    return aim
 
 
 def settle(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: int, aim: Aim = rest_aim) -> int:

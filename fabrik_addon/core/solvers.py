@@ -3,26 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
-
-from . import ccd, jacobian, plan, two_bone
-from .problem import Goal, SolveReport, SolveSettings
-from .skeleton import Pose, Skeleton
-from .stretch import supporting
+from . import plan
+from .alternatives import ALTERNATIVES, Solver
 
 __all__ = ["DESCRIPTIONS", "SOLVERS", "Solver"]
 
-Solver = Callable[[Skeleton, Sequence[Goal], Pose | None, SolveSettings], tuple[Pose, SolveReport]]
-
 #: Identifier -> solve function; every one takes (skeleton, goals, start=None, settings=SolveSettings()).
-#: FABRIK's plan applies IK stretch itself; the others run on the stretched skeleton through `supporting`.
-SOLVERS: dict[str, Solver] = {
-    "FABRIK": plan.solve,
-    "CCD": supporting(ccd.solve),
-    "JACOBIAN_TRANSPOSE": supporting(jacobian.solve_transpose),
-    "DLS": supporting(jacobian.solve_dls),
-    "TWO_BONE": supporting(two_bone.solve),
-}
+#: FABRIK's plan applies IK stretch itself; the others (`alternatives`) run on the stretched skeleton.
+SOLVERS: dict[str, Solver] = {"FABRIK": plan.solve, **ALTERNATIVES}
 
 #: Identifier -> (label, one-line description), in the order the UI lists them.
 DESCRIPTIONS: dict[str, tuple[str, str]] = {

@@ -23,13 +23,45 @@ is no iteration without progress, so it judges its own crawl and dead ends.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
 
 from .problem import SolveSettings
 
-__all__ = ["Iterations", "Stopping", "StoppingRows", "iterate", "unreached"]
+__all__ = ["Budget", "Iterations", "Stopping", "StoppingRows", "iterate", "unreached"]
+
+
+class Budget:
+    """The iterations one solve may spend, carried from stage to stage: the cap covers them all."""
+
+    __slots__ = ("cap", "used")
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.used = cap, 0
+
+    @property
+    def left(self) -> int:
+        """What the stages still to run may spend."""
+        return max(0, self.cap - self.used)
+
+    @property
+    def spent(self) -> bool:
+        """Whether nothing is left."""
+        return self.used >= self.cap
+
+    def spend(self, iterations: int) -> None:
+        """Count a stage's iterations."""
+        self.used += iterations
+
+    def settings(self, settings: SolveSettings) -> SolveSettings:
+        """The settings with what is left as their cap, for a stage that takes settings."""
+        return replace(settings, max_iterations=self.left)
+
+    def why(self) -> str:
+        """Why a solve that did not converge stopped: the cap, or else a stall."""
+        return unreached(self.used, self.cap)
 
 
 class Stopping:
