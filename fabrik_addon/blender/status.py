@@ -122,6 +122,8 @@ def concluded(
         result.message = f"reached, {report.iterations} iterations"
     else:
         result.message = f"missed by {report.max_error:.2g} ({why}), {report.iterations} iterations"
+    if report.jumped:  # (no pose near the last frame's reaches: the nearest one that does is far from it)
+        result.message += "; jumped to another pose"
     if limit_problems:
         result.ok = False
         result.message = "; ".join(limit_problems)

@@ -66,9 +66,11 @@ class Skeleton:
         if len(short):
             raise ValueError(f"bone '{self.names[short[0]]}' has zero length ({lens[short[0]]:g})")
         self.order: tuple[int, ...] = _topological_order(self.parents, self.names)
-        self.children: tuple[tuple[int, ...], ...] = tuple(
-            tuple(c for c in range(n) if self.parents[c] == i) for i in range(n)
-        )
+        children: list[list[int]] = [[] for _ in range(n)]
+        for c, p in enumerate(self.parents):
+            if p >= 0:
+                children[p].append(c)
+        self.children: tuple[tuple[int, ...], ...] = tuple(map(tuple, children))
         y_lengths = np.linalg.norm(frames[:, :, 1], axis=1) if n else np.zeros(0)
         bad = np.flatnonzero(~(y_lengths >= 1e-9))
         if len(bad):
