@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from fabrik_addon.core import Goal, SolveSettings, pole, quat, stages, skeleton_from_points
+from fabrik_addon.core import Goal, SolveSettings, pole, quat, skeleton_from_points, solve, stages
 from fabrik_addon.core.limits import JointLimit
 from fabrik_addon.core.plan import limited_stages, plan_for
 from fabrik_addon.core.stages import Solved, Solving
@@ -189,8 +189,6 @@ def test_searched_finds_what_the_warm_attempts_missed():
 def test_one_budget_covers_every_stage():
     """Whatever the cap, a solve's iterations over all its stages stay within it."""
     skeleton = arm6()
-    from fabrik_addon.core import solve
-
     for cap in range(0, 12):
         for seed in range(4):
             target, _ = reachable(skeleton, 10 + seed)
@@ -235,16 +233,13 @@ def test_a_frame_that_jumps_from_the_last_says_so():
     _, report = solve_from(skeleton, Goal(5, target), pose)
     assert report.converged and not report.jumped
     far = skeleton.pose_from_local(inside_limits(skeleton, np.random.default_rng(99)))
-    rest = skeleton.rest_pose()
-    _, report = solve_from(skeleton, Goal(5, tuple(far.tails[5])), rest)
+    solved, report = solve_from(skeleton, Goal(5, tuple(far.tails[5])), skeleton.rest_pose())
     turned = max(
-        math.acos(np.clip((np.trace(m) - 1.0) / 2.0, -1.0, 1.0)) for m in skeleton.local_rotations(_)
+        math.acos(np.clip((np.trace(m) - 1.0) / 2.0, -1.0, 1.0)) for m in skeleton.local_rotations(solved)
     )
-    assert report.jumped == (turned > stages.JUMP)
+    assert turned > stages.JUMP and report.jumped
 
 
 def solve_from(skeleton, goal, start):
     """One solve from the last frame's pose."""
-    from fabrik_addon.core import solve
-
     return solve(skeleton, [goal], start, SolveSettings(tolerance=1e-4, explore=False))

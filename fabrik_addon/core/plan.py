@@ -175,11 +175,6 @@ def hinged(tree: MovingTree) -> bool:
     return tree.derived["hinged"]
 
 
-def _free_passes_tree(part: Part, settings: SolveSettings) -> MovingTree | None:
-    """The tree a limited part's free passes run on in this mode, where they run (`stages.free_passes`)."""
-    return part.free if settings.explore else None
-
-
 class Carry:
     """What continuity mode keeps from one frame to the next for a rig: per limited part, the rig the last solve
     left in the limits' coordinates, with what it was made from (the nodes' local rotations, the frames they hang
@@ -507,7 +502,7 @@ class Plan:
             own = [goals[g] for g in group]
             free, window = tree, SLOW_WINDOW if part.method == OFFSETS else 0
             if part.method == LIMITED:
-                free, window = _free_passes_tree(part, settings), SLOW_WINDOW
+                free, window = part.free if settings.explore else None, SLOW_WINDOW  # (`stages.free_passes`)
             again = np.ones(count, dtype=bool)  # (continuity mode: a limited part settles frame by frame)
             if free is not None:
                 placed_heads, placed, counted, missed, converged = rows.solve(

@@ -154,7 +154,7 @@ class Solving:
             return True
         if self.budget.spent or self.out_of_reach:
             return False
-        if self.reached and not (nearer and self.nearest and max(self.turns(self.best), default=0.0) > JUMP):
+        if self.reached and not (nearer and self.nearest and self.jumps(self.best)):
             return False
         return (self.attempts == 1 and self.refined_first) or (
             self.settings.explore and self.attempts <= self.settings.restarts
@@ -184,14 +184,29 @@ class Solving:
             self._twists = settle.start_twists(self.tree, self.problem, self.start)
         return self._twists
 
-    def turns(self, solved: Solved) -> list[float]:
-        """Per node, how far (radians) a pose turns it from where it started."""
+    def _locals(self, solved: Solved) -> tuple[list[Quat], list[Quat]]:
+        """Each node's local rotation at the start and as a pose leaves it."""
         if self._start_local is None:
-            self._start_local = rotations_from_zero(self.tree, self.start.zero, self.start.frames)
+            start = self.start
+            # (a start forward kinematics made carries its rotations: the channels')
+            self._start_local = [quat.normalized(q) for q in start.rotations] if start.fixed is not None else (
+                rotations_from_zero(self.tree, start.zero, start.frames)
+            )
         local = solved.rig.local if solved.rig is not None else (
             self._start_local if solved.frames is None else rotations_from_zero(self.tree, self.start.zero, solved.frames)
         )
-        return [quat.angle_between(a, b) for a, b in zip(self._start_local, local)]
+        return self._start_local, local
+
+    def turns(self, solved: Solved) -> list[float]:
+        """Per node, how far (radians) a pose turns it from where it started."""
+        return [quat.angle_between(a, b) for a, b in zip(*self._locals(solved))]
+
+    def jumps(self, solved: Solved) -> bool:
+        """Whether a pose turns some node further than `JUMP` from where it started."""
+        least = math.cos(0.5 * JUMP)  # (the turn's quaternion's scalar part, at JUMP)
+        return any(
+            abs(a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3]) < least for a, b in zip(*self._locals(solved))
+        )
 
     def offer(self, solved: Solved) -> None:
         """Keep an attempt's pose where it is the best so far: one that reaches over one that does not, of two that
@@ -261,7 +276,7 @@ class Solving:
             if not report.converged:
                 report.stopped_by = "unreachable" if self.out_of_reach else self.budget.why()
         if not self.settings.explore and solved.frames is not None:
-            solved.report.jumped = max(self.turns(solved), default=0.0) > JUMP
+            solved.report.jumped = self.jumps(solved)
         return solved
 
 
@@ -355,8 +370,7 @@ def refined(s: Solving) -> None:
     if not s.may_try():
         return
     s.refined_first = s.attempts == 0
-    rig = s.start_rig() if not s.settings.explore else AngleRig(s.tree, s.start)
-    _refined_as_is(s, s.start, rig)
+    _refined_as_is(s, s.start, s.start_rig())  # (the rig it refines is the attempt's: nothing reads it after)
 
 
 def refined_if_near(s: Solving) -> None:
