@@ -79,11 +79,12 @@ def drift_aim(anchor: AngleRig) -> Aim:
     held: list[np.ndarray] = []
 
     def aim(rig: AngleRig, free: Freedom) -> np.ndarray:
-        if not held:
-            values = np.array(anchor.values(free))
-            way = free.rest - values  # (NaN, no pull, stays NaN)
-            longest = np.nanmax(np.abs(way), initial=0.0)
-            held.append(values + way * min(1.0, DRIFT / longest) if longest > 0.0 else free.rest.copy())
+        if not held:  # (in plain floats: a frame's few coordinates cost numpy more per call than their arithmetic)
+            values = anchor.values(free)
+            way = [r - v for r, v in zip(free.rest.tolist(), values)]  # (NaN, no pull, stays NaN)
+            longest = max((abs(w) for w in way if w == w), default=0.0)
+            share = min(1.0, DRIFT / longest) if longest > 0.0 else 1.0
+            held.append(np.array([v + w * share for v, w in zip(values, way)]))
         return held[0].copy()
 
     return aim

@@ -113,8 +113,10 @@ class Solving:
         #: start as it was (then FABRIK's attempt follows it in any mode).
         self.attempts, self.refined_first = 0, False
         self.best: Solved | None = None
-        #: A stage's whole answer (the limb's, the free passes', a settling step's, the search's).
+        #: A stage's whole answer (the limb's, the free passes', a settling step's, the search's), and whether it
+        #: is one settling step (which moves no coordinate much further than `settle.DRIFT`: no jump to look for).
         self.answer: Solved | None = None
+        self.stepped = False
         self._aimed = False
         self._near: bool | None = None
         self._start_rig: AngleRig | None = None
@@ -275,7 +277,7 @@ class Solving:
                 report.converged = max(report.errors) <= self.settings.tolerance
             if not report.converged:
                 report.stopped_by = "unreachable" if self.out_of_reach else self.budget.why()
-        if not self.settings.explore and solved.frames is not None:
+        if not self.settings.explore and not self.stepped and solved.frames is not None:
             solved.report.jumped = self.jumps(solved)
         return solved
 
@@ -362,6 +364,7 @@ def followed(s: Solving) -> None:
     if reached:
         errors, rotation_errors = goal_errors_of(rig, s.problem)
         s.answer = of_rig(rig, SolveReport(steps, errors, True, "converged", rotation_errors=rotation_errors))
+        s.stepped = True
 
 
 def refined(s: Solving) -> None:
