@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fabrik_addon.core import Skeleton, skeleton_from_points
 from skeletons import random_rotations, skeletons
@@ -114,3 +115,27 @@ def test_offsets_are_kept_in_the_parents_frame():
     parent_tail = pose.tails[0]
     np.testing.assert_allclose(np.linalg.norm(pose.heads[1] - parent_tail), 0.5, atol=1e-12)
     np.testing.assert_allclose(pose.frames[0].T @ (pose.heads[1] - parent_tail), sk.offsets[1], atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(skeletons(max_bones=10, trees=True, offsets=True, roots=2), st.integers(0, 2**31))
+def test_a_scaled_skeleton_is_the_skeleton_built_with_those_lengths(skeleton, seed):
+    """`scaled` works out again only what lengths decide: the same as building the skeleton anew from its grown rest
+    (each head hanging from its parent's grown tail at an offset grown with the parent), and it poses alike."""
+    rng = np.random.default_rng(seed)
+    scale = np.where(rng.random(len(skeleton)) < 0.5, 1.0, rng.uniform(0.5, 3.0, len(skeleton)))
+    before = skeleton.lengths.copy(), skeleton.rest_heads.copy()
+    grown = skeleton.scaled(scale)
+    heads = skeleton.rest_heads.copy()
+    for b in skeleton.order:
+        p = skeleton.parents[b]
+        if p >= 0:
+            tail = heads[p] + skeleton.lengths[p] * scale[p] * skeleton.rest_frames[p][:, 1]
+            heads[b] = tail + scale[p] * (skeleton.rest_heads[b] - skeleton.rest_tails[p])
+    fresh = Skeleton(skeleton.parents, heads, skeleton.rest_frames, skeleton.lengths * scale, skeleton.names,
+                     skeleton.limits, skeleton.stretch, skeleton.connected)
+    for field in ("lengths", "rest_heads", "rest_tails", "offsets", "head_in_parent", "rest_in_parent"):
+        np.testing.assert_allclose(getattr(grown, field), getattr(fresh, field), atol=1e-9, err_msg=field)
+    local = random_rotations(rng, len(skeleton))
+    np.testing.assert_allclose(grown.pose_from_local(local).tails, fresh.pose_from_local(local).tails, atol=1e-9)
+    assert np.array_equal(skeleton.lengths, before[0]) and np.array_equal(skeleton.rest_heads, before[1])

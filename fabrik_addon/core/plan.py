@@ -638,7 +638,7 @@ class Plan:
         if solved.rotations is not None:
             return solved.rotations
         if solved.pose is not None:
-            local = self.skeleton.local_rotations(solved.pose)[self.bones]
+            local = self.skeleton.local_rotations(solved.pose, self.bones)
             return [tuple(q) for q in matrix_rows.quaternions_from_matrices(local).tolist()]
         if self.local.placed and start.fixed is not None:  # (a start forward kinematics made: the common case)
             if solved.frames is None:
@@ -647,7 +647,7 @@ class Plan:
         pose = start.pose()
         if solved.frames is not None:
             pose = posed(self.skeleton, self.tree, pose, solved.frames, solved.heads)
-        matrices = self.skeleton.local_rotations(pose)[self.bones]
+        matrices = self.skeleton.local_rotations(pose, self.bones)
         return [tuple(q) for q in matrix_rows.quaternions_from_matrices(matrices).tolist()]
 
     def pose(self, start: Start, solved: Solved) -> Pose:

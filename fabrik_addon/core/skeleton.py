@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -18,6 +19,10 @@ CONNECTED_TOLERANCE = 1e-5
 #: or closer than this fraction of its distance from the origin: Blender keeps rest matrices in single
 #: precision (2^-23 relative), and builds each from its parent's, so rounding grows along a chain.
 SINGLE_PRECISION = 64 * 2.0**-23
+
+#: What the skeleton keeps that depends on its hierarchy and rest frames alone, not on its lengths: a scaled copy
+#: keeps it (`Skeleton.scaled`), so a stretching rig does not work it out again every frame.
+_SHAPE_ONLY = frozenset({"rigid_followers", "zero_links", "grown_bones", "below root"})
 
 
 class Skeleton:
@@ -120,6 +125,29 @@ class Skeleton:
             self.parents, self.rest_heads, self.rest_frames, self.lengths, self.names, limits, self.stretch, self.connected
         )
 
+    def scaled(self, scale: np.ndarray) -> "Skeleton":
+        """The same skeleton with each bone `scale` times as long, each child hanging from its parent's tail at an
+        offset grown with the parent: only what lengths decide is worked out again."""
+        grown = copy.copy(self)
+        n = len(self)
+        above = np.ones(n)  # each bone's parent's scale (1 for roots)
+        has_parent = np.asarray(self.parents) >= 0
+        above[has_parent] = scale[np.asarray(self.parents)[has_parent]]
+        grown.lengths = self.lengths * scale
+        grown.offsets = self.offsets * above[:, None]
+        grown.head_in_parent = self.head_in_parent * above[:, None]
+        heads = self.rest_heads.copy()
+        moved = (above != 1.0).tolist()
+        for b in self.order:
+            p = self.parents[b]
+            if p >= 0 and (moved[b] or moved[p]):
+                moved[b] = True
+                heads[b] = heads[p] + self.rest_frames[p] @ grown.head_in_parent[b]
+        grown.rest_heads = heads
+        grown.rest_tails = heads + grown.lengths[:, None] * self.rest_frames[:, :, 1]
+        grown._cache = {k: v for k, v in self._cache.items() if k[0] in _SHAPE_ONLY}
+        return grown
+
     def __len__(self) -> int:
         return len(self.parents)
 
@@ -205,15 +233,17 @@ class Skeleton:
         followers.follow(pose, heads, frames)
         return Pose(heads, frames, pose.lengths)
 
-    def local_rotations(self, pose: "Pose") -> np.ndarray:
-        """Each bone's rotation relative to its rest and its parent's pose (the inverse of `pose_from_local`)."""
-        parents = np.asarray(self.parents)
+    def local_rotations(self, pose: "Pose", bones: Sequence[int] | None = None) -> np.ndarray:
+        """Each bone's rotation relative to its rest and its parent's pose (the inverse of `pose_from_local`);
+        only the given bones', in their order, where `bones` is given."""
+        chosen = np.arange(len(self)) if bones is None else np.asarray(bones, dtype=int)
+        parents = np.asarray(self.parents)[chosen]
         has_parent = parents >= 0
         # rest_i^T @ rest_p @ pose_p^T @ pose_i, with the parent terms the identity for roots
-        parent_part = np.broadcast_to(np.eye(3), (len(self), 3, 3)).copy()
+        parent_part = np.broadcast_to(np.eye(3), (len(chosen), 3, 3)).copy()
         p = parents[has_parent]
         parent_part[has_parent] = self.rest_frames[p] @ np.swapaxes(pose.frames[p], 1, 2)
-        return np.swapaxes(self.rest_frames, 1, 2) @ parent_part @ pose.frames
+        return np.swapaxes(self.rest_frames[chosen], 1, 2) @ parent_part @ pose.frames[chosen]
 
 
 @dataclass

@@ -135,6 +135,21 @@ def stretched_lengths(skeleton: Skeleton, goals: Sequence[Goal], start: Pose) ->
     return lengths if grown else None
 
 
+def _grown_bones(skeleton: Skeleton, goals: Sequence[Goal]) -> tuple[frozenset[int], tuple[int, ...]]:
+    """The bones whose scale the stretch sets (`scalable`), and those with every bone below them, parents first:
+    all a stretch changes (kept on the skeleton)."""
+    key = ("grown_bones", tuple((g.bone, g.chain_length, g.stretch) for g in goals))
+    found = skeleton._cache.get(key)
+    if found is None:
+        own = frozenset(scalable(skeleton, goals))
+        below = set(own)
+        for b in skeleton.order:
+            if skeleton.parents[b] in below:
+                below.add(b)
+        found = skeleton._cache[key] = own, tuple(b for b in skeleton.order if b in below)
+    return found
+
+
 def with_lengths(skeleton: Skeleton, goals: Sequence[Goal], pose: Pose, lengths: np.ndarray) -> tuple[Skeleton, Pose]:
     """The skeleton with the stretching chains' bones at these lengths, and the pose on it, turned as it was.
 
@@ -144,31 +159,21 @@ def with_lengths(skeleton: Skeleton, goals: Sequence[Goal], pose: Pose, lengths:
     parent's scale, as Blender's bones do (a hand below a stretched forearm
     grows with it). `skeleton` is the rest skeleton, `pose` on any lengths.
     """
-    own = set(scalable(skeleton, goals))
+    own, grown = _grown_bones(skeleton, goals)
+    below = set(grown)
     scale = np.ones(len(skeleton))  # each bone's length over its rest length
-    for b in skeleton.order:
-        p = skeleton.parents[b]
-        if b in own:
-            scale[b] = lengths[b] / skeleton.lengths[b]
-        elif p >= 0:
-            scale[b] = scale[p]
-    new_lengths = skeleton.lengths * scale
+    for b in grown:
+        scale[b] = lengths[b] / skeleton.lengths[b] if b in own else scale[skeleton.parents[b]]
+    longer = skeleton.scaled(scale)
     was = np.asarray(pose.lengths, dtype=float) / skeleton.lengths
-    rest_heads = skeleton.rest_heads.copy()
     heads = pose.heads.copy()
-    for b in skeleton.order:
+    for b in grown:
         p = skeleton.parents[b]
-        if p < 0:
-            continue
+        if p not in below:
+            continue  # (hangs from a bone the stretch leaves as it is)
         # A head hangs from its parent's tail at the offset it had, grown with the parent.
-        rest_tail = rest_heads[p] + new_lengths[p] * skeleton.rest_frames[p][:, 1]
-        rest_heads[b] = rest_tail + scale[p] * (skeleton.rest_heads[b] - skeleton.rest_tails[p])
         old_tail = pose.heads[p] + pose.lengths[p] * pose.frames[p][:, 1]
-        heads[b] = heads[p] + new_lengths[p] * pose.frames[p][:, 1] + scale[p] / was[p] * (pose.heads[b] - old_tail)
-    longer = Skeleton(
-        skeleton.parents, rest_heads, skeleton.rest_frames, new_lengths, skeleton.names, skeleton.limits,
-        skeleton.stretch, skeleton.connected,
-    )
+        heads[b] = heads[p] + longer.lengths[p] * pose.frames[p][:, 1] + scale[p] / was[p] * (pose.heads[b] - old_tail)
     return longer, Pose(heads, pose.frames.copy(), longer.lengths)
 
 
@@ -281,9 +286,8 @@ def _within_limits(skeleton: Skeleton, pose: Pose, bones: list[int]) -> bool:
     limited = [b for b in bones if skeleton.limits[b] is not None]
     if not limited:
         return True
-    local = skeleton.local_rotations(pose)
-    for b in limited:
-        q = quat.from_matrix(local[b].tolist())
+    for b, local in zip(limited, skeleton.local_rotations(pose, limited)):
+        q = quat.from_matrix(local.tolist())
         if quat.angle_between(q, limits.constrain(skeleton.limits[b], q)) > 1e-6:
             return False
     return True
