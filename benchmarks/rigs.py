@@ -9,6 +9,7 @@ The add-on must be registered before a rig is built.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 from typing import Callable
@@ -180,17 +181,23 @@ def robot_arm_rigs(frames: range) -> tuple[list, str]:
 KEY_STEP = 24
 
 
-def class_rigs(build: str, note: str) -> Callable:
+def class_rigs(build: str, note: str, jump_every: int = 0) -> Callable:
     """A rig class of samples/rig_classes.py (as `benchmarks/limits.py` measures its reach), live: each effector's
     target keyed every KEY_STEP frames at a pose the rig reaches (forward kinematics of random poses inside its
-    limits, the same in every scene and run), Blender's smooth interpolation between; its poles where it has them."""
+    limits, the same in every scene and run), Blender's smooth interpolation between; its poles where it has them.
+    With `jump_every`, the target moves smoothly from one such pose to the next over that many frames, then jumps
+    to a third one."""
     def builder(frames: range) -> tuple[list, str]:
         import rig_classes
         from mathutils import Matrix
 
         case = getattr(rig_classes, build)()
         rig = case.obj
-        keys = range(frames.start, frames.stop + KEY_STEP, KEY_STEP)
+        if jump_every:
+            starts = range(frames.start, frames.stop + jump_every, jump_every)
+            keys = [frame for start in starts for frame in (start, start + jump_every - 1)]
+        else:
+            keys = range(frames.start, frames.stop + KEY_STEP, KEY_STEP)
         samples = rig_classes.random_targets(case, np.random.default_rng(11), len(keys))
         for k, spec in enumerate(case.effectors):
             target = rigbuild.make_target(f"{rig.name}_T{k}", (0.0, 0.0, 0.0), size=0.05)
@@ -214,8 +221,62 @@ def class_rigs(build: str, note: str) -> Callable:
             effector.use_rotation = spec.rotation
             if spec.pole:
                 effector.pole_target, effector.pole_angle = bpy.data.objects[spec.pole], spec.pole_angle
-        return [rig], note
+        jumps = f"; every {jump_every} frames the target jumps to another reachable pose" if jump_every else ""
+        return [rig], note + jumps
     return builder
+
+
+#: How far Rigify's IK controls move along their limbs, out and in (metres): out, the arms and legs stretch.
+RIGIFY_SWING = 0.25
+#: Frames per swing out and back.
+RIGIFY_PERIOD = 48
+
+
+def rigify_offset(frame: int) -> float:
+    """How far out along its limb each IK control of the Rigify row stands at a frame (negative: in)."""
+    return RIGIFY_SWING * math.sin(2.0 * math.pi * frame / RIGIFY_PERIOD)
+
+
+def rigify_rigs(frames: range) -> tuple[list, str]:
+    """A human Rigify generates from its metarig (about 700 bones), its arms and legs switched to IK, converted
+    (Convert IK Constraints, IK Stretch kept on); each hand and foot control swings out along its limb, beyond
+    reach, and back in."""
+    import addon_utils
+
+    addon_utils.enable("rigify", default_set=True)
+    try:
+        with quiet():
+            bpy.ops.object.armature_human_metarig_add()
+            metarig = bpy.context.object
+            bpy.ops.pose.rigify_generate()
+            rig = bpy.context.object
+    finally:
+        addon_utils.disable("rigify", default_set=True)
+        for handler in list(bpy.app.handlers.load_post):  # (Rigify leaves it behind; it raises on later loads)
+            if getattr(handler, "__module__", "").startswith("rigify"):
+                bpy.app.handlers.load_post.remove(handler)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    bpy.data.objects.remove(metarig)
+    for side in "LR":
+        rig.pose.bones[f"upper_arm_parent.{side}"]["IK_FK"] = 0.0
+        rig.pose.bones[f"thigh_parent.{side}"]["IK_FK"] = 0.0
+    # Rigify drives its IK constraints' mute (the IK/FK switch): drop those drivers, or they unmute them again.
+    for fcurve in list(rig.animation_data.drivers):
+        if "_ik" in fcurve.data_path and ".constraints[" in fcurve.data_path:
+            rig.animation_data.drivers.remove(fcurve)
+    converted, _ = constraints.convert_ik_constraints(rig)
+    assert len(converted) == 4 and all(e.use_stretch for e in rig.fabrik.effectors), converted
+    bones = rig.data.bones
+    for control, base in (("hand_ik", "upper_arm_ik"), ("foot_ik", "thigh_ik")):
+        for side in "LR":
+            pose_bone = rig.pose.bones[f"{control}.{side}"]
+            rest = bones[f"{control}.{side}"].matrix_local
+            outward = (rest.translation - bones[f"{base}.{side}"].head_local).normalized()
+            along = rest.to_3x3().inverted() @ outward  # (a control's location is in its own rest axes)
+            for frame in frames:
+                pose_bone.location = along * rigify_offset(frame)
+                pose_bone.keyframe_insert("location", frame=frame)
+    return [rig], "Rigify's generated human, 4 IK limbs converted with IK Stretch, controls swinging out of reach"
 
 
 def mocap_rigs(frames: range) -> tuple[list, str]:

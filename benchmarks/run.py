@@ -52,7 +52,8 @@ import mocap  # noqa: E402
 from fabrik_addon.blender import pins, props  # noqa: E402
 from rigs import (  # noqa: E402
     ITERATIONS, chain_layout, chain_reach, class_rigs, convert_from_blender_ik, hand_layout, hinged_hand_rigs,
-    humanoid_rigs, layout_rigs, live_layout, mocap_rigs, quiet, robot_arm_rigs, set_mode, tentacle_rigs,
+    humanoid_rigs, layout_rigs, live_layout, mocap_rigs, quiet, rigify_offset, rigify_rigs, robot_arm_rigs,
+    set_mode, tentacle_rigs,
 )
 from fabrik_addon.blender.status import statuses  # noqa: E402
 
@@ -90,6 +91,14 @@ class RigSpec:
     root: bool = False
     #: Every this many frames the targets jump (`rigs.add_layout`); the frames right after a jump are timed apart.
     jump_every: int = 0
+    #: Other frames timed apart (given the frame number), and what they are; the jumps' when `jump_every` is set.
+    apart: Callable[[int], bool] | None = None
+    apart_label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.jump_every and self.apart is None:
+            every = self.jump_every
+            self.apart, self.apart_label = (lambda frame: frame > 1 and (frame - 1) % every == 0), "after a jump"
 
 
 def _ratio_at_most(limit: float) -> Callable[[dict], bool]:
@@ -103,25 +112,25 @@ CLASS_TARGET = {"target": "≤ 3x Blender's cost", "check": _ratio_at_most(3.0)}
 #: The rig classes users bring, each also built with Blender's IK constraints and converted, and each also solved
 #: from the previous solution.
 CLASSES = [
-    RigSpec("finger", "finger, MCP 2 DOF + 2 hinges", class_rigs("build_finger", "samples/rig_classes.py: one "
-            "finger, its knuckle in ranges and two hinges"), **CLASS_TARGET),
-    RigSpec("arm6", "6-axis arm, hinges", class_rigs("build_arm6", "samples/rig_classes.py: an industrial arm, six "
-            "hinge joints"), **CLASS_TARGET),
-    RigSpec("ur5", "UR5, flange position", class_rigs("build_ur5", "samples/rig_classes.py: the UR5 from its DH "
-            "table, hinges in its joint ranges"), **CLASS_TARGET),
-    RigSpec("ur5 rotation", "UR5, position + rotation", class_rigs("build_ur5_rot", "samples/rig_classes.py: the "
-            "UR5 with a rotation goal on its flange"), **CLASS_TARGET),
-    RigSpec("tentacle 30", "tentacle 30, 15-degree cones", class_rigs("build_tentacle", "samples/rig_classes.py: "
-            "30 bones in 15-degree swing cones"), **CLASS_TARGET),
-    RigSpec("arm pole straight", "arm, elbow hinge + pole, straight", class_rigs("build_arm_pole_straight",
-            "samples/rig_classes.py: upper arm and forearm, elbow hinge, pole, straight at rest"), **CLASS_TARGET),
-    RigSpec("arm pole bent", "arm, elbow hinge + pole, bent 15°", class_rigs("build_arm_pole_bent",
-            "samples/rig_classes.py: the same arm bent 15 degrees at rest"), **CLASS_TARGET),
-    RigSpec("leg pole straight", "leg, knee hinge + pole, straight", class_rigs("build_leg_pole_straight",
-            "samples/rig_classes.py: thigh and shin, knee hinge, pole, straight at rest"), **CLASS_TARGET),
-    RigSpec("leg pole bent", "leg, knee hinge + pole, bent 15°", class_rigs("build_leg_pole_bent",
-            "samples/rig_classes.py: the same leg bent 15 degrees at rest"), **CLASS_TARGET),
+    (RigSpec(key, label, class_rigs(build, f"samples/rig_classes.py: {note}"), **CLASS_TARGET), build, note)
+    for key, label, build, note in (
+        ("finger", "finger, MCP 2 DOF + 2 hinges", "build_finger", "one finger, its knuckle in ranges and two hinges"),
+        ("arm6", "6-axis arm, hinges", "build_arm6", "an industrial arm, six hinge joints"),
+        ("ur5", "UR5, flange position", "build_ur5", "the UR5 from its DH table, hinges in its joint ranges"),
+        ("ur5 rotation", "UR5, position + rotation", "build_ur5_rot", "the UR5 with a rotation goal on its flange"),
+        ("tentacle 30", "tentacle 30, 15-degree cones", "build_tentacle", "30 bones in 15-degree swing cones"),
+        ("arm pole straight", "arm, elbow hinge + pole, straight", "build_arm_pole_straight",
+         "upper arm and forearm, elbow hinge, pole, straight at rest"),
+        ("arm pole bent", "arm, elbow hinge + pole, bent 15°", "build_arm_pole_bent",
+         "the same arm bent 15 degrees at rest"),
+        ("leg pole straight", "leg, knee hinge + pole, straight", "build_leg_pole_straight",
+         "thigh and shin, knee hinge, pole, straight at rest"),
+        ("leg pole bent", "leg, knee hinge + pole, bent 15°", "build_leg_pole_bent",
+         "the same leg bent 15 degrees at rest"),
+    )
 ]
+#: What a frame right after a jump of the target is held to: at most this many times a frame of smooth motion.
+AFTER_JUMP = 3.0
 
 SPECS = [
     RigSpec("chain 10", "chain 10", layout_rigs(lambda: chain_layout(10), "10 connected bones"),
@@ -150,13 +159,21 @@ SPECS = [
     RigSpec("tentacle", "tentacle 40, cones", tentacle_rigs, target="≤ 8x Blender's cost", check=_ratio_at_most(8.0)),
     RigSpec("hinged hand", "hand, finger hinges", hinged_hand_rigs),
     RigSpec("robot arm", "robot arm, 6 hinges", robot_arm_rigs),
-    *CLASSES,
+    *(spec for spec, _, _ in CLASSES),
     *[replace(spec, key=f"{spec.key} converted", label=f"{spec.label}, converted", converted=True)
-      for spec in CLASSES],
+      for spec, _, _ in CLASSES],
     *[replace(spec, key=f"{spec.key} previous", label=f"{spec.label}, Previous Solution", start="PREVIOUS")
-      for spec in CLASSES],
+      for spec, _, _ in CLASSES],
+    *[RigSpec(f"{spec.key} jumps", f"{spec.label}, target jumping, Previous Solution",
+              class_rigs(build, f"samples/rig_classes.py: {note}", JUMP_EVERY), start="PREVIOUS",
+              jump_every=JUMP_EVERY, target=f"after a jump ≤ {AFTER_JUMP:g}x a smooth frame",
+              check=lambda row: bool(row["apart_ratio"]) and max(row["apart_ratio"]) <= AFTER_JUMP)
+      for spec, build, note in CLASSES],
     RigSpec("humanoid", "humanoid (Rigify, 5 eff., poles)", humanoid_rigs,
             target="FABRIK cost < 1.5 ms", check=lambda row: max(row["fabrik"]) < 0.0015),
+    RigSpec("rigify stretch", "Rigify human, converted, IK Stretch", rigify_rigs, apart=lambda frame: rigify_offset(frame) > 0.0,
+            apart_label="stretched", target="stretched frame as one within reach",
+            check=lambda row: bool(row["apart_ratio"]) and max(row["apart_ratio"]) <= 1.25),
     RigSpec("mocap", "captured motion, 52 bones (5 eff., 4 poles)", mocap_rigs, **CLASS_TARGET),
     RigSpec("mocap previous", "captured motion, Previous Solution", mocap_rigs, start="PREVIOUS", **CLASS_TARGET),
     RigSpec("mocap converted", "captured motion, converted", mocap_rigs, converted=True, **CLASS_TARGET),
@@ -320,10 +337,12 @@ def measure_run(spec: RigSpec, frames: range) -> tuple[dict, str]:
         "after_write": left(by_mode["fabrik"].solve_times),
         # The slowest of the frames right after a jump (the frame times come in the frames' order).
         "after_jump": max(
-            (t for f, t in zip(frames, by_mode["fabrik"].frame_times)
-             if spec.jump_every and f > frames.start and (f - frames.start) % spec.jump_every == 0),
+            (t for f, t in zip(frames, by_mode["fabrik"].frame_times) if spec.jump_every and spec.apart(f)),
             default=None,
         ),
+        # Each frame less the solver's own time: what the frame costs without the solver.
+        "rest": statistics.median(t - p for t, p in zip(by_mode["fabrik"].frame_times, by_mode["fabrik"].solver_times)),
+        **apart_costs(spec, frames, by_mode),
         "blender_error": max(by_mode["blender"].errors),
         "blender_turn": max(by_mode["blender"].turns),
         "fabrik_turn": max(by_mode["fabrik"].turns),
@@ -338,12 +357,31 @@ def measure_run(spec: RigSpec, frames: range) -> tuple[dict, str]:
     return result, note
 
 
+def apart_costs(spec: RigSpec, frames: range, by_mode: dict[str, Scene]) -> dict:
+    """FABRIK's median IK cost (its frame less the frame without IK) over the frames timed apart, and over the
+    others; {} where the spec times none apart."""
+    if spec.apart is None:
+        return {}
+    chosen = [spec.apart(f) for f in frames]
+
+    def median(mode: str, apart: bool) -> float:
+        return statistics.median(t for t, c in zip(by_mode[mode].frame_times, chosen) if c == apart)
+
+    return {"apart": median("fabrik", True) - median("none", True), "together": median("fabrik", False) - median("none", False)}
+
+
 def summarize(spec: RigSpec, runs: list[dict], frames: int) -> dict:
     """Ranges over the runs: per-run values gathered per quantity, the ratio per run, convergence, the check."""
     row = {
         key: [run[key] for run in runs] for key in ("none", "blender", "fabrik", "fabrik_frame", "solve", "solver")
     }
     row["after_jump"] = [run["after_jump"] for run in runs if run["after_jump"] is not None]
+    # The solver's own time over the rest of the frame, and the frames apart's cost over the others', per run.
+    row["solver_share"] = [run["solver"] / run["rest"] for run in runs]
+    row["rest"] = [run["rest"] for run in runs]
+    row["apart"] = [run["apart"] for run in runs if "apart" in run]
+    row["together"] = [run["together"] for run in runs if "together" in run]
+    row["apart_ratio"] = [a / t for a, t in zip(row["apart"], row["together"]) if t > 0.0]
     # FABRIK's cost over Blender's, per run (a run whose Blender cost vanished in the noise has no ratio).
     row["ratio"] = [run["fabrik"] / run["blender"] for run in runs if run["blender"] > 0.0]
     for key in ("outside", "after_write"):
@@ -416,6 +454,24 @@ def print_table(specs: list[RigSpec], rows: dict[str, dict], runs: int) -> None:
             f"{row['blender_error']:.1e}", fabrik_error, f"{row['blender_turn']:.1f}°", f"{row['fabrik_turn']:.1f}°",
         )
         print("| " + " | ".join(cells) + " |")
+
+
+def print_split(specs: list[RigSpec], rows: dict[str, dict]) -> None:
+    """The second table: the solver's part of a frame, and frames timed apart against the others."""
+    print("| rig | FABRIK solver ms | FABRIK frame without the solver ms | solver / frame without it "
+          "| frames timed apart | their IK cost ms | the others' IK cost ms | apart / others |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|")
+    for spec in specs:
+        row = rows.get(spec.key)
+        if row is None:
+            continue
+        share = span(min(row["solver_share"]), max(row["solver_share"]), 2) + "x"
+        if row["apart"]:
+            ratio = span(min(row["apart_ratio"]), max(row["apart_ratio"]), 2) + "x" if row["apart_ratio"] else "–"
+            apart = (spec.apart_label, ms_range(row["apart"]), ms_range(row["together"]), ratio)
+        else:
+            apart = ("–", "–", "–", "–")
+        print("| " + " | ".join((spec.label, ms_range(row["solver"]), ms_range(row["rest"]), share, *apart)) + " |")
 
 
 def pick(specs: list[RigSpec], wanted: str | None) -> list[RigSpec]:
@@ -529,6 +585,14 @@ def main() -> int:
         print(f"- {spec.label}: {notes[spec.key]}; FABRIK's solves stopped by: {stopped}; median iterations {median}")
     print()
     print_table(specs, rows, args.runs)
+    print()
+    print("Where a frame's time goes: the solver's own time against the rest of the frame with live solving (each "
+          "frame less its solver time: reading, checking and writing the pose, and Blender's evaluation), medians "
+          "per run, min–max over the runs. Frames timed apart: the frames right after a jump of the target, or the "
+          "frames where the limbs stretch; their IK cost (FABRIK's frame less the frame without IK, medians over "
+          "those frames) against the other frames'.")
+    print()
+    print_split(specs, rows)
     if memory is not None:
         print()
         print(memory)
