@@ -397,6 +397,8 @@ def build_tentacle() -> RigCase:
 #: Shoulder (X: forward/back in the horizontal plane, Z: up/down, Y: twist) and elbow (flexion only).
 SHOULDER_LIMITS = {"x": (-45, 130), "y": (-90, 90), "z": (-90, 90)}
 ELBOW_LIMITS = {"lock": "YZ", "x": (0, 150)}
+#: Wrist: flexion and deviation, a little twist.
+WRIST_LIMITS = {"x": (-70, 80), "y": (-20, 20), "z": (-30, 30)}
 #: Hip (X: flexion forward, Z: abduction outward, Y: twist) and knee; the leg's Z axes face forward as in Rigify,
 #: so the knee, bending back, turns by negative X.
 HIP_LIMITS = {"x": (-30, 120), "y": (-45, 45), "z": (-30, 45)}
@@ -416,6 +418,24 @@ def _arm(name: str, bend: float) -> RigCase:
     elbow = rig.data.bones["forearm"].head_local
     pole, angle = _pole(rig, f"{name}_pole", elbow + Vector((0.0, 0.45, 0.0)), "upper_arm", "forearm")
     return RigCase(name, rig, [EffectorSpec("forearm", 2, pole=pole, pole_angle=angle)])
+
+
+def build_arm_hand_pole() -> RigCase:
+    """The bent arm with its hand in the chain: the effector at the hand's tail, the elbow pole behind."""
+    name = "arm_hand_pole"
+    shoulder = Vector((0.18, 0.0, 1.45))
+    bones = [("chest", (0.0, 0.0, 1.2), (0.0, 0.0, 1.45), None, False, (0.0, -1.0, 0.0))]
+    bones += planar_chain(
+        ["upper_arm", "forearm", "hand"], shoulder, (1, 0, 0), (0, -1, 0), (0.28, 0.26, 0.09), (0.0, LIMB_BEND, 0.0),
+        "chest",
+    )
+    rig = _armature(name, bones)
+    rigbuild.set_limits(rig, "upper_arm", **SHOULDER_LIMITS)
+    rigbuild.set_limits(rig, "forearm", **ELBOW_LIMITS)
+    rigbuild.set_limits(rig, "hand", **WRIST_LIMITS)
+    elbow = rig.data.bones["forearm"].head_local
+    pole, angle = _pole(rig, f"{name}_pole", elbow + Vector((0.0, 0.45, 0.0)), "upper_arm", "hand")
+    return RigCase(name, rig, [EffectorSpec("hand", 3, pole=pole, pole_angle=angle)])
 
 
 def _leg(name: str, bend: float) -> RigCase:
@@ -465,6 +485,7 @@ RIG_CLASSES: OrderedDict[str, Callable[[], RigCase]] = OrderedDict((
     ("tentacle", build_tentacle),
     ("arm_pole_straight", build_arm_pole_straight),
     ("arm_pole_bent", build_arm_pole_bent),
+    ("arm_hand_pole", build_arm_hand_pole),
     ("leg_pole_straight", build_leg_pole_straight),
     ("leg_pole_bent", build_leg_pole_bent),
 ))

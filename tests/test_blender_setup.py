@@ -248,9 +248,13 @@ def test_a_pole_added_after_the_target_moved_keeps_the_chain_only_from_the_previ
             assert (tip_world(rig, "bone3") - effector.target.matrix_world.translation).length < REACHED
 
 
-def test_auto_pole_angle_for_a_pole_placed_by_hand_gives_the_pose_back():
-    """A pole set by hand turns the chain; Auto Pole Angle finds the angle for which it turns it not at all."""
+@pytest.mark.parametrize("start", ["FK", "PREVIOUS"])
+def test_auto_pole_angle_for_a_pole_placed_by_hand_gives_the_pose_back(start):
+    """A pole set by hand turns the chain; Auto Pole Angle finds the angle for which it turns it not at all: from
+    this frame's pose (Blender's rule) the pose comes back; from the previous solution (where the chain turns as if
+    at rest) each solve goes on from the turned pose, which then stays where it is."""
     rig = posed_rig()
+    rig.fabrik.start = start
     in_pose_mode(rig, "bone3")
     bpy.ops.fabrik.effector_add_with_target()
     bpy.context.view_layer.update()
@@ -259,6 +263,8 @@ def test_auto_pole_angle_for_a_pole_placed_by_hand_gives_the_pose_back():
     effector.pole_target = rigbuild.make_target("Pole", (2.0, -1.0, 1.0))
     bpy.context.view_layer.update()
     assert np.abs(rotations(rig) - before).max() > 0.01  # angle 0: the chain turned
+    if start == "PREVIOUS":
+        before = rotations(rig)
     assert bpy.ops.fabrik.pole_angle_auto() == {'FINISHED'}
     bpy.context.view_layer.update()
     assert np.abs(rotations(rig) - before).max() < STILL

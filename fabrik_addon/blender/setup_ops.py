@@ -12,7 +12,7 @@ from bpy.props import EnumProperty, FloatProperty, IntProperty
 from bpy.types import Operator
 from mathutils import Matrix, Vector
 
-from ..core.pole_angle import auto_pole_angle, pole_point
+from ..core.pole_angle import auto_pole_angle, auto_pole_angle_warm, pole_point
 from . import animdata, constraints, rig
 
 
@@ -259,11 +259,23 @@ def _pole_frame(obj, context, effector):
     return joints, first.col[0].to_3d(), first.col[2].to_3d(), reach
 
 
-def pole_angle_for(frame, pole_armature) -> float | None:
+def pole_angle_for(obj, context, effector, frame, pole_armature) -> float | None:
     """The pole angle that leaves a chain (its `_pole_frame`) as it starts with its pole at that armature-space
-    point."""
+    point; where each solve goes on from the previous one, as such a solve turns it (`auto_pole_angle_warm`)."""
     joints, x_axis, z_axis, _reach = frame
-    angle = auto_pole_angle(joints[0], joints[-1], x_axis, z_axis, pole_armature)
+    if obj.fabrik.start == 'PREVIOUS':
+        names = rig.chain_bones(obj, effector.bone, effector.chain_length)
+        bones = obj.data.bones
+        first = _start_matrices(obj, context, names[:1])[names[0]]
+        to_first = bones[names[0]].matrix_local.inverted()
+        points = [tuple(to_first @ bones[names[0]].head_local)]
+        points += [tuple(to_first @ bones[name].tail_local) for name in names]
+        angle = auto_pole_angle_warm(
+            tuple(first.translation), tuple(first.to_quaternion().normalized()), points, tuple(joints[-1]),
+            tuple(pole_armature),
+        )
+    else:
+        angle = auto_pole_angle(joints[0], joints[-1], x_axis, z_axis, pole_armature)
     return None if angle is None else max(-math.pi, min(math.pi, angle))
 
 
@@ -310,7 +322,7 @@ class FABRIK_OT_pole_add(Operator):
         frame = _pole_frame(obj, context, effector)
         joints, x_axis, z_axis, reach = frame
         where = pole_point(joints, x_axis, z_axis, self.distance * reach)
-        angle = None if where is None else pole_angle_for(frame, where)
+        angle = None if where is None else pole_angle_for(obj, context, effector, frame, where)
         if angle is None:
             self.report({'ERROR'}, "The chain has no length: no side for a pole")
             return {'CANCELLED'}
@@ -361,7 +373,7 @@ class FABRIK_OT_pole_angle_auto(Operator):
             return {'CANCELLED'}
         where = obj.matrix_world.inverted_safe() @ world.translation
         frame = _pole_frame(obj, context, effector)
-        angle = None if frame is None else pole_angle_for(frame, where)
+        angle = None if frame is None else pole_angle_for(obj, context, effector, frame, where)
         if angle is None:
             self.report({'ERROR'}, "The pole lies on the chain's line: it faces no side")
             return {'CANCELLED'}

@@ -300,7 +300,7 @@ def solve_from(
             framed = True
             break
     joints = Joints(tree, start, framed)
-    holds = joints.holds = pole.holds(tree, joints, goals, settings.tolerance) if framed else []
+    holds = joints.holds = pole.holds(tree, joints, goals, settings.tolerance, not settings.explore) if framed else []
     for chain, goal in zip(tree.goal_chain, goals):
         bend_if_straight_at(tree, joints, chain, goal, settings.tolerance)
     tolerance = settings.tolerance

@@ -192,7 +192,7 @@ def solve(
     if inner <= outer and not inner <= span <= outer:
         aim = add(base, scale(away, min(max(span, inner), outer) / span))
     if goal.pole is not None:
-        pole.holds(tree, joints, goals, settings.tolerance)
+        pole.holds(tree, joints, goals, settings.tolerance, not settings.explore)
     if not settle_two_bones(tree, joints, aim):
         return None
     ways = _ways(tree, start, joints.frames, hinge)

@@ -160,7 +160,9 @@ class PoleHold:
     wanted: Vec
 
 
-def holds(tree: MovingTree, joints: Joints, goals: Sequence[Goal], tolerance: float = 0.0) -> list[PoleHold]:
+def holds(
+    tree: MovingTree, joints: Joints, goals: Sequence[Goal], tolerance: float = 0.0, warm: bool = False
+) -> list[PoleHold]:
     """Apply Blender's pole rule to the start pose (see `pole`) and return what holds it during the solve.
 
     Each chain with a pole is turned as one body about its base, as Blender
@@ -172,13 +174,19 @@ def holds(tree: MovingTree, joints: Joints, goals: Sequence[Goal], tolerance: fl
     chosen for a knee. The turn is of the start pose only: the tip is then
     pulled to its target as ever, so it costs no reach. What the turn does
     to the chain's bend plane is kept as a vector fixed in the first bone
-    (the bend normal, which bending in that plane leaves be) that should face
-    a given way; each iteration turns the chain about its base-target line
-    back to it (`turn_about_pole`), which never moves a tip that is on its
-    target. A straight chain whose tip is already on its target (within
-    `tolerance`) is left straight: bent, it would only crawl back. Blender
-    drops the pole when the chain's tree carries two or more position goals;
-    here every goal's pole counts.
+    (`_held`) that should face a given way; each iteration turns the chain
+    about its base-target line back to it (`turn_about_pole`), which never
+    moves a tip that is on its target. A straight chain whose tip is already
+    on its target (within `tolerance`) is left straight: bent, it would only
+    crawl back. Blender drops the pole when the chain's tree carries two or
+    more position goals; here every goal's pole counts.
+
+    From the last frame's pose (`warm`), Blender's rule is applied to the
+    chain as if at rest with its first bone where it stands (applied to a
+    chain bent far from rest it swings the up vector across the line to the
+    chain's end, and the knee with it to the other side), and the chain
+    takes the shortest turn that points its end at the target and its held
+    vector the way that asks (`warm_turn`).
     """
     holds = []
     for g, goal in enumerate(goals):
@@ -189,28 +197,71 @@ def holds(tree: MovingTree, joints: Joints, goals: Sequence[Goal], tolerance: fl
         base = joints.heads[top]
         target = tuple(float(c) for c in goal.target)
         up = _up(joints.frames[top], goal.pole_angle)
-        rows = _turn(base, joints.tails[chain[0]], up, target, tuple(float(c) for c in goal.pole))
+        points = _rest_points(tree, joints, chain)
+        local = held_vector(points, goal.pole_angle)
+        end = add(base, quat.rotate(joints.frames[top], points[-1])) if warm else joints.tails[chain[0]]
+        rows = _turn(base, end, up, target, tuple(float(c) for c in goal.pole))
         if rows is None:
             continue  # undefined (pole on the target line, target on the base): the chain keeps its own plane
         turn = quat.from_matrix(rows)
+        hold = PoleHold(chain, target, local, quat.rotate(turn, quat.rotate(joints.frames[top], local)))
         below = tree.subtree(top)
         alone = tree.derived.get(("pole alone", g))
         if alone is None:  # (whether no other goal hangs below the chain's first bone: kept with the tree)
             alone = tree.derived[("pole alone", g)] = all(h == g for k in below for h in tree.goals_at[k])
-        if alone:
+        if alone and warm:  # (the end to the target and the held vector its way, the shortest turn that does both)
+            rows = _turn(base, joints.tails[chain[0]], quat.rotate(joints.frames[top], local), target,
+                         add(base, hold.wanted))
+            turn = None if rows is None else quat.from_matrix(rows)
+        if alone and turn is not None:
             turn_rigidly(joints, below, base, turn)
             up = quat.rotate(turn, up)
             straight = len(chain) > 1 and _bend_normal(chain_points(joints, chain)) is None
             if straight and dist(joints.tails[chain[0]], target) > tolerance:
                 bend_towards(tree, joints, chain, up, dist(target, base))
-        now = _bend_normal(chain_points(joints, chain))
-        if now is None:
-            # One bone: its up vector. A straight chain sharing its bones: the normal of a bend towards it.
-            now = up if len(chain) == 1 else cross(quat.y_axis(joints.frames[top]), up)
-        wanted = now if alone else quat.rotate(turn, now)
-        local = quat.rotate(quat.conj(joints.frames[top]), now)
-        holds.append(PoleHold(chain, target, local, wanted))
+        holds.append(hold)
     return holds
+
+
+def warm_turn(
+    base: Vec, frame: Quat, points: Sequence[Vec], target: Vec, pole_at: Vec, pole_angle: float
+) -> Quat | None:
+    """The turn `holds` gives a chain from the last frame's pose whose tip is on its target: its first bone's head and
+    frame, and its rest points in that bone (`_rest_points`); None where undefined."""
+    local = held_vector(points, pole_angle)
+    now = quat.rotate(frame, local)
+    rows = _turn(base, add(base, quat.rotate(frame, points[-1])), _up(frame, pole_angle), target, pole_at)
+    if rows is None:
+        return None
+    rows = _turn(base, target, now, target, add(base, quat.rotate(quat.from_matrix(rows), now)))
+    return None if rows is None else quat.from_matrix(rows)
+
+
+def _rest_points(tree: MovingTree, joints: Joints, chain: tuple[int, ...]) -> list[Vec]:
+    """The chain's first bone's head, then every tail, with every joint at rest, in the first bone's frame."""
+    frame, point, points = quat.IDENTITY, (0.0, 0.0, 0.0), [(0.0, 0.0, 0.0)]
+    previous = frame
+    for k in reversed(chain):  # (the first bone's own frame is the identity)
+        if k != chain[-1]:
+            frame = quat.mul(frame, joints.zero[k])
+            if joints.offset[k] is not None:
+                point = add(point, quat.rotate(previous, joints.offset[k]))
+        point = add(point, quat.rotate(frame, (0.0, tree.length[k], 0.0)))
+        points.append(point)
+        previous = frame
+    return points
+
+
+def held_vector(points: Sequence[Vec], pole_angle: float) -> Vec:
+    """The vector a hold keeps facing its way, in the chain's first bone, from its rest points there
+    (`_rest_points`): the normal of the plane the chain bends in at rest, or where it is straight at rest, that of
+    a bend towards its up vector (one bone: its up vector). Fixed by the rig, not by the pose a solve starts
+    from, so a hand bent at the wrist does not tip the plane."""
+    c, s = math.cos(pole_angle), math.sin(pole_angle)
+    if len(points) == 2:
+        return (c, 0.0, s)
+    normal = _bend_normal(points)
+    return normal if normal is not None else (s, 0.0, -c)  # (Y x up)
 
 
 def chain_points(joints: Joints, chain: tuple[int, ...]) -> list[Vec]:

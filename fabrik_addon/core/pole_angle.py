@@ -17,9 +17,17 @@ from typing import Sequence
 
 import numpy as np
 
-from .pole import STRAIGHT  # (a joint this close to the base-tip line, relative to the reach, is on it)
+from . import quat
+from .pole import STRAIGHT, warm_turn  # (STRAIGHT: a joint this close to the base-tip line, relative to the reach, is on it)
+from .quat import Quat
+from .vec import Vec
 
-__all__ = ["auto_pole_angle", "pole_point"]
+__all__ = ["auto_pole_angle", "auto_pole_angle_warm", "pole_point"]
+
+#: Pole angles tried around the circle before the one that leaves a chain be is narrowed down (`auto_pole_angle_warm`).
+SCAN = 72
+#: A pole this close to the line from the base to the tip (relative to its distance) faces no side of it.
+ON_LINE = 1e-3
 
 
 def _across(vector: np.ndarray, axis: np.ndarray) -> np.ndarray:
@@ -51,6 +59,45 @@ def auto_pole_angle(base: Sequence[float], tip: Sequence[float], x_axis: Sequenc
         return None  # X' and Z' on one line: the first bone's Y is across the chain, up reaches only that line
     (p, q), *_ = np.linalg.lstsq(basis, towards, rcond=None)
     return math.atan2(q, p)
+
+
+def auto_pole_angle_warm(
+    base: Vec, frame: Quat, points: Sequence[Vec], tip: Vec, pole: Vec
+) -> float | None:
+    """The pole angle for which a solve that goes on from the previous one (`pole.warm_turn`) leaves the chain
+    as it is, its tip on its target (the first bone's head and frame, its rest points in that bone); None where no
+    angle does."""
+    axis = _unit(np.asarray(tip, float) - np.asarray(base, float))
+    if axis is None:
+        return None
+    towards = np.asarray(pole, float) - np.asarray(base, float)
+    if np.linalg.norm(_across(towards, axis)) < ON_LINE * max(1e-12, float(np.linalg.norm(towards))):
+        return None  # the pole on the line to the tip (which a solve leaves within its tolerance of the target)
+
+    def off(angle: float) -> float | None:
+        """The signed turn (radians) about the line to the tip that this pole angle gives the chain."""
+        turn = warm_turn(base, frame, points, tip, pole, angle)
+        if turn is None:
+            return None
+        w, along = turn[0], float(np.dot(turn[1:], axis))
+        return math.remainder(2.0 * math.atan2(along, w), 2.0 * math.pi)
+
+    angles = [-math.pi + 2.0 * math.pi * k / SCAN for k in range(SCAN + 1)]
+    values = [off(a) for a in angles]
+    best = None
+    for (a, fa), (b, fb) in zip(zip(angles, values), zip(angles[1:], values[1:])):
+        if fa is None or fb is None or fa * fb > 0.0 or abs(fa - fb) > math.pi:
+            continue  # (no root between, or the turn wrapped round from -pi to pi)
+        for _ in range(60):
+            middle = 0.5 * (a + b)
+            fm = off(middle)
+            if fm is None:
+                break
+            a, fa, b, fb = (a, fa, middle, fm) if fa * fm <= 0.0 else (middle, fm, b, fb)
+        root = a if abs(fa) <= abs(fb) else b
+        if best is None or abs(off(root) or 0.0) < abs(off(best) or 0.0):
+            best = root
+    return best
 
 
 def pole_point(joints: Sequence[Sequence[float]], x_axis: Sequence[float], z_axis: Sequence[float],

@@ -23,7 +23,7 @@ import numpy as np
 from . import limits, lsq, pole, quat
 from .angles import AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, limited_angles, values_after_turn
 from .problem import Goal
-from .refine import DAMPING_RANGE, PLAIN_COORDINATES, linearised_plain, linearised, residual
+from .refine import DAMPING_RANGE, ON_BOUND, PLAIN_COORDINATES, linearised_plain, linearised, residual
 from .quat import Quat
 from .skeleton import Skeleton
 from .tree import MovingTree, Start
@@ -47,6 +47,8 @@ DRIFT = math.radians(15.0)
 #: made afresh, and where that one does not either, the step is given up.
 CORRECTIONS = 4
 SHRINK = 0.0625
+#: How often a settling step is worked out again with the coordinates it would push past a bound held.
+HELD_ROUNDS = 3
 
 
 #: A settling step's Jacobian as its corrections reuse it: the damped least-squares step (weighted as the settling
@@ -245,34 +247,77 @@ def _numpy_step(
     """The pull towards `wanted` with what it would change of the goals removed, the step that also corrects
     the goals, clamped into the limits (None wanted: the correction alone), and the correction its Jacobian makes
     of an error vector, for the corrections after it (`Correct`)."""
-    lo, hi, weight = free.lo, free.hi, free.settling_weight
     table = rig.table(free)
     j, e = linearised(rig, problem, free, table)
     values = rig.get(free, table)
-    jw, gram = _weighted_gram(j, weight, damping)
+    pull = None if wanted is None else gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: none)
+    return _bounded(j, e, values, pull, free, rig.rims(free), damping)
+
+
+def _bounded(
+    j: np.ndarray, e: np.ndarray, values: np.ndarray, pull: np.ndarray | None, free: Freedom, rims: list,
+    damping: float,
+) -> tuple[np.ndarray, np.ndarray, Correct]:
+    """`_numpy_step`'s arithmetic. A coordinate on a bound that the step would push past is held, and a swing on
+    its cone's rim that the step would push outwards may only slide along the rim, and the step is worked out
+    again (as the refinement's: clamped afterwards, the step would move the goals)."""
+    lo, hi = free.lo, free.hi
+    weight = np.ones(len(values)) if free.settling_weight is None else free.settling_weight
+    basis = None  # columns: the directions the step may take (None: every coordinate's own, until one is held)
+    held: set[int] = set()
+    rimmed: set[int] = set()
+    for _ in range(HELD_ROUNDS):
+        jb = j if basis is None else j @ basis
+        jw = jb * weight
+        gram = lsq.damped_gram(jb, jw, damping)
+        if pull is None:
+            kept, correction = np.zeros(len(values)), jw.T @ np.linalg.solve(gram, e)
+            along = kept
+        else:
+            along = pull if basis is None else basis.T @ pull
+            kept, correction = (jw.T @ np.linalg.solve(gram, np.stack((jb @ along, e), axis=1))).T  # (one solve)
+        free_pull = along - kept  # the pull with what it would change removed
+        moved = free_pull + correction if basis is None else basis @ (free_pull + correction)
+        pushed = np.flatnonzero(((values <= lo + ON_BOUND) & (moved < 0.0)) | ((values >= hi - ON_BOUND) & (moved > 0.0)))
+        outwards = [
+            (c, ix, iz, normal) for c, (ix, iz, normal) in enumerate(rims)
+            if c not in rimmed and normal[0] * moved[ix] + normal[1] * moved[iz] > 0.0
+        ]
+        if not len(pushed) and not outwards or pushed.size and set(pushed.tolist()) <= held and not outwards:
+            break
+        basis = np.eye(len(values)) if basis is None else basis
+        for i in pushed.tolist():
+            held.add(i)
+            basis[:, i] = 0.0
+        for c, ix, iz, normal in outwards:
+            rimmed.add(c)
+            basis[:, ix] = basis[:, iz] = 0.0
+            if ix not in held and iz not in held:
+                basis[ix, ix], basis[iz, ix] = -normal[1], normal[0]  # the rim's tangent
+    if basis is not None:
+        free_pull = basis @ free_pull
+    final = basis
 
     def correct(errors: list[float]) -> np.ndarray:
-        return jw.T @ np.linalg.solve(gram, errors)
+        step = jw.T @ np.linalg.solve(gram, errors)
+        return step if final is None else final @ step
 
-    if wanted is None:
-        return np.zeros(len(values)), np.clip(values + correct(e), lo, hi) - values, correct
-    pull = gain * (np.where(np.isnan(wanted), values, wanted) - values)  # (NaN: no pull)
-    kept, correction = (jw.T @ np.linalg.solve(gram, np.stack((j @ pull, e), axis=1))).T  # (one factorisation)
-    free_pull = pull - kept  # the pull with what it would change removed
-    return free_pull, np.clip(values + correction + free_pull, lo, hi) - values, correct
+    return free_pull, np.clip(values + moved, lo, hi) - values, correct
 
 
 def _plain_step(
     rig: AngleRig, problem: TreeGoals, free: Freedom, wanted: np.ndarray | None, gain: float, damping: float
-) -> tuple[list[float], list[float], None]:
+) -> tuple[list[float], list[float], Correct | None]:
     """`_numpy_step` in plain floats, for few coordinates: there a fresh Jacobian costs about what a step does,
-    so each correction linearises afresh (no `Correct`) and converges as fast as it can."""
+    so each correction linearises afresh (no `Correct`) and converges as fast as it can. A step held by a bound or
+    a cone's rim is worked out in numpy (`_bounded`)."""
     rows, e = linearised_plain(rig, problem, free)
     values = rig.values(free)
     count = len(values)
     weight = free.settling_weight
     weighted = rows if weight is None else [[a * w for a, w in zip(row, weight.tolist())] for row in rows]
     free_pull = [0.0] * count
+    pull = None
     if wanted is None:
         (correction,) = lsq.damped_steps(rows, weighted, damping, [e], count)
     else:
@@ -282,9 +327,18 @@ def _plain_step(
         )
         free_pull = [p - k for p, k in zip(pull, kept)]  # the pull with what it would change removed
     lo, hi = free.lo.tolist(), free.hi.tolist()
-    return free_pull, [
-        min(max(v + c + f, low), high) - v for v, c, f, low, high in zip(values, correction, free_pull, lo, hi)
-    ], None
+    moved = [c + f for c, f in zip(correction, free_pull)]
+    rims = rig.rims(free)
+    if any(
+        (v <= low + ON_BOUND and m < 0.0) or (v >= high - ON_BOUND and m > 0.0)
+        for v, m, low, high in zip(values, moved, lo, hi)
+    ) or any(normal[0] * moved[ix] + normal[1] * moved[iz] > 0.0 for ix, iz, normal in rims):
+        free_pull_, step, correct = _bounded(
+            np.array(rows).reshape(len(rows), count), np.array(e), np.array(values),
+            None if pull is None else np.array(pull), free, rims, damping,
+        )
+        return free_pull_.tolist(), step.tolist(), correct
+    return free_pull, [min(max(v + m, low), high) - v for v, m, low, high in zip(values, moved, lo, hi)], None
 
 
 def _weighted_gram(j: np.ndarray, weight: np.ndarray | None, damping: float) -> tuple[np.ndarray, np.ndarray]:

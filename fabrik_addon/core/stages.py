@@ -415,7 +415,8 @@ def settled(s: Solving) -> None:
     best = s.best
     if s.answer is not None or best is None or not best.report.converged or s.budget.spent:
         return
-    holds = pole.holds(s.tree, Joints(s.tree, s.start, framed=True), s.goals, s.settings.tolerance) if any(
+    warm = not s.settings.explore
+    holds = pole.holds(s.tree, Joints(s.tree, s.start, framed=True), s.goals, s.settings.tolerance, warm) if any(
         g.pole for g in s.goals
     ) else []
     if not holds and s.settings.explore:
