@@ -330,6 +330,27 @@ def test_follow_reaches_a_nearby_target_in_one_step_and_leaves_a_far_one_to_the_
         assert settle.follow(rig, problem, settings.tolerance, 1) == (1, False)  # (no correction left to reach)
 
 
+def test_settling_stops_where_it_crawls_nearly_as_near_its_aim_as_crawling_on():
+    """Settling towards an aim the goals keep it from (rest, the tip held far from it) stops once its steps stall
+    or crawl (each leaving over `settle.CRAWL` of the squared distance to the aim): a fraction of the iterations
+    of crawling on, every goal still reached, and within a tenth as near the aim."""
+    skeleton = tentacle(12, 15.0)
+    goal = Goal(11, (-0.6, 0.1, 0.6))
+    pose, report = plan.solve(skeleton, [goal], None, SolveSettings(tolerance=1e-4))
+    assert report.converged
+    tree = moving_tree(skeleton, [goal])
+    problem = TreeGoals(tree, [goal])
+    outcome = {}
+    for crawl in (settle.CRAWL, 1.0):
+        rig = AngleRig(tree, Start.of_pose(skeleton, tree, pose))
+        free = freedom(rig, problem)
+        used = settle.settle(rig, problem, 1e-4, 500, settle.rest_aim, crawl)
+        assert goal_errors_of(rig, problem)[0][0] <= 1e-4
+        outcome[crawl] = used, settle._away(rig.values(free), settle.rest_aim(rig, free), free.settling_weight)
+    (used, away), (used_on, away_on) = outcome[settle.CRAWL], outcome[1.0]
+    assert 2 * used < used_on and away <= 1.1 * away_on
+
+
 def test_a_follow_that_does_not_reach_counts_its_iterations(monkeypatch):
     """A frame from the last one's pose whose settling step does not reach runs the whole solve from that pose;
     the step's iteration counts in the frame's report all the same."""

@@ -120,7 +120,8 @@ def _finished(
         if refined.converged:
             if used < budget:
                 aim = settle.pole_aim(tree, joints.holds, None)
-                used += settle.settle(rig, problem, settings.tolerance, budget - used, aim)
+                crawl = 1.0 if joints.holds else settle.CRAWL  # (into a pole's plane all the way)
+                used += settle.settle(rig, problem, settings.tolerance, budget - used, aim, crawl)
             errors, rotation_errors = goal_errors_of(rig, problem)
             report = SolveReport(used, errors, True, "converged", rotation_errors=rotation_errors)
             return Solved(report, list(rig.frames), list(rig.heads), rig)

@@ -29,7 +29,7 @@ from .skeleton import Skeleton
 from .tree import MovingTree, Start
 
 __all__ = [
-    "DRIFT", "Aim", "drift_aim", "follow", "idle_twists_kept", "pole_aim", "random_start", "rest_aim",
+    "CRAWL", "DRIFT", "Aim", "drift_aim", "follow", "idle_twists_kept", "pole_aim", "random_start", "rest_aim",
     "set_idle_twists", "settle", "start_twists",
 ]
 
@@ -49,6 +49,11 @@ CORRECTIONS = 4
 SHRINK = 0.0625
 #: How often a settling step is worked out again with the coordinates it would push past a bound held.
 HELD_ROUNDS = 3
+#: Settling stops after this many steps in a row undone (each asking half as much as the one before): the pose is
+#: as near its aim as the goals and limits let it come.
+STALLED = 3
+#: A step that leaves more than this share of the squared distance to the aim counts as one that did not get nearer.
+CRAWL = 0.9
 
 
 #: A settling step's Jacobian as its corrections reuse it: the damped least-squares step (weighted as the settling
@@ -117,7 +122,9 @@ def pole_aim(tree: MovingTree, holds: Sequence[pole.PoleHold], anchor: AngleRig 
     return aim
 
 
-def settle(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: int, aim: Aim = rest_aim) -> int:
+def settle(
+    rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: int, aim: Aim = rest_aim, crawl: float = CRAWL
+) -> int:
     """Turn the joints the goals leave free towards `aim`, keeping every goal reached; the iterations used.
 
     A chain with more joints than its goals need reaches each target with
@@ -125,15 +132,18 @@ def settle(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: 
     (to first order; corrections then put the goals back), so the pose
     slides along the poses that reach towards the aimed one: rest, so that a
     warm-started chain does not drift and a closed path brings it back, or
-    the plane a pole asks for.
+    the plane a pole asks for. It stops once `STALLED` steps in a row are
+    undone or crawl (each leaving more than `crawl` of the squared distance
+    to the aim: 1 lets it crawl on, as into a pole's plane).
     """
     free = freedom(rig, problem)
     if not free.coordinates:
         return 0
     damping = DAMPING_RANGE[0] * max(problem.reach)
     gain = SETTLE_GAIN
-    iteration = 0
-    while iteration < max_iterations and gain > SETTLE_GAIN / 64.0:
+    iteration = undone = 0
+    away = _away(rig.values(free), aim(rig, free), free.settling_weight)
+    while iteration < max_iterations and undone < STALLED:
         used, outcome = _settling_step(
             rig, problem, free, aim, gain, damping, tolerance, max_iterations - iteration, SETTLED * gain / SETTLE_GAIN,
             nearer=True,
@@ -141,6 +151,11 @@ def settle(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: 
         iteration += used
         if outcome is None:
             break
+        if outcome:
+            was, away = away, _away(rig.values(free), aim(rig, free), free.settling_weight)
+            undone = undone + 1 if away > crawl * was else 0
+        else:
+            undone += 1
         gain = min(SETTLE_GAIN, 2.0 * gain) if outcome else 0.5 * gain
     return iteration
 

@@ -424,7 +424,8 @@ def settled(s: Solving) -> None:
     rig = best.rig or AngleRig(s.tree, s.start, (best.heads, best.frames))
     anchor = None if s.settings.explore else AngleRig(s.tree, s.start)
     aim = settle.pole_aim(s.tree, holds, anchor)
-    s.budget.spend(settle.settle(rig, s.problem, s.settings.tolerance, s.budget.left, aim))
+    crawl = 1.0 if holds else settle.CRAWL  # (into a pole's plane all the way: the side it bends to)
+    s.budget.spend(settle.settle(rig, s.problem, s.settings.tolerance, s.budget.left, aim, crawl))
     settle.set_idle_twists(rig, s.problem, s.twists())
     s.best = Solved(best.report, rig=rig)
 
