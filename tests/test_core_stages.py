@@ -183,6 +183,37 @@ def test_searched_finds_what_the_warm_attempts_missed():
     assert s.answer is not None and s.answer.report.converged and s.budget.used > 7
 
 
+def test_searched_is_not_run_again_for_targets_near_those_it_found_nothing_for():
+    """From the last frame's pose, a target the limits keep the finger from (beside it, past the knuckle's spread,
+    inside its reach): the whole search finds nothing and says for which targets. A later frame whose targets lie
+    within `VAIN` of its chain's reach of those does not search again (along a path through what the limits do not
+    reach, every frame would search in vain); one whose targets lie further off does, and reaches them."""
+    skeleton = finger()
+    settings = SolveSettings(tolerance=1e-5, explore=False)
+    plan = plan_for(skeleton, [Goal(2, (0.0, 0.05, 0.0))])
+    part = plan.parts[0]
+    begun = Start.of_pose(skeleton, part.tree, skeleton.rest_pose())
+
+    def searched(target, vain=None) -> Solving:
+        s = Solving(skeleton, part.tree, [Goal(2, target)], begun, settings, None, part.free, part.stages, vain=vain)
+        s.aim()
+        assert not s.out_of_reach
+        s.best = Solved(SolveReport(1, [1.0], False, "stalled", rotation_errors=[0.0]))
+        s.budget.spend(1)
+        stages.searched(s)
+        return s
+
+    beside = (0.07, 0.03, 0.0)
+    first = searched(beside)
+    assert first.answer is None and first.vain_now == (beside,) and first.budget.used > 1
+    near = (0.07, 0.033, 0.0)  # (3 mm on: within VAIN of the finger's 9 cm reach)
+    again = searched(near, vain=first.vain_now)
+    assert again.budget.used == 1 and again.answer is None and again.vain_now is None
+    target, _ = reachable(skeleton, 3)
+    elsewhere = searched(target, vain=first.vain_now)
+    assert elsewhere.answer is not None and elsewhere.answer.report.converged and elsewhere.vain_now is None
+
+
 # The budget, and the nearest pose.
 
 

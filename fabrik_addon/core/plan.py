@@ -182,10 +182,13 @@ class Carry:
 
     def __init__(self) -> None:
         self.rigs: dict[int, tuple[tuple, AngleRig]] = {}
+        #: Per limited part, the targets the last whole search that ran found nothing for (`stages.searched`).
+        self.vain: dict[int, tuple] = {}
 
     def clear(self) -> None:
         """Forget what was kept."""
         self.rigs.clear()
+        self.vain.clear()
 
 
 class Plan:
@@ -410,13 +413,17 @@ class Plan:
         return Solved(report, frames, heads, rotations=rotations if frames is not None else None)
 
     def _by_method(
-        self, part: Part, goals: Sequence[Goal], start: Start, settings: SolveSettings, kept: AngleRig | None = None
+        self, part: Part, goals: Sequence[Goal], start: Start, settings: SolveSettings, kept: AngleRig | None = None,
+        vain: tuple | None = None,
     ) -> Solved:
-        """One part by its method or, limited, by its stages (`kept`: the rig the last frame left)."""
+        """One part by its method or, limited, by its stages (`kept`: the rig the last frame left; `vain`: the
+        targets a recent whole search found nothing for)."""
         if part.method != LIMITED:
             return _METHODS[part.method](self.skeleton, part.tree, goals, start, settings)
         chosen = part.stages if settings.explore else part.warm
-        return stages.run(chosen, self.skeleton, part.tree, goals, start, settings, kept, part.free, part.stages)
+        return stages.run(
+            chosen, self.skeleton, part.tree, goals, start, settings, kept, part.free, part.stages, vain=vain
+        )
 
     def _solve_part(
         self, i: int, part: Part, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None
@@ -425,13 +432,14 @@ class Plan:
         last frame left."""
         if part.method != LIMITED:
             return _above_floor(part.tree, goals, start, settings, self._by_method(part, goals, start, settings))
-        key = kept = None
+        key = kept = vain = None
         if carry is not None and not settings.explore and start.fixed is not None:
             key = (tuple(start.rotations), tuple(start.fixed), tuple(start.translations))
             found = carry.rigs.get(i)
             # (a rig of another structure -- a limit or a bone edited since -- is not gone on from)
             kept = found[1] if found is not None and found[0] == key and found[1].tree is part.tree else None
-        solved = self._by_method(part, goals, start, settings, kept)
+            vain = carry.vain.get(i) if kept is not None else None
+        solved = self._by_method(part, goals, start, settings, kept, vain)
         solved = _above_floor(part.tree, goals, start, settings, solved)
         if solved.rig is not None and start.fixed is not None:
             # A start forward kinematics made has each node's zero frame on its rest: the rig's own rotations are
@@ -441,6 +449,10 @@ class Plan:
             carry.rigs.pop(i, None)
             if solved.rig is not None and solved.rotations is not None:
                 carry.rigs[i] = (tuple(solved.rotations), tuple(start.fixed), tuple(start.translations)), solved.rig
+            if solved.vain is not None:
+                carry.vain[i] = solved.vain
+            elif solved.report.converged:
+                carry.vain.pop(i, None)
         return solved
 
     def _solve_whole(self, goals: Sequence[Goal], pose: Pose, settings: SolveSettings) -> tuple[Pose, SolveReport]:
@@ -683,7 +695,7 @@ def _above_floor(tree: MovingTree, goals: Sequence[Goal], start: Start, settings
         used + refined.iterations, refined.errors, refined.converged, stopped, restarts=solved.report.restarts,
         rotation_errors=refined.rotation_errors,
     )
-    above = Solved(report, list(rig.frames), list(rig.heads), rig)
+    above = Solved(report, list(rig.frames), list(rig.heads), rig, vain=solved.vain)
     if start.fixed is not None:  # (a start forward kinematics made: the rig's own rotations are the channels')
         above.rotations = list(rig.local)
     return above

@@ -48,7 +48,7 @@ from .tree import Joints, MovingTree, Start
 from .vec import Vec, dist
 
 __all__ = [
-    "JUMP", "NEAR", "Solved", "Solving", "Stage", "exact_limb", "followed", "free_passes", "other_starts", "passes",
+    "JUMP", "NEAR", "VAIN", "Solved", "Solving", "Stage", "exact_limb", "followed", "free_passes", "other_starts", "passes",
     "refined", "run", "searched", "settled",
 ]
 
@@ -57,6 +57,10 @@ __all__ = [
 NEAR = 0.1
 #: A joint turned further than this (radians) from where a frame that goes on from the last one started is a jump.
 JUMP = math.radians(30.0)
+#: From the last frame's pose, a whole search is not run again for targets each within this share of its chain's
+#: reach of those a recent one found nothing for: along a path through what the limits do not reach, every frame
+#: would search in vain.
+VAIN = 0.05
 
 
 @dataclass
@@ -65,7 +69,8 @@ class Solved:
     nodes' frames (unit quaternions) and heads (None: the nodes stay where they start); where it ended in the
     limits' coordinates, that rig (`rig`); where a method of the whole rig made the whole pose (IK stretch, another
     solver), that pose (`pose`); the nodes' local rotations where they are worked out (`rotations`); where the rig's
-    root moved (`root`), its move (`root.Move`): the rest is where the chains stand before it moves them."""
+    root moved (`root`), its move (`root.Move`): the rest is where the chains stand before it moves them; and where
+    a whole search found nothing, the targets it searched for (`vain`)."""
 
     report: SolveReport
     frames: list[Quat] | None = None
@@ -74,6 +79,8 @@ class Solved:
     pose: Pose | None = None
     rotations: list[Quat] | None = None
     root: object = None
+    #: Where this frame's whole search (`searched`) found no pose that reaches: the targets it searched for.
+    vain: tuple[Vec, ...] | None = None
 
 
 def of_rig(rig: AngleRig, report: SolveReport) -> Solved:
@@ -92,9 +99,11 @@ class Solving:
     def __init__(
         self, skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings,
         kept: AngleRig | None = None, free: MovingTree | None = None, search: Sequence[Stage] = (),
-        nearest: bool = False,
+        nearest: bool = False, vain: tuple[Vec, ...] | None = None,
     ) -> None:
         self.skeleton, self.tree, self.start, self.settings = skeleton, tree, start, settings
+        #: The targets a recent frame's whole search found nothing for (continuity mode), and this frame's, if so.
+        self.vain, self.vain_now = vain, None
         #: The goals as asked; `goals` and `problem` aim at the nearest point in reach where a target is beyond it.
         self.asked = self.goals = goals
         self.problem = TreeGoals(tree, goals)
@@ -279,6 +288,7 @@ class Solving:
                 report.stopped_by = "unreachable" if self.out_of_reach else self.budget.why()
         if not self.settings.explore and not self.stepped and solved.frames is not None:
             solved.report.jumped = self.jumps(solved)
+        solved.vain = self.vain_now
         return solved
 
 
@@ -289,12 +299,12 @@ Stage = Callable[[Solving], None]
 def run(
     stages: Sequence[Stage], skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start,
     settings: SolveSettings, kept: AngleRig | None = None, free: MovingTree | None = None,
-    search: Sequence[Stage] = (), nearest: bool = False,
+    search: Sequence[Stage] = (), nearest: bool = False, vain: tuple[Vec, ...] | None = None,
 ) -> Solved:
     """Solve a limited part by its stages, in order, until one gives the whole answer; in continuity mode `kept` is
-    the rig the last frame left, where the caller keeps it, and `search` the stages of this frame's whole search
-    (`nearest`: see `Solving`)."""
-    solving = Solving(skeleton, tree, goals, start, settings, kept, free, search, nearest)
+    the rig the last frame left, where the caller keeps it, `search` the stages of this frame's whole search
+    (`nearest`: see `Solving`) and `vain` the targets a recent one found nothing for."""
+    solving = Solving(skeleton, tree, goals, start, settings, kept, free, search, nearest, vain)
     for stage in stages:
         stage(solving)
         if solving.answer is not None:
@@ -435,6 +445,11 @@ def searched(s: Solving) -> None:
     whole search (other starts inside the limits), which finds a pose that reaches where one exists."""
     if s.answer is not None or s.reached or s.out_of_reach or s.budget.spent or s.settings.explore or not s.search:
         return
+    targets = tuple(tuple(float(c) for c in g.target) for g in s.asked)
+    if s.vain is not None and len(s.vain) == len(targets) and all(
+        dist(a, b) <= VAIN * size for a, b, size in zip(targets, s.vain, s.problem.reach)
+    ):
+        return  # (a search for targets this near found nothing a frame or so ago: they lie outside what the limits reach)
     found = run(
         s.search, s.skeleton, s.tree, s.asked, s.start, replace(s.settings, explore=True, max_iterations=s.budget.left),
         free=s.free, nearest=True,
@@ -442,6 +457,8 @@ def searched(s: Solving) -> None:
     s.budget.spend(found.report.iterations)
     if found.report.converged:
         s.answer = found
+    else:
+        s.vain_now = targets
 
 
 # What the stages share.
