@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from fabrik_addon.core import Goal, SolveSettings, pole, quat, skeleton_from_points, solve, stages
+from fabrik_addon.core import Goal, SolveSettings, methods, pole, quat, skeleton_from_points, solve, stages
 from fabrik_addon.core.limits import JointLimit
 from fabrik_addon.core.plan import limited_stages, plan_for
 from fabrik_addon.core.stages import Solved, Solving
@@ -48,13 +48,18 @@ def reachable(skeleton, seed: int):
 
 
 def test_the_plan_names_each_rig_classes_stages():
-    """A robot arm refines its start first, a chain in open cones runs the free passes first, a limb with a pole
+    """A free chain runs FABRIK's passes (one with offsets hands over to the refinement), a robot arm refines its
+    start first, a chain in open cones runs the free passes first, a limb with a pole
     takes its exact answer and settles into the pole's plane; from the last frame's pose a start near its targets
     settles a step onto them (not where a pole holds the plane), and a miss runs the frame's whole search."""
     s = stages
     arm, arm_goal = arm6(), [Goal(5, (0.5, 0.2, 1.0))]
     assert plan_for(arm, arm_goal).parts[0].stages == (s.refined, s.passes, s.other_starts)
     assert plan_for(arm, arm_goal).parts[0].warm == (s.followed, s.refined, s.passes, s.settled, s.searched)
+    free, free_goal = skeleton_from_points([-1, 0], [(0, 0, 0), (0, 0, 1)], [(0, 0, 1), (0, 0, 2)]), [Goal(1, (1, 0, 1))]
+    assert plan_for(free, free_goal).parts[0].stages == (methods.passes, methods.finished, methods.wandered)
+    offset = skeleton_from_points([-1, 0], [(0, 0, 0), (0.3, 0, 1)], [(0, 0, 1), (0.3, 0, 2)])
+    assert plan_for(offset, free_goal).parts[0].stages == (methods.offset_passes, methods.offsets_refined)
     chain, chain_goal = tentacle(12), [Goal(11, (0.3, 0.1, 1.0))]
     assert plan_for(chain, chain_goal).parts[0].stages == (s.free_passes, s.passes, s.refined, s.other_starts)
     assert plan_for(chain, chain_goal).parts[0].warm == (

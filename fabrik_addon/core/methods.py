@@ -1,28 +1,28 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""How one free part of a rig is solved: the methods the plan (`plan`) picks from besides the limited stages.
+"""The stages of a part without joint limits, as the plan (`plan.free_stages`) names them.
 
-Each takes a part's moving tree, its goals, where it starts (`tree.Start`) and
-the settings, and gives the nodes' solved frames and heads with a report.
+Like a limited part's (`stages`), each is a small function of the solve in
+progress (`stages.Solving`) that gives the whole answer or leaves it to the
+next, and one budget carries the iterations through them.
 
-- `solve_free`: a tree without limits. FABRIK's careful descent
-  (`fabrik.solve_from`); where frames are carried (offsets, poles, rotation
-  goals) and it stops short, plain FABRIK goes on from there and may wander
-  further, within what is left of the budget. Where branches with poles
-  share a sub-base (`_crawls`: two arms and a head through one chest),
-  every target is in reach and the frame starts from its own pose, the
-  passes crawl once the chains are near their targets: after an iteration
-  that does not halve the error (`CRAWL_WINDOW`) the refinement finishes,
-  and settling turns the poled chains back into their poles' planes; where
-  the refinement stops short, the passes go on and the better pose is kept.
-- `solve_offsets`: a free tree with unconnected bones pulled by position
-  goals. FABRIK's passes slow to a crawl well short of many reachable targets
-  there (a finger hanging off the palm pulls the palm about its offset), so
-  FABRIK hands over once its best error has not halved over
-  `fabrik.SLOW_WINDOW` iterations, and the refinement in the joints' angles
-  (`refine`) finishes, from there and, where that stalls, from the start.
-- limited trees are solved by stages (`stages`), which the plan names.
-
-One iteration cap covers everything a method does.
+- `passes`: FABRIK's careful descent (`fabrik.solve_from`). Where branches
+  with poles share a sub-base (`_crawls`: two arms and a head through one
+  chest), every target is in reach and the frame starts from its own pose,
+  the passes crawl once the chains are near their targets: after an
+  iteration that does not halve the error (`CRAWL_WINDOW`) they hand over.
+- `finished`: where the passes handed over, the refinement finishes and
+  settling turns the poled chains back into their poles' planes; where the
+  refinement stops short, the passes go on and the better pose is kept.
+- `wandered`: where frames are carried (offsets, poles, rotation goals) and
+  the careful descent stopped short, plain FABRIK goes on from there and may
+  wander further, within what is left of the budget.
+- `offset_passes`: a free tree with unconnected bones pulled by position
+  goals. FABRIK's passes slow to a crawl well short of many reachable
+  targets there (a finger hanging off the palm pulls the palm about its
+  offset), so they hand over once their best error has not halved over
+  `fabrik.SLOW_WINDOW` iterations;
+- `offsets_refined`: the refinement in the joints' angles (`refine`)
+  finishes, from there and, where that stalls, from the start.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from .angles import AngleRig, TreeGoals, goal_errors_of
 from .fabrik import SLOW_WINDOW
 from .problem import Goal, SolveReport, SolveSettings
 from .skeleton import Skeleton
-from .stages import Solved, after as _after, of_rig as _of_rig
+from .stages import Solved, Solving, after as _after, of_rig as _of_rig
 from .stopping import unreached
 from .tree import Joints, MovingTree, Start
 
-__all__ = ["CRAWL_WINDOW", "solve_free", "solve_offsets"]
+__all__ = ["CRAWL_WINDOW", "finished", "offset_passes", "offsets_refined", "passes", "wandered"]
 
 #: Where FABRIK's passes crawl (`_crawls`), the refinement finishes once an iteration has not halved the best
 #: error.
@@ -53,34 +53,44 @@ def _of_joints(tree: MovingTree, start: Start, joints: Joints | None, report: So
     return Solved(report, joints.final_frames(tree, start), list(joints.heads))
 
 
-def solve_free(
-    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings
-) -> Solved:
-    """A tree without limits (see the module)."""
-    problem = _crawls(skeleton, tree, goals, start, settings)
+def passes(s: Solving) -> None:
+    """FABRIK's careful descent; handing over to the refinement where the passes crawl (`_crawls`)."""
+    s.crawling = _crawls(s.skeleton, s.tree, s.goals, s.start, s.settings)
     joints, report = fabrik.solve_from(
-        tree, goals, start, settings, careful=True, window=CRAWL_WINDOW if problem is not None else 0
+        s.tree, s.goals, s.start, s.budget.settings(s.settings), careful=True,
+        window=CRAWL_WINDOW if s.crawling is not None else 0,
     )
-    solved = _of_joints(tree, start, joints, report)
-    if report.stopped_by == "handover":
-        solved = _finished(skeleton, tree, problem, start, settings, joints, solved)
-        report = solved.report
-    if report.converged or report.stopped_by == "unreachable" or not settings.explore:
-        return solved
-    framed = tree.needs_frames or any(g.rotation is not None or g.pole is not None for g in goals)
-    left = settings.max_iterations - report.iterations
-    if not framed or left <= 0:
-        return solved
-    # The careful descent found no way on from where it started; plain FABRIK may wander further and find the
-    # target, within what is left of the budget. It wins where it is better by more than the stall fraction (what
-    # the stopping rules count as progress: two attempts that both stopped at a pose agree to rounding).
-    after = _after(skeleton, tree, start, solved)
-    joints, other = fabrik.solve_from(tree, goals, after, replace(settings, max_iterations=left), careful=False)
-    total = report.iterations + other.iterations
+    s.budget.spend(report.iterations)
+    s.joints, s.best = joints, _of_joints(s.tree, s.start, joints, report)
+
+
+def finished(s: Solving) -> None:
+    """Where the passes handed over: the refinement finishes, then settling into the poles' planes
+    (`_finished`)."""
+    if s.best.report.stopped_by != "handover":
+        return
+    s.best = _finished(s.skeleton, s.tree, s.crawling, s.start, s.settings, s.joints, s.best)
+    s.budget.used = s.best.report.iterations
+
+
+def wandered(s: Solving) -> None:
+    """Where frames are carried and the careful descent stopped short of a target this frame searches for from
+    its own start: plain FABRIK from there, kept where it is better by more than the stall fraction (what the
+    stopping rules count as progress: two attempts that both stopped at a pose agree to rounding). The answer."""
+    tree, goals, settings, solved = s.tree, s.goals, s.settings, s.best
+    report = solved.report
+    s.answer = solved
+    if report.converged or report.stopped_by == "unreachable" or not settings.explore or s.budget.spent:
+        return
+    if not (tree.needs_frames or any(g.rotation is not None or g.pole is not None for g in goals)):
+        return
+    after = _after(s.skeleton, tree, s.start, solved)
+    joints, other = fabrik.solve_from(tree, goals, after, s.budget.settings(settings), careful=False)
+    s.budget.spend(other.iterations)
     if other.converged or sum(other.errors) < sum(report.errors) * (1.0 - settings.stall_fraction):
         solved = Solved(other, after.frames, after.heads) if joints is None else _of_joints(tree, after, joints, other)
-    solved.report.iterations, solved.report.restarts = total, 1
-    return solved
+    solved.report.restarts = 1
+    s.answer = solved
 
 
 def _crawls(
@@ -148,38 +158,42 @@ def _finished(
     return best
 
 
-def solve_offsets(
-    skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings
-) -> Solved:
-    """A free tree with unconnected bones, pulled by position goals (see the module); FABRIK's part is what the
-    passes on numpy rows give too (`rows`)."""
-    budget = settings.max_iterations
-    joints, report = fabrik.solve_from(tree, goals, start, settings, careful=True, window=SLOW_WINDOW)
-    best = _of_joints(tree, start, joints, report)
+def offset_passes(s: Solving) -> None:
+    """FABRIK's careful descent, handing over once its best error has not halved over `SLOW_WINDOW` iterations;
+    FABRIK's part is what the passes on numpy rows give too (`rows`). Converged, pulled by no goal, or with a
+    target beyond reach (FABRIK's stretch towards it is as good an answer): the answer."""
+    tree, goals, start, settings = s.tree, s.goals, s.start, s.settings
+    joints, report = fabrik.solve_from(tree, goals, start, s.budget.settings(settings), careful=True, window=SLOW_WINDOW)
+    s.budget.spend(report.iterations)
+    s.best = _of_joints(tree, start, joints, report)
     if report.converged or all(g.weight <= 0.0 for g in goals):  # (goals of no weight pull nothing)
         if report.stopped_by == "handover":
             report.stopped_by = "stalled"
-        return best
-    problem = TreeGoals(tree, goals)
-    if problem.out_of_reach(start.heads, skeleton, settings.tolerance):
-        # No pose reaches every target: FABRIK's stretch towards them is as good an answer, and the bake's
-        # passes on numpy rows need not solve such frames again.
+        s.answer = s.best
+    elif s.problem.out_of_reach(start.heads, s.skeleton, settings.tolerance):
+        # (and the bake's passes on numpy rows need not solve such frames again)
         report.stopped_by = "unreachable"
-        return best
-    used = report.iterations
-    for attempt, attempt_start in enumerate((_after(skeleton, tree, start, best), start)):
-        if used >= budget or (attempt > 0 and not settings.explore):
+        s.answer = s.best
+
+
+def offsets_refined(s: Solving) -> None:
+    """The refinement from where the passes left the tree and, where that stalls and this frame searches from
+    its own start, from the start. The answer."""
+    problem, settings, best = s.problem, s.settings, s.best
+    attempt = 0
+    for attempt, attempt_start in enumerate((_after(s.skeleton, s.tree, s.start, best), s.start)):
+        if s.budget.spent or (attempt > 0 and not settings.explore):
             break
-        rig = AngleRig(tree, attempt_start)
-        refined = refine.solve(rig, problem, settings.tolerance, budget - used)
-        used += refined.iterations
+        rig = AngleRig(s.tree, attempt_start)
+        refined = refine.solve(rig, problem, settings.tolerance, s.budget.left)
+        s.budget.spend(refined.iterations)
         if refined.converged or refined.cost < problem.cost(best.report.errors, []):
             stopped_by = "converged" if refined.converged else refined.stopped_by
-            best = _of_rig(rig, SolveReport(used, refined.errors, refined.converged, stopped_by))
+            best = _of_rig(rig, SolveReport(s.budget.used, refined.errors, refined.converged, stopped_by))
         if best.report.converged:
             break
     report = best.report
-    report.iterations, report.restarts = used, attempt
+    report.restarts = attempt
     if not report.converged:
-        report.stopped_by = unreached(used, budget)
-    return best
+        report.stopped_by = s.budget.why()
+    s.answer = best

@@ -6,16 +6,15 @@ how far up their chains reach, which carry rotation goals, poles or IK
 stretch) and solver, and kept until one of them changes (`plan_for` keeps it
 on the skeleton). It splits the bones the goals move into parts that share no
 bones -- each stops when it has reached, not when the slowest has -- and
-picks for each the method that fits (`methods`):
+names for each the short list of stages that solves it:
 
-- a tree with joint limits (`LIMITED`): a short list of stages (`stages`),
-  chosen here from its joints and goals, one list for a frame that searches
-  from its own start and one for a frame that goes on from the last
-  (`limited_stages`);
+- a tree with joint limits (`LIMITED`): stages (`stages`) chosen here from
+  its joints and goals, one list for a frame that searches from its own
+  start and one for a frame that goes on from the last (`limited_stages`);
 - a free tree with unconnected bones pulled by position goals: FABRIK handing
-  over to the refinement once it crawls (`OFFSETS`);
-- any other free tree: FABRIK itself (`FREE`), the paper's own two passes
-  where one chain is pulled at its tip.
+  over to the refinement once it crawls (`OFFSETS`, `methods`);
+- any other free tree: FABRIK itself (`FREE`, `methods`), the paper's own two
+  passes where one chain is pulled at its tip.
 
 IK stretch (`stretch`) and the solvers beside FABRIK (`alternatives`) take the
 whole rig. Everything that solves goes through the plan: live frames, each frame of
@@ -52,7 +51,9 @@ __all__ = [
 
 FREE, OFFSETS, LIMITED = "free", "offsets", "limited"
 
-_METHODS = {FREE: methods.solve_free, OFFSETS: methods.solve_offsets}
+#: The stages of a part without limits, by method (`methods`).
+FREE_STAGES = {FREE: (methods.passes, methods.finished, methods.wandered),
+               OFFSETS: (methods.offset_passes, methods.offsets_refined)}
 
 
 def layout_of(goals: Sequence[Goal]) -> tuple:
@@ -85,8 +86,9 @@ class Part:
     method: str
     #: Whether its goals are positions only, without poles.
     plain: bool
-    #: A limited part's stages for a frame that searches from its own start, and for one that goes on from the
-    #: last frame's pose (`limited_stages`); its tree without its open cones, where its free passes run on it.
+    #: The part's stages for a frame that searches from its own start, and for one that goes on from the last
+    #: frame's pose (`limited_stages`, `FREE_STAGES`); a limited part's tree without its open cones, where its
+    #: free passes run on it.
     stages: tuple[Stage, ...] = ()
     warm: tuple[Stage, ...] = ()
     free: MovingTree | None = None
@@ -216,7 +218,8 @@ class Plan:
                 chosen = limited_stages(tree, own, True), limited_stages(tree, own, False)
                 parts.append(Part(tuple(group), tuple(nodes), tree, method, plain, *chosen, free))
             else:
-                parts.append(Part(tuple(group), tuple(nodes), tree, method, plain))
+                chosen = FREE_STAGES[method]
+                parts.append(Part(tuple(group), tuple(nodes), tree, method, plain, chosen, chosen))
         self.parts: tuple[Part, ...] = tuple(parts)
         #: The settings and the moving root last checked (`solve`).
         self._checked = self._checked_root = None
@@ -416,10 +419,8 @@ class Plan:
         self, part: Part, goals: Sequence[Goal], start: Start, settings: SolveSettings, kept: AngleRig | None = None,
         vain: tuple | None = None,
     ) -> Solved:
-        """One part by its method or, limited, by its stages (`kept`: the rig the last frame left; `vain`: the
-        targets a recent whole search found nothing for)."""
-        if part.method != LIMITED:
-            return _METHODS[part.method](self.skeleton, part.tree, goals, start, settings)
+        """One part by its stages (`kept`: the rig the last frame left; `vain`: the targets a recent whole search
+        found nothing for)."""
         chosen = part.stages if settings.explore else part.warm
         return stages.run(
             chosen, self.skeleton, part.tree, goals, start, settings, kept, part.free, part.stages, vain=vain

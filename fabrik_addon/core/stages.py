@@ -106,7 +106,7 @@ class Solving:
         self.vain, self.vain_now = vain, None
         #: The goals as asked; `goals` and `problem` aim at the nearest point in reach where a target is beyond it.
         self.asked = self.goals = goals
-        self.problem = TreeGoals(tree, goals)
+        self._problem: TreeGoals | None = None
         self.aims: dict[int, Vec] = {}
         self.budget = Budget(settings.max_iterations)
         #: The rig the last frame left, in continuity mode (where the caller keeps it).
@@ -118,6 +118,10 @@ class Solving:
         self.nearest = nearest
         #: Where the next attempt goes on from, and whether that pose reaches its targets outside some limit.
         self.current, self.outside = start, False
+        #: FABRIK's joints as the passes of a free part left them (`methods`), and the goals as the refinement
+        #: sees them where those passes crawl (else None).
+        self.joints: Joints | None = None
+        self.crawling: TreeGoals | None = None
         #: The attempts made (FABRIK's and the refinement's from some start), and whether the first refined the
         #: start as it was (then FABRIK's attempt follows it in any mode).
         self.attempts, self.refined_first = 0, False
@@ -134,6 +138,14 @@ class Solving:
 
     # What the stages share.
 
+    @property
+    def problem(self) -> TreeGoals:
+        """The goals as the refinement and settling see them (made when first asked for: FABRIK's own stages on
+        a free part need none)."""
+        if self._problem is None:
+            self._problem = TreeGoals(self.tree, self.goals)
+        return self._problem
+
     def aim(self) -> None:
         """Beyond reach, aim at the nearest point in reach: the limited attempts get as close as the limits allow."""
         if self._aimed:
@@ -143,7 +155,7 @@ class Solving:
         self.aims = self.problem.out_of_reach(heads, self.skeleton, self.settings.tolerance)
         if self.aims:
             self.goals = [replace(g, target=self.aims[i]) if i in self.aims else g for i, g in enumerate(self.goals)]
-            self.problem = TreeGoals(self.tree, self.goals)
+            self._problem = TreeGoals(self.tree, self.goals)
 
     @property
     def out_of_reach(self) -> bool:
@@ -286,7 +298,7 @@ class Solving:
                 report.converged = max(report.errors) <= self.settings.tolerance
             if not report.converged:
                 report.stopped_by = "unreachable" if self.out_of_reach else self.budget.why()
-        if not self.settings.explore and not self.stepped and solved.frames is not None:
+        if not self.settings.explore and not self.stepped and solved.frames is not None and self.tree.is_limited:
             solved.report.jumped = self.jumps(solved)
         solved.vain = self.vain_now
         return solved

@@ -56,8 +56,10 @@ class Budget:
         self.used += iterations
 
     def settings(self, settings: SolveSettings) -> SolveSettings:
-        """The settings with what is left as their cap, for a stage that takes settings."""
-        return replace(settings, max_iterations=self.left)
+        """The settings with what is left as their cap, for a stage that takes settings (the same settings where
+        that is their own cap: a live frame's first stage)."""
+        left = self.left
+        return settings if left == settings.max_iterations else replace(settings, max_iterations=left)
 
     def why(self) -> str:
         """Why a solve that did not converge stopped: the cap, or else a stall."""
