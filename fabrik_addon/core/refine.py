@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import lsq, quat
+from .stopping import Stopping
 from .angles import FRAME_AXES, AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, rotation_error, swing_derivative
 
 __all__ = ["Refined", "linearised", "linearised_plain", "residual", "solve"]
@@ -50,12 +51,11 @@ RAISE = 4.0
 #: No coordinate moves by more than this (radians) in one step.
 MAX_STEP = 0.75
 #: Steps that each lower the squared error by less than this fraction are a crawl (a dead end of the
-#: limits, approached ever more slowly); `PATIENCE` of them in a row end the refinement.
+#: limits, approached ever more slowly); `PATIENCE` of them in a row end the refinement (`stopping.Stopping`).
 CRAWL = 1e-3
 PATIENCE = 3
-#: An attempt that has not cut its squared error to SLOW of what it was WINDOW iterations before is a crawl.
+#: An attempt that has not halved its squared error over WINDOW iterations is a crawl.
 WINDOW = 6
-SLOW = 0.5
 #: Up to this many coordinates each step is worked out in plain floats: numpy's cost per call outweighs its loops
 #: there.
 PLAIN_COORDINATES = 48
@@ -89,39 +89,31 @@ def solve(rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: i
     damping = DAMPING * scale
     errors, angles = goal_errors_of(rig, problem)
     cost = problem.cost(errors, angles) + problem.floor_cost(rig)
-    iterations = without_progress = 0
-    stopped_by = "max_iterations"
-    history = [cost]  # the cost after each iteration, to see a slow crawl for what it is
+    # A crawl (a target out of what the limits reach, approached ever more slowly) is as close as it gets; still
+    # creeping after WINDOW iterations, the budget is better spent on another start.
+    stopping = Stopping(None, cost, window=WINDOW, cap=max_iterations, fraction=CRAWL, patience=PATIENCE)
     if not coordinates:
-        stopped_by = "stalled"  # every joint that could move is locked or moves no goal
-    while coordinates and not _done(rig, problem, errors, angles, tolerance):
-        if iterations >= max_iterations:
-            break
-        iterations += 1
+        stopping.stall()  # every joint that could move is locked or moves no goal
+    while stopping.going and not _done(rig, problem, errors, angles, tolerance):
         delta = _step(rig, problem, free, damping, plain)
         before = rig.snapshot()
         rig.step(free, delta)
         new_errors, new_angles = goal_errors_of(rig, problem)
         new_cost = problem.cost(new_errors, new_angles) + problem.floor_cost(rig)
         if new_cost < cost:
-            # A crawl (a target out of what the limits reach, approached ever more slowly) is as close as it gets.
-            crawling = new_cost > (1.0 - CRAWL) * cost
-            without_progress = without_progress + 1 if crawling else 0
             errors, angles, cost = new_errors, new_angles, new_cost
             damping = max(DAMPING_RANGE[0] * scale, damping * EASE)
-            if without_progress >= PATIENCE:
-                stopped_by = "stalled"
-                break
+            stopping.judge(cost, False)
         else:
             rig.restore(before)
             damping *= RAISE
             if damping > DAMPING_RANGE[1] * scale:
-                stopped_by = "stalled"  # no step of any length helps: a dead end of the limits
+                stopping.iterations += 1
+                stopping.stall()  # no step of any length helps: a dead end of the limits
                 break
-        history.append(cost)
-        if len(history) > WINDOW and cost > SLOW * history[-1 - WINDOW]:
-            stopped_by = "stalled"  # still creeping after WINDOW iterations: better spent on another start
-            break
+            stopping.undone()
+    iterations = stopping.iterations
+    stopped_by = "stalled" if stopping.stopped_by == "handover" else stopping.stopped_by
     converged = _done(rig, problem, errors, angles, tolerance)
     return Refined(iterations, errors, angles, converged, "converged" if converged else stopped_by, cost)
 

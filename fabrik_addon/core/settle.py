@@ -26,6 +26,7 @@ from .problem import Goal
 from .refine import DAMPING_RANGE, ON_BOUND, PLAIN_COORDINATES, linearised_plain, linearised, residual
 from .quat import Quat
 from .skeleton import Skeleton
+from .stopping import Stopping
 from .tree import MovingTree, Start
 
 __all__ = [
@@ -49,10 +50,10 @@ CORRECTIONS = 4
 SHRINK = 0.0625
 #: How often a settling step is worked out again with the coordinates it would push past a bound held.
 HELD_ROUNDS = 3
-#: Settling stops after this many steps in a row undone (each asking half as much as the one before): the pose is
-#: as near its aim as the goals and limits let it come.
+#: Settling stops after this many steps in a row without progress (`stopping.Stopping`): undone (each asking half as
+#: much as the one before), or leaving more than CRAWL of the squared distance to the aim: the pose is as near
+#: its aim as the goals and limits let it come, or creeps towards one they keep it from.
 STALLED = 3
-#: A step that leaves more than this share of the squared distance to the aim counts as one that did not get nearer.
 CRAWL = 0.9
 
 
@@ -141,9 +142,11 @@ def settle(
         return 0
     damping = DAMPING_RANGE[0] * max(problem.reach)
     gain = SETTLE_GAIN
-    iteration = undone = 0
+    iteration = 0
     away = _away(rig.values(free), aim(rig, free), free.settling_weight)
-    while iteration < max_iterations and undone < STALLED:
+    # (its steps judged by the stopping rules: one undone, or one that crawls, is one without progress)
+    stopping = Stopping(None, away, cap=max_iterations, fraction=1.0 - crawl, patience=STALLED)
+    while iteration < max_iterations and stopping.going:
         used, outcome = _settling_step(
             rig, problem, free, aim, gain, damping, tolerance, max_iterations - iteration, SETTLED * gain / SETTLE_GAIN,
             nearer=True,
@@ -152,10 +155,8 @@ def settle(
         if outcome is None:
             break
         if outcome:
-            was, away = away, _away(rig.values(free), aim(rig, free), free.settling_weight)
-            undone = undone + 1 if away > crawl * was else 0
-        else:
-            undone += 1
+            away = _away(rig.values(free), aim(rig, free), free.settling_weight)
+        stopping.judge(away, False)
         gain = min(SETTLE_GAIN, 2.0 * gain) if outcome else 0.5 * gain
     return iteration
 

@@ -16,9 +16,10 @@ After each iteration the solve stops
 The iteration with the least summed error is the one kept. `iterate` is the
 loop that applies these rules to a solver's own iterations (FABRIK's, and the
 comparison solvers'); `StoppingRows` applies the same rules to many frames at
-once, each on its own. The refinement (`refine`) is Levenberg-Marquardt:
-a step that does not lower its error is undone and the damping raised, which
-is no iteration without progress, so it judges its own crawl and dead ends.
+once, each on its own. The refinement (`refine`) and settling (`settle`) judge
+their steps by the same rules with their own stall fraction and patience; the
+refinement is Levenberg-Marquardt, whose undone step (`Stopping.undone`) is no
+iteration without progress, and which stalls at its own dead end.
 """
 
 from __future__ import annotations
@@ -76,11 +77,14 @@ class Stopping:
     )
 
     def __init__(
-        self, settings: SolveSettings, error: float, pulling: float | None = None, window: int = 0,
-        halving: bool = False,
+        self, settings: SolveSettings | None, error: float, pulling: float | None = None, window: int = 0,
+        halving: bool = False, cap: int | None = None, fraction: float | None = None, patience: int | None = None,
     ) -> None:
-        self.cap = settings.max_iterations
-        self.fraction, self.patience = settings.stall_fraction, settings.patience
+        # (the settings' cap and stall rule, or a method's own: the refinement and settling weigh progress
+        # by a squared error, and their steps are dearer than FABRIK's iterations)
+        self.cap = settings.max_iterations if cap is None else cap
+        self.fraction = settings.stall_fraction if fraction is None else fraction
+        self.patience = settings.patience if patience is None else patience
         self.best = error
         self.without = 0
         self.window = window
@@ -90,6 +94,23 @@ class Stopping:
         #: Whether the solve goes on, and why it stopped ("max_iterations" until another rule stops it).
         self.going = self.cap > 0
         self.stopped_by = "max_iterations"
+
+    def undone(self) -> None:
+        """Count an iteration whose step was undone (the refinement's: it raises its damping and tries again), which
+        is no iteration without progress but counts against the window and the cap."""
+        self.iterations += 1
+        if self.window:
+            history = self.history
+            history.append(history[-1])
+            if self.iterations >= self.window and history[-1] > 0.5 * history[self.iterations - self.window]:
+                self.going, self.stopped_by = False, "handover"
+                return
+        if self.iterations >= self.cap:
+            self.going = False
+
+    def stall(self) -> None:
+        """Stop as stalled (a method's own dead end: no step of any length helps)."""
+        self.going, self.stopped_by = False, "stalled"
 
     def judge(self, error: float, reached: bool, pulling: float | None = None) -> bool:
         """Take one iteration's summed error; whether it is the best so far (the solve keeps it). `going` then
