@@ -43,7 +43,7 @@ from .vec import Vec, add, cross, dist, dot, norm, perpendicular, scale, sub
 
 __all__ = ["SHORTEST", "spread", "spread_rows", "spread_within", "spread_within_rows", "turned_frames"]
 
-#: Chains of fewer bones are left to the passes (two bones have their own exact start, `fabrik.settle_two_bones`).
+#: Chains of fewer bones are left to the passes (two bones have their own exact start, `starts.settle_two_bones`).
 SHORTEST = 3
 #: The search for the angle first doubles it this many times up to half the ring's turn (`_grid`).
 _STEPS = 6

@@ -6,7 +6,7 @@ plane it bends in is known: the triangle of its two bones and the line from
 its base to the target (the law of cosines). The plane is Blender's: the
 pole's (`pole.holds` turns the chain into it), or without a pole the one the
 limb already bends in. Each bone turns the shortest way onto its side of the
-triangle (`fabrik.settle_two_bones`, where FABRIK's iterations on two bones
+triangle (`starts.settle_two_bones`, where FABRIK's iterations on two bones
 end); where the lower joint is a hinge, the upper bone instead turns about
 its own length until the hinge's axis stands across the plane, so the lower
 bone bends about that axis alone. Where the upper bone leaves its limit
@@ -36,7 +36,7 @@ import math
 from typing import Sequence
 
 from . import limits, pole, quat
-from .fabrik import settle_two_bones
+from .starts import settle_two_bones
 from .problem import Goal, SolveReport, SolveSettings
 from .quat import Quat
 from .tree import Joints, MovingTree, Start, tails_of

@@ -163,7 +163,9 @@ def offset_passes(s: Solving) -> None:
     FABRIK's part is what the passes on numpy rows give too (`rows`). Converged, pulled by no goal, or with a
     target beyond reach (FABRIK's stretch towards it is as good an answer): the answer."""
     tree, goals, start, settings = s.tree, s.goals, s.start, s.settings
-    joints, report = fabrik.solve_from(tree, goals, start, s.budget.settings(settings), careful=True, window=SLOW_WINDOW)
+    joints, report = fabrik.solve_from(
+        tree, goals, start, s.budget.settings(settings), careful=True, window=SLOW_WINDOW
+    )
     s.budget.spend(report.iterations)
     s.best = _of_joints(tree, start, joints, report)
     if report.converged or all(g.weight <= 0.0 for g in goals):  # (goals of no weight pull nothing)

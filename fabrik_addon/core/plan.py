@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import blas, bend, fabrik, floor, limb, limits, matrix_rows, methods, quat, refine, root, rows, stages, stretch
+from . import blas, bend, floor, limb, limits, matrix_rows, methods, quat, refine, root, rows, stages, starts, stretch
 from .alternatives import ALTERNATIVES
 from .angles import AngleRig, TreeGoals, longest_reach
 from .fabrik import SLOW_WINDOW
@@ -528,7 +528,7 @@ class Plan:
                     again = ~converged & ~beyond
                 elif part.method == LIMITED:
                     good, local = self._inside_cones(tree, placed, frames[:, nodes], fixed, converged)
-                    if fabrik.spreads(free, own, settings) and settings.max_iterations > 1:
+                    if starts.spreads(free, own, settings) and settings.max_iterations > 1:
                         rimmed, missed_now = self._spread_within(
                             tree, targets[:, group[0]], placed_heads, placed, frames[:, nodes], fixed,
                             ~good & converged & (counted == 1), (placed_heads, placed, local, good),

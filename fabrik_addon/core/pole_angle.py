@@ -17,8 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import quat
-from .pole import STRAIGHT, warm_turn  # (STRAIGHT: a joint this close to the base-tip line, relative to the reach, is on it)
+from .pole import STRAIGHT, warm_turn  # (STRAIGHT: a joint this close to the base-tip line, relative to the reach)
 from .quat import Quat
 from .vec import Vec
 

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from . import bend, matrix_rows, quat_rows
-from .fabrik import is_two_bone_chain, pulled_at_tip, spreads
+from .starts import is_two_bone_chain, pulled_at_tip, spreads
 from .pole import STRAIGHT
 from .problem import Goal, SolveSettings
 from .stopping import StoppingRows
@@ -116,7 +116,7 @@ def solve(
             _settle_two_bones(joints, aims[0], length, ~done)
             errors = _errors(joints, aims, node_of_goal)
         elif spreads(tree, goals, settings):
-            # (`fabrik.spread_evenly`: the frames whose chain it brings onto the target take that one step)
+            # (`starts.spread_evenly`: the frames whose chain it brings onto the target take that one step)
             if (spread := bend.spread_rows(joints.heads, joints.tails, length, aims[0], ~done)).any():
                 errors = _errors(joints, aims, node_of_goal)
                 spread &= errors.max(axis=1) <= settings.tolerance
@@ -310,7 +310,7 @@ def _stretch_towards(joints: JointRows, length: np.ndarray, columns: np.ndarray,
 
 
 def _settle_two_bones(joints: JointRows, target: np.ndarray, length: np.ndarray, chosen: np.ndarray) -> None:
-    """`fabrik.settle_two_bones` for the chosen frames at once: where it has a triangle, the middle joint goes
+    """`starts.settle_two_bones` for the chosen frames at once: where it has a triangle, the middle joint goes
     onto it and the tip onto the target."""
     l1, l2 = float(length[0]), float(length[1])
     base, middle = joints.heads[0], joints.tails[0]
@@ -335,7 +335,7 @@ def straight_at(joints: JointRows, chain: Sequence[int], target: np.ndarray, tol
     heads, tails = joints.heads, joints.tails
     top = chain[-1]
     base = heads[top]
-    two = len(chain) == 2  # (two bones: the line through the middle joint, as `fabrik.bend_if_straight_at`)
+    two = len(chain) == 2  # (two bones: the line through the middle joint, as `starts.bend_if_straight_at`)
     axis = tails[chain[1] if two else chain[0]] - base
     length = np.sqrt((axis * axis).sum(axis=0))
     straight = length >= EPSILON
@@ -352,7 +352,7 @@ def _bend_if_straight_at(
     tree: MovingTree, joints: JointRows, chain: tuple[int, ...], target: np.ndarray, tolerance: float
 ) -> None:
     """Where a chain is straight with its target on its own line (off its tip), bend it as
-    `fabrik.bend_if_straight_at` does: the whole branch below the chain's first bone (of two bones, the chain)
+    `starts.bend_if_straight_at` does: the whole branch below the chain's first bone (of two bones, the chain)
     turns 0.2 rad about the joint it hangs from, about the first bone's X axis where frames are carried, else a
     fixed perpendicular."""
     if len(chain) < 2:

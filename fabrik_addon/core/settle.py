@@ -294,7 +294,8 @@ def _bounded(
             kept, correction = (jw.T @ np.linalg.solve(gram, np.stack((jb @ along, e), axis=1))).T  # (one solve)
         free_pull = along - kept  # the pull with what it would change removed
         moved = free_pull + correction if basis is None else basis @ (free_pull + correction)
-        pushed = np.flatnonzero(((values <= lo + ON_BOUND) & (moved < 0.0)) | ((values >= hi - ON_BOUND) & (moved > 0.0)))
+        low, high = (values <= lo + ON_BOUND) & (moved < 0.0), (values >= hi - ON_BOUND) & (moved > 0.0)
+        pushed = np.flatnonzero(low | high)
         outwards = [
             (c, ix, iz, normal) for c, (ix, iz, normal) in enumerate(rims)
             if c not in rimmed and normal[0] * moved[ix] + normal[1] * moved[iz] > 0.0

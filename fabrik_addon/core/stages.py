@@ -36,7 +36,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import bend, fabrik, limb, limits, pole, quat, refine, settle
+from . import bend, fabrik, limb, limits, pole, quat, refine, settle, starts
 from .angles import AngleRig, TreeGoals, goal_errors_of
 from .fabrik import SLOW_WINDOW
 from .local import rotations_from_zero
@@ -48,8 +48,8 @@ from .tree import Joints, MovingTree, Start
 from .vec import Vec, dist
 
 __all__ = [
-    "JUMP", "NEAR", "VAIN", "Solved", "Solving", "Stage", "exact_limb", "followed", "free_passes", "other_starts", "passes",
-    "refined", "run", "searched", "settled",
+    "JUMP", "NEAR", "VAIN", "Solved", "Solving", "Stage", "exact_limb", "followed", "free_passes", "other_starts",
+    "passes", "refined", "run", "searched", "settled",
 ]
 
 #: From the last frame's pose, a solve whose start has every goal within this share of its chain's reach is near:
@@ -350,7 +350,7 @@ def free_passes(s: Solving) -> None:
     s.budget.spend(report.iterations)
     frames = start.frames if solved.frames is None else solved.frames
     rotations = local_rotations_inside(tree, start, frames) if report.converged else None
-    if rotations is None and report.converged and report.iterations == 1 and not s.budget.spent and fabrik.spreads(
+    if rotations is None and report.converged and report.iterations == 1 and not s.budget.spent and starts.spreads(
         free, s.asked, settings
     ):
         rimmed = _spread_within(tree, free, s.asked[0], start, joints)
@@ -461,7 +461,7 @@ def searched(s: Solving) -> None:
     if s.vain is not None and len(s.vain) == len(targets) and all(
         dist(a, b) <= VAIN * size for a, b, size in zip(targets, s.vain, s.problem.reach)
     ):
-        return  # (a search for targets this near found nothing a frame or so ago: they lie outside what the limits reach)
+        return  # (a search for targets this near found nothing lately: they lie outside what the limits reach)
     found = run(
         s.search, s.skeleton, s.tree, s.asked, s.start, replace(s.settings, explore=True, max_iterations=s.budget.left),
         free=s.free, nearest=True,
