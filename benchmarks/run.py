@@ -52,7 +52,7 @@ import mocap  # noqa: E402
 from fabrik_addon.blender import pins, props  # noqa: E402
 from rigs import (  # noqa: E402
     ITERATIONS, chain_layout, chain_reach, class_rigs, convert_from_blender_ik, hand_layout, hinged_hand_rigs,
-    humanoid_rigs, layout_rigs, live_layout, mocap_rigs, quiet, rigify_offset, rigify_rigs, robot_arm_rigs,
+    humanoid_rigs, layout_rigs, live_layout, mocap_rigs, quiet, rigify_rigs, robot_arm_rigs,
     set_mode, tentacle_rigs,
 )
 from fabrik_addon.blender.status import statuses  # noqa: E402
@@ -94,10 +94,13 @@ class RigSpec:
     #: Other frames timed apart (given the frame number), and what they are; the jumps' when `jump_every` is set.
     apart: Callable[[int], bool] | None = None
     apart_label: str = ""
+    #: Whether the frames timed apart are those where FABRIK's pose stretches some bone (read from the scene).
+    apart_stretched: bool = False
 
     def __post_init__(self) -> None:
         if self.jump_every and self.apart is None:
             every = self.jump_every
+            # (a run plays frames 1 to N)
             self.apart, self.apart_label = (lambda frame: frame > 1 and (frame - 1) % every == 0), "after a jump"
 
 
@@ -171,7 +174,7 @@ SPECS = [
       for spec, build, note in CLASSES],
     RigSpec("humanoid", "humanoid (Rigify, 5 eff., poles)", humanoid_rigs,
             target="FABRIK cost < 1.5 ms", check=lambda row: max(row["fabrik"]) < 0.0015),
-    RigSpec("rigify stretch", "Rigify human, converted, IK Stretch", rigify_rigs, apart=lambda frame: rigify_offset(frame) > 0.0,
+    RigSpec("rigify stretch", "Rigify human, converted, IK Stretch", rigify_rigs, apart_stretched=True,
             apart_label="stretched", target="stretched frame as one within reach",
             check=lambda row: bool(row["apart_ratio"]) and max(row["apart_ratio"]) <= 1.25),
     RigSpec("mocap", "captured motion, 52 bones (5 eff., 4 poles)", mocap_rigs, **CLASS_TARGET),
@@ -205,6 +208,9 @@ class Scene:
     stopped: Counter = field(default_factory=Counter)
     #: FABRIK's iterations per rig and frame.
     iterations: list = field(default_factory=list)
+    #: Per timed frame, whether some bone of the rigs is scaled (IK stretch), where that is asked for.
+    stretched: list = field(default_factory=list)
+    track_stretch: bool = False
 
 
 def build_scenes(spec: RigSpec, frames: range) -> tuple[list[Scene], str]:
@@ -235,7 +241,7 @@ def build_scenes(spec: RigSpec, frames: range) -> tuple[list[Scene], str]:
                 mocap.pin_feet(rig, frames)
             if mode == "fabrik" and spec.root:
                 mocap.free_root(rig)
-        scenes.append(Scene(mode, scene, rigs, pairs))
+        scenes.append(Scene(mode, scene, rigs, pairs, track_stretch=spec.apart_stretched and mode == "fabrik"))
     return scenes, note
 
 
@@ -257,12 +263,24 @@ def play_block(entry: Scene, block: range, warm: int) -> None:
                 getattr(status.report, "stopped_by", None) or f"no solve ({status.message})" for status in shown
             )
             entry.iterations.extend(status.report.iterations for status in shown if status.report is not None)
+        if entry.track_stretch:
+            entry.stretched.append(any_stretched(entry))
         if entry.mode != "none":
             entry.errors.append(worst_error(entry))
             now = local_rotations(entry)
             if before is not None:
                 entry.turns.append(largest_turn(before, now))
             before = now
+
+
+def any_stretched(entry: Scene) -> bool:
+    """Whether some pose bone of the scene's rigs has a scale off 1 (IK stretch wrote one)."""
+    for rig in entry.rigs:
+        scales = np.empty(3 * len(rig.pose.bones), dtype=np.float32)
+        rig.pose.bones.foreach_get("scale", scales)
+        if np.abs(scales - 1.0).max(initial=0.0) > 1e-4:
+            return True
+    return False
 
 
 def local_rotations(entry: Scene) -> np.ndarray:
@@ -360,14 +378,23 @@ def measure_run(spec: RigSpec, frames: range) -> tuple[dict, str]:
 def apart_costs(spec: RigSpec, frames: range, by_mode: dict[str, Scene]) -> dict:
     """FABRIK's median IK cost (its frame less the frame without IK) over the frames timed apart, and over the
     others; {} where the spec times none apart."""
-    if spec.apart is None:
+    if spec.apart_stretched:
+        chosen = by_mode["fabrik"].stretched
+    elif spec.apart is not None:
+        chosen = [spec.apart(f) for f in frames]
+    else:
         return {}
-    chosen = [spec.apart(f) for f in frames]
+    if all(chosen) or not any(chosen):
+        return {}  # (too few frames to time any apart, or none like the others)
 
-    def median(mode: str, apart: bool) -> float:
-        return statistics.median(t for t, c in zip(by_mode[mode].frame_times, chosen) if c == apart)
+    def median(times: list[float], apart: bool) -> float:
+        return statistics.median(t for t, c in zip(times, chosen) if c == apart)
 
-    return {"apart": median("fabrik", True) - median("none", True), "together": median("fabrik", False) - median("none", False)}
+    frame, none, solver = by_mode["fabrik"].frame_times, by_mode["none"].frame_times, by_mode["fabrik"].solver_times
+    return {
+        "apart": median(frame, True) - median(none, True), "together": median(frame, False) - median(none, False),
+        "apart_solver": median(solver, True), "together_solver": median(solver, False),
+    }
 
 
 def summarize(spec: RigSpec, runs: list[dict], frames: int) -> dict:
@@ -382,6 +409,9 @@ def summarize(spec: RigSpec, runs: list[dict], frames: int) -> dict:
     row["apart"] = [run["apart"] for run in runs if "apart" in run]
     row["together"] = [run["together"] for run in runs if "together" in run]
     row["apart_ratio"] = [a / t for a, t in zip(row["apart"], row["together"]) if t > 0.0]
+    row["apart_solver_ratio"] = [
+        run["apart_solver"] / run["together_solver"] for run in runs if run.get("together_solver", 0.0) > 0.0
+    ]
     # FABRIK's cost over Blender's, per run (a run whose Blender cost vanished in the noise has no ratio).
     row["ratio"] = [run["fabrik"] / run["blender"] for run in runs if run["blender"] > 0.0]
     for key in ("outside", "after_write"):
@@ -459,8 +489,8 @@ def print_table(specs: list[RigSpec], rows: dict[str, dict], runs: int) -> None:
 def print_split(specs: list[RigSpec], rows: dict[str, dict]) -> None:
     """The second table: the solver's part of a frame, and frames timed apart against the others."""
     print("| rig | FABRIK solver ms | FABRIK frame without the solver ms | solver / frame without it "
-          "| frames timed apart | their IK cost ms | the others' IK cost ms | apart / others |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|")
+          "| frames timed apart | their IK cost ms | the others' IK cost ms | apart / others | solver, apart / others |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|---:|")
     for spec in specs:
         row = rows.get(spec.key)
         if row is None:
@@ -468,9 +498,11 @@ def print_split(specs: list[RigSpec], rows: dict[str, dict]) -> None:
         share = span(min(row["solver_share"]), max(row["solver_share"]), 2) + "x"
         if row["apart"]:
             ratio = span(min(row["apart_ratio"]), max(row["apart_ratio"]), 2) + "x" if row["apart_ratio"] else "–"
-            apart = (spec.apart_label, ms_range(row["apart"]), ms_range(row["together"]), ratio)
+            solver = row["apart_solver_ratio"]
+            solver = span(min(solver), max(solver), 2) + "x" if solver else "–"
+            apart = (spec.apart_label, ms_range(row["apart"]), ms_range(row["together"]), ratio, solver)
         else:
-            apart = ("–", "–", "–", "–")
+            apart = ("–",) * 5
         print("| " + " | ".join((spec.label, ms_range(row["solver"]), ms_range(row["rest"]), share, *apart)) + " |")
 
 
@@ -590,7 +622,7 @@ def main() -> int:
           "frame less its solver time: reading, checking and writing the pose, and Blender's evaluation), medians "
           "per run, min–max over the runs. Frames timed apart: the frames right after a jump of the target, or the "
           "frames where the limbs stretch; their IK cost (FABRIK's frame less the frame without IK, medians over "
-          "those frames) against the other frames'.")
+          "those frames) against the other frames', and the solver's own time likewise.")
     print()
     print_split(specs, rows)
     if memory is not None:

@@ -324,7 +324,7 @@ class FABRIK_OT_pole_add(Operator):
         where = pole_point(joints, x_axis, z_axis, self.distance * reach)
         angle = None if where is None else pole_angle_for(obj, context, effector, frame, where)
         if angle is None:
-            self.report({'ERROR'}, "The chain has no length: no side for a pole")
+            self.report({'ERROR'}, "No pole angle leaves this chain where it is (no length, or no side to face)")
             return {'CANCELLED'}
         size = 0.1 * reach * rig.mean_scale(obj)
         pole = _new_empty(context, obj, f"Pole-{effector.bone}", obj.matrix_world @ Matrix.Translation(Vector(where)),

@@ -126,7 +126,8 @@ def settings_of(obj, warm: bool, size: float, floor: Floor | None = None) -> Sol
     solution favours continuity over exploring; `floor`: its Floor in armature space (`floor.plane`)."""
     settings = obj.fabrik
     return SolveSettings(
-        max_iterations=settings.iterations, tolerance=settings.tolerance * size, explore=not warm, floor=floor
+        max_iterations=settings.iterations, tolerance=settings.tolerance * size, explore=not warm, floor=floor,
+        from_previous=settings.start == 'PREVIOUS',
     )
 
 

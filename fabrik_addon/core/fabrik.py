@@ -43,7 +43,7 @@ import math
 from typing import Sequence
 
 from . import limits, pole, quat
-from .problem import Goal, SolveReport, SolveSettings, goal_reached
+from .problem import Goal, SolveReport, SolveSettings, goal_reached, warm_poles
 from .quat import Quat
 from .starts import bend_if_straight_at, is_two_bone_chain, pulled_at_tip, settle_two_bones, spread_evenly, spreads
 from .stopping import Stopping, iterate
@@ -295,7 +295,7 @@ def solve_from(
             framed = True
             break
     joints = Joints(tree, start, framed)
-    holds = joints.holds = pole.holds(tree, joints, goals, settings.tolerance, not settings.explore) if framed else []
+    holds = joints.holds = pole.holds(tree, joints, goals, settings.tolerance, warm_poles(settings)) if framed else []
     for chain, goal in zip(tree.goal_chain, goals):
         bend_if_straight_at(tree, joints, chain, goal, settings.tolerance)
     tolerance = settings.tolerance

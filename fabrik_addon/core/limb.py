@@ -37,7 +37,7 @@ from typing import Sequence
 
 from . import limits, pole, quat
 from .starts import settle_two_bones
-from .problem import Goal, SolveReport, SolveSettings
+from .problem import Goal, SolveReport, SolveSettings, warm_poles
 from .quat import Quat
 from .tree import Joints, MovingTree, Start, tails_of
 from .vec import Vec, add, cross, dist, dot, norm, scale, sub
@@ -192,7 +192,7 @@ def solve(
     if inner <= outer and not inner <= span <= outer:
         aim = add(base, scale(away, min(max(span, inner), outer) / span))
     if goal.pole is not None:
-        pole.holds(tree, joints, goals, settings.tolerance, not settings.explore)
+        pole.holds(tree, joints, goals, settings.tolerance, warm_poles(settings))
     if not settle_two_bones(tree, joints, aim):
         return None
     ways = _ways(tree, start, joints.frames, hinge)

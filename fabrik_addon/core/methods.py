@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The stages of a part without joint limits, as the plan (`plan.free_stages`) names them.
+"""The stages of a part without joint limits, as the plan (`plan.FREE_STAGES`) names them.
 
 Like a limited part's (`stages`), each is a small function of the solve in
 progress (`stages.Solving`) that gives the whole answer or leaves it to the
@@ -185,6 +185,7 @@ def offsets_refined(s: Solving) -> None:
     attempt = 0
     for attempt, attempt_start in enumerate((_after(s.skeleton, s.tree, s.start, best), s.start)):
         if s.budget.spent or (attempt > 0 and not settings.explore):
+            attempt = max(0, attempt - 1)  # (the attempts made: this one is not)
             break
         rig = AngleRig(s.tree, attempt_start)
         refined = refine.solve(rig, problem, settings.tolerance, s.budget.left)

@@ -45,7 +45,10 @@ from .quat import Quat
 from .tree import Joints, MovingTree
 from .vec import EPSILON, Vec, add, cross, dist, dot, norm, scale, sub
 
-__all__ = ["STRAIGHT", "PoleHold", "bend_normal", "blender_turn", "holds", "turn_about_pole", "up_vector"]
+__all__ = [
+    "STRAIGHT", "PoleHold", "bend_normal", "blender_turn", "held_vector", "holds", "turn_about_pole", "up_vector",
+    "warm_turn",
+]
 
 #: Joints closer than this fraction of the chain's reach to its line count as on it (single-precision poses).
 STRAIGHT = 1e-5
@@ -174,7 +177,7 @@ def holds(
     chosen for a knee. The turn is of the start pose only: the tip is then
     pulled to its target as ever, so it costs no reach. What the turn does
     to the chain's bend plane is kept as a vector fixed in the first bone
-    (`_held`) that should face a given way; each iteration turns the chain
+    (`held_vector`) that should face a given way; each iteration turns the chain
     about its base-target line back to it (`turn_about_pole`), which never
     moves a tip that is on its target. A straight chain whose tip is already
     on its target (within `tolerance`) is left straight: bent, it would only
@@ -197,22 +200,20 @@ def holds(
         base = joints.heads[top]
         target = tuple(float(c) for c in goal.target)
         up = _up(joints.frames[top], goal.pole_angle)
+        pole_at = tuple(float(c) for c in goal.pole)
         points = _rest_points(tree, joints, chain)
-        local = held_vector(points, goal.pole_angle)
         end = add(base, quat.rotate(joints.frames[top], points[-1])) if warm else joints.tails[chain[0]]
-        rows = _turn(base, end, up, target, tuple(float(c) for c in goal.pole))
-        if rows is None:
+        held = _held(base, joints.frames[top], end, points, target, pole_at, goal.pole_angle)
+        if held is None:
             continue  # undefined (pole on the target line, target on the base): the chain keeps its own plane
-        turn = quat.from_matrix(rows)
-        hold = PoleHold(chain, target, local, quat.rotate(turn, quat.rotate(joints.frames[top], local)))
+        local, wanted, turn = held
+        hold = PoleHold(chain, target, local, wanted)
         below = tree.subtree(top)
         alone = tree.derived.get(("pole alone", g))
         if alone is None:  # (whether no other goal hangs below the chain's first bone: kept with the tree)
             alone = tree.derived[("pole alone", g)] = all(h == g for k in below for h in tree.goals_at[k])
-        if alone and warm:  # (the end to the target and the held vector its way, the shortest turn that does both)
-            rows = _turn(base, joints.tails[chain[0]], quat.rotate(joints.frames[top], local), target,
-                         add(base, hold.wanted))
-            turn = None if rows is None else quat.from_matrix(rows)
+        if alone and warm:
+            turn = _shortest(base, joints.frames[top], joints.tails[chain[0]], local, target, wanted)
         if alone and turn is not None:
             turn_rigidly(joints, below, base, turn)
             up = quat.rotate(turn, up)
@@ -223,18 +224,37 @@ def holds(
     return holds
 
 
+def _held(
+    base: Vec, frame: Quat, end: Vec, points: Sequence[Vec], target: Vec, pole_at: Vec, pole_angle: float
+) -> tuple[Vec, Vec, Quat] | None:
+    """Blender's turn of a chain (its first bone's head and frame, its end, its rest points in that bone) towards
+    its target and pole, and the hold it leaves: the held vector in the first bone (`held_vector`) and where it
+    should face. None where the turn is undefined."""
+    rows = _turn(base, end, _up(frame, pole_angle), target, pole_at)
+    if rows is None:
+        return None
+    turn = quat.from_matrix(rows)
+    local = held_vector(points, pole_angle)
+    return local, quat.rotate(turn, quat.rotate(frame, local)), turn
+
+
+def _shortest(base: Vec, frame: Quat, end: Vec, local: Vec, target: Vec, wanted: Vec) -> Quat | None:
+    """The shortest turn of a chain about its base that points its end at the target and its held vector (`local`,
+    in its first bone of this frame) the way `wanted` asks, seen along that line; None where undefined."""
+    rows = _turn(base, end, quat.rotate(frame, local), target, add(base, wanted))
+    return None if rows is None else quat.from_matrix(rows)
+
+
 def warm_turn(
     base: Vec, frame: Quat, points: Sequence[Vec], target: Vec, pole_at: Vec, pole_angle: float
 ) -> Quat | None:
     """The turn `holds` gives a chain from the last frame's pose whose tip is on its target: its first bone's head and
     frame, and its rest points in that bone (`_rest_points`); None where undefined."""
-    local = held_vector(points, pole_angle)
-    now = quat.rotate(frame, local)
-    rows = _turn(base, add(base, quat.rotate(frame, points[-1])), _up(frame, pole_angle), target, pole_at)
-    if rows is None:
+    held = _held(base, frame, add(base, quat.rotate(frame, points[-1])), points, target, pole_at, pole_angle)
+    if held is None:
         return None
-    rows = _turn(base, target, now, target, add(base, quat.rotate(quat.from_matrix(rows), now)))
-    return None if rows is None else quat.from_matrix(rows)
+    local, wanted, _ = held
+    return _shortest(base, frame, target, local, target, wanted)
 
 
 def _rest_points(tree: MovingTree, joints: Joints, chain: tuple[int, ...]) -> list[Vec]:

@@ -93,10 +93,10 @@ def auto_pole_angle_warm(
             if fm is None:
                 break
             a, fa, b, fb = (a, fa, middle, fm) if fa * fm <= 0.0 else (middle, fm, b, fb)
-        root = a if abs(fa) <= abs(fb) else b
-        if best is None or abs(off(root) or 0.0) < abs(off(best) or 0.0):
-            best = root
-    return best
+        root, miss = (a, fa) if abs(fa) <= abs(fb) else (b, fb)
+        if best is None or abs(miss) < best[1]:
+            best = root, abs(miss)
+    return None if best is None else best[0]
 
 
 def pole_point(joints: Sequence[Sequence[float]], x_axis: Sequence[float], z_axis: Sequence[float],

@@ -61,12 +61,22 @@ class SolveSettings:
     #: turned towards rest once the goals are reached, so a path that closes brings the pose back.
     explore: bool = True
     restarts: int = 3
+    #: Whether the rig goes on from its previous solution frame after frame (Start From: Previous Solution), its
+    #: first frame too: a pole then turns a chain as if at rest with its first bone where it stands (`pole.holds`),
+    #: not by Blender's rule on the chain as it stands. A frame that goes on from the last (`explore` off) always
+    #: does.
+    from_previous: bool = False
     #: A plane no tip and no moving joint goes below (`floor.Floor`: a point and a unit normal, armature space),
     #: or None. FABRIK's plan holds it; the comparison solvers and IK stretch leave it out.
     floor: tuple | None = None
     #: A root that may move (`root.Root`), or None: the root stays where the animator put it. FABRIK's plan and
     #: the comparison solvers alike move it; `root.validate` checks it.
     root: tuple | None = None
+
+
+def warm_poles(settings: SolveSettings) -> bool:
+    """Whether poles turn chains as from the previous solution (`SolveSettings.from_previous`)."""
+    return settings.from_previous or not settings.explore
 
 
 @dataclass

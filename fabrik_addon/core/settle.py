@@ -282,28 +282,30 @@ def _bounded(
     basis = None  # columns: the directions the step may take (None: every coordinate's own, until one is held)
     held: set[int] = set()
     rimmed: set[int] = set()
-    for _ in range(HELD_ROUNDS):
+    for round_ in range(HELD_ROUNDS + 1):
         jb = j if basis is None else j @ basis
         jw = jb * weight
         gram = lsq.damped_gram(jb, jw, damping)
         if pull is None:
-            kept, correction = np.zeros(len(values)), jw.T @ np.linalg.solve(gram, e)
+            kept, correction = np.zeros(jb.shape[1]), jw.T @ np.linalg.solve(gram, e)
             along = kept
         else:
             along = pull if basis is None else basis.T @ pull
             kept, correction = (jw.T @ np.linalg.solve(gram, np.stack((jb @ along, e), axis=1))).T  # (one solve)
         free_pull = along - kept  # the pull with what it would change removed
         moved = free_pull + correction if basis is None else basis @ (free_pull + correction)
+        if round_ == HELD_ROUNDS:
+            break  # (the step worked out with the last basis: the one it is taken in)
         low, high = (values <= lo + ON_BOUND) & (moved < 0.0), (values >= hi - ON_BOUND) & (moved > 0.0)
-        pushed = np.flatnonzero(low | high)
+        pushed = [i for i in np.flatnonzero(low | high).tolist() if i not in held]
         outwards = [
             (c, ix, iz, normal) for c, (ix, iz, normal) in enumerate(rims)
             if c not in rimmed and normal[0] * moved[ix] + normal[1] * moved[iz] > 0.0
         ]
-        if not len(pushed) and not outwards or pushed.size and set(pushed.tolist()) <= held and not outwards:
+        if not pushed and not outwards:
             break
         basis = np.eye(len(values)) if basis is None else basis
-        for i in pushed.tolist():
+        for i in pushed:
             held.add(i)
             basis[:, i] = 0.0
         for c, ix, iz, normal in outwards:
@@ -356,13 +358,6 @@ def _plain_step(
         )
         return free_pull_.tolist(), step.tolist(), correct
     return free_pull, [min(max(v + m, low), high) - v for v, m, low, high in zip(values, moved, lo, hi)], None
-
-
-def _weighted_gram(j: np.ndarray, weight: np.ndarray | None, damping: float) -> tuple[np.ndarray, np.ndarray]:
-    """J's columns weighed (`Freedom.settling_weight`), and the damped Gram matrix J W J^T + damping^2 I of a
-    weighed least-squares step."""
-    jw = j if weight is None else j * weight
-    return jw, lsq.damped_gram(j, jw, damping)
 
 
 def idle_twists_kept(

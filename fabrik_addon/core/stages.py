@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The stages of a limited solve, and the one loop that runs them.
+"""The stages of a limited solve, the solve in progress every part's stages share, and the loop that runs them.
 
-A part with joint limits is solved by a short list of stages that its plan
-names (`plan.limited_stages`). Each stage is a small function of the solve in
-progress (`Solving`: the start, the goals, one iteration budget, the poses the
-stages before it made); it offers a pose, gives the whole answer, or finds it
-has nothing to do. The stages:
+A part is solved by a short list of stages that its plan names (for a part
+with joint limits, `plan.limited_stages`; without, `methods`). Each stage is a
+small function of the solve in progress (`Solving`: the start, the goals, one
+iteration budget, the poses the stages before it made); it offers a pose,
+gives the whole answer, or finds it has nothing to do. A limited part's:
 
 - `exact_limb`: a two-bone limb's exact answer (`limb`), where it keeps every limit;
 - `free_passes`: FABRIK on the tree without its limits, where they are open
@@ -20,7 +20,8 @@ has nothing to do. The stages:
 - `settled`: the joints the goals leave free turned into the poles' planes
   and, from the last frame's pose, towards rest;
 - `searched`: from the last frame's pose, where every attempt missed a target
-  in reach, this frame's whole search, since a jump is better than a miss.
+  in reach, this frame's whole search, since a jump is better than a miss
+  (not again while the targets stay near those one found nothing for).
 
 Where several poses reach, the nearest to the start in joint angles is kept,
 as TRAC-IK's distance mode does: other starts are tried only where the
@@ -40,7 +41,7 @@ from . import bend, fabrik, limb, limits, pole, quat, refine, settle, starts
 from .angles import AngleRig, TreeGoals, goal_errors_of
 from .fabrik import SLOW_WINDOW
 from .local import rotations_from_zero
-from .problem import Goal, SolveReport, SolveSettings
+from .problem import Goal, SolveReport, SolveSettings, warm_poles
 from .quat import Quat
 from .skeleton import Pose, Skeleton
 from .stopping import Budget
@@ -94,7 +95,7 @@ def after(skeleton: Skeleton, tree: MovingTree, start: Start, solved: Solved) ->
 
 
 class Solving:
-    """One limited part's solve in progress: what every stage reads, the budget, and the best pose so far."""
+    """One part's solve in progress: what every stage reads, the budget, and the best pose so far."""
 
     def __init__(
         self, skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings,
@@ -304,7 +305,7 @@ class Solving:
         return solved
 
 
-#: A stage of a limited solve: it offers a pose to the solve in progress, or gives its whole answer.
+#: A stage: it offers a pose to the solve in progress, or gives its whole answer.
 Stage = Callable[[Solving], None]
 
 
@@ -313,7 +314,7 @@ def run(
     settings: SolveSettings, kept: AngleRig | None = None, free: MovingTree | None = None,
     search: Sequence[Stage] = (), nearest: bool = False, vain: tuple[Vec, ...] | None = None,
 ) -> Solved:
-    """Solve a limited part by its stages, in order, until one gives the whole answer; in continuity mode `kept` is
+    """Solve a part by its stages, in order, until one gives the whole answer; in continuity mode `kept` is
     the rig the last frame left, where the caller keeps it, `search` the stages of this frame's whole search
     (`nearest`: see `Solving`) and `vain` the targets a recent one found nothing for."""
     solving = Solving(skeleton, tree, goals, start, settings, kept, free, search, nearest, vain)
@@ -437,8 +438,7 @@ def settled(s: Solving) -> None:
     best = s.best
     if s.answer is not None or best is None or not best.report.converged or s.budget.spent:
         return
-    warm = not s.settings.explore
-    holds = pole.holds(s.tree, Joints(s.tree, s.start, framed=True), s.goals, s.settings.tolerance, warm) if any(
+    holds = pole.holds(s.tree, Joints(s.tree, s.start, framed=True), s.goals, s.settings.tolerance, warm_poles(s.settings)) if any(
         g.pole for g in s.goals
     ) else []
     if not holds and s.settings.explore:
