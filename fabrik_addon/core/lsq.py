@@ -56,7 +56,11 @@ def damped_steps(
     long) and its weighted rows J W: the damped least-squares steps of one Gram matrix."""
     if len(rows) <= PLAIN_STEP_ROWS:
         gram = damped_gram_plain(rows, weighted, damping)
-        return [transposed_times(weighted, solve(gram, b), count) for b in sides]
+        solved = _three(gram, sides) if len(gram) == 3 else None
+        if solved is None:
+            return [transposed_times(weighted, solve(gram, b), count) for b in sides]
+        r0, r1, r2 = weighted
+        return [[a * y0 + b * y1 + c * y2 for a, b, c in zip(r0, r1, r2)] for y0, y1, y2 in solved]
     j = np.array(weighted)
     gram = damped_gram(j if weighted is rows else np.array(rows), j, damping)
     try:
@@ -97,3 +101,32 @@ def solve(a: list[list[float]], b: list[float]) -> list[float]:
         row = a[col]
         x[col] = (x[col] - sum(map(mul, row[col + 1:], x[col + 1:]))) / row[col]
     return x
+
+
+def _three(a: list[list[float]], sides: list[list[float]]) -> list[list[float]] | None:
+    """x with a x = b for each b, a a 3x3 symmetric positive definite matrix (one position goal's damped Gram
+    matrix: Cholesky's factors written out, half the work of elimination); None where it is not positive
+    definite."""
+    d0 = a[0][0]
+    if not d0 > 0.0:
+        return None
+    l00 = d0 ** 0.5
+    l10, l20 = a[1][0] / l00, a[2][0] / l00
+    d1 = a[1][1] - l10 * l10
+    if not d1 > 0.0:
+        return None
+    l11 = d1 ** 0.5
+    l21 = (a[2][1] - l20 * l10) / l11
+    d2 = a[2][2] - l20 * l20 - l21 * l21
+    if not d2 > 0.0:
+        return None
+    l22 = d2 ** 0.5
+    out = []
+    for b0, b1, b2 in sides:
+        y0 = b0 / l00
+        y1 = (b1 - l10 * y0) / l11
+        y2 = (b2 - l20 * y0 - l21 * y1) / l22
+        x2 = y2 / l22
+        x1 = (y1 - l21 * x2) / l11
+        out.append([(y0 - l10 * x1 - l20 * x2) / l00, x1, x2])
+    return out

@@ -322,30 +322,36 @@ def _bounded_step_plain(
     if not rows:
         return [0.0] * n  # (no goal pulls: no step)
     # The basis' columns, each as (coordinate, coefficient) pairs: the coordinate's own at first, none once it is
-    # held on a bound, a rim's tangent for a swing on its cone's rim.
-    basis: list[tuple] = [((i, 1.0),) for i in range(n)]
+    # held on a bound, a rim's tangent for a swing on its cone's rim (made where the first step needs it).
+    basis: list[tuple] | None = None
     held: set[int] = set()
     rims: set[int] = set()
     delta = [0.0] * n
     for attempt in range(4):
-        jb = rows if attempt == 0 else [_in_basis(row, basis) for row in rows]
-        d = lsq.damped_step(jb, e, damping, n)
-        delta = [0.0] * n
-        for i, column in enumerate(basis):
-            for r, c in column:
-                delta[r] += c * d[i]
+        if basis is None:
+            delta = lsq.damped_step(rows, e, damping, n)
+        else:
+            d = lsq.damped_step([_in_basis(row, basis) for row in rows], e, damping, n)
+            delta = [0.0] * n
+            for i, column in enumerate(basis):
+                for r, c in column:
+                    delta[r] += c * d[i]
         moved = [a * p for a, p in zip(delta, pliancy)]
         changed = False
         for i in range(n):
             if i not in held and (
                 (values[i] <= lo[i] + ON_BOUND and moved[i] < 0.0) or (values[i] >= hi[i] - ON_BOUND and moved[i] > 0.0)
             ):
+                if basis is None:
+                    basis = [((k, 1.0),) for k in range(n)]
                 held.add(i)
                 basis[i] = ()
                 changed = True
         for c, (ix, iz, normal) in enumerate(cones):
             if c in rims or normal[0] * moved[ix] + normal[1] * moved[iz] <= 0.0:
                 continue
+            if basis is None:
+                basis = [((k, 1.0),) for k in range(n)]
             rims.add(c)
             basis[iz] = ()
             basis[ix] = () if ix in held or iz in held else (
