@@ -44,7 +44,7 @@ PIN_AT = (0.5, -0.5, 1.0)
 FLOOR_AT = 0.3
 POLL = 0.1
 WAIT_TICKS = 50
-WATCHDOG = 50.0
+WATCHDOG = 150.0  # seconds: it stops a hang, so a loaded machine has room
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # gui_driver_kit.py is copied beside it
 import gui_driver_kit as kit  # noqa: E402

@@ -48,7 +48,7 @@ LONG_RANGE = (1, 4000)
 SEARCH_TEXT = "fabrik effector"
 POLL = 0.1
 WAIT_TICKS = 60
-WATCHDOG = 75.0
+WATCHDOG = 150.0
 SCAN_STEP = 6  # pixels between the places the button scan looks at
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # gui_driver_kit.py is copied beside it

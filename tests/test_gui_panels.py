@@ -21,7 +21,7 @@ from gui_session import ARTIFACTS, run_gui_once
 pytestmark = pytest.mark.gui
 
 DRIVER = Path(__file__).resolve().parent / "gui_panels_driver.py"
-GUI_TIMEOUT = 90
+GUI_TIMEOUT = 180
 SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_pins",
              "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_root", "VIEW3D_PT_fabrik_retarget",
              "VIEW3D_PT_fabrik_testing")
