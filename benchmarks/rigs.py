@@ -241,22 +241,11 @@ def rigify_rigs(frames: range) -> tuple[list, str]:
     """A human Rigify generates from its metarig (about 700 bones), its arms and legs switched to IK, converted
     (Convert IK Constraints, IK Stretch kept on); each hand and foot control swings out along its limb, beyond
     reach, and back in."""
-    import addon_utils
-
-    addon_utils.enable("rigify", default_set=True)
-    try:
-        with quiet():
-            bpy.ops.object.armature_human_metarig_add()
-            metarig = bpy.context.object
-            bpy.ops.pose.rigify_generate()
-            rig = bpy.context.object
-    finally:
-        addon_utils.disable("rigify", default_set=True)
-        for handler in list(bpy.app.handlers.load_post):  # (Rigify leaves it behind; it raises on later loads)
-            if getattr(handler, "__module__", "").startswith("rigify"):
-                bpy.app.handlers.load_post.remove(handler)
-    bpy.ops.object.mode_set(mode="OBJECT")
-    bpy.data.objects.remove(metarig)
+    with quiet():  # (Rigify prints a line a step)
+        rig = rigbuild.generated_rigify()
+    for obj in list(bpy.context.scene.objects):  # (the metarig it came from: not part of the measure)
+        if obj.type == "ARMATURE" and obj is not rig:
+            bpy.data.objects.remove(obj)
     for side in "LR":
         rig.pose.bones[f"upper_arm_parent.{side}"]["IK_FK"] = 0.0
         rig.pose.bones[f"thigh_parent.{side}"]["IK_FK"] = 0.0

@@ -407,35 +407,26 @@ KNEE_LIMITS = {"lock": "YZ", "x": (-150, 0)}
 LIMB_BEND = 15.0
 
 
-def _arm(name: str, bend: float) -> RigCase:
-    """Chest, upper arm and forearm (elbow bent by `bend` at rest); pole behind the elbow."""
+def _arm(name: str, bend: float, hand: bool = False) -> RigCase:
+    """Chest, upper arm and forearm (elbow bent by `bend` at rest), and with `hand` the hand in the chain too (the
+    effector at its tail); pole behind the elbow."""
     shoulder = Vector((0.18, 0.0, 1.45))
+    names, lengths = ["upper_arm", "forearm", "hand"][: 3 if hand else 2], (0.28, 0.26, 0.09)
     bones = [("chest", (0.0, 0.0, 1.2), (0.0, 0.0, 1.45), None, False, (0.0, -1.0, 0.0))]
-    bones += planar_chain(["upper_arm", "forearm"], shoulder, (1, 0, 0), (0, -1, 0), (0.28, 0.26), (0.0, bend), "chest")
+    bones += planar_chain(names, shoulder, (1, 0, 0), (0, -1, 0), lengths[: len(names)], (0.0, bend, 0.0), "chest")
     rig = _armature(name, bones)
     rigbuild.set_limits(rig, "upper_arm", **SHOULDER_LIMITS)
     rigbuild.set_limits(rig, "forearm", **ELBOW_LIMITS)
+    if hand:
+        rigbuild.set_limits(rig, "hand", **WRIST_LIMITS)
     elbow = rig.data.bones["forearm"].head_local
-    pole, angle = _pole(rig, f"{name}_pole", elbow + Vector((0.0, 0.45, 0.0)), "upper_arm", "forearm")
-    return RigCase(name, rig, [EffectorSpec("forearm", 2, pole=pole, pole_angle=angle)])
+    pole, angle = _pole(rig, f"{name}_pole", elbow + Vector((0.0, 0.45, 0.0)), "upper_arm", names[-1])
+    return RigCase(name, rig, [EffectorSpec(names[-1], len(names), pole=pole, pole_angle=angle)])
 
 
 def build_arm_hand_pole() -> RigCase:
     """The bent arm with its hand in the chain: the effector at the hand's tail, the elbow pole behind."""
-    name = "arm_hand_pole"
-    shoulder = Vector((0.18, 0.0, 1.45))
-    bones = [("chest", (0.0, 0.0, 1.2), (0.0, 0.0, 1.45), None, False, (0.0, -1.0, 0.0))]
-    bones += planar_chain(
-        ["upper_arm", "forearm", "hand"], shoulder, (1, 0, 0), (0, -1, 0), (0.28, 0.26, 0.09), (0.0, LIMB_BEND, 0.0),
-        "chest",
-    )
-    rig = _armature(name, bones)
-    rigbuild.set_limits(rig, "upper_arm", **SHOULDER_LIMITS)
-    rigbuild.set_limits(rig, "forearm", **ELBOW_LIMITS)
-    rigbuild.set_limits(rig, "hand", **WRIST_LIMITS)
-    elbow = rig.data.bones["forearm"].head_local
-    pole, angle = _pole(rig, f"{name}_pole", elbow + Vector((0.0, 0.45, 0.0)), "upper_arm", "hand")
-    return RigCase(name, rig, [EffectorSpec("hand", 3, pole=pole, pole_angle=angle)])
+    return _arm("arm_hand_pole", LIMB_BEND, hand=True)
 
 
 def _leg(name: str, bend: float) -> RigCase:

@@ -375,3 +375,35 @@ def measure(rig, margin: float = 0.02) -> list[tuple[str, float, bool]]:
             distance, reach = effector_reach(rig, effector)
             rows.append((effector.bone, effector_error(rig, effector), distance <= (1.0 - margin) * reach))
     return rows
+
+
+# Rigify's generated human, for the tests and benchmarks that take one.
+
+def disable_rigify() -> None:
+    """Switch Blender's bundled Rigify off again, with the load_post handler it leaves behind.
+
+    Rigify 5.0 appends a load_post handler at register and leaves it at
+    unregister; it then raises on every later file load (its armature property
+    is gone), which later code would read as an error of ours.
+    """
+    import addon_utils
+
+    addon_utils.disable("rigify", default_set=True)
+    for handler in list(bpy.app.handlers.load_post):
+        if getattr(handler, "__module__", "").startswith("rigify"):
+            bpy.app.handlers.load_post.remove(handler)
+
+
+def generated_rigify():
+    """A human rig Rigify generated from its metarig, in Object Mode (Rigify switched off again after)."""
+    import addon_utils
+
+    addon_utils.enable("rigify", default_set=True)
+    try:
+        bpy.ops.object.armature_human_metarig_add()
+        bpy.ops.pose.rigify_generate()
+        rig = bpy.context.object  # (the generated rig is made active; "rig" may be taken by another scene's)
+    finally:
+        disable_rigify()
+    bpy.ops.object.mode_set(mode='OBJECT')
+    return rig

@@ -20,35 +20,6 @@ def empty_scene() -> None:
     bpy.ops.wm.read_factory_settings(use_empty=True)
 
 
-def disable_rigify() -> None:
-    """Switch Blender's bundled Rigify off again, with the load_post handler it leaves behind.
-
-    Rigify 5.0 appends a load_post handler at register and leaves it at
-    unregister; it then raises on every later file load (its armature property
-    is gone), which later tests would read as an error of ours.
-    """
-    import addon_utils
-
-    addon_utils.disable("rigify", default_set=True)
-    for handler in list(bpy.app.handlers.load_post):
-        if getattr(handler, "__module__", "").startswith("rigify"):
-            bpy.app.handlers.load_post.remove(handler)
-
-
-def generated_rigify():
-    """A human rig Rigify generated from its metarig, in Object Mode (Rigify switched off again after)."""
-    import addon_utils
-
-    addon_utils.enable("rigify", default_set=True)
-    try:
-        bpy.ops.object.armature_human_metarig_add()
-        bpy.ops.pose.rigify_generate()
-    finally:
-        disable_rigify()
-    bpy.ops.object.mode_set(mode='OBJECT')
-    return bpy.data.objects["rig"]
-
-
 def tip_world(rig, bone: str):
     """World position of a bone's tail as Blender evaluates it."""
     depsgraph = bpy.context.evaluated_depsgraph_get()

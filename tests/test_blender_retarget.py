@@ -14,7 +14,7 @@ import bpy
 import numpy as np
 import pytest
 
-from blender_scenes import RecordingLayout, disable_rigify, generated_rigify, rigbuild, tip_world
+from blender_scenes import RecordingLayout, rigbuild, tip_world
 from fabrik_addon.blender import animdata, pins, retarget, retarget_work, status
 from walk_clip import FRAMES, HINGES, SHIN, THIGH, import_walk, stocky_rig
 
@@ -137,7 +137,7 @@ def test_a_rigify_human_metarig_takes_the_walk(tmp_path):
 
     clip = import_walk(tmp_path)
     rig = humanoid.metarig()
-    disable_rigify()
+    rigbuild.disable_rigify()
     rig.fabrik.retarget_source = clip
     assert retarget.map_bones(rig) == []
     assert retarget.mapping(rig)["shin.L"] == ("LeftLeg", "shin.L") and retarget.mapping(rig)["head"][1] == "spine.006"
@@ -236,7 +236,7 @@ def test_a_rig_rigify_generated_takes_the_walk_through_its_fk_controls(tmp_path)
     neck), Retarget sets its arms' and legs' IK/FK switches to FK, so that the deforming bones follow the chains
     FABRIK poses; every goal is reached; the deforming feet stand still where they are held (the generated
     controls carry no IK limits to break); Remove takes the retarget away and puts the switches back."""
-    rig = generated_rigify()
+    rig = rigbuild.generated_rigify()
     clip = import_walk(tmp_path)
     rig.fabrik.retarget_source = clip
     assert retarget.map_bones(rig) == []

@@ -14,7 +14,7 @@ import bpy
 import numpy as np
 import pytest
 
-from blender_scenes import generated_rigify  # (first: it puts samples/ on the path)
+from blender_scenes import rigbuild  # (first: it puts samples/ on the path)
 import mocap_clips
 from fabrik_addon.blender import retarget, retarget_work
 from retarget_measures import LIMBS, Track, measure, slides
@@ -179,7 +179,7 @@ def test_a_t_pose_clip_drives_an_a_pose_rig_through_the_two_rests(tmp_path, moti
 def test_onto_a_generated_rigify_human_its_deforming_bones_keep_the_motion(tmp_path, motion):
     """Through its FK controls (their parents held to the root's turn by its constraints), measured on the
     deforming bones the mesh follows."""
-    rig = generated_rigify()
+    rig = rigbuild.generated_rigify()
     clip = mocap_clips.import_clip(tmp_path, motion)
     work = retargeted(clip, rig)
     check_kept(clip, rig, work, deforming(retarget.mapping(rig)), ankles={s: f"DEF-shin.{s}.001" for s in "LR"})
@@ -271,7 +271,7 @@ def test_a_mixamo_named_clip_with_fingers_onto_a_generated_rigify_human(tmp_path
     curl: each deforming finger bone points, frame by frame, where the clip's finger bone's turn since the first
     frame takes it (the rig's fingers rest otherwise; its deforming fingers stretch between their tweaks, so their
     twist is their own)."""
-    rig = generated_rigify()
+    rig = rigbuild.generated_rigify()
     clip = mocap_clips.key_clip("crouch", fingers=True, location=(-1.5, 0.0, 0.0))
     bpy.context.view_layer.objects.active = clip
     bpy.ops.object.mode_set(mode='EDIT')

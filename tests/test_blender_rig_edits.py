@@ -7,7 +7,7 @@ from __future__ import annotations
 import bpy
 import pytest
 
-from blender_scenes import chain_rig, disable_rigify, rigbuild, target_world, tip_world
+from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 from fabrik_addon.blender import constraints, integrity
 from fabrik_addon.blender.status import statuses
 
@@ -275,7 +275,7 @@ def rigify_file(registered_addon, tmp_path_factory) -> str:
         path = str(tmp_path_factory.mktemp("rigify") / "rig.blend")
         bpy.ops.wm.save_as_mainfile(filepath=path)
     finally:
-        disable_rigify()
+        rigbuild.disable_rigify()
     return path
 
 

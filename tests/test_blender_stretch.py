@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fabrik_addon
-from blender_scenes import chain_rig, disable_rigify, rigbuild, target_world, tip_world
+from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 from fabrik_addon.blender import bake, constraints, memory, solve
 from fabrik_addon.blender.status import statuses
 
@@ -233,7 +233,7 @@ def test_a_generated_rigify_arm_converted_stretches_as_its_own_ik_does():
         assert all(statuses[rig.name].reached.values())
         np.testing.assert_allclose(lengths(), theirs, atol=MATCH * rest.mean())
     finally:
-        disable_rigify()
+        rigbuild.disable_rigify()
 
 
 def joint_positions(rig) -> np.ndarray:

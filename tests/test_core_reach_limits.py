@@ -500,10 +500,10 @@ def test_settling_keeps_only_steps_that_bring_the_joints_nearer_their_rest():
         step = settle._settling_step
 
         def watched(*args, **kwargs):
-            used, outcome = step(*args, **kwargs)
+            used, outcome, away = step(*args, **kwargs)
             if outcome:
                 distances.append(settle._away(rig.values(free), free.rest, free.settling_weight))
-            return used, outcome
+            return used, outcome, away
 
         settle._settling_step = watched
         try:

@@ -14,7 +14,7 @@ import pytest
 from mathutils import Vector
 
 import fabrik_addon
-from blender_scenes import ROOT, disable_rigify, empty_scene, rigbuild
+from blender_scenes import ROOT, empty_scene, rigbuild
 from fabrik_addon.blender import bake, motion
 
 SAMPLES = ("chain", "robot_arm", "tentacle", "hand", "hexapod", "humanoid", "ur5")
@@ -36,7 +36,7 @@ def scene():
     empty_scene()
     yield bpy.context.scene
     if "rigify" in bpy.context.preferences.addons:
-        disable_rigify()
+        rigbuild.disable_rigify()
 
 
 def load_demo():

@@ -10,6 +10,7 @@ from mathutils import Matrix
 
 from ..core import Pose, Skeleton, channels
 from ..core.limits import JointLimit
+from ..core.matrix_rows import unit_frames
 from . import memory
 
 # Pose-bone IK settings (Blender's names) and the JointLimit fields they fill.
@@ -186,12 +187,8 @@ def pose_matrices(obj) -> np.ndarray:
 def current_pose(obj, skeleton: Skeleton) -> Pose:
     """The pose as Blender last evaluated it, in armature space (scale dropped)."""
     m = pose_matrices(obj)[pose_bone_order(obj)].astype(np.float64)
-    frames = m[:, :3, :3]
-    # A bone scaled to zero has no frame: its axes become NaN, quietly, and whatever is built on them is refused
-    # where it would be written (live solving names the bone; a bake leaves those frames unkeyed).
-    with np.errstate(invalid="ignore", divide="ignore"):
-        frames /= np.linalg.norm(frames, axis=1, keepdims=True)
-    return Pose(m[:, :3, 3].copy(), frames.copy(), skeleton.lengths)
+    # (a bone scaled to zero has NaN axes, which live solving refuses, naming the bone, and a bake leaves unkeyed)
+    return Pose(m[:, :3, 3].copy(), unit_frames(m), skeleton.lengths)
 
 
 def pose_locations(obj) -> np.ndarray:

@@ -35,7 +35,7 @@ from .angles import AngleRig, TreeGoals, goal_errors_of
 from .fabrik import SLOW_WINDOW
 from .problem import Goal, SolveReport, SolveSettings
 from .skeleton import Skeleton
-from .stages import Solved, Solving, after as _after, of_rig as _of_rig
+from .stages import Solved, Solving, after as _after, of_joints, of_rig as _of_rig
 from .stopping import unreached
 from .tree import Joints, MovingTree, Start
 
@@ -46,13 +46,6 @@ __all__ = ["CRAWL_WINDOW", "finished", "offset_passes", "offsets_refined", "pass
 CRAWL_WINDOW = 1
 
 
-def _of_joints(tree: MovingTree, start: Start, joints: Joints | None, report: SolveReport) -> Solved:
-    """What FABRIK's joints make of the nodes (None: the start as it was)."""
-    if joints is None:
-        return Solved(report)
-    return Solved(report, joints.final_frames(tree, start), list(joints.heads))
-
-
 def passes(s: Solving) -> None:
     """FABRIK's careful descent; handing over to the refinement where the passes crawl (`_crawls`)."""
     s.crawling = _crawls(s.skeleton, s.tree, s.goals, s.start, s.settings)
@@ -61,7 +54,7 @@ def passes(s: Solving) -> None:
         window=CRAWL_WINDOW if s.crawling is not None else 0,
     )
     s.budget.spend(report.iterations)
-    s.joints, s.best = joints, _of_joints(s.tree, s.start, joints, report)
+    s.joints, s.best = joints, of_joints(s.tree, s.start, joints, report)
 
 
 def finished(s: Solving) -> None:
@@ -88,7 +81,7 @@ def wandered(s: Solving) -> None:
     joints, other = fabrik.solve_from(tree, goals, after, s.budget.settings(settings), careful=False)
     s.budget.spend(other.iterations)
     if other.converged or sum(other.errors) < sum(report.errors) * (1.0 - settings.stall_fraction):
-        solved = Solved(other, after.frames, after.heads) if joints is None else _of_joints(tree, after, joints, other)
+        solved = Solved(other, after.frames, after.heads) if joints is None else of_joints(tree, after, joints, other)
     solved.report.restarts = 1
     s.answer = solved
 
@@ -129,9 +122,7 @@ def _finished(
         used += refined.iterations
         if refined.converged:
             if used < budget:
-                aim = settle.pole_aim(tree, joints.holds, None)
-                crawl = 1.0 if joints.holds else settle.CRAWL  # (into a pole's plane all the way)
-                used += settle.settle(rig, problem, settings.tolerance, budget - used, aim, crawl)
+                used += settle.into_poles(rig, problem, settings.tolerance, budget - used, joints.holds, None)
             errors, rotation_errors = goal_errors_of(rig, problem)
             report = SolveReport(used, errors, True, "converged", rotation_errors=rotation_errors)
             return Solved(report, list(rig.frames), list(rig.heads), rig)
@@ -146,7 +137,7 @@ def _finished(
             tree, problem.goals, after, replace(settings, max_iterations=budget - used), careful=True
         )
         used += report.iterations
-        best = Solved(report, after.frames, after.heads) if joints is None else _of_joints(tree, after, joints, report)
+        best = Solved(report, after.frames, after.heads) if joints is None else of_joints(tree, after, joints, report)
     if refined_solved is not None and not best.report.converged and (
         problem.cost(refined_solved.report.errors, refined_solved.report.rotation_errors)
         < problem.cost(best.report.errors, best.report.rotation_errors)
@@ -167,7 +158,7 @@ def offset_passes(s: Solving) -> None:
         tree, goals, start, s.budget.settings(settings), careful=True, window=SLOW_WINDOW
     )
     s.budget.spend(report.iterations)
-    s.best = _of_joints(tree, start, joints, report)
+    s.best = of_joints(tree, start, joints, report)
     if report.converged or all(g.weight <= 0.0 for g in goals):  # (goals of no weight pull nothing)
         if report.stopped_by == "handover":
             report.stopped_by = "stalled"

@@ -692,14 +692,13 @@ def _above_floor(tree: MovingTree, goals: Sequence[Goal], start: Start, settings
     problem = TreeGoals(tree, goals, plane, held)
     refined = refine.solve(rig, problem, settings.tolerance, max(0, settings.max_iterations - used))
     stopped = "unreachable" if not refined.converged and solved.report.stopped_by == "unreachable" else refined.stopped_by
-    report = SolveReport(
-        used + refined.iterations, refined.errors, refined.converged, stopped, restarts=solved.report.restarts,
-        rotation_errors=refined.rotation_errors,
+    report = replace(
+        solved.report, iterations=used + refined.iterations, errors=refined.errors, converged=refined.converged,
+        stopped_by=stopped, rotation_errors=refined.rotation_errors,
     )
-    above = Solved(report, list(rig.frames), list(rig.heads), rig, vain=solved.vain)
-    if start.fixed is not None:  # (a start forward kinematics made: the rig's own rotations are the channels')
-        above.rotations = list(rig.local)
-    return above
+    # (a start forward kinematics made: the rig's own rotations are the channels')
+    rotations = list(rig.local) if start.fixed is not None else None
+    return replace(solved, report=report, frames=list(rig.frames), heads=list(rig.heads), rig=rig, rotations=rotations)
 
 
 def _better(report: SolveReport, than: SolveReport) -> bool:

@@ -203,7 +203,7 @@ def holds(
         pole_at = tuple(float(c) for c in goal.pole)
         points = _rest_points(tree, joints, chain)
         end = add(base, quat.rotate(joints.frames[top], points[-1])) if warm else joints.tails[chain[0]]
-        held = _held(base, joints.frames[top], end, points, target, pole_at, goal.pole_angle)
+        held = _held(base, joints.frames[top], up, end, points, target, pole_at, goal.pole_angle)
         if held is None:
             continue  # undefined (pole on the target line, target on the base): the chain keeps its own plane
         local, wanted, turn = held
@@ -225,12 +225,12 @@ def holds(
 
 
 def _held(
-    base: Vec, frame: Quat, end: Vec, points: Sequence[Vec], target: Vec, pole_at: Vec, pole_angle: float
+    base: Vec, frame: Quat, up: Vec, end: Vec, points: Sequence[Vec], target: Vec, pole_at: Vec, pole_angle: float
 ) -> tuple[Vec, Vec, Quat] | None:
-    """Blender's turn of a chain (its first bone's head and frame, its end, its rest points in that bone) towards
-    its target and pole, and the hold it leaves: the held vector in the first bone (`held_vector`) and where it
-    should face. None where the turn is undefined."""
-    rows = _turn(base, end, _up(frame, pole_angle), target, pole_at)
+    """Blender's turn of a chain (its first bone's head, frame and up vector, its end, its rest points in that
+    bone) towards its target and pole, and the hold it leaves: the held vector in the first bone (`held_vector`)
+    and where it should face. None where the turn is undefined."""
+    rows = _turn(base, end, up, target, pole_at)
     if rows is None:
         return None
     turn = quat.from_matrix(rows)
@@ -250,7 +250,8 @@ def warm_turn(
 ) -> Quat | None:
     """The turn `holds` gives a chain from the last frame's pose whose tip is on its target: its first bone's head and
     frame, and its rest points in that bone (`_rest_points`); None where undefined."""
-    held = _held(base, frame, add(base, quat.rotate(frame, points[-1])), points, target, pole_at, pole_angle)
+    end = add(base, quat.rotate(frame, points[-1]))
+    held = _held(base, frame, _up(frame, pole_angle), end, points, target, pole_at, pole_angle)
     if held is None:
         return None
     local, wanted, _ = held

@@ -39,7 +39,7 @@ from . import lsq, quat
 from .stopping import Stopping
 from .angles import FRAME_AXES, AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, rotation_error, swing_derivative
 
-__all__ = ["Refined", "linearised", "linearised_plain", "residual", "solve"]
+__all__ = ["Refined", "held_basis", "linearised", "linearised_plain", "residual", "solve"]
 
 #: Starting damping, as a fraction of the largest chain's reach.
 DAMPING = 0.05
@@ -61,6 +61,8 @@ WINDOW = 6
 PLAIN_COORDINATES = 48
 #: A coordinate this close to a bound (radians) counts as sitting on it.
 ON_BOUND = 1e-9
+#: How often a step held by a bound or a cone's rim is worked out again (`held_basis`).
+HELD_ROUNDS = 3
 
 
 @dataclass
@@ -274,36 +276,48 @@ def _bounded_step(
     held: set[int] = set()
     rims: set[int] = set()
     delta = np.zeros(n)
-    for _ in range(4):
+    for round_ in range(HELD_ROUNDS + 1):
         jb = j if basis is None else j @ basis
         d = jb.T @ np.linalg.solve(lsq.damped_gram(jb, jb, damping), e)
         delta = d if basis is None else basis @ d
         moved = delta * pliancy  # the step in the coordinates themselves
-        changed = False
-        pushed = np.flatnonzero(((values <= lo + ON_BOUND) & (moved < 0.0)) | ((values >= hi - ON_BOUND) & (moved > 0.0)))
-        if basis is None and (len(pushed) or cones):
-            basis = np.eye(n)
-        for i in pushed:
-            if i not in held:
-                held.add(int(i))
-                basis[:, i] = 0.0
-                changed = True
-        for c, (ix, iz, normal) in enumerate(cones):
-            if c in rims or normal[0] * moved[ix] + normal[1] * moved[iz] <= 0.0:
-                continue
-            rims.add(c)
-            basis[:, ix] = 0.0
-            basis[:, iz] = 0.0
-            if ix not in held and iz not in held:
-                # The rim's tangent, in the scaled coordinates the step is taken in.
-                basis[ix, ix], basis[iz, ix] = -normal[1] / pliancy[ix], normal[0] / pliancy[iz]
-            changed = True
+        if round_ == HELD_ROUNDS:
+            break  # (the step worked out with the last basis: the one it is taken in)
+        basis, changed = held_basis(basis, held, rims, values, moved, lo, hi, cones, pliancy)
         if not changed:
             break
     largest = np.abs(delta * pliancy).max(initial=0.0)
     if largest > MAX_STEP:
         delta *= MAX_STEP / largest
     return (np.clip(values + delta * pliancy, lo, hi) - values) / pliancy
+
+
+def held_basis(
+    basis: np.ndarray | None, held: set[int], rims: set[int], values: np.ndarray, moved: np.ndarray, lo: np.ndarray,
+    hi: np.ndarray, cones: list, scale: np.ndarray,
+) -> tuple[np.ndarray | None, bool]:
+    """The directions a step may take, as columns (None: every coordinate's own), once a step `moved` is held: a
+    coordinate on a bound it would push past is left out, and a swing on its cone's rim it would push outwards
+    may only slide along the rim (the tangent in coordinates divided by `scale`, as the step is taken in).
+    `held` and `rims` keep what is held; the basis (made where first needed), and whether it changed."""
+    pushed = np.flatnonzero(((values <= lo + ON_BOUND) & (moved < 0.0)) | ((values >= hi - ON_BOUND) & (moved > 0.0)))
+    changed = False
+    for i in pushed.tolist():
+        if i not in held:
+            basis = np.eye(len(values)) if basis is None else basis
+            held.add(i)
+            basis[:, i] = 0.0
+            changed = True
+    for c, (ix, iz, normal) in enumerate(cones):
+        if c in rims or normal[0] * moved[ix] + normal[1] * moved[iz] <= 0.0:
+            continue
+        basis = np.eye(len(values)) if basis is None else basis
+        rims.add(c)
+        basis[:, ix] = basis[:, iz] = 0.0
+        if ix not in held and iz not in held:
+            basis[ix, ix], basis[iz, ix] = -normal[1] / scale[ix], normal[0] / scale[iz]
+        changed = True
+    return basis, changed
 
 
 def _bounded_step_plain(
@@ -327,7 +341,7 @@ def _bounded_step_plain(
     held: set[int] = set()
     rims: set[int] = set()
     delta = [0.0] * n
-    for attempt in range(4):
+    for attempt in range(HELD_ROUNDS + 1):
         if basis is None:
             delta = lsq.damped_step(rows, e, damping, n)
         else:
@@ -337,6 +351,8 @@ def _bounded_step_plain(
                 for r, c in column:
                     delta[r] += c * d[i]
         moved = [a * p for a, p in zip(delta, pliancy)]
+        if attempt == HELD_ROUNDS:
+            break  # (the step worked out with the last basis: the one it is taken in)
         changed = False
         for i in range(n):
             if i not in held and (

@@ -23,15 +23,17 @@ import numpy as np
 from . import limits, lsq, pole, quat
 from .angles import AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, limited_angles, values_after_turn
 from .problem import Goal
-from .refine import DAMPING_RANGE, ON_BOUND, PLAIN_COORDINATES, linearised_plain, linearised, residual
+from .refine import (
+    DAMPING_RANGE, HELD_ROUNDS, ON_BOUND, PLAIN_COORDINATES, held_basis, linearised, linearised_plain, residual,
+)
 from .quat import Quat
 from .skeleton import Skeleton
 from .stopping import Stopping
 from .tree import MovingTree, Start
 
 __all__ = [
-    "CRAWL", "DRIFT", "Aim", "drift_aim", "follow", "idle_twists_kept", "pole_aim", "random_start", "rest_aim",
-    "set_idle_twists", "settle", "start_twists",
+    "CRAWL", "DRIFT", "Aim", "drift_aim", "follow", "idle_twists_kept", "into_poles", "pole_aim", "random_start",
+    "rest_aim", "set_idle_twists", "settle", "start_twists",
 ]
 
 #: How much of the way to rest one settling step asks of the free joints at most (all of it: a step that loses
@@ -48,8 +50,6 @@ DRIFT = math.radians(15.0)
 #: made afresh, and where that one does not either, the step is given up.
 CORRECTIONS = 4
 SHRINK = 0.0625
-#: How often a settling step is worked out again with the coordinates it would push past a bound held.
-HELD_ROUNDS = 3
 #: Settling stops after this many steps in a row without progress (`stopping.Stopping`): undone (each asking half as
 #: much as the one before), or leaving more than CRAWL of the squared distance to the aim: the pose is as near
 #: its aim as the goals and limits let it come, or creeps towards one they keep it from.
@@ -147,18 +147,26 @@ def settle(
     # (its steps judged by the stopping rules: one undone, or one that crawls, is one without progress)
     stopping = Stopping(None, away, cap=max_iterations, fraction=1.0 - crawl, patience=STALLED)
     while iteration < max_iterations and stopping.going:
-        used, outcome = _settling_step(
+        used, outcome, away = _settling_step(
             rig, problem, free, aim, gain, damping, tolerance, max_iterations - iteration, SETTLED * gain / SETTLE_GAIN,
-            nearer=True,
+            away,
         )
         iteration += used
         if outcome is None:
             break
-        if outcome:
-            away = _away(rig.values(free), aim(rig, free), free.settling_weight)
         stopping.judge(away, False)
         gain = min(SETTLE_GAIN, 2.0 * gain) if outcome else 0.5 * gain
     return iteration
+
+
+def into_poles(
+    rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: int, holds: Sequence[pole.PoleHold],
+    anchor: AngleRig | None,
+) -> int:
+    """`settle` with `pole_aim`: into each pole's plane all the way (the side the chain bends to), elsewhere until
+    its steps crawl; the iterations used."""
+    aim = pole_aim(rig.tree, holds, anchor)
+    return settle(rig, problem, tolerance, max_iterations, aim, 1.0 if holds else CRAWL)
 
 
 def follow(
@@ -174,17 +182,18 @@ def follow(
     if not free.coordinates or max_iterations < 1:
         return 0, False
     damping = DAMPING_RANGE[0] * max(problem.reach)
-    used, outcome = _settling_step(rig, problem, free, aim, SETTLE_GAIN, damping, tolerance, max_iterations, -1.0)
+    used, outcome, _ = _settling_step(rig, problem, free, aim, SETTLE_GAIN, damping, tolerance, max_iterations, -1.0)
     return used, bool(outcome)
 
 
 def _settling_step(
     rig: AngleRig, problem: TreeGoals, free: Freedom, aim: Aim, gain: float, damping: float, tolerance: float,
-    max_iterations: int, settled: float, nearer: bool = False,
-) -> tuple[int, bool | None]:
-    """One step of `settle`: the iterations used, and whether every goal is reached after it and, with `nearer`,
-    the joints are nearer the aim (else the rig is put back); None, nothing moved, where the pull the goals leave
-    free is under `settled` already.
+    max_iterations: int, settled: float, away: float | None = None,
+) -> tuple[int, bool | None, float | None]:
+    """One step of `settle`: the iterations used; whether every goal is reached after it and, where `away` (the
+    joints' distance from the aim, `_away`) is given, the joints are nearer the aim (else the rig is put back),
+    None, nothing moved, where the pull the goals leave free is under `settled` already; and the distance after
+    it.
 
     Stiffness weighs both parts of the step, as it weighs the refinement's:
     the goals' correction and what keeps the goals where the pull would move
@@ -197,19 +206,19 @@ def _settling_step(
     wanted = aim(rig, free)
     free_pull, reaching, correct = step(rig, problem, free, wanted, gain, damping)
     if max(map(abs, free_pull), default=0.0) < settled:
-        return 1, None
+        return 1, None, away
     before = rig.snapshot()
-    away = _away(rig.values(free), wanted, free.settling_weight) if nearer else 0.0
     rig.step(free, reaching)
     # The null space is flat only to first order: corrections put the goals back.
     most = min(CORRECTIONS, max_iterations - 1)
     used, reached = _put_back(rig, problem, free, step, correct, damping, tolerance, most)
     # A step that lost a goal, or that left the joints no nearer their aim (where the poses that reach curve away
     # from the pull, a whole step can overshoot it, and each one after it further), is undone.
-    if not reached or (nearer and _away(rig.values(free), aim(rig, free), free.settling_weight) >= away):
+    now = None if away is None or not reached else _away(rig.values(free), aim(rig, free), free.settling_weight)
+    if not reached or (away is not None and now >= away):
         rig.restore(before)
-        return 1 + used, False
-    return 1 + used, True
+        return 1 + used, False, away
+    return 1 + used, True, now
 
 
 def _put_back(
@@ -278,7 +287,8 @@ def _bounded(
     its cone's rim that the step would push outwards may only slide along the rim, and the step is worked out
     again (as the refinement's: clamped afterwards, the step would move the goals)."""
     lo, hi = free.lo, free.hi
-    weight = np.ones(len(values)) if free.settling_weight is None else free.settling_weight
+    ones = np.ones(len(values))
+    weight = ones if free.settling_weight is None else free.settling_weight
     basis = None  # columns: the directions the step may take (None: every coordinate's own, until one is held)
     held: set[int] = set()
     rimmed: set[int] = set()
@@ -296,23 +306,9 @@ def _bounded(
         moved = free_pull + correction if basis is None else basis @ (free_pull + correction)
         if round_ == HELD_ROUNDS:
             break  # (the step worked out with the last basis: the one it is taken in)
-        low, high = (values <= lo + ON_BOUND) & (moved < 0.0), (values >= hi - ON_BOUND) & (moved > 0.0)
-        pushed = [i for i in np.flatnonzero(low | high).tolist() if i not in held]
-        outwards = [
-            (c, ix, iz, normal) for c, (ix, iz, normal) in enumerate(rims)
-            if c not in rimmed and normal[0] * moved[ix] + normal[1] * moved[iz] > 0.0
-        ]
-        if not pushed and not outwards:
+        basis, changed = held_basis(basis, held, rimmed, values, moved, lo, hi, rims, ones)
+        if not changed:
             break
-        basis = np.eye(len(values)) if basis is None else basis
-        for i in pushed:
-            held.add(i)
-            basis[:, i] = 0.0
-        for c, ix, iz, normal in outwards:
-            rimmed.add(c)
-            basis[:, ix] = basis[:, iz] = 0.0
-            if ix not in held and iz not in held:
-                basis[ix, ix], basis[iz, ix] = -normal[1], normal[0]  # the rim's tangent
     if basis is not None:
         free_pull = basis @ free_pull
     final = basis

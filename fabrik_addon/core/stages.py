@@ -89,6 +89,11 @@ def of_rig(rig: AngleRig, report: SolveReport) -> Solved:
     return Solved(report, list(rig.frames), list(rig.heads), rig)
 
 
+def of_joints(tree: MovingTree, start: Start, joints: Joints | None, report: SolveReport) -> Solved:
+    """What FABRIK's joints make of the nodes from `start` (None: they stay where the part's start has them)."""
+    return Solved(report) if joints is None else Solved(report, joints.final_frames(tree, start), list(joints.heads))
+
+
 def after(skeleton: Skeleton, tree: MovingTree, start: Start, solved: Solved) -> Start:
     """The start a stage goes on from once another left the nodes as `solved` has them."""
     return start if solved.frames is None else start.moved(skeleton, tree, solved.frames, solved.heads)
@@ -347,7 +352,7 @@ def free_passes(s: Solving) -> None:
     the next, the pose moves on from where the free passes had it."""
     tree, free, start, settings = s.tree, s.free, s.start, s.settings
     joints, report = fabrik.solve_from(free, s.asked, start, settings, careful=True, window=SLOW_WINDOW)
-    solved = Solved(report) if joints is None else Solved(report, joints.final_frames(free, start), list(joints.heads))
+    solved = of_joints(free, start, joints, report)
     s.budget.spend(report.iterations)
     frames = start.frames if solved.frames is None else solved.frames
     rotations = local_rotations_inside(tree, start, frames) if report.converged else None
@@ -438,16 +443,14 @@ def settled(s: Solving) -> None:
     best = s.best
     if s.answer is not None or best is None or not best.report.converged or s.budget.spent:
         return
-    holds = pole.holds(s.tree, Joints(s.tree, s.start, framed=True), s.goals, s.settings.tolerance, warm_poles(s.settings)) if any(
-        g.pole for g in s.goals
-    ) else []
+    poled = any(g.pole for g in s.goals)
+    joints = Joints(s.tree, s.start, framed=True) if poled else None
+    holds = pole.holds(s.tree, joints, s.goals, s.settings.tolerance, warm_poles(s.settings)) if poled else []
     if not holds and s.settings.explore:
         return
     rig = best.rig or AngleRig(s.tree, s.start, (best.heads, best.frames))
     anchor = None if s.settings.explore else AngleRig(s.tree, s.start)
-    aim = settle.pole_aim(s.tree, holds, anchor)
-    crawl = 1.0 if holds else settle.CRAWL  # (into a pole's plane all the way: the side it bends to)
-    s.budget.spend(settle.settle(rig, s.problem, s.settings.tolerance, s.budget.left, aim, crawl))
+    s.budget.spend(settle.into_poles(rig, s.problem, s.settings.tolerance, s.budget.left, holds, anchor))
     settle.set_idle_twists(rig, s.problem, s.twists())
     s.best = Solved(best.report, rig=rig)
 
