@@ -27,7 +27,7 @@ import bpy  # noqa: E402
 
 import fabrik_addon  # noqa: E402
 import rigs  # noqa: E402
-from fabrik_addon.blender import bake  # noqa: E402
+from fabrik_addon.blender.bake import baking  # noqa: E402
 
 
 #: The rigs that are not layouts, by builder (`rigs`): the tentacle of samples/tentacle.py, the rig classes of
@@ -61,7 +61,7 @@ def time_ours(layout, frames: range, continuous: bool) -> tuple[float, float]:
     """Seconds for FABRIK's bake of the rig, and the part of them its solver took."""
     rig = build(layout, "fabrik", frames)
     began = time.perf_counter()
-    result = bake.bake_object(rig, frames, warm_start=continuous)
+    result = baking.bake_object(rig, frames, warm_start=continuous)
     return time.perf_counter() - began, result.solver_seconds
 
 

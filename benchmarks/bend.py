@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402
 import fabrik_addon  # noqa: E402
 import rigbuild  # noqa: E402
 from rig_classes import planar_chain  # noqa: E402
-from fabrik_addon.blender import props, rig as addon_rig  # noqa: E402
+from fabrik_addon.blender.rig import armature, props  # noqa: E402
 from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
 
 #: A solve reaches when its tip is within this fraction of the reach.
@@ -89,7 +89,7 @@ def largest_bend(heads: np.ndarray, tails: np.ndarray) -> float:
 def measure(count: int, pole: bool, points: np.ndarray) -> dict:
     """Both solvers on every target of one chain: largest bends, reached counts."""
     rig, target, tip, angle = chain(count, pole)
-    skeleton = addon_rig.skeleton_of(rig)
+    skeleton = armature.skeleton_of(rig)
     tip_index = skeleton.index(tip)
     names = [f"bone{k}" for k in range(count)]
     indices = [skeleton.index(n) for n in names]
@@ -127,7 +127,7 @@ def main() -> int:
         fabrik_addon.unregister()
     print(f"\n{args.count} random reachable targets per row, every solve from the rest pose; bends in degrees.\n")
     print("| chain | pole | Blender: median largest bend | FABRIK: median largest bend | FABRIK / Blender (median) "
-          f"| target | met | reached: Blender | reached: FABRIK |")
+          "| target | met | reached: Blender | reached: FABRIK |")
     print("|---|---|---:|---:|---:|---|---|---:|---:|")
     for n, pole, r in rows:
         met = "PASS" if r["ratio"] <= TARGET else "MISS"

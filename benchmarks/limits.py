@@ -14,7 +14,7 @@ the same process), each solve starting from the rest pose:
   Animation mode, reiterating until converged on every evaluation, at most
   500 iterations, precision half the tolerance);
 * FABRIK: the add-on's core solver on the skeleton read from the rig
-  (`fabrik_addon.blender.rig.skeleton_of`), tolerance half the tolerance.
+  (`fabrik_addon.blender.rig.armature.skeleton_of`), tolerance half the tolerance.
 
 A sample is reached when every effector's tail is within `1e-3 * reach` of
 its target (reach: the summed bone lengths of the rig's longest effector
@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 from mathutils import Matrix  # noqa: E402
 
 import fabrik_addon  # noqa: E402
-from fabrik_addon.blender import props, rig as addon_rig  # noqa: E402
+from fabrik_addon.blender.rig import armature, props  # noqa: E402
 from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
 from rig_classes import RIG_CLASSES, RigCase, ik_limits, limit_violation, random_targets  # noqa: E402
 
@@ -164,7 +164,7 @@ class FabrikSolver:
 
     def __init__(self, case: RigCase, settings: SolveSettings) -> None:
         """Read the rig's skeleton (rest pose and limits) and its effectors' goals' fixed parts."""
-        self.skeleton = addon_rig.skeleton_of(case.obj)
+        self.skeleton = armature.skeleton_of(case.obj)
         self.settings = settings
         self.effectors = case.effectors
         self.tips = [self.skeleton.index(e.bone) for e in case.effectors]

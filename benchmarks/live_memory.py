@@ -18,8 +18,8 @@ from typing import Callable
 
 import bpy
 
-from fabrik_addon.blender import memory
-from fabrik_addon.blender.status import statuses
+from fabrik_addon.blender.rig import memory
+from fabrik_addon.blender.rig.status import statuses
 
 #: The animation each long playback loops over (as Blender's playback does), frames.
 LOOP = range(1, 201)

@@ -129,7 +129,7 @@ def build(frames: range, name: str = "Mocap"):
 def pin_feet(rig, frames: range) -> None:
     """Pin each foot where its target is when it sets down, over the frames it stands (the half cycle it stays
     on the ground), as Find Contacts would plant a captured walk's feet; two frames to take hold and let go."""
-    import fabrik_addon.blender.pins as pins
+    import fabrik_addon.blender.effectors.pins as pins
 
     scene = bpy.context.scene
     cycle = round(CYCLE * FPS)

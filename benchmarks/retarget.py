@@ -38,7 +38,7 @@ import mocap_clips  # noqa: E402
 import retarget_measures  # noqa: E402
 from rigs import quiet  # noqa: E402
 from walk_clip import stocky_rig  # noqa: E402
-from fabrik_addon.blender import retarget, retarget_work  # noqa: E402
+from fabrik_addon.blender.retarget import setup, job  # noqa: E402
 
 #: The rig the timing runs on: the clip's shape with longer legs and shorter arms, hinges and fingers.
 PROPORTIONS = dict(legs=1.2, arms=0.9)
@@ -88,7 +88,7 @@ def one_run(folder: Path, frames: int) -> dict:
     times["IK constraints"] = nla_bake(twin, frames)
     # The copy-rotation setup: each mapped bone copies its clip bone's rotation, the hips its place.
     copied = mocap_clips.rig_from(mocap_clips.Skeleton(**PROPORTIONS), "Copied", hinges=True, fingers=True)
-    for role, (clip_bone, rig_bone) in retarget.mapping(rig).items():
+    for role, (clip_bone, rig_bone) in setup.mapping(rig).items():
         turn = copied.pose.bones[rig_bone].constraints.new('COPY_ROTATION')
         turn.target, turn.subtarget = clip, clip_bone
         if role == "hips":
@@ -111,15 +111,15 @@ def kept(folder: Path, motion: str, which: str) -> dict:
     else:
         rig = mocap_clips.rig_from(mocap_clips.Skeleton(pose="A"), "APose")
     rig.fabrik.retarget_source = clip
-    retarget.map_bones(rig)
+    setup.map_bones(rig)
     began = time.perf_counter()
     with quiet():
-        work = retarget_work.Retargeting(bpy.context.scene, rig)
+        work = job.Retargeting(bpy.context.scene, rig)
         while not work.done:
             work.step()
         work.finish()
     seconds = time.perf_counter() - began
-    pairs = retarget.mapping(rig)
+    pairs = setup.mapping(rig)
     measures, _, track = retarget_measures.measure(clip, rig, pairs, work.frames, floor=work.layout.floor)
     slide = 0.0
     for s in "LR":

@@ -18,7 +18,7 @@ import bpy
 import numpy as np
 
 import rigbuild
-from fabrik_addon.blender import constraints
+from fabrik_addon.blender.effectors import constraints
 
 #: FABRIK's iteration cap on every rig but the 1000-bone chain (which keeps the add-on's defaults).
 ITERATIONS = 100

@@ -49,13 +49,14 @@ import numpy as np  # noqa: E402
 import fabrik_addon  # noqa: E402
 import live_memory  # noqa: E402
 import mocap  # noqa: E402
-from fabrik_addon.blender import pins, props  # noqa: E402
+from fabrik_addon.blender.effectors import pins  # noqa: E402
+from fabrik_addon.blender.rig import props
 from rigs import (  # noqa: E402
     ITERATIONS, chain_layout, chain_reach, class_rigs, convert_from_blender_ik, hand_layout, hinged_hand_rigs,
     humanoid_rigs, layout_rigs, live_layout, mocap_rigs, quiet, rigify_rigs, robot_arm_rigs,
     set_mode, tentacle_rigs,
 )
-from fabrik_addon.blender.status import statuses  # noqa: E402
+from fabrik_addon.blender.rig.status import statuses  # noqa: E402
 
 #: The three scenes of a rig, in their first order.
 MODES = ("none", "blender", "fabrik")
@@ -527,7 +528,7 @@ def paper_setting(trials: int = 500) -> str:
     import numpy as np
 
     from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
-    from fabrik_addon.core.matrix_rows import quaternion_to_matrix
+    from fabrik_addon.core.math.matrix_rows import quaternion_to_matrix
 
     n = 10
     skeleton = skeleton_from_points([-1] + list(range(n - 1)), [(0, 0, i) for i in range(n)], [(0, 0, i + 1) for i in range(n)])

@@ -9,13 +9,13 @@ lazily for that reason.
 
 def register() -> None:
     """Register the add-on's properties, operators, panels and handlers."""
-    from . import blender
+    from . import blender  # (here, so that `core` imports without bpy)
 
     blender.register()
 
 
 def unregister() -> None:
     """Unregister everything `register` added."""
-    from . import blender
+    from . import blender  # (here, so that `core` imports without bpy)
 
     blender.unregister()

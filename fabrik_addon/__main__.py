@@ -177,10 +177,10 @@ def main(argv: list[str]) -> int:
         return 2
 
     try:
-        import bpy
+        import bpy  # (here: without bpy the command still explains itself)
 
         from . import register
-        from .blender import bake
+        from .blender.bake import baking
     except ImportError as error:
         if debug:
             traceback.print_exc()
@@ -193,7 +193,7 @@ def main(argv: list[str]) -> int:
     if registered_here:
         register()
     try:
-        return _bake(bpy, bake, args)
+        return _bake(bpy, baking, args)
     except UsageError as error:
         print(f"fabrik: {error}", file=sys.stderr)
         return 2
@@ -209,12 +209,12 @@ def main(argv: list[str]) -> int:
     finally:
         # Leaving the add-on registered at interpreter exit crashes the bpy 4.2 module.
         if registered_here:
-            from . import unregister
+            from . import unregister  # (as `register` above)
 
             unregister()
 
 
-def check_object(bpy, bake, args):
+def check_object(bpy, baking, args):
     """The armature to bake, or UsageError naming what is wrong with the --object."""
     obj = bpy.data.objects.get(args.object)
     if obj is None:
@@ -224,11 +224,11 @@ def check_object(bpy, bake, args):
     if obj.type != 'ARMATURE':
         raise UsageError(f"object '{args.object}' in '{args.blend}' is of type {obj.type}, not an armature")
     if args.selected:
-        if not bake.bake_bones(obj, 'SELECTED'):
+        if not baking.bake_bones(obj, 'SELECTED'):
             raise UsageError(f"armature '{args.object}' has no selected bones to bake (select some, or drop --selected)")
     elif not any(effector.enabled for effector in obj.fabrik.effectors):
         raise UsageError(f"armature '{args.object}' has no enabled FABRIK effectors (add one in the FABRIK panel)")
-    elif not bake.bake_bones(obj, 'CHAINS'):
+    elif not baking.bake_bones(obj, 'CHAINS'):
         # bake_bones has let the effectors follow renamed bones; what is still missing is named.
         missing = [e.bone for e in obj.fabrik.effectors if e.enabled and e.bone not in obj.data.bones]
         listed = ", ".join(f"'{name}'" if name else "an empty name" for name in missing)
@@ -239,7 +239,7 @@ def check_object(bpy, bake, args):
     return obj
 
 
-def _bake(bpy, bake, args) -> int:
+def _bake(bpy, baking, args) -> int:
     """Open the file, check what it holds, bake, save; the exit status."""
     limits = bpy.types.Scene.bl_rna.properties["frame_current"]
     if args.frames is not None and not limits.hard_min <= args.frames[0] <= args.frames[-1] <= limits.hard_max:
@@ -249,10 +249,10 @@ def _bake(bpy, bake, args) -> int:
     except RuntimeError as error:
         message = str(error).strip().replace("\n", " ").removeprefix("Error: ")
         raise UsageError(f"cannot open '{args.blend}': {message}") from None
-    obj = check_object(bpy, bake, args)
-    result = bake.bake_object(
+    obj = check_object(bpy, baking, args)
+    result = baking.bake_object(
         obj, args.frames, 'SELECTED' if args.selected else 'CHAINS', args.new_action, args.cleanup, keep_live=False,
-        warm_start=bake.warm_start_of(obj, args.start.upper()),
+        warm_start=baking.warm_start_of(obj, args.start.upper()),
     )
     for problem in result.problems:
         print(f"warning: {problem}", file=sys.stderr)

@@ -72,12 +72,12 @@ def measure_status(context) -> None:
     each wrapped line's width in pixels measured with the interface font."""
     import blf
 
-    ui = addon().blender.ui
-    obj = addon().blender.setup_ops.rig_for_panel(context)
-    room = ui.room_for(context)
-    status = addon().blender.status.statuses.get(obj.name)
+    panels = addon().blender.ui.panels
+    obj = addon().blender.ui.setup_ops.rig_for_panel(context)
+    room = panels.room_for(context)
+    status = addon().blender.rig.status.statuses.get(obj.name)
     texts = [] if status is None else [status.message] + [
-        f"{e.name}: {ui.effector_state(obj, i)[1]}" for i, e in enumerate(obj.fabrik.effectors)]
+        f"{e.name}: {panels.effector_state(obj, i)[1]}" for i, e in enumerate(obj.fabrik.effectors)]
     lines = [line for text in texts for line in room.lines(text)]
     style = context.preferences.ui_styles[0].widget
     scale = getattr(context.preferences.system, "ui_scale", 0.0) or context.preferences.view.ui_scale
@@ -233,10 +233,10 @@ def make_state_steps(name, location, chain_length, expected):
 
     def wait_status():
         result["stage"] = f"{name}: wait for the status"
-        status = addon().blender.status.statuses.get("Rig")
-        if status is None or addon().blender.overlay.effector_status(status, 0) != expected:
+        status = addon().blender.rig.status.statuses.get("Rig")
+        if status is None or addon().blender.ui.overlay.effector_status(status, 0) != expected:
             return None
-        if (name == "switched") != (addon().blender.overlay.effector_status(status, 1) == 'DISABLED'):
+        if (name == "switched") != (addon().blender.ui.overlay.effector_status(status, 1) == 'DISABLED'):
             return None
         if status.message.startswith("the effectors changed"):
             # A solve put off to "the next update" (bones left the chain): nothing else moves here, so the
@@ -269,10 +269,10 @@ def make_state_steps(name, location, chain_length, expected):
         rows = red.any(axis=1)
         # Runs of rows holding red: one per red text line (or icon row).
         runs = int(rows[0]) + int(((rows[1:]) & ~rows[:-1]).sum())
-        status = addon().blender.status.statuses.get("Rig")
+        status = addon().blender.rig.status.statuses.get("Rig")
         result["states"][name] = {
-            "status": addon().blender.overlay.effector_status(status, 0), "message": status.message,
-            "second": addon().blender.overlay.effector_status(status, 1),
+            "status": addon().blender.ui.overlay.effector_status(status, 0), "message": status.message,
+            "second": addon().blender.ui.overlay.effector_status(status, 1),
             "effector_message": status.effectors.get(0), "screenshot": record["screenshot"], "shot": path,
             "sidebar_box": list(box), "window_size": [rgba.shape[1], rgba.shape[0]],
             "red_in_sidebar": int(red.sum()), "red_line_runs": runs,
@@ -362,8 +362,8 @@ def make_pin_steps(name: str, pin: float):
 
     def wait():
         result["stage"] = f"{name}: wait"
-        status = addon().blender.status.statuses.get("Rig")
-        if status is None or addon().blender.overlay.effector_status(status, 0) != "REACHED":
+        status = addon().blender.rig.status.statuses.get("Rig")
+        if status is None or addon().blender.ui.overlay.effector_status(status, 0) != "REACHED":
             return None
         if not result["drawn"].get("VIEW3D_PT_fabrik_pins"):
             view3d()[4].tag_redraw()
@@ -434,8 +434,8 @@ def make_floor_steps():
 
     def wait():
         result["stage"] = "floor: wait"
-        status = addon().blender.status.statuses.get("Rig")
-        if status is None or addon().blender.overlay.effector_status(status, 0) != "REACHED":
+        status = addon().blender.rig.status.statuses.get("Rig")
+        if status is None or addon().blender.ui.overlay.effector_status(status, 0) != "REACHED":
             return None
         if not result["drawn"].get("VIEW3D_PT_fabrik_solver"):
             view3d()[4].tag_redraw()
@@ -451,7 +451,7 @@ def make_floor_steps():
         result["floor"] = {
             "screenshot": shot, "lowest": min(heights), "tip": list(world @ evaluated.pose.bones[TIP].tail),
             "solver_drawn": bool(result["drawn"].get("VIEW3D_PT_fabrik_solver")),
-            "message": addon().blender.status.statuses["Rig"].message,
+            "message": addon().blender.rig.status.statuses["Rig"].message,
         }
         return POLL
 
@@ -507,11 +507,11 @@ def make_retarget_steps():
     def take():
         shot = shoot_sidebar("retarget", "retarget_blender34.png")
         stocky = bpy.data.objects["Stocky"]
-        status = addon().blender.status.statuses.get("Stocky")
+        status = addon().blender.rig.status.statuses.get("Stocky")
         result["retarget"] = {
             "screenshot": shot, "panel_drawn": bool(result["drawn"].get("VIEW3D_PT_fabrik_retarget")),
             "effectors": sorted(e.name for e in stocky.fabrik.effectors),
-            "refusal": addon().blender.retarget.refusal(stocky),
+            "refusal": addon().blender.retarget.setup.refusal(stocky),
             "reached": None if status is None else sorted(status.reached.items()),
         }
         return POLL
@@ -557,7 +557,7 @@ def make_root_steps():
 
     def wait():
         result["stage"] = "root: wait"
-        status = addon().blender.status.statuses.get("Body")
+        status = addon().blender.rig.status.statuses.get("Body")
         if status is None or not status.reached.get(2):
             return None
         if not result["drawn"].get("VIEW3D_PT_fabrik_root"):
@@ -574,7 +574,7 @@ def make_root_steps():
             "screenshot": shot, "panel_drawn": bool(result["drawn"].get("VIEW3D_PT_fabrik_root")),
             "hand_miss": (tip - bpy.data.objects["Body hand"].matrix_world.translation).length,
             "pelvis": list(body.pose.bones["pelvis"].location),
-            "message": addon().blender.status.statuses["Body"].message,
+            "message": addon().blender.rig.status.statuses["Body"].message,
         }
         return POLL
 

@@ -130,11 +130,11 @@ def distance(a, b) -> float:
 
 def rig_status() -> dict:
     """The rig's last solve as the panel shows it."""
-    status = addon().blender.status.statuses.get("Rig")
+    status = addon().blender.rig.status.statuses.get("Rig")
     if status is None:
         return {"solved": False}
     return {"solved": True, "ok": status.ok, "missed": status.missed, "message": status.message,
-            "effector0": addon().blender.overlay.effector_status(status, 0), "id": id(status)}
+            "effector0": addon().blender.ui.overlay.effector_status(status, 0), "id": id(status)}
 
 
 def last_operator() -> str | None:
@@ -390,7 +390,7 @@ def step_move_check():
     result["move"] = {"error": error, "tip_moved": distance(tip_world(), setup["tip_before_move"]),
                       "target_moved": moved, "status": rig_status(), "mode": rig().mode,
                       "active": bpy.context.view_layer.objects.active.name,
-                      "panel_rig": getattr(addon().blender.setup_ops.rig_for_panel(bpy.context), "name", None)}
+                      "panel_rig": getattr(addon().blender.ui.setup_ops.rig_for_panel(bpy.context), "name", None)}
     # Back to the rig in Pose Mode for the steps after (by script, an undo step of its own: they test other things).
     view_layer = bpy.context.view_layer
     target.select_set(False)

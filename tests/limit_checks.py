@@ -8,7 +8,7 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from fabrik_addon.core.limits import JointLimit
+from fabrik_addon.core.model.limits import JointLimit
 
 ANGLE_TOLERANCE = 1e-6
 

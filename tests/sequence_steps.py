@@ -16,7 +16,7 @@ import numpy as np
 from mathutils import Vector
 
 from blender_scenes import rigbuild
-from fabrik_addon.blender.held import held_bones
+from fabrik_addon.blender.rig.held import held_bones
 
 import rig_classes  # noqa: E402  (blender_scenes puts samples/ on the path)
 

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from fabrik_addon.core import Pose, Skeleton, skeleton_from_points
-from fabrik_addon.core.matrix_rows import quaternion_to_matrix
+from fabrik_addon.core.math.matrix_rows import quaternion_to_matrix
 
 
 def straight_chain(n: int, length: float = 1.0) -> Skeleton:
@@ -107,7 +107,7 @@ def random_chain(rng: np.random.Generator, n: int):
 
 def assert_unmoved_outside_chains(skeleton: Skeleton, goals, start: Pose, pose: Pose) -> None:
     """Bones neither in a goal's chain nor below one are exactly where they were."""
-    from fabrik_addon.core.tree import moving_tree
+    from fabrik_addon.core.model.tree import moving_tree
 
     moved = set(moving_tree(skeleton, goals).bones)
     for bone in range(len(skeleton)):

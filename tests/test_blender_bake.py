@@ -15,7 +15,8 @@ import pytest
 import addon_utils  # noqa: E402  (only importable once bpy is)
 import fabrik_addon
 from blender_scenes import ROOT, chain_rig, empty_scene, rigbuild
-from fabrik_addon.blender import animdata, bake, memory
+from fabrik_addon.blender.rig import animdata, memory
+from fabrik_addon.blender.bake import baking
 
 FRAMES = range(1, 25)
 
@@ -89,7 +90,7 @@ def test_baked_playback_equals_the_live_solve(build, continuous):
     reset_pose(rig)
     live = play(rig)
     reset_pose(rig)
-    result = bake.bake_object(rig, FRAMES, warm_start=continuous)
+    result = baking.bake_object(rig, FRAMES, warm_start=continuous)
     assert result.frames == len(FRAMES) and not rig.fabrik.live
     assert_keys_replay(rig, live)
 
@@ -145,7 +146,7 @@ def test_other_keys_stay_exactly_as_they_were():
     bpy.context.scene.frame_set(1)
     before_rig, before_extra = fcurve_bytes(rig), fcurve_bytes(extra)
     target_before = fcurve_bytes(rig.fabrik.effectors[0].target)
-    bake.bake_object(rig, range(5, 21), bones=["bone0", "bone1", "bone2", "bone3"])
+    baking.bake_object(rig, range(5, 21), bones=["bone0", "bone1", "bone2", "bone3"])
     after = fcurve_bytes(rig)
     baked = {f'pose.bones["bone{i}"].rotation_quaternion' for i in range(4)}
     for key, data in before_rig.items():
@@ -166,7 +167,7 @@ def test_cancel_leaves_everything_as_it_was():
     scene.frame_set(7)
     before = fcurve_bytes(rig)
     pose_before = [tuple(pb.rotation_quaternion) for pb in rig.pose.bones]
-    baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"))
+    baker = baking.Baker(scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"))
     for _ in range(5):
         baker.step()
     baker.cancel()
@@ -198,7 +199,7 @@ def test_keys_follow_each_bones_rotation_mode_and_stay_continuous():
     modes = {"bone0": "XYZ", "bone1": "QUATERNION", "bone2": "AXIS_ANGLE", "bone3": "ZXY"}
     for name, mode in modes.items():
         rig.pose.bones[name].rotation_mode = mode
-    bake.bake_object(rig, range(1, 61))
+    baking.bake_object(rig, range(1, 61))
     collection = animdata.fcurves(rig)
     paths = {f.data_path.split(".")[-1] for f in collection}
     assert paths == {"rotation_euler", "rotation_quaternion", "rotation_axis_angle"}
@@ -213,9 +214,9 @@ def test_keys_follow_each_bones_rotation_mode_and_stay_continuous():
 def test_cleanup_drops_redundant_keys_within_tolerance():
     """With clean-up the curve keeps fewer keys and still passes within the tolerance of every baked value."""
     rig = animated_chain()
-    full = bake.bake_object(rig, FRAMES, keep_live=True)
+    full = baking.bake_object(rig, FRAMES, keep_live=True)
     values = {(f.data_path, f.array_index): [k.co[1] for k in f.keyframe_points] for f in animdata.fcurves(rig)}
-    lean = bake.bake_object(rig, FRAMES, cleanup=1e-3)
+    lean = baking.bake_object(rig, FRAMES, cleanup=1e-3)
     assert lean.keys < full.keys and lean.removed_by_cleanup == full.keys - lean.keys
     for fcurve in animdata.fcurves(rig):
         for frame, value in zip(FRAMES, values[(fcurve.data_path, fcurve.array_index)]):
@@ -225,7 +226,7 @@ def test_cleanup_drops_redundant_keys_within_tolerance():
 def test_keys_live_in_the_slot_of_a_layered_action():
     """On Blender 4.4+ the keys go into the channelbag of the rig's slot (Action.fcurves is gone in 5.0)."""
     rig = animated_chain()
-    bake.bake_object(rig, FRAMES, new_action=True)
+    baking.bake_object(rig, FRAMES, new_action=True)
     action = rig.animation_data.action
     assert action.name.startswith("Rig_FABRIK")
     if animdata.LAYERED:
@@ -242,7 +243,7 @@ def test_keys_live_in_the_slot_of_a_layered_action():
 def test_gltf_round_trip_keeps_the_baked_poses(tmp_path):
     """Bake, switch the add-on off, export glTF with Blender's exporter, import it again: the poses match."""
     rig = animated_chain()
-    bake.bake_object(rig, FRAMES)
+    baking.bake_object(rig, FRAMES)
     scene = bpy.context.scene
     expected = {}
     fabrik_addon.unregister()
@@ -298,7 +299,7 @@ def test_bake_refuses_an_empty_bone_list_clearly():
     for pose_bone in rig.pose.bones:
         animdata.set_selected(pose_bone, False)
     with pytest.raises(ValueError, match="no bones to bake"):
-        bake.bake_object(rig, FRAMES, bones="SELECTED")
+        baking.bake_object(rig, FRAMES, bones="SELECTED")
 
 
 def test_per_frame_bakes_of_free_chains_solve_all_frames_together():
@@ -318,7 +319,7 @@ def test_per_frame_bakes_of_free_chains_solve_all_frames_together():
     for pose_bone in (rig.pose.bones["bone0"], rig.pose.bones["bone3"]):
         pose_bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
     memory.reset()
-    baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    baker = baking.Baker(scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
     assert baker._batch is not None and len(baker._batched) == len(FRAMES)
@@ -366,7 +367,7 @@ def played_from_fk(build):
     rig = build()
     rig.fabrik.start = "FK"
     live = play(rig)
-    for name in bake.bake_bones(rig, "CHAINS"):
+    for name in baking.bake_bones(rig, "CHAINS"):
         rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
     memory.reset()
     return rig, bpy.context.scene, live
@@ -377,8 +378,8 @@ def test_per_frame_bakes_solve_frames_together_and_replay_the_live_solve(build, 
     """Trees with rigid offsets and chains under animated bones go through the batched solve, in several
     chunks (each a step with progress), then convert every quaternion channel in one step, and their keys replay the live solve (this frame's FK pose) to 1e-5."""
     rig, scene, live = played_from_fk(build)
-    monkeypatch.setattr(bake, "CHUNK", 7 * len(bake.bake_bones(rig, "CHAINS")))  # 7 frames a step
-    baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    monkeypatch.setattr(baking, "CHUNK", 7 * len(baking.bake_bones(rig, "CHAINS")))  # 7 frames a step
+    baker = baking.Baker(scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=False)
     progress = []
     while not baker.done:
         baker.step()
@@ -416,7 +417,7 @@ def test_frames_the_batch_leaves_short_are_solved_again_as_live_solving_does(bui
     """Where FABRIK's phase (all frames at once) ends short of a target, live solving goes on with its
     refinement: the bake solves those frames again from their own start poses, and still replays the live
     solve to 1e-5. Here every frame is made to count as short, so every one takes that way."""
-    from fabrik_addon.core import rows
+    from fabrik_addon.core.chain import rows
 
     rig, scene, live = played_from_fk(build)
     framed = rows.solve
@@ -428,7 +429,7 @@ def test_frames_the_batch_leaves_short_are_solved_again_as_live_solving_does(bui
         return (*out, np.zeros_like(converged))
 
     monkeypatch.setattr(rows, "solve", nothing_converges)
-    baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    baker = baking.Baker(scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
     assert baker._batch is not None and len(baker._batched) == len(FRAMES) and sum(short) == len(FRAMES)
@@ -471,10 +472,10 @@ def test_continuous_bakes_solve_each_frame_as_they_read_it_and_replay_the_live_s
 
 def bake_in_turn(rig):
     """A continuous bake of the rig's chains from rest (as its live playback started): the baker and result."""
-    for name in bake.bake_bones(rig, "CHAINS"):
+    for name in baking.bake_bones(rig, "CHAINS"):
         rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
     memory.reset()
-    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
+    baker = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=True)
     return baker, baker.finish(new_action=False, keep_live=False)
 
 
@@ -512,7 +513,7 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
     no goal moves, kept from its FK pose), then where the even bend left a cone its joints stop on their rims
     in bulk too (`bend.spread_within_rows`), and the others are solved again alone, limits and all. The keys replay
     the live solve, twists included (1e-5)."""
-    from fabrik_addon.core import plan, stages
+    from fabrik_addon.core.solve import plan, stages
 
     rig = chain_in_cones(degrees)
     rig.fabrik.start = "FK"
@@ -539,7 +540,7 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
 
     monkeypatch.setattr(plan.Plan, "solve_rows", rows)
     monkeypatch.setattr(stages, "run", lambda *args, **options: (in_rows and solved_alone.append(1)) or whole(*args, **options))
-    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    baker = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
     assert baker._batch is not None and baker._batch.plan.rows and baker._batch.plan.parts[0].method == plan.LIMITED
@@ -559,9 +560,9 @@ def test_cancel_while_solving_leaves_everything_as_it_was(monkeypatch):
     rig = open_hand()
     scene = bpy.context.scene
     scene.frame_set(5)
-    monkeypatch.setattr(bake, "CHUNK", 100)
+    monkeypatch.setattr(baking, "CHUNK", 100)
     pose_before = [tuple(pb.rotation_quaternion) for pb in rig.pose.bones]
-    baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    baker = baking.Baker(scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=False)
     while baker.index < len(FRAMES) or baker.progress[0] < len(FRAMES) + 5:
         baker.step()
     assert not baker.done
@@ -581,7 +582,7 @@ def test_a_deleted_target_is_reported_and_the_other_chains_still_bake():
     rig.fabrik.start = "FK"
     live = play(rig)
     reset_pose(rig)
-    result = bake.bake_object(rig, FRAMES)
+    result = baking.bake_object(rig, FRAMES)
     assert len(result.problems) == len(FRAMES)
     assert all("1: no target object" in problem and "disabled" not in problem for problem in result.problems)
     baked = {f.data_path.split('"')[1] for f in animdata.fcurves(rig)}
@@ -603,7 +604,7 @@ def test_frames_whose_solve_settings_are_animated_keep_their_own_settings():
     scene = bpy.context.scene
     live = play(rig)
     reset_pose(rig)
-    baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    baker = baking.Baker(scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=False)
     result = baker.finish(new_action=False, keep_live=False)
     assert baker._batched == list(range(12)), "frames 13 on have other settings than the batch"
     assert result.frames == len(FRAMES)
@@ -661,7 +662,8 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
     carries), without reading the whole rig again: on exactly the frames live solving moved so. Frames that take
     the whole solve (a target thrown far) are solved as live solving does. The keys replay the live solve, twists
     included (1e-5)."""
-    from fabrik_addon.core import plan, settle
+    from fabrik_addon.core.solve import plan
+    from fabrik_addon.core.joints import settle
 
     followed = []  # (whether each settling step of `stages.followed` reached)
     follow = settle.follow
@@ -674,10 +676,10 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
         followed.clear()
         live += pose_matrices_at(rig, frame)
         moved.append(any(reached for _, reached in followed))
-    for name in bake.bake_bones(rig, "CHAINS"):  # (from rest, as the live playback started)
+    for name in baking.bake_bones(rig, "CHAINS"):  # (from rest, as the live playback started)
         rig.pose.bones[name].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
     memory.reset()
-    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=True)
+    baker = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=True)
     baked = []
     while baker.index < len(FRAMES):
         followed.clear()
@@ -757,7 +759,8 @@ def test_per_frame_bakes_of_limited_rigs_solve_each_frame_from_its_own_pose_as_t
     of the rig (a frame that reads as the one before starts where it started: on the unanimated chain, every frame
     after the first; the fixed bones' frames made again only where their matrices changed); its keys replay the
     live solve (1e-5)."""
-    from fabrik_addon.blender import bake_read, solve
+    from fabrik_addon.blender.bake import reading
+    from fabrik_addon.blender.live import solve
 
     rig = build()
     rig.fabrik.start = "FK"
@@ -767,13 +770,13 @@ def test_per_frame_bakes_of_limited_rigs_solve_each_frame_from_its_own_pose_as_t
     whole, starts, fixed = [], [], []
     compute = solve.compute
     monkeypatch.setattr(solve, "compute", lambda *a, **k: whole.append(1) or compute(*a, **k))
-    solved, make_fixed = bake_read.FrameRows._solved, bake_read.FrameRows._fixed
+    solved, make_fixed = reading.FrameRows._solved, reading.FrameRows._fixed
     # (each frame's start, as the frame's solve takes it)
-    monkeypatch.setattr(bake_read.FrameRows, "_solved", lambda self, i, start, *a: starts.append(start) or solved(
+    monkeypatch.setattr(reading.FrameRows, "_solved", lambda self, i, start, *a: starts.append(start) or solved(
         self, i, start, *a
     ))
-    monkeypatch.setattr(bake_read.FrameRows, "_fixed", lambda *a, **k: fixed.append(1) or make_fixed(*a, **k))
-    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    monkeypatch.setattr(reading.FrameRows, "_fixed", lambda *a, **k: fixed.append(1) or make_fixed(*a, **k))
+    baker = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
     result = baker.finish(new_action=False, keep_live=False)
@@ -799,7 +802,7 @@ def test_a_per_frame_bake_of_a_limited_rig_starts_from_the_pose_live_solving_hol
     written = [tuple(pb.rotation_quaternion) for pb in rig.pose.bones]
     assert max(abs(c) for q in written for c in q[1:]) > 0.1  # (the last frame's solve, not rest)
     memory.reset()
-    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"), warm_start=False)
+    baker = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
     result = baker.finish(new_action=False, keep_live=False)
@@ -824,7 +827,7 @@ def test_a_bake_says_how_much_of_its_time_the_solver_took(build, continuous, mon
     """The bake's result gives the time the rig's plan spent solving, every solve counted once, whichever way
     the frames were solved: together, one by one from their own pose or the last, or read whole. (The clock
     here moves only while the plan solves, a second a solve, so the result must count those seconds exactly.)"""
-    from fabrik_addon.core.plan import Plan
+    from fabrik_addon.core.solve.plan import Plan
 
     clock = [0.0]
     solves = []
@@ -843,6 +846,6 @@ def test_a_bake_says_how_much_of_its_time_the_solver_took(build, continuous, mon
     monkeypatch.setattr(Plan, "solve", timed(Plan.solve))
     monkeypatch.setattr(Plan, "solve_rows", timed(Plan.solve_rows))
     monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
-    result = bake.bake_object(rig, FRAMES, warm_start=continuous)
+    result = baking.bake_object(rig, FRAMES, warm_start=continuous)
     assert result.frames == len(FRAMES)
     assert solves and result.solver_seconds == clock[0] == len(solves)

@@ -9,7 +9,8 @@ import bpy
 import pytest
 
 from blender_scenes import RecordingLayout, chain_rig
-from fabrik_addon.blender import animdata, ops
+from fabrik_addon.blender.rig import animdata
+from fabrik_addon.blender.ui import ops
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

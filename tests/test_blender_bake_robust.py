@@ -11,10 +11,18 @@ import numpy as np
 import pytest
 
 from blender_scenes import chain_rig, rigbuild, tip_world, target_world
-from fabrik_addon.blender import animdata, bake, rig as rig_module, stepping
-from fabrik_addon.blender.channels import channel_matrix
-from fabrik_addon.blender.status import statuses
-from fabrik_addon.core import channels, matrix_rows
+from fabrik_addon.blender.rig import animdata, armature, memory
+from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender import stepping
+from fabrik_addon.blender.rig.channels import channel_matrix
+from fabrik_addon.blender.rig.status import statuses
+from fabrik_addon.core.math import rotation_channels, matrix_rows
+
+
+def _frozen() -> list[str]:
+    """The rigs whose structure a bake holds unchecked."""
+    return [name for name in memory.names() if memory.get(name).frozen]
+
 
 FRAMES = range(1, 11)
 
@@ -43,7 +51,7 @@ def reports(capfd) -> str:
 def assert_rig_works(rig, target) -> None:
     """Solve Now and live solving both pose the rig onto its target afterwards."""
     bpy.context.view_layer.objects.active = rig
-    assert not rig_module._frozen, "no rig may stay frozen after a bake ends"
+    assert not _frozen(), "no rig may stay frozen after a bake ends"
     rig.fabrik.live = False
     assert bpy.ops.fabrik.solve() == {"FINISHED"}
     assert statuses[rig.name].ok and not statuses[rig.name].missed, statuses[rig.name].message
@@ -85,7 +93,7 @@ def test_a_zero_scaled_parent_above_the_chain_gives_no_nan_keys(continuous, capf
     animator = rig.pose.bones["bone2"]
     animator.rotation_quaternion = (0.9, 0.1, 0.0, 0.0)
     animator.keyframe_insert("rotation_quaternion", frame=5)  # a key the bake cannot replace with anything finite
-    result = bake.bake_object(rig, FRAMES, warm_start=continuous)
+    result = baking.bake_object(rig, FRAMES, warm_start=continuous)
     assert_no_nan_keys(rig)
     skipped = list(range(3, 11))
     assert result.skipped == {"bone1": skipped, "bone2": skipped, "bone3": skipped}
@@ -129,7 +137,7 @@ def test_a_chain_bone_whose_rotation_is_not_a_number_leaves_its_chain_unkeyed_sa
     broken = rig.pose.bones["bone2"]
     broken.rotation_mode = 'AXIS_ANGLE'
     broken.rotation_axis_angle = (0.3, math.nan, 0.0, 1.0)
-    result = bake.bake_object(rig, FRAMES, warm_start=continuous)
+    result = baking.bake_object(rig, FRAMES, warm_start=continuous)
     assert_no_nan_keys(rig)
     assert result.skipped and "bone2" in result.skipped, result.skipped
     for name in result.skipped:
@@ -154,7 +162,7 @@ def test_a_selected_unsolved_bone_under_a_zero_scaled_root_gets_no_nan_keys(capf
     rig.pose.bones["root"].scale = (0.0, 0.0, 0.0)
     for pose_bone in rig.pose.bones:
         animdata.set_selected(pose_bone, pose_bone.name == "side")
-    result = bake.bake_object(rig, FRAMES, bones="SELECTED")
+    result = baking.bake_object(rig, FRAMES, bones="SELECTED")
     assert result.keys == 0 and result.skipped == {"side": list(FRAMES)}
     assert rig.animation_data is None or rig.animation_data.action is None
     assert result.problems == [
@@ -180,8 +188,8 @@ def test_baking_in_edit_mode_is_refused_and_the_rig_keeps_working():
     with pytest.raises(RuntimeError, match="Cannot bake: 'Rig' is in Edit Mode: switch to Pose or Object Mode"):
         bpy.ops.fabrik.bake(frame_start=1, frame_end=10)  # an operator's error report raises in Python
     with pytest.raises(ValueError, match="Edit Mode"):
-        bake.bake_object(rig, FRAMES)
-    assert not rig_module._frozen and rig.fabrik.live
+        baking.bake_object(rig, FRAMES)
+    assert not _frozen() and rig.fabrik.live
     assert rig.animation_data is None or rig.animation_data.action is None
     bpy.ops.object.mode_set(mode="POSE")
     assert "renamed" in rig.pose.bones
@@ -195,11 +203,11 @@ def test_a_bake_of_bones_the_rig_lacks_is_refused_and_the_rig_keeps_working():
     scene = bpy.context.scene
     scene.frame_set(4)
     with pytest.raises(ValueError, match="no bone 'nope' in 'Rig'"):
-        bake.bake_object(rig, FRAMES, bones=["bone1", "nope"])
-    assert rig.fabrik.live and not rig_module._frozen and scene.frame_current == 4
-    baker = bake.Baker(scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"))
+        baking.bake_object(rig, FRAMES, bones=["bone1", "nope"])
+    assert rig.fabrik.live and not _frozen() and scene.frame_current == 4
+    baker = baking.Baker(scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"))
     baker.step()
-    assert not rig.fabrik.live and not rig_module._frozen  # a modal bake waits here for its next timer event
+    assert not rig.fabrik.live and not _frozen()  # a modal bake waits here for its next timer event
     baker.cancel()
     assert rig.fabrik.live and scene.frame_current == 4
     assert_rig_works(rig, target)
@@ -212,13 +220,13 @@ def test_a_bake_dropped_by_a_file_load_leaves_nothing_behind(tmp_path):
     rig, _ = moving_chain(live=True)
     path = str(tmp_path / "scene.blend")
     bpy.ops.wm.save_as_mainfile(filepath=path)
-    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, "CHAINS"))
+    baker = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"))
     for _ in range(4):
         baker.step()  # what the modal operator does on its timer events
     assert stepping.drop_running in bpy.app.handlers.load_pre
     assert callable(getattr(bpy.types.FABRIK_OT_bake, "cancel", None)), "Blender cancels a modal operator on load"
     bpy.ops.wm.open_mainfile(filepath=path)
-    assert baker.abandoned and not rig_module._frozen
+    assert baker.abandoned and not _frozen()
     baker.cancel()  # what the operator's cancel() does: nothing of the new file changes
     rig = bpy.data.objects["Rig"]
     assert rig.fabrik.live and bpy.context.scene.frame_current == 1
@@ -242,7 +250,7 @@ def test_a_rotation_mode_switched_before_the_bake_keys_the_new_channel(mode, con
     scene.frame_set(2)
     bpy.context.view_layer.update()
     rig.pose.bones["bone2"].rotation_mode = mode
-    result = bake.bake_object(rig, FRAMES, warm_start=continuous)
+    result = baking.bake_object(rig, FRAMES, warm_start=continuous)
     assert not result.problems and not result.skipped
     channel = "rotation_euler" if mode == "XYZ" else "rotation_axis_angle"
     paths = {path for path, _ in keys_of(rig)}
@@ -282,11 +290,11 @@ def test_a_linked_rig_is_refused_with_a_clear_message(library):
     rig = link_rig(library)
     assert rig.library is not None
     with pytest.raises(ValueError, match="linked from the library .*make a library override"):
-        bake.bake_object(rig, FRAMES)
+        baking.bake_object(rig, FRAMES)
     bpy.context.view_layer.objects.active = rig
     with pytest.raises(RuntimeError, match="Cannot bake: 'Rig' is linked from the library"):
         bpy.ops.fabrik.bake(frame_start=1, frame_end=10)
-    assert rig.animation_data.action.name == "RigAction" and not rig_module._frozen
+    assert rig.animation_data.action.name == "RigAction" and not _frozen()
 
 
 def test_a_library_override_bakes_into_a_new_action_and_keeps_its_keys(library, tmp_path):
@@ -299,12 +307,12 @@ def test_a_library_override_bakes_into_a_new_action_and_keeps_its_keys(library, 
     scene = bpy.context.scene
     scene.frame_set(3)
     with pytest.raises(ValueError, match="the action 'RigAction' is linked from the library .*bake into a new action"):
-        bake.bake_object(rig, FRAMES)  # refused once solved, before any key is written
-    assert scene.frame_current == 3 and not rig_module._frozen  # all put back
+        baking.bake_object(rig, FRAMES)  # refused once solved, before any key is written
+    assert scene.frame_current == 3 and not _frozen()  # all put back
     bpy.context.view_layer.objects.active = rig
     with pytest.raises(RuntimeError, match="bake into a new action"):
         bpy.ops.fabrik.bake(frame_start=1, frame_end=10)  # refused up front
-    result = bake.bake_object(rig, FRAMES, new_action=True)
+    result = baking.bake_object(rig, FRAMES, new_action=True)
     assert result.keys == 16 * len(FRAMES) and not result.problems
     saved = str(tmp_path / "shot.blend")
     bpy.ops.wm.save_as_mainfile(filepath=saved)
@@ -332,14 +340,14 @@ def test_a_tiny_rotation_survives_the_round_trip_in_every_mode(mode):
         "AXIS_ANGLE": (angle, *axis),
     }.get(mode, tuple(axis * angle))
     matrix = channel_matrix(mode, value)
-    back = rig_module.channel_value(mode, matrix, value)
+    back = armature.channel_value(mode, matrix, value)
     np.testing.assert_allclose(back, value, rtol=1e-9, atol=1e-15)
     assert turn_of(mode, back) == pytest.approx(angle, rel=1e-9)
 
 
 def turn_of(mode: str, value) -> float:
     """The angle (radians) a channel value turns a bone by, in double precision."""
-    q = channels.channel_to_quaternion(mode, value)
+    q = rotation_channels.channel_to_quaternion(mode, value)
     return 2.0 * math.atan2(math.sqrt(q[1] ** 2 + q[2] ** 2 + q[3] ** 2), abs(q[0]))
 
 
@@ -357,7 +365,7 @@ def test_a_live_solved_chain_of_tiny_turns_reaches_its_target(mode):
     bpy.context.scene.frame_set(1)
     status = statuses[rig.name]
     assert status.ok and not status.missed, status.message
-    turns = [turn_of(mode, rig_module.rotation_value(pb)) for pb in rig.pose.bones]
+    turns = [turn_of(mode, armature.rotation_value(pb)) for pb in rig.pose.bones]
     assert turns[0] == pytest.approx(angle, rel=1e-3) and max(turns[1:]) < 1e-5
     assert (tip_world(rig, "bone9") - target_world(target)).length < 1e-5
 
@@ -371,12 +379,12 @@ def test_euler_conversions_agree_with_blender_and_stay_continuous(order):
 
     generator = np.random.default_rng(14)
     for angles in generator.uniform(-1.5, 1.5, size=(50, 3)):
-        matrix = np.asarray(channels.channel_to_matrix(order, angles))
+        matrix = np.asarray(rotation_channels.channel_to_matrix(order, angles))
         np.testing.assert_allclose(matrix, np.asarray(Euler(angles, order).to_matrix()), atol=1e-6)
         np.testing.assert_allclose(matrix, matrix_rows.euler_matrices(angles[None], order)[0], atol=1e-12)
-        np.testing.assert_allclose(channels.channel_from_matrix(order, matrix, angles), angles, atol=1e-9)
+        np.testing.assert_allclose(rotation_channels.channel_from_matrix(order, matrix, angles), angles, atol=1e-9)
         shifted = angles + 2.0 * math.pi * np.array([1.0, -1.0, 2.0])
-        np.testing.assert_allclose(channels.channel_from_matrix(order, matrix, shifted + 0.01), shifted, atol=1e-9)
+        np.testing.assert_allclose(rotation_channels.channel_from_matrix(order, matrix, shifted + 0.01), shifted, atol=1e-9)
 
 
 # NaN settings ---------------------------------------------------------------------------------------------------
@@ -389,7 +397,7 @@ def test_a_nan_tolerance_is_refused_before_the_bake_begins(continuous):
     rig, _ = moving_chain()
     rig.fabrik.tolerance = NAN
     with pytest.raises(ValueError, match="Tolerance"):
-        bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, 'CHAINS'), continuous)
+        baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, 'CHAINS'), continuous)
     assert rig.animation_data is None or rig.animation_data.action is None
 
 
@@ -398,7 +406,7 @@ def test_a_bake_names_a_nan_weight_on_every_frame(continuous):
     """Frames solved together on rows (per frame) and one by one (continuous) alike."""
     rig, _ = moving_chain()
     rig.fabrik.effectors[0].weight = NAN
-    result = bake.bake_object(rig, FRAMES, warm_start=continuous)
+    result = baking.bake_object(rig, FRAMES, warm_start=continuous)
     assert len(result.problems) == len(FRAMES) and all("weight" in p for p in result.problems), result.problems[:2]
 
 
@@ -407,7 +415,7 @@ def test_the_bake_operator_refuses_a_nan_cleanup_tolerance():
     rig, _ = moving_chain()
     bpy.context.view_layer.objects.active = rig
     with pytest.raises(ValueError, match="clean-up tolerance must be a finite number"):
-        bake.bake_object(rig, FRAMES, cleanup=NAN)
+        baking.bake_object(rig, FRAMES, cleanup=NAN)
     with pytest.raises(RuntimeError, match="clean-up tolerance must be a finite number"):
         bpy.ops.fabrik.bake(frame_start=1, frame_end=10, use_cleanup=True, cleanup_tolerance=NAN)
     assert rig.animation_data is None or rig.animation_data.action is None
@@ -421,7 +429,7 @@ def test_euler_channels_are_converted_in_steps_before_finish_so_esc_is_heard():
     rigbuild.key_circle(target, (0.0, 0.0, 1.8), 0.6, frames, axis="XZ")
     for pose_bone in rig.pose.bones:
         pose_bone.rotation_mode = 'XYZ'
-    baker = bake.Baker(bpy.context.scene, rig, list(frames), bake.bake_bones(rig, 'CHAINS'), warm_start=False)
+    baker = baking.Baker(bpy.context.scene, rig, list(frames), baking.bake_bones(rig, 'CHAINS'), warm_start=False)
     progress = []
     while not baker.done:
         baker.step()
@@ -430,12 +438,12 @@ def test_euler_channels_are_converted_in_steps_before_finish_so_esc_is_heard():
     assert progress[-1][0] == total == 3 * len(frames)
     assert sum(1 for done, _ in progress if 2 * len(frames) <= done < total) >= 1  # a step inside the conversion
     calls = []
-    original = rig_module.channel_value
-    rig_module.channel_value = lambda *args: calls.append(1) or original(*args)
+    original = armature.channel_value
+    armature.channel_value = lambda *args: calls.append(1) or original(*args)
     try:
         result = baker.finish(new_action=False, keep_live=False)
     finally:
-        rig_module.channel_value = original
+        armature.channel_value = original
     assert not calls, f"{len(calls)} conversions inside finish"
     assert result.keys == len(frames) * 3 * 3
 
@@ -446,7 +454,7 @@ def test_progress_reaches_its_total_when_frames_are_solved_one_by_one(continuous
     status bar's progress ends at its total instead of stopping short."""
     rig, _ = moving_chain()
     rig.fabrik.influence = 0.5
-    baker = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, 'CHAINS'), continuous)
+    baker = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, 'CHAINS'), continuous)
     progress = []
     while not baker.done:
         baker.step()
@@ -460,7 +468,7 @@ def test_the_key_clean_up_is_chosen_in_steps_before_finish_so_esc_is_heard(monke
     """With a clean-up, which keys stay is chosen in the bake's steps (progress moves through it, Esc can stop
     it), not inside `finish`; the keys are those the clean-up keeps of the same bake's keys without it."""
     rig, _ = moving_chain()
-    steps = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, 'CHAINS'), False, cleanup=1e-3)
+    steps = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, 'CHAINS'), False, cleanup=1e-3)
     progress = []
     while not steps.done:
         steps.step()
@@ -468,12 +476,12 @@ def test_the_key_clean_up_is_chosen_in_steps_before_finish_so_esc_is_heard(monke
     assert progress[-1] == (4 * len(FRAMES), 4 * len(FRAMES))
     assert any(3 * len(FRAMES) < done < 4 * len(FRAMES) for done, _ in progress)  # steps inside the clean-up
     chosen = []
-    needed = bake._needed_keys
-    monkeypatch.setattr(bake, "_needed_keys", lambda *args: chosen.append(1) or needed(*args))
+    needed = baking._needed_keys
+    monkeypatch.setattr(baking, "_needed_keys", lambda *args: chosen.append(1) or needed(*args))
     result = steps.finish(new_action=True, keep_live=False)
     assert not chosen, f"{len(chosen)} channels cleaned up inside finish"
-    monkeypatch.setattr(bake, "_needed_keys", needed)
-    every = bake.Baker(bpy.context.scene, rig, list(FRAMES), bake.bake_bones(rig, 'CHAINS'), False)
+    monkeypatch.setattr(baking, "_needed_keys", needed)
+    every = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, 'CHAINS'), False)
     unclean = every.finish(new_action=True, keep_live=False)
     kept = 0
     for fcurve in animdata.fcurves(rig):  # (the new action's: the unclean bake's keys)

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from blender_scenes import ROOT, chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import animdata, bake
+from fabrik_addon.blender.rig import animdata
+from fabrik_addon.blender.bake import baking
 
 #: Frames the scene's target moves over: negative ones too, as Blender allows.
 MOTION = range(-5, 13)
@@ -201,12 +202,12 @@ def test_refuses_read_only_outputs_before_loading(scene):
 FAILING_BAKE = """
 import sys
 import fabrik_addon.__main__ as cli
-from fabrik_addon.blender import bake
+from fabrik_addon.blender.bake import baking
 
 def explode(*args, **kwargs):
     raise RuntimeError("solver exploded\\non two lines")
 
-bake.bake_object = explode
+baking.bake_object = explode
 sys.exit(cli.main(["bake", *sys.argv[1:]]))
 """
 
@@ -264,6 +265,6 @@ def test_bake_object_rejects_bad_arguments_before_any_work(scene):
         ({"bones": "ALL"}, "bones must be 'CHAINS', 'SELECTED' or a list"),
     ):
         with pytest.raises(ValueError, match=message.replace("(", r"\(")):
-            bake.bake_object(rig, **({"frames": range(1, 5)} | kwargs))
+            baking.bake_object(rig, **({"frames": range(1, 5)} | kwargs))
     assert rig.animation_data is None or rig.animation_data.action is None
     assert rig.fabrik.live and bpy.context.scene.frame_current == 1

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from blender_scenes import RecordingLayout, chain_rig
-from fabrik_addon.blender import compare, memory
-from fabrik_addon.core.convergence import COLOURS
+from fabrik_addon.blender.ui import compare
+from fabrik_addon.blender.rig import memory
+from fabrik_addon.core.solve.convergence import COLOURS
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

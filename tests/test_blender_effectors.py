@@ -10,8 +10,8 @@ import pytest
 from mathutils import Euler, Vector
 
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import constraints
-from fabrik_addon.blender.status import statuses
+from fabrik_addon.blender.effectors import constraints
+from fabrik_addon.blender.rig.status import statuses
 
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -59,7 +59,7 @@ def test_undo_after_converting_restores_the_constraints():
     undo step (the UI does that when an operator with the UNDO flag finishes),
     so the test pushes the two steps the UI would.
     """
-    from fabrik_addon.blender.ops import FABRIK_OT_convert_constraints
+    from fabrik_addon.blender.ui.ops import FABRIK_OT_convert_constraints
 
     assert "UNDO" in FABRIK_OT_convert_constraints.bl_options
     rig, _, _ = ik_rig()

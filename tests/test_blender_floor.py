@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from blender_scenes import chain_rig, rigbuild, tip_world
-from fabrik_addon.blender import bake, solve, status
+from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender.live import solve
+from fabrik_addon.blender.rig import status
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")
 
@@ -73,7 +75,7 @@ def test_a_moving_floor_and_a_moving_rig_are_followed_live_and_the_bake_holds_wh
     """Live, and both bakes; the per-frame bake keeps every frame on its fast path (one plane a frame)."""
     whole = []
     compute = solve.compute
-    monkeypatch.setattr(bake.solve, "compute", lambda *args, **kwargs: whole.append(1) or compute(*args, **kwargs))
+    monkeypatch.setattr(baking.solve, "compute", lambda *args, **kwargs: whole.append(1) or compute(*args, **kwargs))
     rig, target, floor = floored_chain()
     rigbuild.key_path(floor, FRAMES, lambda f: (0.0, 0.0, 0.3 + 0.01 * f))
     rigbuild.key_path(rig, FRAMES, lambda f: (0.0, 0.01 * f, 0.0))
@@ -86,7 +88,7 @@ def test_a_moving_floor_and_a_moving_rig_are_followed_live_and_the_bake_holds_wh
     for warm in (False, True):
         rig.fabrik.live = True
         whole.clear()
-        result = bake.bake_object(rig, FRAMES, warm_start=warm)
+        result = baking.bake_object(rig, FRAMES, warm_start=warm)
         assert not rig.fabrik.live
         assert len(whole) <= (1 if warm else 0), len(whole)  # (a continuous bake reads its first frame whole)
         for frame in FRAMES:

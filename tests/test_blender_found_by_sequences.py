@@ -10,9 +10,9 @@ import pytest
 
 import sequence_steps as steps
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender.held import held_bones
-from fabrik_addon.blender import bake
-from fabrik_addon.blender.status import statuses
+from fabrik_addon.blender.rig.held import held_bones
+from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender.rig.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -66,7 +66,7 @@ def test_a_nan_above_a_pole_chain_bakes_without_raising():
     arm = bpy.data.objects["arm_pole_bent"]
     arm.pose.bones["chest"].location = (math.nan, 0.0, 0.0)
     bpy.context.view_layer.update()
-    result = bake.bake_object(arm, range(2, 4))
+    result = baking.bake_object(arm, range(2, 4))
     assert result.problems
 
 
@@ -101,7 +101,7 @@ def test_a_bake_follows_a_renamed_tip_bone():
     """With live solving off, a renamed tip bone is still baked (it refused: "no bones to bake")."""
     rig, _ = chain_rig(live=False)
     rig.data.bones["bone3"].name = "hand"
-    result = bake.bake_object(rig, range(1, 4))
+    result = baking.bake_object(rig, range(1, 4))
     assert rig.fabrik.effectors[0].bone == "hand" and result.keys > 0
 
 

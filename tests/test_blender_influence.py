@@ -10,8 +10,9 @@ import pytest
 from mathutils import Quaternion
 
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import animdata, bake
-from fabrik_addon.blender.status import statuses
+from fabrik_addon.blender.rig import animdata
+from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender.rig.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -101,7 +102,7 @@ def test_a_keyed_influence_is_baked_as_the_live_pose(continuous):
     for frame in range(1, 11):
         scene.frame_set(frame)
         live[frame] = rotations(rig)
-    result = bake.bake_object(rig, range(1, 11), warm_start=continuous)
+    result = baking.bake_object(rig, range(1, 11), warm_start=continuous)
     assert result.keys > 0 and not result.problems
     for frame in range(1, 11):
         scene.frame_set(frame)

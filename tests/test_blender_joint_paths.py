@@ -24,9 +24,9 @@ sys.path[:0] = [str(ROOT / "samples")]
 import bpy  # noqa: E402
 from mathutils import Matrix, Quaternion  # noqa: E402
 
-from fabrik_addon.blender import rig as addon_rig  # noqa: E402
+from fabrik_addon.blender.rig import armature  # noqa: E402
 from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
-from fabrik_addon.core.stages import JUMP  # noqa: E402
+from fabrik_addon.core.solve.stages import JUMP  # noqa: E402
 from rig_classes import RIG_CLASSES, ik_limits, sample_local, swing_twist  # noqa: E402
 
 FRAMES = 121
@@ -63,7 +63,7 @@ def _largest_turns(rig_name: str, mode: str, seed: int = 0) -> tuple[list[float]
     frame's solution, starting on the path; "near": each frame from a pose near the path's)."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     case = RIG_CLASSES[rig_name]()
-    skeleton = addon_rig.skeleton_of(case.obj)
+    skeleton = armature.skeleton_of(case.obj)
     moving = case.moving_bones()
     index = [skeleton.index(name) for name in moving]
     limits = {name: ik_limits(case.obj.pose.bones[name]) for name in moving}

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
-from fabrik_addon.blender import rig as rig_io
-from fabrik_addon.blender.status import statuses
-from fabrik_addon.core.limits import JointLimit
+from fabrik_addon.blender.rig import armature
+from fabrik_addon.blender.rig.status import statuses
+from fabrik_addon.core.model.limits import JointLimit
 from limit_checks import assert_within
 
 
@@ -112,12 +112,12 @@ def test_nonsense_limits_are_ignored_with_a_message():
     assert not status.ok
     assert "bone 'bone1': the X limit is not a finite number; its limits are ignored" in status.message
     assert (tip_world(rig, "bone2") - target.location).length < 1e-3
-    assert rig_io.limit_problems(rig)
+    assert armature.limit_problems(rig)
 
 
 def test_bone_limits_panel_shows_blenders_ik_settings():
     """The Bone properties sub-panel draws Blender's own IK settings of the active pose bone (fake layout)."""
-    from fabrik_addon.blender.ui import BONE_PT_fabrik_limits
+    from fabrik_addon.blender.ui.panels import BONE_PT_fabrik_limits
 
     rig, _ = chain_rig(count=2, live=False)
     pose_bone = rig.pose.bones["bone1"]
@@ -141,7 +141,7 @@ def test_a_long_connected_chain_counts_as_connected(count, length):
     skeleton still treats every connected bone as connected (so solves take the fast path), and a bone that
     really hangs at an offset keeps it."""
     from fabrik_addon.core import Goal
-    from fabrik_addon.core.tree import moving_tree
+    from fabrik_addon.core.model.tree import moving_tree
 
     rng = np.random.default_rng(1)
     bones, head = [], np.array([0.3, 0.2, 0.1])
@@ -152,7 +152,7 @@ def test_a_long_connected_chain_counts_as_connected(count, length):
         bones.append((f"b{i}", tuple(head), tuple(tail), f"b{i - 1}" if i else None, i > 0))
         head = tail
     bones.append(("apart", tuple(head + (0.0, 0.1, 0.0)), tuple(head + (0.0, 0.2, 0.0)), f"b{count - 1}", False))
-    skeleton = rig_io.skeleton_of(rigbuild.make_armature("Long", bones))
+    skeleton = armature.skeleton_of(rigbuild.make_armature("Long", bones))
     offsets = np.linalg.norm(skeleton.offsets, axis=1)
     assert not offsets[:count].any()
     assert offsets[count] == pytest.approx(0.1, abs=1e-3)  # single precision, up to 100 m from the origin

@@ -12,10 +12,11 @@ import pytest
 from mathutils import Euler, Vector
 
 from blender_scenes import RecordingLayout, chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender.held import held_bones
-from fabrik_addon.blender import live, memory, solve
-from fabrik_addon.blender.channels import read_pose
-from fabrik_addon.blender.status import statuses
+from fabrik_addon.blender.rig.held import held_bones
+from fabrik_addon.blender.live import handlers, solve
+from fabrik_addon.blender.rig import memory
+from fabrik_addon.blender.rig.channels import read_pose
+from fabrik_addon.blender.rig.status import statuses
 
 TOLERANCE = 1e-3
 
@@ -191,7 +192,7 @@ def test_two_rigs_solve_independently():
 def test_sidebar_panel_shows_effectors_settings_and_status():
     """The FABRIK sidebar panel and its sub-panels draw the list, the active effector, the settings and the last
     status (fake layout)."""
-    from fabrik_addon.blender import ui
+    from fabrik_addon.blender.ui import panels
 
     rig, target = chain_rig()
     bpy.context.view_layer.update()
@@ -200,7 +201,7 @@ def test_sidebar_panel_shows_effectors_settings_and_status():
     class Context:
         object = rig
 
-    for panel in (ui.VIEW3D_PT_fabrik, ui.VIEW3D_PT_fabrik_status, ui.VIEW3D_PT_fabrik_effector, ui.VIEW3D_PT_fabrik_solver):
+    for panel in (panels.VIEW3D_PT_fabrik, panels.VIEW3D_PT_fabrik_status, panels.VIEW3D_PT_fabrik_effector, panels.VIEW3D_PT_fabrik_solver):
         assert panel.poll(Context)
         panel.draw(types.SimpleNamespace(layout=RecordingLayout(log)), Context)  # panels draw only in a UI
     props = {args[1] for name, args, _ in log if name in {"prop", "prop_search"}}
@@ -211,14 +212,14 @@ def test_sidebar_panel_shows_effectors_settings_and_status():
         for name, _, kwargs in log
     )
     row_log = []
-    ui.FABRIK_UL_effectors.draw_item(None, None, RecordingLayout(row_log), rig.fabrik, rig.fabrik.effectors[0], 0, None, "", 0)
+    panels.FABRIK_UL_effectors.draw_item(None, None, RecordingLayout(row_log), rig.fabrik, rig.fabrik.effectors[0], 0, None, "", 0)
     labels = [(kwargs.get("text"), kwargs.get("icon")) for name, _, kwargs in row_log if name == "label"]
     assert labels == [("bone3", None), ("", 'CHECKMARK')]  # the name (here the bone's) and the status icon
 
 
 def test_a_target_out_of_reach_is_a_warning_with_the_distance_not_success():
     """The status says how far the tip is off and why, the icons tell it apart from reached and from bad input."""
-    from fabrik_addon.blender.ui import FABRIK_UL_effectors
+    from fabrik_addon.blender.ui.panels import FABRIK_UL_effectors
 
     rig, target = chain_rig()
     target.location = (0.0, 6.0, 0.0)  # the four bones reach 4
@@ -272,9 +273,9 @@ def matrices(rig) -> np.ndarray:
 @pytest.fixture
 def solves(monkeypatch) -> list[str]:
     """The names of the rigs live solving solves, one entry per solve (a frame that goes on from the last frame's
-    read, `live._reused`, counts too)."""
+    read, `handlers._reused`, counts too)."""
     counted: list[str] = []
-    whole, again = solve.solve_object, live._reused
+    whole, again = solve.solve_object, handlers._reused
 
     def counting(obj, depsgraph=None, **options):
         counted.append(obj.name)
@@ -287,7 +288,7 @@ def solves(monkeypatch) -> list[str]:
         return result
 
     monkeypatch.setattr(solve, "solve_object", counting)
-    monkeypatch.setattr(live, "_reused", counting_again)
+    monkeypatch.setattr(handlers, "_reused", counting_again)
     return counted
 
 
@@ -601,14 +602,14 @@ def _reaches(rig, tip: str, target) -> bool:
 
 def test_the_cached_structure_follows_a_renamed_bone():
     """A chain bone renamed while live: the next solve reads the new name and still reaches."""
-    from fabrik_addon.blender import rig as rig_cache
+    from fabrik_addon.blender.rig import armature
 
     rig, target = chain_rig()
     bpy.context.view_layer.update()
     rig.data.bones["bone1"].name = "upper"
     target.location = (1.0, 1.0, 2.0)
     bpy.context.view_layer.update()
-    assert "upper" in rig_cache.skeleton_of(rig).names and "bone1" not in rig_cache.skeleton_of(rig).names
+    assert "upper" in armature.skeleton_of(rig).names and "bone1" not in armature.skeleton_of(rig).names
     assert _reaches(rig, "bone3", target)
     assert rig.pose.bones["upper"].rotation_quaternion[0] < 1.0 - 1e-6, "the renamed bone still takes part"
 
@@ -646,7 +647,7 @@ def test_the_cached_structure_follows_an_effector_edit():
 
 def test_the_cached_structure_follows_a_re_parent():
     """The tip bone re-parented in Edit Mode while live: the solve uses the new hierarchy."""
-    from fabrik_addon.blender import rig as rig_cache
+    from fabrik_addon.blender.rig import armature
 
     rig, target = chain_rig()
     target.location = (1.0, 1.0, 2.0)
@@ -657,7 +658,7 @@ def test_the_cached_structure_follows_a_re_parent():
     bones["bone3"].parent = bones["bone1"]
     bpy.ops.object.mode_set(mode='OBJECT')
     bpy.context.view_layer.update()
-    skeleton = rig_cache.skeleton_of(rig)
+    skeleton = armature.skeleton_of(rig)
     assert skeleton.names[skeleton.parents[skeleton.index("bone3")]] == "bone1"
     target.location = (0.5, 1.0, 2.5)
     bpy.context.view_layer.update()
@@ -692,9 +693,9 @@ def _check_renamed(rig) -> None:
 
 
 def _check_re_parented(rig) -> None:
-    from fabrik_addon.blender import rig as rig_cache
+    from fabrik_addon.blender.rig import armature
 
-    skeleton = rig_cache.skeleton_of(rig)
+    skeleton = armature.skeleton_of(rig)
     assert skeleton.names[skeleton.parents[skeleton.index("bone3")]] == "bone1"
 
 
@@ -731,15 +732,15 @@ def test_a_frame_change_follows_a_structure_edit_made_by_a_script(edit, check, a
 def test_frame_changes_do_not_read_an_unchanged_armature_again(monkeypatch):
     """Playing frames where only the targets move reads the armature's bones once, not on every frame; a rename
     makes the next frame read them again."""
-    from fabrik_addon.blender import rig as rig_cache
+    from fabrik_addon.blender.rig import armature
 
     rig, target = chain_rig()
     rigbuild.key_circle(target, (0.5, 0.5, 2.0), 0.5, range(1, 11), axis="XZ")
     scene = bpy.context.scene
     scene.frame_set(1)
     reads = []
-    original = rig_cache._bones_signature
-    monkeypatch.setattr(rig_cache, "_bones_signature", lambda obj: reads.append(obj.name) or original(obj))
+    original = armature._bones_signature
+    monkeypatch.setattr(armature, "_bones_signature", lambda obj: reads.append(obj.name) or original(obj))
     for frame in range(2, 8):
         scene.frame_set(frame)
         assert _reaches(rig, "bone3", target)
@@ -747,14 +748,14 @@ def test_frame_changes_do_not_read_an_unchanged_armature_again(monkeypatch):
     rig.data.bones["bone2"].name = "renamed"
     scene.frame_set(8)
     assert reads == ["Rig"]
-    assert "renamed" in rig_cache.skeleton_of(rig).names
+    assert "renamed" in armature.skeleton_of(rig).names
 
 
 def test_frame_changes_of_an_animated_rig_read_its_ik_settings_only_where_animation_can_change_them(monkeypatch):
     """A rig whose object its animation updates on every frame: its IK settings are read once, not on every
     frame, while nothing animates them; once a key sets one, every frame reads them, and each frame's solve
     keeps to that frame's setting."""
-    from fabrik_addon.blender import rig as rig_cache
+    from fabrik_addon.blender.rig import armature
 
     rig, target = chain_rig()
     rigbuild.key_circle(target, (0.5, 0.5, 2.0), 0.5, range(1, 11), axis="XZ")
@@ -762,8 +763,8 @@ def test_frame_changes_of_an_animated_rig_read_its_ik_settings_only_where_animat
     scene = bpy.context.scene
     scene.frame_set(1)
     reads = []
-    original = rig_cache._limit_settings
-    monkeypatch.setattr(rig_cache, "_limit_settings", lambda obj, order: reads.append(obj.name) or original(obj, order))
+    original = armature._limit_settings
+    monkeypatch.setattr(armature, "_limit_settings", lambda obj, order: reads.append(obj.name) or original(obj, order))
     for frame in range(2, 6):
         scene.frame_set(frame)
         assert _reaches(rig, "bone3", target)
@@ -784,7 +785,7 @@ def test_frame_changes_of_an_animated_rig_read_its_ik_settings_only_where_animat
     assert reads == ["Rig", "Rig"]
     _check_bone1_locked(rig)
     scene.frame_set(2)
-    skeleton = rig_cache.skeleton_of(rig)
+    skeleton = armature.skeleton_of(rig)
     assert skeleton.limits[skeleton.index("bone1")] is None, "free again where the key says so"
     assert bone.rotation_quaternion[0] < 1.0 - 1e-6
     assert _reaches(rig, "bone3", target)
@@ -793,7 +794,7 @@ def test_frame_changes_of_an_animated_rig_read_its_ik_settings_only_where_animat
 def test_a_driven_ik_setting_is_read_on_every_frame_of_an_animated_rig():
     """A driver that locks a chain bone from frame 7 on (on a rig its animation updates every frame): the frames
     from 7 keep the bone at rest, the ones before bend it."""
-    from fabrik_addon.blender import rig as rig_cache
+    from fabrik_addon.blender.rig import armature
 
     rig, target = chain_rig()
     rigbuild.key_circle(target, (0.5, 0.5, 2.0), 0.5, range(1, 11), axis="XZ")
@@ -807,7 +808,7 @@ def test_a_driven_ik_setting_is_read_on_every_frame_of_an_animated_rig():
         driver.type, driver.expression = 'SCRIPTED', "frame >= 7"
     for frame in (5, 6, 7, 8, 2):
         scene.frame_set(frame)
-        skeleton = rig_cache.skeleton_of(rig)
+        skeleton = armature.skeleton_of(rig)
         assert (skeleton.limits[skeleton.index("bone1")] is not None) == (frame >= 7), frame
         if frame >= 7:
             _check_bone1_locked(rig)
@@ -848,22 +849,22 @@ def test_frame_changes_keep_up_with_rigs_a_script_adds_and_removes():
 def test_after_undo_a_frame_change_checks_the_structure_again(monkeypatch):
     """Undo puts data back without a change our handlers are told of: the next frame change reads the
     armature again."""
-    from fabrik_addon.blender import live
-    from fabrik_addon.blender import rig as rig_cache
+    from fabrik_addon.blender.live import handlers
+    from fabrik_addon.blender.rig import armature
 
     rig, target = chain_rig()
     rigbuild.key_circle(target, (0.5, 0.5, 2.0), 0.5, range(1, 11), axis="XZ")
     scene = bpy.context.scene
     scene.frame_set(1)
     scene.frame_set(2)
-    assert "Rig" in live._watched
-    live.on_undo()
+    assert memory.of("Rig").watched
+    handlers.on_undo()
     reads = []
-    original = rig_cache._bones_signature
-    monkeypatch.setattr(rig_cache, "_bones_signature", lambda obj: reads.append(obj.name) or original(obj))
+    original = armature._bones_signature
+    monkeypatch.setattr(armature, "_bones_signature", lambda obj: reads.append(obj.name) or original(obj))
     scene.frame_set(3)
     assert reads == ["Rig"]
-    assert live.on_undo in bpy.app.handlers.undo_post and live.on_undo in bpy.app.handlers.redo_post
+    assert handlers.on_undo in bpy.app.handlers.undo_post and handlers.on_undo in bpy.app.handlers.redo_post
 
 
 def test_a_solve_put_off_after_bones_leave_every_chain_asks_for_its_own_update(solves):
@@ -872,7 +873,7 @@ def test_a_solve_put_off_after_bones_leave_every_chain_asks_for_its_own_update(s
     handler fires no handler, and the status stayed at "solving again" until something else changed).
     Background Blender runs no timers (and one left at exit crashes 4.2), so none is registered there and the
     test calls the callback itself."""
-    from fabrik_addon.blender import live
+    from fabrik_addon.blender.live import handlers
 
     rig, target = chain_rig(target_at=(1.0, 0.0, 3.0))
     bpy.context.view_layer.update()
@@ -880,14 +881,14 @@ def test_a_solve_put_off_after_bones_leave_every_chain_asks_for_its_own_update(s
     rig.fabrik.effectors[0].chain_length = 9
     bpy.context.view_layer.update()
     assert "solving again at the next update" in statuses["Rig"].message
-    assert memory.of("Rig").again and not bpy.app.timers.is_registered(live.tag_put_off)
+    assert memory.of("Rig").again and not bpy.app.timers.is_registered(handlers.tag_put_off)
     solves.clear()
-    live.tag_put_off()
+    handlers.tag_put_off()
     bpy.context.view_layer.update()
     assert solves == ["Rig"]  # the tag alone made live solving solve the rig again
     assert "solving again" not in statuses["Rig"].message
     assert "chain" in statuses["Rig"].effectors[0]  # what is wrong with it, at last
-    live.tag_put_off()  # nothing put off any more: no tag, no solve
+    handlers.tag_put_off()  # nothing put off any more: no tag, no solve
     bpy.context.view_layer.update()
     assert solves == ["Rig"]
 
@@ -916,7 +917,6 @@ def test_the_channels_remembered_after_a_solve_are_the_channels_it_left(case):
     read again). After every kind of solve they must equal a fresh read: the free chain's lean path, the general
     path (a hinge), bones given back when a chain is made shorter, IK stretch written (on the general path) and
     a scale given back after it (on the lean path)."""
-    from fabrik_addon.blender import live
 
     rig, target = chain_rig(target_at=(1.5, 0.0, 2.5) if case != "stretched before" else (0.0, 0.0, 6.0))
     rig.pose.bones["bone3"].rotation_mode = 'XYZ'  # (two channel kinds written)

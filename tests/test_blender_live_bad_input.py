@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from blender_scenes import rigbuild
-from fabrik_addon.blender.held import held_bones
-from fabrik_addon.blender import animdata, live, memory
-from fabrik_addon.blender.status import statuses
+from fabrik_addon.blender.rig.held import held_bones
+from fabrik_addon.blender.rig import animdata, memory
+from fabrik_addon.blender.live import handlers
+from fabrik_addon.blender.rig.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -77,9 +78,9 @@ def no_traceback(capsys) -> None:
 @pytest.fixture(params=["reused", "whole"])
 def path(request, monkeypatch):
     """Run each test with live frames that go on from the last frame's read where nothing else changed
-    (`live._reused`), and with every frame read whole (`taken`: per frame change, whether it went on from the
+    (`handlers._reused`), and with every frame read whole (`taken`: per frame change, whether it went on from the
     last read)."""
-    again = live._reused
+    again = handlers._reused
     taken = []
 
     def counted(*args):
@@ -87,9 +88,9 @@ def path(request, monkeypatch):
         taken.append(result is not None)
         return result
 
-    monkeypatch.setattr(live, "_reused", counted)
+    monkeypatch.setattr(handlers, "_reused", counted)
     memory.reset()
-    live.on_load(None)
+    handlers.on_load(None)
     return types.SimpleNamespace(name=request.param, taken=taken)
 
 
@@ -314,16 +315,16 @@ def _linked(tmp_path):
     for obj in (rig, target):
         collection.objects.link(obj)
         bpy.context.scene.collection.objects.unlink(obj)
-    live.on_load(None)
+    handlers.on_load(None)
     # Written by hand so the library holds the animator's pose and no solve.
-    bpy.app.handlers.depsgraph_update_post.remove(live.on_depsgraph_update)
+    bpy.app.handlers.depsgraph_update_post.remove(handlers.on_depsgraph_update)
     try:
         path = str(tmp_path / "library.blend")
         bpy.data.libraries.write(path, {collection}, fake_user=True)
     finally:
-        bpy.app.handlers.depsgraph_update_post.append(live.on_depsgraph_update)
+        bpy.app.handlers.depsgraph_update_post.append(handlers.on_depsgraph_update)
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    live.on_load(None)
+    handlers.on_load(None)
     with bpy.data.libraries.load(path, link=True) as (_, data_to):
         data_to.collections = ["RigCollection"]
     linked = data_to.collections[0]

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from blender_scenes import rigbuild, rotation_channels
-from fabrik_addon.blender.held import held_bones
-from fabrik_addon.blender import memory
-from fabrik_addon.core import stages
-from fabrik_addon.core.plan import Plan
-from fabrik_addon.core.tree import Start
-from fabrik_addon.blender.status import statuses
+from fabrik_addon.blender.rig.held import held_bones
+from fabrik_addon.blender.rig import memory
+from fabrik_addon.core.solve import stages
+from fabrik_addon.core.solve.plan import Plan
+from fabrik_addon.core.model.tree import Start
+from fabrik_addon.blender.rig.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

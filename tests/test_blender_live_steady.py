@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Live frames where only the targets moved go on from the last frame's read (`live._reused`), solved exactly as
+"""Live frames where only the targets moved go on from the last frame's read (`handlers._reused`), solved exactly as
 a frame read whole solves them, and every change the whole read would see sends the frame back to it."""
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from blender_scenes import chain_rig, rigbuild, rotation_channels, target_world, tip_world
-from fabrik_addon.blender.held import held_bones
-from fabrik_addon.blender import animdata, live, memory, pins
-from fabrik_addon.blender.status import DeferredStatus, RigStatus, statuses
+from fabrik_addon.blender.rig.held import held_bones
+from fabrik_addon.blender.rig import animdata, memory
+from fabrik_addon.blender.live import handlers
+from fabrik_addon.blender.effectors import pins
+from fabrik_addon.blender.rig.status import DeferredStatus, RigStatus, statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -26,7 +28,7 @@ def steady_frames(monkeypatch) -> list[bool]:
     """Per frame change where live solving kept a rig's last read: whether the frame went on from it (False: the
     whole read)."""
     taken: list[bool] = []
-    again = live._reused
+    again = handlers._reused
 
     def counted(obj, *args):
         planned = obj.name in kept_reads()
@@ -35,7 +37,7 @@ def steady_frames(monkeypatch) -> list[bool]:
             taken.append(result is not None)
         return result
 
-    monkeypatch.setattr(live, "_reused", counted)
+    monkeypatch.setattr(handlers, "_reused", counted)
     return taken
 
 
@@ -72,7 +74,7 @@ def converted_chain(tied: bool = False):
     Tied: as a file converted by an earlier version has it, the muted constraint keeps its target, which still
     ties the armature to it in Blender's dependency graph, so every move of the target updates the rig object.
     """
-    from fabrik_addon.blender import constraints
+    from fabrik_addon.blender.effectors import constraints
 
     rig = chain("quaternions")
     rig.fabrik.live = False
@@ -252,7 +254,7 @@ def test_frames_where_only_targets_move_solve_as_the_full_frame(kind, steady_fra
     if kind.startswith("root"):  # (frame 9 takes the hand beyond the arm: the comparison below covers a move)
         bpy.context.scene.frame_set(9)
         assert max(abs(c) for c in bpy.data.objects["Stocky"].pose.bones["pelvis"].location) > 0.01
-    monkeypatch.setattr(live, "_reused", lambda *args: None)
+    monkeypatch.setattr(handlers, "_reused", lambda *args: None)
     full = play(RIGS[kind], frames)
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -282,7 +284,7 @@ def test_animation_of_what_the_full_frame_reads_leaves_no_plan(kind, steady_fram
     frames = [1, 2, 3, 5, 20, 12, 40]
     quick = play(PLANLESS[kind], frames)
     assert steady_frames == [] and not kept_reads()
-    monkeypatch.setattr(live, "_reused", lambda *args: None)
+    monkeypatch.setattr(handlers, "_reused", lambda *args: None)
     full = play(PLANLESS[kind], frames)
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -312,7 +314,7 @@ def test_a_warm_started_limited_tree_moves_from_its_last_frame_as_the_full_frame
     """Frames of a limited arm that starts from its previous solution go on from the last frame's read, and move
     from the rig the last frame left in the limits' coordinates (what continuity mode carries): channels, held
     values and status agree with the whole read's, and a target thrown far takes the whole solve."""
-    from fabrik_addon.core import settle
+    from fabrik_addon.core.joints import settle
 
     followed = []  # (whether each settling step of `stages.followed` reached)
     follow = settle.follow
@@ -331,7 +333,7 @@ def test_a_warm_started_limited_tree_moves_from_its_last_frame_as_the_full_frame
     assert steady_frames == [True] * 21, steady_frames
     assert moved[2:20] == [True] * 18 and not moved[20], moved  # (33: too far to step to, the whole solve)
     assert all(statuses["Rig"].reached.values())
-    monkeypatch.setattr(live, "_reused", lambda *args: None)
+    monkeypatch.setattr(handlers, "_reused", lambda *args: None)
     full = play(warm_limited_arm, frames)
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -415,7 +417,7 @@ def test_a_change_between_frames_goes_the_full_frame(change, steady_frames, monk
             assert (tip - target_world(bpy.data.objects["Target"])).length < 1e-3
     else:
         assert says in " ".join([status.message, *status.effectors.values()])
-    monkeypatch.setattr(live, "_reused", lambda *args: None)
+    monkeypatch.setattr(handlers, "_reused", lambda *args: None)
     full = changed(change)
     for frame, (a, a_status), (b, b_status) in zip((3, 4, 5), quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -459,7 +461,7 @@ def test_keys_added_mid_playback_go_the_full_frame(kind, keyed, steady_frames, m
 
     quick = play_keyed()
     assert steady_frames == [True, True, False]  # 2 and 3; then no plan: the animation reaches what a solve reads
-    monkeypatch.setattr(live, "_reused", lambda *args: None)
+    monkeypatch.setattr(handlers, "_reused", lambda *args: None)
     full = play_keyed()
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -473,7 +475,7 @@ def test_the_plan_goes_with_the_file_undo_and_live_solving(steady_frames):
     for frame in (1, 2):
         scene.frame_set(frame)
     assert kept_reads() == {"Rig"}
-    live.on_undo()
+    handlers.on_undo()
     assert not kept_reads()
     scene.frame_set(3)
     assert kept_reads() == {"Rig"}
@@ -482,7 +484,7 @@ def test_the_plan_goes_with_the_file_undo_and_live_solving(steady_frames):
     rig.fabrik.live = True
     scene.frame_set(4)
     assert kept_reads() == {"Rig"}
-    live.on_load(None)
+    handlers.on_load(None)
     assert not kept_reads()
     assert steady_frames == [True]  # frame 2 only: 3 and 4 went the full frame
 
@@ -506,7 +508,7 @@ def test_a_deferred_status_is_put_into_words_once_when_first_read():
 def test_the_status_times_the_solver_apart_from_reading_and_writing(steady_frames, monkeypatch):
     """Every live frame's status, the whole read's and a steady frame's, gives the solver's own time (the plan's
     solve) as a part of the frame's: more than nothing, less than reading, solving and writing together."""
-    from fabrik_addon.core.plan import Plan
+    from fabrik_addon.core.solve.plan import Plan
 
     solving = []
     plan_solve = Plan.solve
@@ -585,7 +587,7 @@ def test_a_chain_bone_set_by_a_script_goes_the_full_frame(make_rig, tag, steady_
     animator's, as the full frame takes it."""
     quick = played_with_a_chain_bone_set(make_rig, tag)
     assert steady_frames == [True, True, False, True]
-    monkeypatch.setattr(live, "_reused", lambda *args: None)
+    monkeypatch.setattr(handlers, "_reused", lambda *args: None)
     full = played_with_a_chain_bone_set(make_rig, tag)
     for frame, (a, a_status), (b, b_status) in zip([1, 2, 3, 4, 5], quick, full):
         assert a_status == b_status, f"frame {frame}"

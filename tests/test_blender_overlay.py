@@ -13,8 +13,10 @@ import pytest
 from mathutils import Euler, Vector
 
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import animdata, compat, memory, overlay, solve
-from fabrik_addon.blender.status import statuses
+from fabrik_addon.blender.rig import animdata, compat, memory
+from fabrik_addon.blender.ui import overlay
+from fabrik_addon.blender.live import solve
+from fabrik_addon.blender.rig.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

@@ -19,8 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from blender_scenes import chain_rig, rigbuild
-from fabrik_addon.blender import overlay, presets, setup_ops, ui
-from fabrik_addon.blender.status import RigStatus, statuses
+from fabrik_addon.blender.ui import overlay, presets, setup_ops, panels
+from fabrik_addon.blender.rig.status import RigStatus, statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -116,23 +116,23 @@ def props(log: list) -> dict:
 
 def test_wrap_breaks_at_spaces_and_keeps_every_word():
     text = "misses by 2: target out of reach, stopped after 50 iterations"
-    lines = ui.wrap(text, 20)
+    lines = panels.wrap(text, 20)
     assert lines == ["misses by 2: target", "out of reach,", "stopped after 50", "iterations"]
     assert all(len(line) <= 20 for line in lines)
 
 
 def test_wrap_cuts_a_word_longer_than_the_line_and_keeps_short_text_whole():
-    assert ui.wrap("bone 'a_very_long_bone_name_indeed' is missing", 10) == [
+    assert panels.wrap("bone 'a_very_long_bone_name_indeed' is missing", 10) == [
         "bone", "'a_very_lo", "ng_bone_na", "me_indeed'", "is missing"]
-    assert ui.wrap("ab abcdefgh", 4) == ["ab", "abcd", "efgh"]
-    assert ui.wrap("reached", 40) == ["reached"]
-    assert ui.wrap("", 40) == [""] and ui.wrap("   ", 40) == [""]
-    assert ui.wrap("a b", 0) == ["a", "b"]  # (a width under 1 counts as 1)
+    assert panels.wrap("ab abcdefgh", 4) == ["ab", "abcd", "efgh"]
+    assert panels.wrap("reached", 40) == ["reached"]
+    assert panels.wrap("", 40) == [""] and panels.wrap("   ", 40) == [""]
+    assert panels.wrap("a b", 0) == ["a", "b"]  # (a width under 1 counts as 1)
 
 
 @given(st.text(alphabet=st.sampled_from("ab -:'"), max_size=120), st.integers(1, 60))
 def test_wrap_lines_fit_and_give_the_words_back(text, chars):
-    lines = ui.wrap(text, chars)
+    lines = panels.wrap(text, chars)
     assert lines and all(len(line) <= chars for line in lines)
     assert "".join(lines).replace(" ", "") == text.replace(" ", "")
 
@@ -142,15 +142,15 @@ def test_the_line_width_follows_the_region_and_the_interface_scale():
     of the interface font (a line of wide letters holds fewer of them); characters where no region is known."""
     preferences = bpy.context.preferences
     scale = getattr(preferences.system, "ui_scale", 0.0) or preferences.view.ui_scale
-    unknown = ui.room_for(types.SimpleNamespace(region=None))
-    assert unknown.width == ui.DEFAULT_CHARS and unknown.measure("abc") == 3
-    wide = ui.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=600), preferences=preferences))
-    narrow = ui.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=300), preferences=preferences))
-    assert wide.width == 600 - ui.MARGIN_PIXELS * scale and narrow.width == 300 - ui.MARGIN_PIXELS * scale
+    unknown = panels.room_for(types.SimpleNamespace(region=None))
+    assert unknown.width == panels.DEFAULT_CHARS and unknown.measure("abc") == 3
+    wide = panels.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=600), preferences=preferences))
+    narrow = panels.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=300), preferences=preferences))
+    assert wide.width == 600 - panels.MARGIN_PIXELS * scale and narrow.width == 300 - panels.MARGIN_PIXELS * scale
     assert wide.measure("WWWW") > wide.measure("iiii") > 0  # pixels of the font, not characters
     assert len(narrow.lines("W" * 60)) > len(narrow.lines("i" * 60))
-    tiny = ui.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=40), preferences=preferences))
-    assert tiny.width == ui.MIN_PIXELS * scale
+    tiny = panels.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=40), preferences=preferences))
+    assert tiny.width == panels.MIN_PIXELS * scale
 
 
 # -- registration --------------------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ def test_the_sidebar_is_a_panel_with_sub_panels_and_the_limits_sit_under_blender
     assert bpy.types.VIEW3D_PT_fabrik_testing.bl_options == {'DEFAULT_CLOSED'}
     assert bpy.types.BONE_PT_fabrik_limits.bl_parent_id == "BONE_PT_inverse_kinematics"
     parent = bpy.types.BONE_PT_inverse_kinematics  # Blender's own panel, in this bpy
-    assert parent.bl_context == ui.BONE_PT_fabrik_limits.bl_context == "bone"
+    assert parent.bl_context == panels.BONE_PT_fabrik_limits.bl_context == "bone"
     if BLENDER34_BONE_UI.is_file():  # the same id in Debian's Blender 3.4 (the GUI test checks it live)
         assert "class BONE_PT_inverse_kinematics(" in BLENDER34_BONE_UI.read_text()
 
@@ -179,7 +179,7 @@ def test_every_panel_splits_labels_from_values_and_has_keyframe_dots():
     rig, _target = chain_rig()
     bpy.context.view_layer.update()
     context = context_for(rig, 300, bone=rig.data.bones["bone1"], active_pose_bone=rig.pose.bones["bone1"])
-    for panel in (bpy.types.VIEW3D_PT_fabrik, *(getattr(bpy.types, n) for n in SUBPANELS), ui.BONE_PT_fabrik_limits):
+    for panel in (bpy.types.VIEW3D_PT_fabrik, *(getattr(bpy.types, n) for n in SUBPANELS), panels.BONE_PT_fabrik_limits):
         log = draw(panel, context)
         assert log.root.use_property_split and log.root.use_property_decorate, panel.__name__
         drawn = [e for e in log if e.call in {"prop", "prop_search"} and e.args[1] not in {"enabled"}]
@@ -237,7 +237,7 @@ def test_a_miss_is_a_red_warning_with_the_whole_message_wrapped_to_the_sidebar()
     status = statuses["Rig"]
     assert status.missed
     width = 220  # narrow: every message takes more than one line
-    room = ui.room_for(context_for(rig, width))
+    room = panels.room_for(context_for(rig, width))
     rows = status_rows(rig, width)
     assert all(room.measure(r.kwargs["text"]) <= room.width for r in rows)
     assert rows[0].kwargs["icon"] == 'ERROR' and rows[0].alert
@@ -289,7 +289,7 @@ def test_an_effector_the_rigs_switch_turned_off_looks_off_not_broken():
     assert "disabled by the rig's switch" in row.kwargs["text"]
     assert row.kwargs["icon"] == 'HIDE_ON' and not row.alert and row.greyed
     log: list = []
-    ui.FABRIK_UL_effectors.draw_item(types.SimpleNamespace(layout_type='DEFAULT'), None, TreeLayout(log),
+    panels.FABRIK_UL_effectors.draw_item(types.SimpleNamespace(layout_type='DEFAULT'), None, TreeLayout(log),
                                      rig.fabrik, second, 0, None, "", 1)
     assert [(e.kwargs["icon"], e.alert, e.greyed) for e in labels(log)] == [('HIDE_ON', False, True)]
     rig.fabrik.active_effector = 1
@@ -300,10 +300,10 @@ def test_an_effector_the_rigs_switch_turned_off_looks_off_not_broken():
 
 
 def test_a_status_with_nothing_solved_is_no_success():
-    assert ui.rig_state(RigStatus(message="the effectors changed: solving again at the next update")) == 'NONE'
-    assert ui.rig_state(RigStatus(message="reached", reached={0: True})) == 'REACHED'
-    assert ui.rig_state(RigStatus(message="x", reached={0: True, 1: False})) == 'MISSED'
-    assert ui.rig_state(RigStatus(message="x", ok=False, reached={0: True})) == 'ERROR'
+    assert panels.rig_state(RigStatus(message="the effectors changed: solving again at the next update")) == 'NONE'
+    assert panels.rig_state(RigStatus(message="reached", reached={0: True})) == 'REACHED'
+    assert panels.rig_state(RigStatus(message="x", reached={0: True, 1: False})) == 'MISSED'
+    assert panels.rig_state(RigStatus(message="x", ok=False, reached={0: True})) == 'ERROR'
 
 
 def test_fields_that_name_nothing_are_red_and_the_others_are_not():
@@ -341,7 +341,7 @@ def test_the_list_row_shows_the_name_and_a_status_icon():
 
     def row():
         log: list = []
-        ui.FABRIK_UL_effectors.draw_item(types.SimpleNamespace(layout_type='DEFAULT'), None, TreeLayout(log),
+        panels.FABRIK_UL_effectors.draw_item(types.SimpleNamespace(layout_type='DEFAULT'), None, TreeLayout(log),
                                          rig.fabrik, rig.fabrik.effectors[0], 0, None, "", 0)
         return log
 
@@ -413,15 +413,15 @@ def test_the_limits_sub_panel_draws_every_ik_setting_and_help_that_fits():
     rigbuild.set_limits(rig, "bone1", x=(-60, 60))
     width = 320
     context = context_for(rig, width, bone=rig.data.bones["bone1"], active_pose_bone=rig.pose.bones["bone1"])
-    log = draw(ui.BONE_PT_fabrik_limits, context)
+    log = draw(panels.BONE_PT_fabrik_limits, context)
     expected = {f"{kind}_{axis}" for kind in ("lock_ik", "use_ik_limit", "ik_min", "ik_max", "ik_stiffness")
                 for axis in "xyz"} | {"ik_stretch"}
     drawn = props(log)
     assert expected <= set(drawn)
     assert all(entry.args[0] == rig.pose.bones["bone1"] for entry in drawn.values())
-    room = ui.room_for(context)
+    room = panels.room_for(context)
     texts = [e.kwargs["text"] for e in labels(log)]
     assert all(room.measure(text) <= room.width for text in texts)
-    assert " ".join(ui.LIMITS_HELP.split()) in " ".join(texts), "the whole help, wrapped"
+    assert " ".join(panels.LIMITS_HELP.split()) in " ".join(texts), "the whole help, wrapped"
     assert any(text.startswith("In the chain of") for text in texts)
     assert any(e.call == "menu" and e.args[0] == presets.FABRIK_MT_bone_limits_presets.__name__ for e in log)

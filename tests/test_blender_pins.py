@@ -13,9 +13,13 @@ import pytest
 from mathutils import Euler, Vector
 
 from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
-from fabrik_addon.blender import animdata, bake, overlay, pins, status, stepping
-from fabrik_addon.blender import contacts as contacts_bridge
-from fabrik_addon.core import contacts
+from fabrik_addon.blender.rig import animdata, status
+from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender.ui import overlay
+from fabrik_addon.blender.effectors import pins
+from fabrik_addon.blender import stepping
+from fabrik_addon.blender.effectors import contact_pins
+from fabrik_addon.core.motion import contacts
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")
 
@@ -98,7 +102,7 @@ def test_a_bake_writes_the_held_pose(continuous):
     rig, target = sliding_rig(rig_moves=True)
     pin(rig, 10, 25)
     live = tips(rig, FRAMES)
-    result = bake.bake_object(rig, FRAMES, warm_start=continuous)
+    result = baking.bake_object(rig, FRAMES, warm_start=continuous)
     assert not rig.fabrik.live and not result.problems
     baked = tips(rig, FRAMES)
     assert np.abs(baked - live).max() < 1e-4
@@ -112,7 +116,7 @@ def test_a_pin_set_by_hand_holds_on_every_frame_and_in_the_bake():
     effector.pin, effector.pin_location = 1.0, (1.2, 0.3, 1.6)
     live = tips(rig, range(1, 11))
     assert np.abs(live - (1.2, 0.3, 1.6)).max() < 1e-5
-    bake.bake_object(rig, range(1, 11))
+    baking.bake_object(rig, range(1, 11))
     assert np.abs(tips(rig, range(1, 11)) - (1.2, 0.3, 1.6)).max() < 1e-5
 
 
@@ -366,7 +370,7 @@ def test_find_contacts_on_the_tips_pins_where_the_tip_stood():
 def test_find_contacts_cancelled_keys_nothing_and_puts_the_frame_and_live_solving_back():
     rig, foot = walking_leg()
     bpy.context.scene.frame_set(7)
-    finder = contacts_bridge.ContactFinder(bpy.context.scene, rig, [0], range(1, 61))
+    finder = contact_pins.ContactFinder(bpy.context.scene, rig, [0], range(1, 61))
     assert not rig.fabrik.live
     for _ in range(10):
         finder.step()
@@ -388,7 +392,7 @@ def test_find_contacts_dropped_by_a_file_load_touches_nothing_of_the_new_file(tm
     rig, foot = walking_leg()
     path = str(tmp_path / "walk.blend")
     bpy.ops.wm.save_as_mainfile(filepath=path)
-    finder = contacts_bridge.ContactFinder(bpy.context.scene, rig, [0], range(1, 61))
+    finder = contact_pins.ContactFinder(bpy.context.scene, rig, [0], range(1, 61))
     for _ in range(5):
         finder.step()
     assert stepping.drop_running in bpy.app.handlers.load_pre

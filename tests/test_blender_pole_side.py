@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
 
-from fabrik_addon.blender import props, rig as addon_rig  # noqa: E402
+from fabrik_addon.blender.rig import armature, props  # noqa: E402
 from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
 from rig_classes import build_arm_hand_pole, random_targets  # noqa: E402
 
@@ -31,7 +31,7 @@ def arm(registered_addon):
     """The arm's skeleton, its first bone, and COUNT goals at reachable targets (with the pole)."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     case = build_arm_hand_pole()
-    skeleton = addon_rig.skeleton_of(case.obj)
+    skeleton = armature.skeleton_of(case.obj)
     (effector,) = case.effectors
     bpy.context.view_layer.update()  # (the pole's world matrix)
     to_armature = case.obj.matrix_world.inverted()

@@ -21,8 +21,10 @@ import pytest
 from mathutils import Euler
 
 from blender_scenes import rigbuild
-from fabrik_addon.blender import rig as rig_module
-from fabrik_addon.core import Goal, SolveSettings, plan, two_bone
+from fabrik_addon.blender.rig import armature
+from fabrik_addon.core import Goal, SolveSettings
+from fabrik_addon.core.solve import plan
+from fabrik_addon.core.compared import two_bone
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -79,8 +81,8 @@ def ours(rig, constraint, solver=plan.solve) -> np.ndarray:
     """Our solve of the constraint's goal (pole included) from the pose Blender's IK starts from, as chain points."""
     constraint.mute = True
     bpy.context.view_layer.update()
-    skeleton = rig_module.skeleton_of(rig)
-    start = rig_module.current_pose(rig, skeleton)
+    skeleton = armature.skeleton_of(rig)
+    start = armature.current_pose(rig, skeleton)
     count = constraint.chain_count
     index = {name: i for i, name in enumerate(skeleton.names)}
     goal = Goal(
@@ -203,8 +205,8 @@ def test_blender_drops_the_pole_of_a_tree_with_two_goals_and_we_keep_it():
     for constraint in (rig.pose.bones["a1"].constraints[0], rig.pose.bones["b1"].constraints[0]):
         constraint.mute = True
     bpy.context.view_layer.update()
-    skeleton = rig_module.skeleton_of(rig)
-    start = rig_module.current_pose(rig, skeleton)
+    skeleton = armature.skeleton_of(rig)
+    start = armature.current_pose(rig, skeleton)
     index = {name: i for i, name in enumerate(skeleton.names)}
 
     def knee(pole):

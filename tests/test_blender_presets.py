@@ -13,7 +13,7 @@ import bpy
 import pytest
 
 from blender_scenes import chain_rig
-from fabrik_addon.blender import presets
+from fabrik_addon.blender.ui import presets
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

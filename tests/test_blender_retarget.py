@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from blender_scenes import RecordingLayout, rigbuild, tip_world
-from fabrik_addon.blender import animdata, pins, retarget, retarget_work, status
+from fabrik_addon.blender.rig import animdata, status
+from fabrik_addon.blender.effectors import pins
+from fabrik_addon.blender.retarget import setup, job
 from walk_clip import FRAMES, HINGES, SHIN, THIGH, import_walk, stocky_rig
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")
@@ -36,11 +38,11 @@ def test_the_clips_bones_and_the_rigs_are_mapped_by_their_names(tmp_path):
     clip = import_walk(tmp_path)
     rig = stocky_rig()
     rig.fabrik.retarget_source = clip
-    assert retarget.map_bones(rig) == []
-    pairs = retarget.mapping(rig)
+    assert setup.map_bones(rig) == []
+    pairs = setup.mapping(rig)
     assert pairs["thigh.L"] == ("LeftUpLeg", "thigh_l") and pairs["forearm.R"] == ("RightForeArm", "lowerarm_r")
     assert pairs["hips"] == ("Hips", "pelvis") and pairs["head"] == ("Head", "head")
-    assert retarget.refusal(rig) is None
+    assert setup.refusal(rig) is None
 
 
 def retargeting(tmp_path, **options) -> tuple:
@@ -49,8 +51,8 @@ def retargeting(tmp_path, **options) -> tuple:
     rig = stocky_rig()
     rig.fabrik.retarget_source = clip
     bpy.context.view_layer.objects.active = rig
-    retarget.map_bones(rig)
-    work = retarget_work.Retargeting(bpy.context.scene, rig, **options)
+    setup.map_bones(rig)
+    work = job.Retargeting(bpy.context.scene, rig, **options)
     while not work.done:
         work.step()
     work.finish()
@@ -139,8 +141,8 @@ def test_a_rigify_human_metarig_takes_the_walk(tmp_path):
     rig = humanoid.metarig()
     rigbuild.disable_rigify()
     rig.fabrik.retarget_source = clip
-    assert retarget.map_bones(rig) == []
-    assert retarget.mapping(rig)["shin.L"] == ("LeftLeg", "shin.L") and retarget.mapping(rig)["head"][1] == "spine.006"
+    assert setup.map_bones(rig) == []
+    assert setup.mapping(rig)["shin.L"] == ("LeftLeg", "shin.L") and setup.mapping(rig)["head"][1] == "spine.006"
     bpy.context.view_layer.objects.active = rig
     assert bpy.ops.fabrik.retarget(bake=False) == {'FINISHED'}
     missed, beyond = unreached_in_reach(rig, range(1, FRAMES + 1, 4))
@@ -204,7 +206,7 @@ def test_an_fbx_clip_is_retargeted_as_its_bvh_is(tmp_path):
     clip = fbx_walk(tmp_path / "fbx")
     rig = stocky_rig()
     rig.fabrik.retarget_source = clip
-    assert retarget.map_bones(rig) == [] and retarget.refusal(rig) is None
+    assert setup.map_bones(rig) == [] and setup.refusal(rig) is None
     bpy.context.view_layer.objects.active = rig
     assert bpy.ops.fabrik.retarget(bake=False, find_contacts=False) == {'FINISHED'}
     missed, _ = unreached_in_reach(rig, range(1, FRAMES + 1, 6))
@@ -239,21 +241,21 @@ def test_a_rig_rigify_generated_takes_the_walk_through_its_fk_controls(tmp_path)
     rig = rigbuild.generated_rigify()
     clip = import_walk(tmp_path)
     rig.fabrik.retarget_source = clip
-    assert retarget.map_bones(rig) == []
-    pairs = retarget.mapping(rig)
+    assert setup.map_bones(rig) == []
+    pairs = setup.mapping(rig)
     assert pairs["hips"] == ("Hips", "torso") and pairs["forearm.L"] == ("LeftForeArm", "forearm_fk.L")
     assert pairs["shin.R"] == ("RightLeg", "shin_fk.R") and pairs["head"] == ("Head", "head")
     switches = {name: rig.pose.bones[name]["IK_FK"] for name in ("upper_arm_parent.L", "thigh_parent.R")}
-    before = retarget.switch_to_fk(rig)  # (what a retarget that fails puts back)
-    assert rig.pose.bones["upper_arm_parent.L"]["IK_FK"] == 1.0 and retarget.SWITCHES in rig.keys()
-    retarget.switches_back(rig, before)
-    assert {n: rig.pose.bones[n]["IK_FK"] for n in switches} == switches and retarget.SWITCHES not in rig.keys()
+    before = setup.switch_to_fk(rig)  # (what a retarget that fails puts back)
+    assert rig.pose.bones["upper_arm_parent.L"]["IK_FK"] == 1.0 and setup.SWITCHES in rig.keys()
+    setup.switches_back(rig, before)
+    assert {n: rig.pose.bones[n]["IK_FK"] for n in switches} == switches and setup.SWITCHES not in rig.keys()
     rig.keyframe_insert('pose.bones["upper_arm_parent.L"]["IK_FK"]', frame=1)  # (a keyed switch would undo FK)
-    assert "IK/FK switch on 'upper_arm_parent.L' is keyed or driven" in retarget.refusal(rig)
+    assert "IK/FK switch on 'upper_arm_parent.L' is keyed or driven" in setup.refusal(rig)
     rig.keyframe_delete('pose.bones["upper_arm_parent.L"]["IK_FK"]', frame=1)  # (its drivers stay)
     rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = switches["upper_arm_parent.L"]
     bpy.context.view_layer.objects.active = rig
-    work = retarget_work.Retargeting(bpy.context.scene, rig)
+    work = job.Retargeting(bpy.context.scene, rig)
     while not work.done:
         work.step()
     work.finish()
@@ -277,8 +279,8 @@ def test_a_rig_rigify_generated_takes_the_walk_through_its_fk_controls(tmp_path)
                 assert (evaluated[fk].tail - evaluated[deform].tail).length < 1e-4, (frame, fk)
     assert bpy.ops.fabrik.retarget_remove() == {'FINISHED'}  # (the sub-panel's Remove)
     assert {name: rig.pose.bones[name]["IK_FK"] for name in switches} == switches
-    assert len(rig.fabrik.effectors) == 0 and bpy.data.collections.get(retarget.collection_name(rig)) is None
-    assert retarget.SWITCHES not in rig.keys() and not retarget.made_here(rig)
+    assert len(rig.fabrik.effectors) == 0 and bpy.data.collections.get(setup.collection_name(rig)) is None
+    assert setup.SWITCHES not in rig.keys() and not setup.made_here(rig)
 
 
 def test_a_neck_a_constraint_turns_is_refused(tmp_path):
@@ -286,9 +288,9 @@ def test_a_neck_a_constraint_turns_is_refused(tmp_path):
     clip = import_walk(tmp_path)
     rig = stocky_rig()
     rig.fabrik.retarget_source = clip
-    assert retarget.map_bones(rig) == [] and retarget.refusal(rig) is None
+    assert setup.map_bones(rig) == [] and setup.refusal(rig) is None
     rig.pose.bones["neck_01"].constraints.new('COPY_ROTATION').target = clip
-    assert "'neck_01'" in retarget.refusal(rig) and "constraint 'Copy Rotation'" in retarget.refusal(rig)
+    assert "'neck_01'" in setup.refusal(rig) and "constraint 'Copy Rotation'" in setup.refusal(rig)
 
 
 def test_retarget_leaves_the_animators_effectors_and_objects_alone(tmp_path):
@@ -308,7 +310,7 @@ def test_retarget_leaves_the_animators_effectors_and_objects_alone(tmp_path):
     mine.name = "Left Foot"
     assert bpy.ops.fabrik.retarget(bake=False) == {'FINISHED'}
     keep = bpy.data.objects.new("My Note", None)
-    bpy.data.collections[retarget.collection_name(rig)].objects.link(keep)
+    bpy.data.collections[setup.collection_name(rig)].objects.link(keep)
     assert bpy.ops.fabrik.retarget(bake=False) == {'FINISHED'}
     assert bpy.data.objects.get("My Note") is not None
     assert rig.fabrik.effectors["Left Foot"].bone == "foot_l"  # (a fresh look: adding effectors moves them)
@@ -349,8 +351,8 @@ def test_a_reach_beyond_the_arm_is_counted_and_the_arm_goes_straight_towards_it(
     rig = stocky_rig()
     rig.fabrik.retarget_source = clip
     bpy.context.view_layer.objects.active = rig
-    retarget.map_bones(rig)
-    work = retarget_work.Retargeting(bpy.context.scene, rig, bake_it=False)
+    setup.map_bones(rig)
+    work = job.Retargeting(bpy.context.scene, rig, bake_it=False)
     while not work.done:
         work.step()
     work.finish()
@@ -377,11 +379,11 @@ def test_retarget_refuses_without_a_mapping_it_can_use_and_changes_nothing(tmp_p
     rig = stocky_rig()
     bpy.context.view_layer.objects.active = rig
     rig.fabrik.retarget_source = clip
-    retarget.map_bones(rig)
+    setup.map_bones(rig)
     rig.fabrik.retarget_bones["thigh.L"].target = ""
     with pytest.raises(RuntimeError, match=r"no bones for thigh\.L"):
         bpy.ops.fabrik.retarget(bake=False)
-    assert len(rig.fabrik.effectors) == 0 and bpy.data.collections.get(retarget.collection_name(rig)) is None
+    assert len(rig.fabrik.effectors) == 0 and bpy.data.collections.get(setup.collection_name(rig)) is None
     rig.fabrik.retarget_bones["thigh.L"].target = "nope"
     with pytest.raises(RuntimeError, match="the rig has no bone 'nope'"):
         bpy.ops.fabrik.retarget(bake=False)
@@ -423,7 +425,7 @@ def test_retarget_refuses_without_a_mapping_it_can_use_and_changes_nothing(tmp_p
     rig.pose.bones["root"].keyframe_insert("rotation_quaternion", frame=1)
     with pytest.raises(RuntimeError, match="'root' above its hips is animated"):
         bpy.ops.fabrik.retarget(bake=False)
-    assert len(rig.fabrik.effectors) == 0 and bpy.data.collections.get(retarget.collection_name(rig)) is None
+    assert len(rig.fabrik.effectors) == 0 and bpy.data.collections.get(setup.collection_name(rig)) is None
 
 
 def test_a_second_retarget_clears_the_pins_an_effector_had(tmp_path):
@@ -444,13 +446,13 @@ def test_esc_during_the_bake_keeps_the_clips_pose_with_live_solving_correcting_t
     clip = import_walk(tmp_path)
     rig = stocky_rig()
     rig.fabrik.retarget_source = clip
-    retarget.map_bones(rig)
-    work = retarget_work.Retargeting(bpy.context.scene, rig)
+    setup.map_bones(rig)
+    work = job.Retargeting(bpy.context.scene, rig)
     while work.baker is None or work.baker.index < 10:
         work.step()
     work.cancel()
     assert rig.fabrik.live and len(rig.fabrik.effectors) == 4 and rig.animation_data.action is not None
-    assert not list(retarget_work.stepping.running)
+    assert not list(job.stepping.running)
 
 
 def test_remove_takes_the_retarget_away_and_leaves_the_keys_and_the_animators_effectors(tmp_path):
@@ -461,7 +463,7 @@ def test_remove_takes_the_retarget_away_and_leaves_the_keys_and_the_animators_ef
     keyed = {fc.data_path for fc in animdata.fcurves(rig)}
     assert bpy.ops.fabrik.retarget_remove() == {'FINISHED'}
     assert [e.name for e in rig.fabrik.effectors] == ["mine"]
-    assert bpy.data.collections.get(retarget.collection_name(rig)) is None
+    assert bpy.data.collections.get(setup.collection_name(rig)) is None
     assert not rig.pose.bones["pelvis"].constraints
     assert {fc.data_path for fc in animdata.fcurves(rig)} == keyed  # (the clip's pose and the animator's key stay)
     assert bpy.ops.fabrik.retarget_remove.poll() is False
@@ -484,28 +486,28 @@ def test_one_undo_takes_a_whole_retarget_back(tmp_path, bake):
     rig = bpy.data.objects["Stocky"]
     assert len(rig.fabrik.effectors) == 0 and rig.fabrik.live
     assert rig.animation_data is None or rig.animation_data.action is None
-    assert bpy.data.collections.get(retarget.collection_name(rig)) is None
+    assert bpy.data.collections.get(setup.collection_name(rig)) is None
 
 
 def test_a_second_retarget_replaces_the_first_and_the_mapping_saves(tmp_path):
     clip, rig = retargeted(tmp_path, bake=False)
     assert bpy.ops.fabrik.retarget(bake=False) == {'FINISHED'}
     assert len(rig.fabrik.effectors) == 4
-    collection = bpy.data.collections[retarget.collection_name(rig)]
+    collection = bpy.data.collections[setup.collection_name(rig)]
     assert len(collection.objects) == len({o.name for o in collection.objects}) == 4
     assert len([a for a in bpy.data.actions if a.name.startswith("Retarget")]) == 4  # (the first one's went with it)
     path = str(tmp_path / "retarget.blend")
     bpy.ops.wm.save_as_mainfile(filepath=path)
     bpy.ops.wm.open_mainfile(filepath=path)
     rig = bpy.data.objects["Stocky"]
-    assert retarget.mapping(rig)["shin.R"] == ("RightLeg", "calf_r") and rig.fabrik.retarget_source is not None
+    assert setup.mapping(rig)["shin.R"] == ("RightLeg", "calf_r") and rig.fabrik.retarget_source is not None
 
 
 def test_the_retarget_panel_shows_the_source_the_mapping_and_what_is_missing(tmp_path):
     clip = import_walk(tmp_path)
     rig = stocky_rig()
     rig.fabrik.retarget_source = clip
-    retarget.map_bones(rig)
+    setup.map_bones(rig)
     rig.fabrik.retarget_bones["thigh.L"].target = ""
     rig.fabrik.retarget_index = list(rig.fabrik.retarget_bones.keys()).index("thigh.L")
     log = []
@@ -539,5 +541,5 @@ def test_a_clip_scaled_to_nothing_on_a_frame_is_refused_with_the_frame_and_chang
     with pytest.raises(RuntimeError, match="frame 30"):
         bpy.ops.fabrik.retarget()
     assert len(rig.fabrik.effectors) == 0 and (rig.animation_data is None or rig.animation_data.action is None)
-    assert bpy.data.collections.get(retarget.collection_name(rig)) is None and not rig.fabrik.live
+    assert bpy.data.collections.get(setup.collection_name(rig)) is None and not rig.fabrik.live
     assert (scene.frame_start, scene.frame_end) == (5, 50) and not rig.fabrik.retarget_bones

@@ -16,7 +16,7 @@ import pytest
 
 from blender_scenes import rigbuild  # (first: it puts samples/ on the path)
 import mocap_clips
-from fabrik_addon.blender import retarget, retarget_work
+from fabrik_addon.blender.retarget import setup, job
 from retarget_measures import LIMBS, Track, measure, slides
 from walk_clip import HINGES, stocky_rig
 
@@ -31,12 +31,12 @@ needs_bpy_5 = pytest.mark.skipif(
 )
 
 
-def retargeted(clip, rig, hold_feet: bool = True) -> retarget_work.Retargeting:
+def retargeted(clip, rig, hold_feet: bool = True) -> job.Retargeting:
     """The clip put on the rig by Retarget's own work (mapped by names, baked), which keeps what it found."""
     rig.fabrik.retarget_source = clip
     bpy.context.view_layer.objects.active = rig
-    assert retarget.map_bones(rig) == [], retarget.map_bones(rig)
-    work = retarget_work.Retargeting(bpy.context.scene, rig, hold_feet=hold_feet)
+    assert setup.map_bones(rig) == [], setup.map_bones(rig)
+    work = job.Retargeting(bpy.context.scene, rig, hold_feet=hold_feet)
     while not work.done:
         work.step()
     result = work.finish()
@@ -105,7 +105,7 @@ def check_kept(clip, rig, work, pairs: dict | None = None, hinges: dict | None =
     clip's bends, and every hinge inside its range (`hinges`: bone -> (low, high) about X; `ankles`: per side the
     bone whose tail is the ankle, where not the shin; `same_rest`: the rig's rest stands as the clip's, so hands,
     feet and head turn from it as the clip's from its own; `standing`: the clip's feet stand somewhere)."""
-    pairs = pairs or retarget.mapping(rig)
+    pairs = pairs or setup.mapping(rig)
     kept, clip_track, rig_track = measure(clip, rig, pairs, work.frames, floor=work.layout.floor)
     # (the clips stand on their own floor: put on the rig's, they move up or down by an ankle's height at most,
     # and their hips rise and fall as the clip's do, scaled, over the whole path: nothing tips it)
@@ -182,7 +182,7 @@ def test_onto_a_generated_rigify_human_its_deforming_bones_keep_the_motion(tmp_p
     rig = rigbuild.generated_rigify()
     clip = mocap_clips.import_clip(tmp_path, motion)
     work = retargeted(clip, rig)
-    check_kept(clip, rig, work, deforming(retarget.mapping(rig)), ankles={s: f"DEF-shin.{s}.001" for s in "LR"})
+    check_kept(clip, rig, work, deforming(setup.mapping(rig)), ankles={s: f"DEF-shin.{s}.001" for s in "LR"})
 
 
 def joints(rig, frames) -> np.ndarray:
@@ -283,7 +283,7 @@ def test_a_mixamo_named_clip_with_fingers_onto_a_generated_rigify_human(tmp_path
         bone.name = f"mixamorig:{bone.name}"
     work = retargeted(clip, rig)
     assert len(work.layout.fingers) == 10, work.layout.fingers
-    check_kept(clip, rig, work, deforming(retarget.mapping(rig)), ankles={s: f"DEF-shin.{s}.001" for s in "LR"})
+    check_kept(clip, rig, work, deforming(setup.mapping(rig)), ankles={s: f"DEF-shin.{s}.001" for s in "LR"})
     for clip_bones, rig_bones in work.layout.fingers.values():
         deform = [f"DEF-{name}" for name in rig_bones]
         clip_track, rig_track = Track.read(clip, clip_bones, work.frames), Track.read(rig, deform, work.frames)

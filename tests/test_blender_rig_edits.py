@@ -8,8 +8,8 @@ import bpy
 import pytest
 
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import constraints, integrity
-from fabrik_addon.blender.status import statuses
+from fabrik_addon.blender.effectors import constraints, integrity
+from fabrik_addon.blender.rig.status import statuses
 
 
 pytestmark = pytest.mark.usefixtures("clean_scene")

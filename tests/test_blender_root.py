@@ -15,7 +15,8 @@ import pytest
 from mathutils import Vector
 
 from blender_scenes import RecordingLayout, rigbuild, tip_world
-from fabrik_addon.blender import animdata, live, status
+from fabrik_addon.blender.rig import animdata, status
+from fabrik_addon.blender.live import handlers
 from walk_clip import stocky_rig
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")
@@ -208,7 +209,7 @@ def settled(rig) -> None:
     """Update, and once more where the solve was put off (a root given back first: the chains hang from it)."""
     bpy.context.view_layer.update()
     if "solving again at the next update" in status.statuses[rig.name].message:
-        live.tag_put_off()  # (what a timer does in the GUI: background Blender runs none)
+        handlers.tag_put_off()  # (what a timer does in the GUI: background Blender runs none)
         bpy.context.view_layer.update()
 
 
@@ -264,13 +265,13 @@ def test_another_root_bone_gives_the_first_its_place_back_and_a_connected_one_is
     bpy.context.view_layer.update()
     assert tuple(rig.pose.bones["pelvis"].location) == (0.0, 0.0, 0.0)
     assert "solving again at the next update" in status.statuses[rig.name].message  # (the chains hung from it)
-    live.tag_put_off()  # (what a timer does in the GUI: background Blender runs none)
+    handlers.tag_put_off()  # (what a timer does in the GUI: background Blender runs none)
     bpy.context.view_layer.update()
     assert tuple(rig.pose.bones["clavicle_l"].location) != (0.0, 0.0, 0.0)
     assert misses(rig, feet, hand)[2] < 1e-3
     rig.fabrik.root_bone = "spine_01"  # connected to the pelvis: Blender would not move it
     bpy.context.view_layer.update()
-    live.tag_put_off()  # (the clavicle went back first)
+    handlers.tag_put_off()  # (the clavicle went back first)
     bpy.context.view_layer.update()
     assert tuple(rig.pose.bones["clavicle_l"].location) == (0.0, 0.0, 0.0)
     shown = status.statuses[rig.name]

@@ -187,7 +187,7 @@ class Sequences(RuleBasedStateMachine):
         changes = steps.compare(before, steps.snapshot(), reach, frame_changed)
         problems += [f"changed outside the add-on's reach: {text}" for text in changes]
         if self.enabled:
-            from fabrik_addon.blender.status import statuses
+            from fabrik_addon.blender.rig.status import statuses
 
             for name in steps.RIGS:
                 rig = _obj(name)
@@ -500,7 +500,7 @@ class Sequences(RuleBasedStateMachine):
           use_operator=st.booleans())
     def bake(self, rig, first, length, use_operator):
         """Bake a few frames (live solving is off afterwards, so playback shows the keys)."""
-        from fabrik_addon.blender import bake
+        from fabrik_addon.blender.bake import baking
 
         if not len(_obj(rig).fabrik.effectors):
             return
@@ -510,7 +510,7 @@ class Sequences(RuleBasedStateMachine):
                 with self._override(rig):
                     assert bpy.ops.fabrik.bake(frame_start=first, frame_end=first + length - 1) == {'FINISHED'}
             else:
-                bake.bake_object(_obj(rig), range(first, first + length))
+                baking.bake_object(_obj(rig), range(first, first + length))
             self.model["live"][rig] = False
 
         zero = (rig, "") in self.model["zero"]

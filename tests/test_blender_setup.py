@@ -13,9 +13,9 @@ import pytest
 from mathutils import Euler, Vector
 
 from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
-from fabrik_addon.blender import setup_ops
-from fabrik_addon.blender.status import statuses
-from fabrik_addon.core.pole_angle import auto_pole_angle, pole_point
+from fabrik_addon.blender.ui import setup_ops
+from fabrik_addon.blender.rig.status import statuses
+from fabrik_addon.core.goals.pole_angle import auto_pole_angle, pole_point
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -314,7 +314,7 @@ def test_the_selection_handler_follows_bones_and_targets_but_leaves_a_list_click
 
 def test_the_panel_stays_while_a_target_or_pole_is_the_active_object():
     """With the target active (as while dragging it) the tab shows its rig; an unrelated object shows none."""
-    from fabrik_addon.blender.ui import FABRIK_UL_effectors, VIEW3D_PT_fabrik, VIEW3D_PT_fabrik_effector
+    from fabrik_addon.blender.ui.panels import FABRIK_UL_effectors, VIEW3D_PT_fabrik, VIEW3D_PT_fabrik_effector
 
     rig, target = chain_rig()
     pole = rigbuild.make_target("Pole", (0.0, -2.0, 1.0))

@@ -11,8 +11,11 @@ import pytest
 
 import fabrik_addon
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender import bake, constraints, memory, solve
-from fabrik_addon.blender.status import statuses
+from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender.effectors import constraints
+from fabrik_addon.blender.rig import memory
+from fabrik_addon.blender.live import solve
+from fabrik_addon.blender.rig.status import statuses
 
 FRAMES = range(1, 13)
 #: How far each bone's length (bones of 1 unit) may differ from what Blender's IK with Stretch gives, for
@@ -270,9 +273,9 @@ def test_bake_writes_scale_keys_that_play_back_without_the_addon(warm_start):
     reset_pose(rig)
     shown = play(rig)
     reset_pose(rig)
-    result = bake.bake_object(rig, FRAMES, warm_start=warm_start)
+    result = baking.bake_object(rig, FRAMES, warm_start=warm_start)
     assert not result.problems
-    fcurves = {(fc.data_path, fc.array_index): fc for fc in bake.animdata.fcurves(rig)}
+    fcurves = {(fc.data_path, fc.array_index): fc for fc in baking.animdata.fcurves(rig)}
     for bone in ("bone1", "bone2"):
         for index in range(3):
             assert (f'pose.bones["{bone}"].scale', index) in fcurves

@@ -7,9 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabrik_addon.core import Goal, SolveSettings, blas, plan as plan_module, quat
-from fabrik_addon.core.plan import plan_for
-from fabrik_addon.core.tree import Start
+from fabrik_addon.core import Goal, SolveSettings
+from fabrik_addon.core.math import blas, quat
+from fabrik_addon.core.solve import plan as plan_module
+from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.model.tree import Start
 from skeletons import straight_chain
 
 

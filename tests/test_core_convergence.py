@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from fabrik_addon.core import Pose
-from fabrik_addon.core.convergence import COLOURS, COMPARED, error_curves, plot_rgba, reached_at
-from fabrik_addon.core.problem import Goal, SolveSettings
+from fabrik_addon.core.solve.convergence import COLOURS, COMPARED, error_curves, plot_rgba, reached_at
+from fabrik_addon.core.model.problem import Goal, SolveSettings
 from skeletons import straight_chain
 
 SETTINGS = SolveSettings(tolerance=1e-4)

@@ -12,11 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabrik_addon.core import Goal, SolveSettings, floor, solve
-from fabrik_addon.core.floor import Floor
-from fabrik_addon.core.limits import JointLimit
-from fabrik_addon.core.plan import plan_for
-from fabrik_addon.core.tree import moving_tree
+from fabrik_addon.core import Goal, SolveSettings, solve
+from fabrik_addon.core.goals import floor
+from fabrik_addon.core.goals.floor import Floor
+from fabrik_addon.core.model.limits import JointLimit
+from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.model.tree import moving_tree
 from limit_checks import assert_within
 from skeletons import leaves, random_rotations, skeletons, straight_chain
 from test_core_rows import solve_frames
@@ -98,7 +99,7 @@ def test_a_solve_that_says_it_converged_left_no_joint_below_the_floor(skeleton, 
 
 
 def _quaternions(frames: np.ndarray) -> np.ndarray:
-    from fabrik_addon.core.matrix_rows import quaternions_from_matrices
+    from fabrik_addon.core.math.matrix_rows import quaternions_from_matrices
 
     return quaternions_from_matrices(frames)
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabrik_addon.core import Goal, SolveSettings, solve
-from fabrik_addon.core import quat
-from fabrik_addon.core.plan import plan_for
+from fabrik_addon.core.math import quat
+from fabrik_addon.core.solve.plan import plan_for
 from skeletons import straight_chain
 
 
@@ -136,9 +136,9 @@ def test_holding_the_pole_never_changes_the_tips_distance_to_its_target(seed, bo
     after a backward one (tip anywhere), on bent chains with random targets
     (some out of reach), poles and pole angles.
     """
-    from fabrik_addon.core.fabrik import backward_reaching, forward_reaching
-    from fabrik_addon.core.tree import Joints, Start, moving_tree
-    from fabrik_addon.core.pole import holds as pole_holds, turn_about_pole
+    from fabrik_addon.core.chain.fabrik import backward_reaching, forward_reaching
+    from fabrik_addon.core.model.tree import Joints, Start, moving_tree
+    from fabrik_addon.core.goals.pole import holds as pole_holds, turn_about_pole
 
     rng = np.random.default_rng(seed)
     skeleton, start = _bent_chain(rng, bones)
@@ -209,7 +209,7 @@ def _torso():
 def test_a_poled_torso_with_a_target_beyond_reach_stretches_as_fabrik_does(monkeypatch):
     """With the head's target beyond all its chain could reach, stretching towards it is FABRIK's own move: the
     refinement does not take over (it would stop short of the best stretch), and the solve is FABRIK's."""
-    from fabrik_addon.core import methods
+    from fabrik_addon.core.solve import methods
 
     skeleton = _torso()
     goals = [
@@ -233,8 +233,8 @@ def test_branches_with_poles_sharing_a_chest_converge_in_a_handful_of_iterations
     (here 35 to 40 iterations to converge), so once they crawl the refinement finishes and settling turns the arms
     back into their poles' planes: every goal reached in ten iterations at most, each arm turned the way its pole
     holds it."""
-    from fabrik_addon.core import pole
-    from fabrik_addon.core.tree import Joints, Start
+    from fabrik_addon.core.goals import pole
+    from fabrik_addon.core.model.tree import Joints, Start
 
     skeleton = _torso()
     goals = [
@@ -261,7 +261,8 @@ def test_a_poled_torso_under_a_small_iteration_cap_keeps_the_cap_and_reports_wha
     """Under caps too small for the refinement to finish, the better of its pose and FABRIK's is kept: whatever
     the cap, the iterations counted stay within it, a solve reported converged has every tip on its target, and
     one that is not says why it stopped."""
-    from fabrik_addon.core import SolveSettings, refine
+    from fabrik_addon.core import SolveSettings
+    from fabrik_addon.core.joints import refine
 
     skeleton = _torso()
     goals = [

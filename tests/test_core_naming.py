@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabrik_addon.core.naming import LIMB_ROLES, ROLES, fingers_of, role_of, roles_of
+from fabrik_addon.core.motion.naming import LIMB_ROLES, ROLES, fingers_of, role_of, roles_of
 
 SIDES = {"L": "Left", "R": "Right"}
 

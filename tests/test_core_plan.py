@@ -8,12 +8,16 @@ import numpy as np
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from fabrik_addon.core import Goal, SolveSettings, fabrik, matrix_rows, quat, solve, stretch, tree as tree_types
-from fabrik_addon.core.limits import JointLimit
-from fabrik_addon.core.plan import open_cones_as_free
-from fabrik_addon.core.stages import local_rotations_inside
-from fabrik_addon.core.plan import FREE, LIMITED, OFFSETS, plan_for
-from fabrik_addon.core.tree import Start, components, moving_tree
+from fabrik_addon.core import Goal, SolveSettings, solve
+from fabrik_addon.core.chain import fabrik
+from fabrik_addon.core.math import matrix_rows, quat
+from fabrik_addon.core.goals import stretch
+from fabrik_addon.core.model import tree as tree_types
+from fabrik_addon.core.model.limits import JointLimit
+from fabrik_addon.core.solve.plan import open_cones_as_free
+from fabrik_addon.core.solve.stages import local_rotations_inside
+from fabrik_addon.core.solve.plan import FREE, LIMITED, OFFSETS, plan_for
+from fabrik_addon.core.model.tree import Start, components, moving_tree
 from skeletons import hand, random_rotations, skeletons, straight_chain
 
 
@@ -262,7 +266,7 @@ def test_a_frame_that_goes_on_from_the_last_solve_starts_where_forward_kinematic
     """A continuous bake's next frame starts where the last solve left the nodes (`Plan.start_after`): where forward
     kinematics of that solve's local rotations puts them, with those rotations, worked out one by one or for
     many frames at once (`local.rotation_rows_from_zero`)."""
-    from fabrik_addon.core import local
+    from fabrik_addon.core.chain import local
 
     rng = np.random.default_rng(seed)
     n = len(skeleton)

@@ -10,10 +10,12 @@ import math
 import numpy as np
 import pytest
 
-from fabrik_addon.core import Goal, SolveSettings, plan, refine, settle, skeleton_from_points
-from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom, goal_errors_of
-from fabrik_addon.core.tree import Start, moving_tree
-from fabrik_addon.core.limits import JointLimit
+from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points
+from fabrik_addon.core.solve import plan
+from fabrik_addon.core.joints import refine, settle
+from fabrik_addon.core.joints.angles import AngleRig, TreeGoals, freedom, goal_errors_of
+from fabrik_addon.core.model.tree import Start, moving_tree
+from fabrik_addon.core.model.limits import JointLimit
 from limit_checks import assert_within, swing_and_twist
 
 R = math.radians
@@ -480,7 +482,7 @@ def test_settling_keeps_only_steps_that_bring_the_joints_nearer_their_rest():
     curve away from the pull, so a whole step can overshoot rest, and each one after it further: a step that takes
     the joints no nearer rest is undone and a shorter one tried. Every step kept goes nearer rest (in settling's
     metric) and the goal stays reached."""
-    from fabrik_addon.core.angles import freedom
+    from fabrik_addon.core.joints.angles import freedom
 
     skeleton = arm6()
     tip = len(skeleton) - 1

@@ -8,8 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fabrik_addon.core import quat, refine, settle
-from fabrik_addon.core.angles import _swing_derivatives
+from fabrik_addon.core.math import quat
+from fabrik_addon.core.joints import refine, settle
+from fabrik_addon.core.joints.angles import _swing_derivatives
 
 
 def finite_difference(sx: float, sz: float, about_x: bool, step: float = 1e-6) -> np.ndarray:
@@ -34,10 +35,10 @@ def test_start_twists_are_the_twists_a_whole_angle_rig_reads():
     """`start_twists` reads only the twists that move no goal (a leaf's roll), as `AngleRig` would from the
     whole start pose (the solver no longer poses the whole tree for them)."""
     from fabrik_addon.core import Goal, skeleton_from_points
-    from fabrik_addon.core.angles import AngleRig, TreeGoals
-    from fabrik_addon.core.limits import JointLimit
-    from fabrik_addon.core.settle import start_twists
-    from fabrik_addon.core.tree import Start, moving_tree, posed
+    from fabrik_addon.core.joints.angles import AngleRig, TreeGoals
+    from fabrik_addon.core.model.limits import JointLimit
+    from fabrik_addon.core.joints.settle import start_twists
+    from fabrik_addon.core.model.tree import Start, moving_tree, posed
 
     count = 6
     heads = [(0.0, 0.0, 0.5 * i) for i in range(count)]
@@ -70,10 +71,10 @@ def test_the_plain_float_jacobian_is_numpys(limited, rotation_goal):
     """Small rigs build the refinement's Jacobian in plain floats, large ones in numpy: both give one matrix
     and one error vector (cones, hinges, free joints, a branch that moves only some coordinates, a rotation goal)."""
     from fabrik_addon.core import Goal, skeleton_from_points
-    from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom
-    from fabrik_addon.core.limits import JointLimit
-    from fabrik_addon.core.refine import linearised_plain
-    from fabrik_addon.core.tree import Start, moving_tree
+    from fabrik_addon.core.joints.angles import AngleRig, TreeGoals, freedom
+    from fabrik_addon.core.model.limits import JointLimit
+    from fabrik_addon.core.joints.refine import linearised_plain
+    from fabrik_addon.core.model.tree import Start, moving_tree
 
     # A trunk of four bones and two branches of three: each goal is moved by the trunk and its own branch only.
     parents = [-1, 0, 1, 2, 3, 4, 5, 3, 7, 8]
@@ -129,7 +130,7 @@ def test_the_plain_float_step_is_numpys(damping):
     coordinates held on the bounds they are pushed past, swings sliding along their cones' rims, stiff columns,
     the longest move capped, and the smallest damping the refinement uses on a Jacobian that holding leaves short
     of full rank; with no rows (no goal pulls), no step."""
-    from fabrik_addon.core.refine import _bounded_step, _bounded_step_plain
+    from fabrik_addon.core.joints.refine import _bounded_step, _bounded_step_plain
 
     held = rimmed = 0
     for seed in range(40):
@@ -171,10 +172,11 @@ def test_the_jacobian_is_the_derivative_of_the_error_vector(path, monkeypatch):
     the error is target less tip), row for row: a goal's tip rows, then its rotation rows where its rotation
     weighs (rotation weight 0.3, not 0), and no rows for a goal of weight 0 (cones with twists, hinges, a free
     joint; measured by central differences)."""
-    from fabrik_addon.core import Goal, limits, skeleton_from_points
-    from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom
-    from fabrik_addon.core.limits import JointLimit
-    from fabrik_addon.core.tree import Start, moving_tree
+    from fabrik_addon.core import Goal, skeleton_from_points
+    from fabrik_addon.core.model import limits
+    from fabrik_addon.core.joints.angles import AngleRig, TreeGoals, freedom
+    from fabrik_addon.core.model.limits import JointLimit
+    from fabrik_addon.core.model.tree import Start, moving_tree
 
     if path == "numpy":
         monkeypatch.setattr(refine, "PLAIN_COORDINATES", -1)
@@ -243,9 +245,9 @@ def test_the_plain_float_settling_step_is_numpys(stiff):
     goal leaves free towards rest by the same step, weighed by stiffness, and put the goal back alike (numpy's
     corrections by the step's own Jacobian, at its pose the same)."""
     from fabrik_addon.core import Goal, skeleton_from_points
-    from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom
-    from fabrik_addon.core.limits import JointLimit
-    from fabrik_addon.core.tree import Start, moving_tree
+    from fabrik_addon.core.joints.angles import AngleRig, TreeGoals, freedom
+    from fabrik_addon.core.model.limits import JointLimit
+    from fabrik_addon.core.model.tree import Start, moving_tree
 
     parents = [-1, 0, 1, 2, 3]
     heads = [(0.0, 0.0, 0.5 * k) for k in range(5)]
@@ -291,9 +293,9 @@ def test_a_limited_chain_whose_only_goal_has_no_weight_is_left_as_it_is(bones):
     (4 bones: plain floats; 20: numpy), the solve stops and the chain stays where it started; settling's pull is
     then wholly free, the same on both paths."""
     from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
-    from fabrik_addon.core.angles import AngleRig, TreeGoals, freedom
-    from fabrik_addon.core.limits import JointLimit
-    from fabrik_addon.core.tree import Start, moving_tree
+    from fabrik_addon.core.joints.angles import AngleRig, TreeGoals, freedom
+    from fabrik_addon.core.model.limits import JointLimit
+    from fabrik_addon.core.model.tree import Start, moving_tree
 
     cone = JointLimit(use_limit_x=True, min_x=-0.3, max_x=0.5, use_limit_z=True, min_z=-0.4, max_z=0.4)
     size = 2.0 / bones
@@ -322,9 +324,8 @@ def test_a_limited_chain_whose_only_goal_has_no_weight_is_left_as_it_is(bones):
 def test_small_damped_systems_are_solved_to_their_digits():
     """The refinement's and settling's small systems (a damped Gram matrix: nearly singular where holding leaves
     the Jacobian short of rank, at the smallest damping) solved in plain floats as exactly as by numpy."""
-    from fractions import Fraction
 
-    from fabrik_addon.core import lsq
+    from fabrik_addon.core.math import lsq
 
     rng = np.random.default_rng(2)
     for case in range(200):
@@ -343,7 +344,7 @@ def test_damped_steps_of_any_size_are_the_damped_least_squares_step():
     """The refinement's step, J^T (J J^T + d^2 I)^-1 e, and settling's with weighted rows, the same whether their
     few rows are solved in plain floats or their more by numpy; a system with no solution (no damping, no rank)
     takes no step."""
-    from fabrik_addon.core import lsq
+    from fabrik_addon.core.math import lsq
 
     rng = np.random.default_rng(4)
     for rows in range(1, 10):

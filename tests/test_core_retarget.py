@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from fabrik_addon.core import retarget
+from fabrik_addon.core.motion import retarget
 
 
 def about_x(angle: float) -> np.ndarray:

@@ -11,10 +11,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from fabrik_addon.core import Goal, SolveSettings, quat, root, solve
-from fabrik_addon.core.floor import Floor
-from fabrik_addon.core.plan import plan_for
-from fabrik_addon.core.skeleton import skeleton_from_points
+from fabrik_addon.core import Goal, SolveSettings, solve
+from fabrik_addon.core.math import quat
+from fabrik_addon.core.goals import root
+from fabrik_addon.core.goals.floor import Floor
+from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.model.skeleton import skeleton_from_points
 
 HIPS, CHEST, ARM_L, FOREARM_L, ARM_R, FOREARM_R, THIGH_L, SHIN_L, THIGH_R, SHIN_R = range(10)
 
@@ -199,7 +201,7 @@ def test_the_floor_and_rotation_goals_are_carried_with_the_root():
 def test_a_branch_its_limits_keep_short_takes_the_root_on_until_it_reaches(target, monkeypatch):
     """The shoulder in a 0.3 rad cone: a target ahead is further for the arm than its bones' length says, so the
     root goes on as far as the arm really reached (the rounds), and the hand reaches; in one round it misses."""
-    from fabrik_addon.core.limits import JointLimit
+    from fabrik_addon.core.model.limits import JointLimit
 
     cone = JointLimit(use_limit_x=True, min_x=-0.3, max_x=0.3, use_limit_z=True, min_z=-0.3, max_z=0.3)
     skeleton = body().with_limits({ARM_L: cone})
@@ -217,7 +219,7 @@ def test_a_branch_its_limits_keep_short_takes_the_root_on_until_it_reaches(targe
 def test_the_comparison_solvers_take_the_moving_root_too(solver):
     """The plan moves the root for every solver (they solve the chains against the carried goals): the hand
     beyond the arm is reached, the hips where FABRIK's plan puts them."""
-    from fabrik_addon.core.tree import Start
+    from fabrik_addon.core.model.tree import Start
 
     skeleton = body()
     rest = skeleton.rest_pose()

@@ -8,12 +8,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabrik_addon.core import Goal, SolveSettings, fabrik, limits, quat, rows, skeleton_from_points, solve
-from fabrik_addon.core.limits import JointLimit
-from fabrik_addon.core.plan import open_cones_as_free
-from fabrik_addon.core.plan import plan_for
-from fabrik_addon.core.skeleton import pose_with
-from fabrik_addon.core.tree import Start, moving_tree
+from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
+from fabrik_addon.core.chain import fabrik, rows
+from fabrik_addon.core.model import limits
+from fabrik_addon.core.math import quat
+from fabrik_addon.core.model.limits import JointLimit
+from fabrik_addon.core.solve.plan import open_cones_as_free
+from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.model.skeleton import pose_with
+from fabrik_addon.core.model.tree import Start, moving_tree
 from skeletons import hand, random_rotations, skeletons, straight_chain
 
 

@@ -9,13 +9,16 @@ import math
 import numpy as np
 import pytest
 
-from fabrik_addon.core import Goal, SolveSettings, methods, pole, quat, skeleton_from_points, solve, stages
-from fabrik_addon.core.limits import JointLimit
-from fabrik_addon.core.plan import limited_stages, plan_for
-from fabrik_addon.core.stages import Solved, Solving
-from fabrik_addon.core.problem import SolveReport
-from fabrik_addon.core.stopping import Budget
-from fabrik_addon.core.tree import Joints, Start
+from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
+from fabrik_addon.core.solve import methods, stages
+from fabrik_addon.core.goals import pole
+from fabrik_addon.core.math import quat
+from fabrik_addon.core.model.limits import JointLimit
+from fabrik_addon.core.solve.plan import limited_stages, plan_for
+from fabrik_addon.core.solve.stages import Solved, Solving
+from fabrik_addon.core.model.problem import SolveReport
+from fabrik_addon.core.model.stopping import Budget
+from fabrik_addon.core.model.tree import Joints, Start
 from test_core_reach_limits import arm6, finger, hinge, inside_limits, tentacle
 
 R = math.radians

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabrik_addon.core import SOLVERS, Goal, Skeleton, SolveSettings, skeleton_from_points, solve, stretch
-from fabrik_addon.core.plan import plan_for
-from fabrik_addon.core.limits import JointLimit
+from fabrik_addon.core import SOLVERS, Goal, Skeleton, SolveSettings, skeleton_from_points, solve
+from fabrik_addon.core.goals import stretch
+from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.model.limits import JointLimit
 from limit_checks import assert_within, blender_limits
 from skeletons import random_chain, straight_chain, unit_vectors
 

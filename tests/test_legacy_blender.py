@@ -112,10 +112,10 @@ try:
         scene.frame_set(frame)
         held.append(rig.matrix_world @ rig.pose.bones["b2"].tail)
     result["pin_slide"] = max((tip - held[0]).length for tip in held)
-    result["pin_spans"] = sys.modules[module + ".fabrik_addon"].blender.pins.spans(rig, rig.fabrik.effectors[0])
+    result["pin_spans"] = sys.modules[module + ".fabrik_addon"].blender.effectors.pins.spans(rig, rig.fabrik.effectors[0])
     # The target never stands still: Find Contacts replaces the pin with none, and nothing is left to clear.
     result["find_contacts"] = sorted(bpy.ops.fabrik.find_contacts(effectors='ACTIVE'))
-    result["spans_after_find"] = sys.modules[module + ".fabrik_addon"].blender.pins.spans(rig, rig.fabrik.effectors[0])
+    result["spans_after_find"] = sys.modules[module + ".fabrik_addon"].blender.effectors.pins.spans(rig, rig.fabrik.effectors[0])
     result["clear_pins"] = sorted(bpy.ops.fabrik.pin_clear())
 
     result["stage"] = "floor"

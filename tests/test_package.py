@@ -83,8 +83,8 @@ def test_extension_content(zips: tuple[Path, Path]) -> None:
         shipped_manifest = archive.read("blender_manifest.toml")
     top = {name.split("/")[0] for name in names}
     assert top == {"blender_manifest.toml", "__init__.py", build.WRONG_PACKAGE_NOTICE, "fabrik_addon", *build.root_documents()}, sorted(top)
-    for required in ("fabrik_addon/__init__.py", "fabrik_addon/core/fabrik.py", "fabrik_addon/core/skeleton.py",
-                     "fabrik_addon/blender/__init__.py", "fabrik_addon/blender/ops.py"):
+    for required in ("fabrik_addon/__init__.py", "fabrik_addon/core/chain/fabrik.py", "fabrik_addon/core/model/skeleton.py",
+                     "fabrik_addon/blender/__init__.py", "fabrik_addon/blender/ui/ops.py"):
         assert required in names, f"{required} is missing from the extension zip"
     assert "LICENSE" in names and "GNU GENERAL PUBLIC LICENSE" in (ROOT / "LICENSE").read_text()
     for name in names:
@@ -106,7 +106,7 @@ def test_legacy_content(zips: tuple[Path, Path]) -> None:
     inner = {name.removeprefix("fabrik_ik/") for name in names}
     expected = {"__init__.py", "LICENSE", *(p.as_posix() for p in build.source_files())}
     assert inner == expected, f"missing {sorted(expected - inner)}, extra {sorted(inner - expected)}"
-    assert "fabrik_addon/core/fabrik.py" in inner
+    assert "fabrik_addon/core/chain/fabrik.py" in inner
     assert not any("__pycache__" in n or n.endswith(".pyc") or "/tests/" in n for n in names)
 
 

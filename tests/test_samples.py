@@ -15,7 +15,8 @@ from mathutils import Vector
 
 import fabrik_addon
 from blender_scenes import ROOT, empty_scene, rigbuild
-from fabrik_addon.blender import bake, motion
+from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender.ui import motion
 
 SAMPLES = ("chain", "robot_arm", "tentacle", "hand", "hexapod", "humanoid", "ur5")
 #: Frames per sample in the tests: each sample fits its whole loop into them, so this covers it coarsely.
@@ -71,7 +72,7 @@ def test_sample_reaches_its_targets_and_bakes(name):
     assert counted >= len(TEST_FRAMES) * len(rig.fabrik.effectors) // 2, "most targets should be in reach"
     assert worst < tolerance, f"{name}: live worst error {worst:.2e}"
 
-    result = bake.bake_object(rig, TEST_FRAMES, warm_start=getattr(sample, "BAKE_WARM_START", True))
+    result = baking.bake_object(rig, TEST_FRAMES, warm_start=getattr(sample, "BAKE_WARM_START", True))
     assert result.frames == len(TEST_FRAMES) and result.keys > 0 and not result.problems, result.problems
     assert not rig.fabrik.live, "baking switches live solving off, so playback shows the keys"
     baked, _ = worst_reachable_error(rig, TEST_FRAMES)
@@ -304,7 +305,7 @@ def path_of(obj, frames) -> np.ndarray:
 
 def key_frames(obj) -> dict[int, list[float]]:
     """Location channel index -> the frames of its keys."""
-    from fabrik_addon.blender import animdata
+    from fabrik_addon.blender.rig import animdata
 
     return {
         fc.array_index: [round(k.co[0], 4) for k in fc.keyframe_points]
@@ -392,7 +393,7 @@ def test_demo_counts_a_pair_reached_only_within_tolerance_and_by_the_panel():
     """The demo's "reached": distance and rotation goal within the sample's tolerance, and the panel said reached."""
     import ur5
 
-    from fabrik_addon.blender.status import statuses
+    from fabrik_addon.blender.rig.status import statuses
 
     demo = load_demo()
     frames = range(1, 4)

@@ -1,11 +1,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The bridge to Blender: properties, rig reading and pose writing, operators, panels, handlers."""
 
-from . import (
-    compare, integrity, live, motion, ops, overlay, pin_ops, presets, props, retarget_ops, setup_ops, stepping, ui,
-)
+from . import stepping
+from .effectors import integrity
+from .live import handlers
+from .rig import props
+from .ui import compare, motion, ops, overlay, panels, pin_ops, presets, retarget_ops, setup_ops, updates
 
-_modules = (props, stepping, ops, pin_ops, retarget_ops, setup_ops, presets, motion, compare, ui, overlay, live, integrity)
+_modules = (
+    props, updates, stepping, ops, pin_ops, retarget_ops, setup_ops, presets, motion, compare, panels, overlay, handlers,
+    integrity,
+)
 
 
 def register() -> None:

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The solver library: plain Python and numpy, never bpy or mathutils."""
 
-from .plan import solve
-from .problem import Goal, SolveReport, SolveSettings
-from .skeleton import Pose, Skeleton, skeleton_from_points
-from .solvers import DESCRIPTIONS, SOLVERS
+from .solve.plan import solve
+from .model.problem import Goal, SolveReport, SolveSettings
+from .model.skeleton import Pose, Skeleton, skeleton_from_points
+from .solve.solvers import DESCRIPTIONS, SOLVERS
 
 __all__ = [
     "DESCRIPTIONS", "Goal", "Pose", "SOLVERS", "Skeleton", "SolveReport", "SolveSettings", "skeleton_from_points", "solve",

@@ -1,0 +1,647 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bake FABRIK solutions into pose keyframes: solve frame by frame, then write every key in bulk.
+
+Nothing is written until every frame is solved, so cancelling leaves the file
+as it was. Keys go only onto the baked bones' rotation channels (and, for
+bones an effector's IK stretch may scale, their scale channels), replacing
+keys inside the baked range and leaving every other key alone.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+
+from ...core.math import matrix_rows, quat
+from ...core.solve.plan import Carry, plan_for
+from ..rig import animdata, armature
+from ..effectors import integrity
+from ..live import solve
+from .. import stepping
+from ..effectors import effector_goals
+from ..rig import moving_root
+from .reading import FrameRows
+from ..rig.editable import action_editable, editable
+from ..rig.status import switched_off
+
+
+@dataclass
+class BakeResult:
+    """What a bake did."""
+
+    frames: int = 0
+    bones: int = 0
+    keys: int = 0
+    removed_by_cleanup: int = 0
+    action: str = ""
+    seconds: float = 0.0
+    #: The part of `seconds` the rig's plan spent solving (the rest: going to each frame, reading it, writing keys).
+    solver_seconds: float = 0.0
+    #: Frames on which some effector could not be solved or missed its target, and bones left unkeyed on some
+    #: frames, with the reason.
+    problems: list[str] = field(default_factory=list)
+    #: Per bone: the frames it got no key on because its pose there is not finite (a parent scaled to zero...).
+    skipped: dict[str, list[int]] = field(default_factory=dict)
+
+
+def bake_bones(obj, which: str) -> list[str]:
+    """Bones to bake: the effectors' chains and a Root that moves ('CHAINS') or the selected pose bones
+    ('SELECTED'). The effectors first follow bones renamed since (as live solving makes them do before every
+    solve)."""
+    if editable(obj) is None:
+        integrity.tidy(obj)
+    if which == 'SELECTED':
+        return [pb.name for pb in obj.pose.bones if animdata.is_selected(pb)]
+    skeleton = armature.skeleton_of(obj)
+    names: list[str] = []
+    for effector in obj.fabrik.effectors:
+        if not effector.enabled or effector.bone not in skeleton.names:
+            continue
+        path = skeleton.path_to_root(skeleton.index(effector.bone))
+        chain = path if effector.chain_length == 0 else path[: effector.chain_length]
+        names += [skeleton.names[b] for b in chain if skeleton.names[b] not in names]
+    if obj.fabrik.root_mode != 'OFF':  # (the Root's channels, where a frame moves it)
+        names.append(obj.fabrik.root_bone or moving_root.top_bone(obj) or "")
+    return [name for name in skeleton.names if name in names]
+
+
+#: Frames x moving bones solved together in one step of a per-frame bake: large enough for numpy to pay,
+#: small enough that a step takes well under a second and Esc is heard between steps.
+CHUNK = 100_000
+#: Bone-frames of rotation channels converted in one step (about 10 microseconds each in Euler or axis-angle).
+CONVERT_CHUNK = 5_000
+
+
+class Baker(stepping.SceneWork):
+    """One bake, in steps (so a modal operator can show progress and cancel between them).
+
+    Continuous bakes solve each frame as they read it, starting from the
+    previous frame's solution. Per-frame bakes read every frame; where the
+    rig's plan solves many frames together (`FrameRows`, `core.plan.Plan.solve_rows`)
+    they solve them after the last frame is read, else each frame as it is
+    read. Nothing is written to the file before `finish`.
+    """
+
+    noun = "the bake"
+
+    def __init__(self, scene, obj, frames: list[int], bones: list[str], warm_start: bool = True,
+                 cleanup: float | None = None) -> None:
+        refused = refusal(obj)
+        if refused:
+            raise ValueError(refused)
+        if not frames:
+            raise ValueError("the frame range is empty")
+        if not bones:
+            raise ValueError("no bones to bake: add effectors, or select bones and bake the selected ones")
+        if cleanup is not None:
+            check_cleanup(cleanup)
+        self.scene, self.obj = scene, obj
+        self.frames, self.bones = frames, bones
+        self.warm_start = warm_start
+        #: The key clean-up's tolerance, worked out in the steps after the conversion (None: keep every key).
+        self.cleanup = cleanup
+        #: Frames read so far (continuous bakes: read and solved).
+        self.index = 0
+        # The rig's structure cannot change during the bake: its skeleton is read once, here, and each step
+        # runs frozen. Only a step: between steps (a modal bake waits for its timer there) nothing is frozen,
+        # so a bake that never ends (a file load drops it) leaves nothing behind.
+        self._frozen = armature.frozen_structure(obj)
+        with self._frozen:
+            skeleton = armature.skeleton_of(obj)
+            missing = [name for name in bones if name not in skeleton.names]
+            if missing:
+                raise ValueError(f"no bone {', '.join(map(repr, missing))} in '{obj.name}'")
+            #: The root that moves, where the rig's Root is on and it is among the bones to bake (`bake_bones`
+            #: adds it to the chains'): its location and rotation are keyed where some frame moved it.
+            goals = effector_goals.gather_goals(obj, bpy.context.evaluated_depsgraph_get(), skeleton)[0]
+            root = moving_root.usable(obj, plan_for(skeleton, goals, obj.fabrik.solver), goals)[0] if goals else None
+            self.root = root if root in bones else None
+            if self.root is not None:
+                self.bones = bones = [name for name in bones if name != self.root]
+                if not bones:
+                    raise ValueError("no bones to bake but the Root: add effectors, or select other bones")
+            self._columns = [skeleton.index(name) for name in bones]
+        #: Per frame, the root's location and rotation channel values (None: not read yet), and whether a frame
+        #: moved it.
+        self.root_values: list[tuple | None] = [None] * len(frames)
+        self.root_moved = False
+        #: Per frame, the baked bones' solved local rotations (F, bones, 3, 3), where `solved` says so.
+        self.locals = np.zeros((len(frames), len(bones), 3, 3))
+        self.solved = np.zeros(len(frames), dtype=bool)
+        #: Per unsolved frame: the baked bones' channel values as they were (the keys keep them).
+        self.as_was: dict[int, dict[str, tuple[float, ...]]] = {}
+        #: IK stretch: per frame, each baked bone's uniform scale (F, bones), for the bones in `scaled`: those
+        #: an effector's stretch may scale on some frame; per unsolved frame, their scale as it was.
+        self.scales = np.ones((len(frames), len(bones)))
+        self.scaled: set[int] = set()
+        self.scale_as_was: dict[int, dict[int, tuple[float, ...]]] = {}
+        self._problems: list[tuple[int, str]] = []
+        #: A continuous bake's last solution by a whole read (`solve.compute`): each moving bone's local rotation;
+        #: or, where `_batch_went_on`, the FrameRows solved the frame before and goes on from what it left.
+        self._previous = None
+        self._batch_went_on = False
+        #: The frames' cheap reader, where the rig allows one, and the frames it read to solve together.
+        self._batch = None
+        self._batched: list[int] = []
+        #: What continuity mode carries between a continuous bake's frames (read whole or by the FrameRows).
+        self._carry = Carry()
+        #: Work left once every frame is read, a unit a step, each returning how many frames' worth it did: the
+        #: frames solved together, then the channels converted, then the keys the clean-up keeps chosen; each
+        #: phase queues its units when the one before is done (`_phases`).
+        self._queue: list = []
+        self._phases = [self._queue_conversion, self._queue_cleanup]
+        #: Frames' worth of queued work done, and of the frames solved alone as they were read.
+        self._units_done = 0
+        #: The rotation channels' values per baked bone (F, size), and the mode each was converted in.
+        self._values: list[np.ndarray] = []
+        self._modes: list[str] = []
+        #: Per channel column (bone, data path, size, values, good frames); per column and index the keys the
+        #: clean-up keeps.
+        self._channels: list = []
+        self._keeps: dict[tuple[int, int], np.ndarray] = {}
+        self._began = time.perf_counter()
+        #: Seconds the rig's plan spent solving the frames read whole (`BakeResult.solver_seconds`, with the
+        #: FrameRows' own).
+        self.solver_seconds = 0.0
+        # The handler must not pose the rig while we read this frame's FK pose.
+        self.hold(scene, obj, live_off=True)
+
+    @property
+    def done(self) -> bool:
+        """True when every frame has been read, solved, converted to channel values and (with a clean-up) its
+        keys chosen."""
+        return self.index >= len(self.frames) and not self._queue and not self._phases
+
+    @property
+    def keys_root(self) -> bool:
+        """Whether the bake keys the Root's channels: a frame moved it, and every frame has its values."""
+        return self.root_moved and self.root in self.obj.pose.bones and all(v is not None for v in self.root_values)
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        """(work done, all the work): reading a frame, solving it, converting it and (with a clean-up) choosing
+        its keys count one unit each."""
+        solved_in_turn = self.index if self.warm_start else 0  # (a continuous bake solves each frame as it reads it)
+        phases = 3 if self.cleanup is None else 4
+        return self.index + solved_in_turn + self._units_done, phases * len(self.frames)
+
+    @property
+    def problems(self) -> list[str]:
+        """What went wrong, frame by frame."""
+        return [message for _, message in sorted(self._problems, key=lambda item: item[0])]
+
+    def step(self) -> None:
+        """One unit of work: read (and, continuous, solve) the next frame, or solve the next batch of frames."""
+        self.check()
+        with self._frozen:
+            self._step()
+
+    def _step(self) -> None:
+        """`step` with the rig's structure frozen."""
+        if self.index < len(self.frames):
+            self._read()
+            self.index += 1
+            if self.index == len(self.frames):
+                self._keep_in_turn()
+                if not self.warm_start:
+                    self._queue_batched()
+        elif self._queue:
+            self._units_done += self._queue.pop(0)()
+        elif self._phases:
+            self._units_done += self._phases.pop(0)()
+
+    def _read(self) -> None:
+        """Go to the next frame; solve it (continuous) or read what its solve needs (per frame)."""
+        i = self.index
+        self.scene.frame_set(self.frames[i])
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        if i == 0:
+            self._batch = FrameRows.start(self.obj, depsgraph, self.bones, in_turn=self.warm_start, carry=self._carry)
+        if self.warm_start:
+            self._solve_in_turn(i, depsgraph)
+            return
+        if self._batch is not None and self._batch.read(depsgraph):
+            if self._batch.together:
+                self._batched.append(i)
+                return
+            status = self._batch.solve_own(i)  # (a plan that does not solve frames together: this one alone)
+            if status is not None:
+                self.solved[i] = True
+                self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
+                self._units_done += 1
+                return
+        self._record(i, *solve.compute(self.obj, depsgraph))
+        self._units_done += 1  # (read and solved in one step)
+
+    def _solve_in_turn(self, i: int, depsgraph) -> None:
+        """Solve frame i of a continuous bake from the previous frame's solution: read and solved by the FrameRows
+        where it can (the first frame, and any it cannot, by a whole read: `solve.compute`)."""
+        batch_read = self._batch is not None and self._batch.read(depsgraph)
+        if batch_read and (self._previous is not None or self._batch_went_on):
+            # (after the batch's own solve of the frame before, it goes on from what that left)
+            status = self._batch.solve_last(i, None if self._batch_went_on else self._previous)
+            if status is not None:
+                self._batch_went_on = True
+                self.solved[i] = True
+                self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
+                return
+        previous = self._previous
+        if self._batch_went_on:
+            previous = self._batch.last_rotations()
+            self._batch_went_on = False
+        status, read, solved = solve.compute(self.obj, depsgraph, previous, self._carry)
+        self._record(i, status, read, solved)
+        if solved is not None:
+            # A rotation that is not finite (a parent scaled to zero) must not seed the next frames.
+            # (a continuous bake goes on from the solve itself, not from its blend with FK under an influence)
+            self._previous = {
+                b: q for b, q in zip(read.plan.bones, solved.rotations) if math.isfinite(sum(q))
+            }
+
+    def _keep_in_turn(self) -> None:
+        """Give the frames the FrameRows solved one at a time their local rotations, all at once."""
+        if self._batch is None or not self._batch.solved_in_turn:
+            return
+        indices, matrices = self._batch.rotations_in_turn()
+        moving = {b: k for k, b in enumerate(self._batch.moving)}
+        self.locals[indices] = matrices[:, [moving[b] for b in self._columns]]
+
+    def _queue_batched(self) -> None:
+        """Queue the solving of the frames the FrameRows read, many together at a time."""
+        if self._batched:
+            size = max(1, CHUNK // len(self._batch.moving))
+            for first in range(0, len(self._batched), size):
+                self._queue.append(lambda rows=slice(first, first + size): self._solve_batched(rows))
+
+    def _solve_batched(self, rows: slice) -> int:
+        """Solve some frames the FrameRows read, together."""
+        local, _, errors = self._batch.solve(rows)
+        indices = self._batched[rows]
+        moving = {b: k for k, b in enumerate(self._batch.moving)}
+        self.locals[indices] = local[:, [moving[b] for b in self._columns]]
+        self.solved[indices] = True
+        tolerance = self._batch.solve_settings.tolerance
+        for i, problems, error in zip(indices, self._batch.problems[rows], errors):
+            missed = {
+                index: f"misses by {e:.2g}" for index, e in zip(self._batch.used, error.tolist()) if e > tolerance
+            }
+            self._note(i, {**problems, **missed})
+        return len(indices)
+
+    def _note(self, i: int, problems: dict[int, str]) -> None:
+        """Remember the effectors that could not be solved, or missed their targets, on frame i."""
+        bad = [f"{k}: {m}" for k, m in problems.items() if not switched_off(m)]
+        if bad:
+            self._problems.append((i, f"frame {self.frames[i]}: " + "; ".join(bad)))
+
+    def _record(self, i: int, status, read, solved) -> None:
+        """Keep frame i's result (`solve.compute`'s), or (none) the channel values it has now and what went
+        wrong. Baked bones the solve does not move keep their pose of this frame."""
+        self.solver_seconds += status.solver_seconds
+        if self.root is not None and self.root in self.obj.pose.bones:
+            pose_bone = self.obj.pose.bones[self.root]
+            moved = solved is not None and solved.root is not None and read.root == self.root
+            self.root_values[i] = solved.root if moved else (tuple(pose_bone.location), armature.rotation_value(pose_bone))
+            self.root_moved |= moved
+        if solved is None:
+            reasons = "; ".join(f"{k}: {m}" for k, m in status.effectors.items() if not switched_off(m))
+            why = f" ({reasons})" if reasons and reasons not in status.message else ""
+            self._problems.append((i, f"frame {self.frames[i]}: {status.message}{why}"))
+            self.as_was[i] = {name: armature.rotation_value(self.obj.pose.bones[name]) for name in self.bones}
+            self.scale_as_was[i] = {j: tuple(self.obj.pose.bones[name].scale) for j, name in enumerate(self.bones)}
+            return
+        node_of = {b: k for k, b in enumerate(read.plan.bones)}
+        shown = solve.shown(read, solved)
+        posed = None
+        for j, b in enumerate(self._columns):
+            if b in node_of:
+                self.locals[i, j] = quat.to_matrix(shown[node_of[b]])
+                continue
+            if posed is None:
+                skeleton = read.plan.skeleton
+                posed = skeleton.local_rotations(armature.current_pose(self.obj, skeleton))
+            self.locals[i, j] = posed[b]
+        if np.isfinite(self.locals[i]).all():  # else its misses read "nan": the bones left unkeyed say why
+            self._note(i, {k: m for k, m in status.effectors.items() if not status.reached.get(k, False)})
+        self.solved[i] = True
+        for j, b in enumerate(self._columns):
+            if b in solved.scales:
+                self.scales[i, j] = solved.scales[b]
+                self.scaled.add(j)
+
+    def cancel(self) -> None:
+        """Leave everything as it was before the bake (a dropped bake: its file is gone, nothing to put back)."""
+        self.let_go()
+
+    def finish(self, new_action: bool, keep_live: bool) -> BakeResult:
+        """Solve what is left, write all keys in bulk; switch live solving off unless asked to keep it.
+
+        Keys that would not be finite are not written: those frames keep the
+        keys they had, and the result says which bone and why. Whatever goes
+        wrong, live solving and the frame are put back.
+        """
+        live = self._live_before
+        try:
+            action = None if new_action or self.obj.animation_data is None else self.obj.animation_data.action
+            refused = action_editable(action)
+            if refused:
+                raise ValueError(refused)
+            while not self.done:
+                self.step()
+            result = self._write(new_action)
+            live = self._live_before and keep_live
+        finally:
+            self.let_go(live)
+        result.seconds = time.perf_counter() - self._began
+        result.solver_seconds = self.solver_seconds + (self._batch.solver_seconds if self._batch is not None else 0.0)
+        return result
+
+    def _queue_cleanup(self) -> int:
+        """The channel columns to key, each with the frames it has a finite value for; with a clean-up, queue
+        the choice of each column's keys in steps (the choice runs along the keys one by one). Nothing done yet."""
+        # (the mode each channel was converted in: the mode may have changed during a modal bake's steps)
+        columns = [(name, *armature.rotation_channel(mode), channel)
+                   for name, mode, channel in zip(self.bones, self._modes, self._values)]
+        for j in sorted(self.scaled):
+            # Blender's IK stretch scales a bone uniformly: all three channels.
+            scale = np.array([
+                (self.scales[i, j],) * 3 if self.solved[i] else self.scale_as_was[i][j] for i in range(len(self.frames))
+            ], dtype=np.float64)
+            columns.append((self.bones[j], "scale", 3, scale))
+        if self.keys_root:
+            turn, size = armature.rotation_channel(self.obj.pose.bones[self.root].rotation_mode)
+            turns = [value if len(value) == size else (np.nan,) * size for _, value in self.root_values]
+            columns.append((self.root, "location", 3, np.array([loc for loc, _ in self.root_values], dtype=np.float64)))
+            columns.append((self.root, turn, size, np.array(turns, dtype=np.float64)))
+        bad = {}
+        for name, _, _, channel in columns:
+            finite = np.isfinite(channel).all(axis=1)
+            bad[name] = bad.get(name, np.zeros(len(self.frames), dtype=bool)) | ~finite
+        self._channels = [(name, data_path, size, channel, ~bad[name]) for name, data_path, size, channel in columns]
+        if self.cleanup is None:
+            return 0
+        count = sum(size for _, _, size, _, _ in self._channels)
+        share = [len(self.frames) * (k + 1) // count - len(self.frames) * k // count for k in range(count)]
+        units = [(c, index) for c, (_, _, size, _, _) in enumerate(self._channels) for index in range(size)]
+        for (c, index), frames in zip(units, share):
+            self._queue.append(lambda c=c, index=index, frames=frames: self._clean(c, index, frames))
+        return 0
+
+    def _clean(self, c: int, index: int, frames: int) -> int:
+        """Choose the keys of one column's channel that the clean-up keeps; return its share of the frames."""
+        _, _, _, channel, good = self._channels[c]
+        if good.any():
+            self._keeps[c, index] = _needed_keys(np.asarray(self.frames, dtype=np.float64)[good],
+                                                 channel[good, index], self.cleanup)
+        return frames
+
+    def _write(self, new_action: bool) -> BakeResult:
+        """Write every finite key in bulk (an action is made only when there is a key to write)."""
+        result = BakeResult(frames=len(self.frames), bones=len(self.bones) + self.keys_root)
+        frames = np.asarray(self.frames, dtype=np.float64)
+        for name, _, _, _, good in self._channels:
+            if not good.all() and name not in result.skipped:
+                result.skipped[name] = [self.frames[i] for i in np.flatnonzero(~good).tolist()]
+        collection = None
+        if any(good.any() for *_, good in self._channels):
+            action = animdata.ensure_action(self.obj, new_action, f"{self.obj.name}_FABRIK")
+            result.action = action.name
+            collection = animdata.fcurves(self.obj, create=True)
+        for c, (name, data_path, size, channel, good) in enumerate(self._channels):
+            if not good.any():
+                continue
+            path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{data_path}'
+            for index in range(size):
+                fcurve = animdata.ensure_fcurve(collection, path, index, name)
+                column = channel[good, index]
+                keep = self._keeps[c, index] if self.cleanup is not None else np.ones(len(column), bool)
+                result.removed_by_cleanup += int((~keep).sum())
+                write_keys(fcurve, frames[good][keep], column[keep], (frames[0], frames[-1]), frames[~good])
+                result.keys += int(keep.sum())
+        # Bones left unkeyed first: there are few such lines, and they say what the per-frame lines cannot.
+        result.problems = [
+            f"'{name}': no finite pose at frames {_frame_ranges(frames)} ({self._why_not_finite(name, frames[0])}); "
+            "those frames keep the keys they had"
+            for name, frames in result.skipped.items()
+        ] + self.problems
+        return result
+
+    def _why_not_finite(self, name: str, frame: int) -> str:
+        """Why a bone has no finite pose on a frame: the rig, the bone or one of its parents scaled to zero, or a
+        bone's rotation that is not a number (the bone's own first, else the first such bone of the rig: a chain's
+        solve takes every bone of it)."""
+        self.scene.frame_set(frame)
+        if not _invertible(self.obj.matrix_world):
+            return "the rig is scaled to zero"
+        pose_bone = self.obj.pose.bones[name]
+        for bone in reversed([pose_bone, *pose_bone.parent_recursive]):  # the topmost cause first
+            if not _invertible(bone.matrix):
+                return "it is scaled to zero" if bone == pose_bone else f"its parent '{bone.name}' is scaled to zero"
+        for bone in [pose_bone, *self.obj.pose.bones]:
+            if not all(math.isfinite(c) for c in armature.rotation_value(bone)):
+                where = "its rotation" if bone == pose_bone else f"bone '{bone.name}' has a rotation that"
+                return f"{where} is not a number there"
+        return "its rotation there is not finite"
+
+    def _queue_conversion(self) -> int:
+        """Convert the quaternion bones' channels at once where every frame is solved; queue the others' frame by
+        frame conversion in steps (so progress and Esc work through it, as through the solve). The frames' worth
+        done at once."""
+        pose_bones = [self.obj.pose.bones[name] for name in self.bones]
+        count = len(self.frames)
+        values: list[np.ndarray | None] = [None] * len(self.bones)
+        quaternion = [j for j, pb in enumerate(pose_bones) if pb.rotation_mode == 'QUATERNION']
+        if quaternion and self.solved.all() and np.isfinite(self.locals[:, quaternion]).all():
+            # All frames solved: convert at once and keep the signs continuous (q and -q are the same turn).
+            q = matrix_rows.continuous_quaternions(self.locals[:, quaternion])
+            for column, j in enumerate(quaternion):
+                values[j] = q[:, column]
+        left = [j for j in range(len(self.bones)) if values[j] is None]
+        previous = {}
+        for j in left:
+            mode = pose_bones[j].rotation_mode
+            values[j] = np.empty((count, armature.rotation_channel(mode)[1]))
+            previous[j] = (mode, armature.rotation_value(pose_bones[j]))
+        self._values = values
+        self._modes = [pb.rotation_mode for pb in pose_bones]
+        if not left:
+            return count
+        size = max(1, CONVERT_CHUNK // len(left))
+        for first in range(0, count, size):
+            rows = range(first, min(count, first + size))
+            self._queue.append(lambda rows=rows: self._convert(rows, left, previous))
+        return 0
+
+    def _convert(self, rows: range, bones: list[int], previous: dict) -> int:
+        """Convert some frames of the given bones' channels, each continuous with the bone's value on the frame
+        before (`previous`, updated); return how many frames."""
+        for j in bones:
+            mode, value_before = previous[j]
+            channel = self._values[j]
+            size = channel.shape[1]
+            name = self.bones[j]
+            for i in rows:
+                value = self.as_was[i][name] if not self.solved[i] else armature.channel_value(
+                    mode, self.locals[i, j], value_before
+                )
+                if len(value) != size:  # the mode changed since the frame was read: that value is no use
+                    value = (np.nan,) * size
+                if all(np.isfinite(value)):
+                    value_before = value  # continuity skips the frames that will not be keyed
+                channel[i] = value
+            previous[j] = mode, value_before
+        return len(rows)
+
+
+def write_keys(fcurve, frames: np.ndarray, values: np.ndarray, span: tuple[float, float], spare=()) -> None:
+    """Replace the F-curve's keys within span by (frames, values), in bulk; keys outside, and keys on the
+    frames in `spare` (frames the bake has no value for), keep every byte."""
+    points = fcurve.keyframe_points
+    count = len(points)
+    new = np.empty(2 * len(frames), dtype=np.float32)
+    new[0::2], new[1::2] = frames, values
+    linear = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
+    if count == 0:  # a fresh curve: nothing to keep
+        points.add(len(frames))
+        points.foreach_set("co", new)
+        points.foreach_set("interpolation", np.full(len(frames), linear, dtype=np.int32))
+        fcurve.update()
+        return
+    co = np.empty(2 * count, dtype=np.float32)
+    points.foreach_get("co", co)
+    inside = (co[0::2] >= span[0] - 1e-4) & (co[0::2] <= span[1] + 1e-4)
+    for frame in spare:
+        inside &= np.abs(co[0::2] - frame) > 1e-4
+    # Blender recomputes automatic handles of neighbours when keys change; put the kept keys' handles back after.
+    kept = {}
+    for i in np.flatnonzero(~inside):
+        point = points[int(i)]
+        kept[round(float(co[2 * i]), 4)] = (tuple(point.handle_left), tuple(point.handle_right))
+    for i in reversed(np.flatnonzero(inside)):
+        points.remove(points[int(i)], fast=True)
+    before = len(points)
+    points.add(len(frames))
+    all_co = np.empty(2 * len(points), dtype=np.float32)
+    points.foreach_get("co", all_co)
+    all_co[2 * before:] = new
+    points.foreach_set("co", all_co)
+    interpolation = np.empty(len(points), dtype=np.int32)
+    points.foreach_get("interpolation", interpolation)
+    interpolation[before:] = linear
+    points.foreach_set("interpolation", interpolation)
+    fcurve.update()
+    if kept:
+        for point in points:
+            handles = kept.get(round(point.co[0], 4))
+            if handles is not None:
+                point.handle_left, point.handle_right = handles
+
+
+def _needed_keys(frames: np.ndarray, values: np.ndarray, tolerance: float) -> np.ndarray:
+    """Which keys linear interpolation between the kept ones cannot reproduce within tolerance (first and last stay)."""
+    keep = np.zeros(len(frames), dtype=bool)
+    keep[0] = keep[-1] = True
+    anchor = 0
+    for i in range(1, len(frames) - 1):
+        # Could a straight line from the anchor to the next key stand in for every key since the anchor?
+        t = (frames[anchor + 1:i + 1] - frames[anchor]) / (frames[i + 1] - frames[anchor])
+        line = values[anchor] + t * (values[i + 1] - values[anchor])
+        if np.abs(line - values[anchor + 1:i + 1]).max() > tolerance:
+            keep[i] = True
+            anchor = i
+    return keep
+
+
+def _frame_ranges(frames: list[int]) -> str:
+    """Frames as runs: '3-10, 14'."""
+    runs: list[list[int]] = []
+    for frame in frames:
+        if runs and frame == runs[-1][-1] + 1:
+            runs[-1].append(frame)
+        else:
+            runs.append([frame])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
+
+
+def _invertible(matrix) -> bool:
+    """Whether a Blender matrix is finite with a 3x3 part that is not flat (no axis scaled to zero)."""
+    m = np.array(matrix, dtype=np.float64)[:3, :3]
+    return bool(np.isfinite(m).all() and abs(np.linalg.det(m)) > 1e-12)
+
+
+def refusal(obj) -> str | None:
+    """Why this rig cannot be baked now (Edit Mode, linked from a library, a Tolerance that is no number), or None."""
+    if obj.mode == 'EDIT':
+        # Bone edits reach the armature only when Edit Mode ends; until then the bones we would read are stale.
+        return f"'{obj.name}' is in Edit Mode: switch to Pose or Object Mode to bake"
+    tolerance = obj.fabrik.tolerance
+    if not (math.isfinite(tolerance) and tolerance >= 0.0):
+        return f"'{obj.name}' has a Tolerance that is not a number of 0 or more: set it in the FABRIK panel's Solver"
+    return editable(obj)
+
+
+def check_cleanup(cleanup) -> None:
+    """ValueError unless a clean-up tolerance is a finite number of 0 or more (a NaN would drop every key between
+    the first and the last)."""
+    real = isinstance(cleanup, (int, float, np.integer, np.floating)) and not isinstance(cleanup, bool)
+    if not (real and np.isfinite(cleanup) and cleanup >= 0.0):
+        raise ValueError(f"the clean-up tolerance must be a finite number of 0 or more, not {cleanup!r}")
+
+
+#: Bakes begun and not yet finished or cancelled (a modal bake lives across many events).
+def warm_start_of(obj, start: str) -> bool:
+    """Whether a bake with this start ('RIG', 'FK' or 'PREVIOUS') starts each frame from the previous solution;
+    'RIG' follows the rig's live solving, so the keys replay what scrubbing showed."""
+    return obj.fabrik.start == 'PREVIOUS' if start == 'RIG' else start == 'PREVIOUS'
+
+
+def bake_object(
+    obj,
+    frames: list[int] | range | None = None,
+    bones: str | list[str] = 'CHAINS',
+    new_action: bool = False,
+    cleanup: float | None = None,
+    keep_live: bool = False,
+    warm_start: bool | None = None,
+) -> BakeResult:
+    """Bake an armature's FABRIK solution without any UI (scripts, the command line, render farms).
+
+    `warm_start`: True starts each frame from the previous frame's solution
+    (continuous), False from this frame's pose; None (the default) starts where
+    the rig's live solving does.
+
+    Raises ValueError, before any work, for frames that are not whole numbers
+    in increasing order (a step below 1) or outside Blender's frame range, and
+    for a clean-up tolerance that is not a finite number of 0 or more.
+    """
+    # Checked here, not deep in the bake: a bad value would otherwise be clamped after the whole bake had run
+    # (the clean-up tolerance: the Baker, before it sets anything up).
+    if isinstance(bones, str) and bones not in ('CHAINS', 'SELECTED'):
+        raise ValueError(f"bones must be 'CHAINS', 'SELECTED' or a list of bone names, not {bones!r}")
+    if isinstance(frames, range) and frames.step < 1:
+        raise ValueError(f"the frame step must be 1 or more, not {frames.step}")
+    scene = bpy.context.scene
+    frames = list(frames) if frames is not None else list(range(scene.frame_start, scene.frame_end + 1, scene.frame_step))
+    if not all(isinstance(frame, (int, np.integer)) and not isinstance(frame, bool) for frame in frames):
+        raise ValueError("frames must be whole numbers")
+    if any(later <= earlier for earlier, later in zip(frames, frames[1:])):
+        raise ValueError("frames must increase, each frame once (a step of 1 or more)")
+    limits = bpy.types.Scene.bl_rna.properties["frame_current"]
+    if frames and not limits.hard_min <= frames[0] <= frames[-1] <= limits.hard_max:
+        # Blender would clamp such frames, so their keys would land on the wrong frame.
+        raise ValueError(f"frames must lie within Blender's {limits.hard_min}..{limits.hard_max}")
+    names = bake_bones(obj, bones) if isinstance(bones, str) else list(bones)
+    if warm_start is None:
+        warm_start = warm_start_of(obj, 'RIG')
+    baker = Baker(scene, obj, frames, names, warm_start, cleanup)
+    try:
+        while not baker.done:
+            baker.step()
+    except BaseException:
+        baker.cancel()
+        raise
+    return baker.finish(new_action, keep_live)

@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A rig's Floor as the solve takes it: the chosen object's XY plane in the rig's armature space (`core.floor`)."""
+
+from __future__ import annotations
+
+import math
+
+from mathutils import Vector
+
+from ...core.goals.floor import Floor
+from . import armature
+
+
+def floor_problem(obj, depsgraph) -> str | None:
+    """Why the rig's Floor cannot be used, or None (also where it has none)."""
+    floor = obj.fabrik.floor
+    if floor is None:
+        return None
+    child = floor
+    while child is not None:
+        if child.parent == obj and child.parent_type == 'BONE':
+            return f"the Floor '{floor.name}' hangs from a bone of '{obj.name}' (it would move with the solve)"
+        child = child.parent
+    try:
+        floor_plane(obj, depsgraph)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def floor_plane(obj, depsgraph) -> Floor | None:
+    """The rig's Floor (None: it has none); ValueError where its object has no usable XY plane."""
+    floor = obj.fabrik.floor
+    if floor is None:
+        return None
+    world = (floor.evaluated_get(depsgraph) if depsgraph is not None else floor).matrix_world
+    to_armature = armature.world_to_armature(obj.evaluated_get(depsgraph) if depsgraph is not None else obj)
+    matrix = to_armature @ world
+    point = matrix.translation
+    normal = Vector(matrix.col[0][:3]).cross(Vector(matrix.col[1][:3]))
+    if not all(math.isfinite(c) for c in (*point, *normal)) or normal.length < 1e-12:
+        raise ValueError(f"the Floor '{floor.name}' has no XY plane (a transform that is not a number, or no scale)")
+    normal.normalize()
+    return Floor(tuple(point), tuple(normal))

@@ -1,0 +1,595 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The FABRIK tab in the 3D viewport sidebar and the FABRIK sub-panel of Bone properties > Inverse Kinematics.
+
+Laid out as Blender's own property panels are: labels left of their values (`use_property_split`), keyframe
+dots beside what can be animated (`use_property_decorate`), and sub-panels (`bl_parent_id`) instead of one
+long panel. Status lines are wrapped to the region's width, so the whole message can be read.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import bpy
+from bpy.types import Panel, UIList
+
+from . import compare, presets, setup_ops
+from ..effectors import integrity, pins
+from ..rig import memory, armature
+from ..retarget import setup, rests
+from ..rig import moving_root
+from ..rig.status import DISABLED, statuses
+
+#: Pixels of a sidebar line that text cannot use at interface scale 1: the tab column (22), the panel's left
+#: margin with an icon (44) and its right margin (12).
+MARGIN_PIXELS = 78
+#: The narrowest room a line gets, in pixels at scale 1 (a sidebar dragged narrower cuts, as Blender's own do).
+MIN_PIXELS = 60
+#: Characters per line when the region's width is not known (as when a panel is drawn outside a UI).
+DEFAULT_CHARS = 40
+
+#: The limits sub-panel's help (wrapped to the editor's width).
+LIMITS_HELP = (
+    "X and Z swing the bone: together an elliptical cone round its rest direction. "
+    "Lock one of them for a hinge. Y twists it about itself. "
+    "Stiffness makes it turn less; the rest of the chain makes up for it."
+)
+
+#: Per effector status kind: (icon, alert). Reached: a check mark; a miss (solved, but farther than the
+#: tolerance): a warning in red; bad input or a refusal (nothing solved): a cancel sign in red.
+STATUS_ICONS = {
+    'REACHED': ('CHECKMARK', False),
+    'MISSED': ('ERROR', True),
+    'ERROR': ('CANCEL', True),
+    'DISABLED': ('HIDE_ON', False),
+    'NONE': ('INFO', False),
+}
+
+
+def wrap(text: str, width: float, measure: Callable[[str], float] = len) -> list[str]:
+    """`text` as lines at most `width` wide (by `measure`: characters, or pixels of the interface font), broken
+    at spaces; a word wider than a line starts a line of its own and is cut where it must be. At least one
+    line, so an empty text still takes its row."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        if line and measure(line + " " + word) <= width:
+            line += " " + word
+            continue
+        if line:
+            lines.append(line)
+        while len(word) > 1 and measure(word) > width:
+            cut = 1  # the longest start of the word that fits, at least one character
+            while cut < len(word) - 1 and measure(word[:cut + 1]) <= width:
+                cut += 1
+            lines.append(word[:cut])
+            word = word[cut:]
+        line = word
+    if line or not lines:
+        lines.append(line)
+    return lines
+
+
+class Room(NamedTuple):
+    """How wide a label line may be (`width`, in the units `measure` gives a text)."""
+
+    width: float
+    measure: Callable[[str], float]
+
+    def lines(self, text: str) -> list[str]:
+        """The text wrapped to this room."""
+        return wrap(text, self.width, self.measure)
+
+
+def room_for(context, reserve: float = MARGIN_PIXELS) -> Room:
+    """The room for a label line in the region being drawn: its width less `reserve` pixels (margins, an icon),
+    both scaled as the interface is, measured with the interface font; DEFAULT_CHARS characters when the
+    region is not known (a panel drawn outside a UI)."""
+    region = getattr(context, "region", None)
+    width = getattr(region, "width", 0) or 0
+    preferences = getattr(context, "preferences", None)
+    if width <= 1 or preferences is None:
+        return Room(DEFAULT_CHARS, len)
+    # (system.ui_scale includes the display's DPI; view.ui_scale the user's setting)
+    scale = getattr(preferences.system, "ui_scale", 0.0) or preferences.view.ui_scale or 1.0
+    return Room(max(MIN_PIXELS * scale, width - reserve * scale), _font_measure(preferences, scale))
+
+
+def _font_measure(preferences, scale: float) -> Callable[[str], float]:
+    """The width in pixels of a text in the interface's label font at this scale."""
+    import blf  # (here: no fonts are loaded in background mode)
+
+    points = preferences.ui_styles[0].widget.points * scale
+    try:
+        blf.size(0, points)
+    except TypeError:  # (Blender before 4.0 also takes the dpi)
+        blf.size(0, points, 72)
+    return lambda text: blf.dimensions(0, text)[0]
+
+
+def draw_wrapped(layout, text: str, room: Room, icon: str = 'NONE', alert: bool = False, active: bool = True):
+    """A message as label lines that fit the room: the icon on the first, the rest indented under it; red for
+    `alert`, greyed out unless `active`."""
+    column = layout.column(align=True)
+    column.alert = alert
+    column.active = active
+    for number, line in enumerate(room.lines(text)):
+        column.label(text=line, icon=icon if number == 0 else ('BLANK1' if icon != 'NONE' else 'NONE'))
+    return column
+
+
+def effector_state(obj, index: int) -> tuple[str, str]:
+    """(kind, message) of one effector from its rig's last solve: kind is a key of STATUS_ICONS."""
+    effectors = obj.fabrik.effectors
+    if 0 <= index < len(effectors) and not effectors[index].enabled:
+        return 'DISABLED', DISABLED
+    rig_status = statuses.get(obj.name)
+    kind = 'NONE' if rig_status is None else rig_status.kind(index)
+    if kind == 'NONE':
+        return kind, "not solved yet"
+    message = rig_status.effectors.get(index, "")
+    if kind == 'ERROR':
+        return kind, message or rig_status.message
+    return kind, message or (DISABLED if kind == 'DISABLED' else "")
+
+
+def rig_state(rig_status) -> str:
+    """The kind (a key of STATUS_ICONS) of a rig's last solve as a whole."""
+    if not rig_status.ok:
+        return 'ERROR'
+    if not rig_status.reached:
+        return 'NONE'  # nothing solved (a solve put off to the next update, say): no success to show
+    return 'MISSED' if rig_status.missed else 'REACHED'
+
+
+def invalid_fields(obj, effector) -> set[str]:
+    """The effector's fields that name something that is not there, so the panel draws them in red."""
+    bad = set(integrity.missing_bones(obj, effector))
+    if not effector.bone:
+        bad.add("bone")
+    elif "bone" not in bad and effector.bone in obj.data.bones:
+        if effector.chain_length > len(armature.chain_bones(obj, effector.bone, 0)):
+            bad.add("chain_length")  # longer than the bones up to the root
+    if effector.target is None:
+        bad.add("target")
+    elif effector.subtarget and effector.target.type != 'ARMATURE':
+        bad.add("subtarget")
+    pole = effector.pole_target
+    if pole is None and effector.lost_pole:
+        bad.add("pole_target")
+    elif pole is not None and effector.pole_subtarget and pole.type != 'ARMATURE':
+        bad.add("pole_subtarget")
+    return bad
+
+
+def _stacked(layout, label: str, alert: bool = False):
+    """A label above a row as wide as the panel, for names and choices that a label beside them would cut at
+    the sidebar's default width (none of them can be keyed, so they need no keyframe dot)."""
+    column = layout.column(align=True)
+    column.use_property_split = False
+    column.use_property_decorate = False
+    column.label(text=label)
+    row = column.row(align=True)
+    row.alert = alert
+    return row
+
+
+def _split(layout):
+    """Labels left of their values and keyframe dots beside animatable values, as Blender's property panels."""
+    layout.use_property_split = True
+    layout.use_property_decorate = True
+    return layout
+
+
+class FABRIK_UL_effectors(UIList):
+    """Effectors of an armature: the name (double-click renames it) and an icon for the last solve's status."""
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+        obj = data.id_data
+        kind, _message = effector_state(obj, index)
+        status_icon, alert = STATUS_ICONS[kind]
+        bad = bool(invalid_fields(obj, item))
+        if getattr(self, "layout_type", 'DEFAULT') == 'GRID':
+            layout.label(text="", icon=status_icon)
+            return
+        row = layout.row(align=True)
+        row.active = kind != 'DISABLED'  # switched off (by its checkbox or the rig's switch): greyed, not red
+        row.prop(item, "enabled", text="")
+        name = row.row(align=True)
+        name.alert = bad  # a missing bone or target: the row's name in red, as Blender marks invalid fields
+        if item.name:
+            name.prop(item, "name", text="", emboss=False)
+        else:
+            name.label(text=item.bone or "(no bone)")
+        mark = row.row(align=True)
+        mark.alert = alert
+        mark.label(text="", icon=status_icon)
+
+
+class FABRIK_UL_retarget_bones(UIList):
+    """A retarget's mapping: each body part with the clip's bone and the rig's (red where one is missing)."""
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+        row = layout.row(align=True)
+        row.alert = not (item.source and item.target)
+        row.label(text=item.name)
+        row.label(text=item.source or "-")
+        row.label(text=item.target or "-")
+
+
+class FabrikSidebarPanel:
+    """What the FABRIK tab's panels share: where they sit and the rig they show (the active armature, or the
+    rig of the active target or pole, so the tab stays while a target is dragged)."""
+
+    bl_space_type = 'VIEW_3D'
+    bl_region_type = 'UI'
+    bl_category = "FABRIK"
+
+    @classmethod
+    def poll(cls, context):
+        return setup_ops.rig_for_panel(context) is not None
+
+
+class FabrikArmaturePanel(FabrikSidebarPanel):
+    """A sub-panel only an armature has (not the rig of an active target)."""
+
+    @classmethod
+    def poll(cls, context):
+        obj = setup_ops.rig_for_panel(context)
+        return obj is not None and obj.type == 'ARMATURE'
+
+
+class VIEW3D_PT_fabrik(FabrikSidebarPanel, Panel):
+    """Effectors and live solving of the active armature"""
+
+    bl_label = "FABRIK"
+
+    def draw(self, context):
+        layout = self.layout
+        obj = setup_ops.rig_for_panel(context)
+        settings = obj.fabrik
+        if obj != context.object:
+            layout.label(text=f"Rig: {obj.name}", icon='ARMATURE_DATA')
+        row = layout.row()
+        row.template_list("FABRIK_UL_effectors", "", settings, "effectors", settings, "active_effector", rows=3)
+        column = row.column(align=True)
+        column.operator("fabrik.effector_add", icon='ADD', text="")
+        column.operator("fabrik.effector_add_with_target", icon='EMPTY_AXIS', text="")
+        column.operator("fabrik.effector_remove", icon='REMOVE', text="")
+        column.separator()
+        column.operator("fabrik.effector_move", icon='TRIA_UP', text="").direction = 'UP'
+        column.operator("fabrik.effector_move", icon='TRIA_DOWN', text="").direction = 'DOWN'
+        _split(layout)
+        column = layout.column(heading="Live")  # ("Live Solving" whole would be cut at the default width)
+        column.prop(settings, "live", text="Solving")
+        column.prop(settings, "influence", slider=True)
+        row = layout.row(align=True)
+        row.operator("fabrik.solve", icon='CON_KINEMATIC')
+        row.operator("fabrik.bake", text="Bake", icon='KEYINGSET')
+        row = layout.row(align=True)
+        row.operator("fabrik.convert_constraints", text="Convert IK", icon='CONSTRAINT_BONE')
+        row.operator("fabrik.restore_constraints", text="Restore", icon='LOOP_BACK')
+
+
+class VIEW3D_PT_fabrik_status(FabrikSidebarPanel, Panel):
+    """The last solve: the rig as a whole, then each effector, in full"""
+
+    bl_label = "Status"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        obj = setup_ops.rig_for_panel(context)
+        room = room_for(context)
+        rig_status = statuses.get(obj.name)
+        if rig_status is None or not rig_status.message:
+            layout.label(text="Not solved yet" if not obj.fabrik.live else "Solving at the next update", icon='INFO')
+        else:
+            kind = rig_state(rig_status)
+            icon, alert = STATUS_ICONS[kind]
+            draw_wrapped(layout, rig_status.message, room, icon, alert)
+        column = layout.column()
+        for index, effector in enumerate(obj.fabrik.effectors):
+            kind, message = effector_state(obj, index)
+            if kind == 'NONE' and rig_status is None:
+                continue
+            icon, alert = STATUS_ICONS[kind]
+            name = effector.name or effector.bone or f"#{index + 1}"
+            draw_wrapped(column, f"{name}: {message}", room, icon, alert, active=kind != 'DISABLED')
+
+
+class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
+    """The active effector's bone, target, chain and goals"""
+
+    bl_label = "Active Effector"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+
+    @classmethod
+    def poll(cls, context):
+        obj = setup_ops.rig_for_panel(context)
+        return obj is not None and 0 <= obj.fabrik.active_effector < len(obj.fabrik.effectors)
+
+    def draw_header(self, context):
+        obj = setup_ops.rig_for_panel(context)
+        self.layout.prop(obj.fabrik.effectors[obj.fabrik.active_effector], "enabled", text="")
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        obj = setup_ops.rig_for_panel(context)
+        effector = obj.fabrik.effectors[obj.fabrik.active_effector]
+        bad = invalid_fields(obj, effector)
+        room = room_for(context)
+        layout.active = effector_state(obj, obj.fabrik.active_effector)[0] != 'DISABLED'  # off: greyed
+        _stacked(layout, "Name").prop(effector, "name", text="")
+
+        column = layout.column()
+        _stacked(column, "Tip Bone", "bone" in bad).prop_search(effector, "bone", obj.data, "bones", text="")
+        _stacked(column, "Target", "target" in bad).prop(effector, "target", text="")
+        if effector.target is None and effector.lost_target:
+            draw_wrapped(column, f"Target '{effector.lost_target}' was deleted", room, 'ERROR', True)
+        if effector.target is not None and effector.target.type == 'ARMATURE':
+            _stacked(column, "Target Bone", "subtarget" in bad).prop_search(
+                effector, "subtarget", effector.target.data, "bones", text="")
+        elif "subtarget" in bad:
+            _stacked(column, "Target Bone", True).prop(effector, "subtarget", text="")
+
+        column = layout.column()
+        row = column.row()
+        row.alert = "chain_length" in bad
+        row.prop(effector, "chain_length", text="Chain")
+        column.prop(effector, "weight", text="Weight")
+        column.prop(effector, "use_stretch")
+        row = column.row(align=True, heading="Rotation")
+        row.prop(effector, "use_rotation", text="")
+        sub = row.row(align=True)
+        sub.active = effector.use_rotation
+        sub.prop(effector, "rotation_weight", text="", slider=True)
+
+        column = layout.column()
+        row = _stacked(column, "Pole", "pole_target" in bad)
+        row.prop(effector, "pole_target", text="")
+        row.operator("fabrik.pole_add", icon='ADD', text="")
+        if effector.pole_target is None and effector.lost_pole:
+            draw_wrapped(column, f"Pole target '{effector.lost_pole}' was deleted", room, 'ERROR', True)
+        if effector.pole_target is not None:
+            if effector.pole_target.type == 'ARMATURE':
+                _stacked(column, "Pole Bone", "pole_subtarget" in bad).prop_search(
+                    effector, "pole_subtarget", effector.pole_target.data, "bones", text="")
+            row = column.row(align=True)
+            row.prop(effector, "pole_angle")
+            row.operator("fabrik.pole_angle_auto", icon='AUTO', text="")
+
+        layout.separator()
+        layout.prop(effector, "influence", slider=True)
+        if effector.source_constraint:
+            draw_wrapped(layout, f"From IK constraint '{effector.source_constraint}' on '{effector.source_bone}'",
+                         room, 'CONSTRAINT_BONE')
+
+
+class VIEW3D_PT_fabrik_pins(FabrikSidebarPanel, Panel):
+    """The active effector's pins: where its target is held still over keyed ranges of frames"""
+
+    bl_label = "Pins"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+
+    @classmethod
+    def poll(cls, context):
+        return VIEW3D_PT_fabrik_effector.poll(context)
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        obj = setup_ops.rig_for_panel(context)
+        effector = obj.fabrik.effectors[obj.fabrik.active_effector]
+        layout.prop(effector, "pin", slider=True)
+        column = layout.column()
+        column.active = effector.pin > 0.0
+        column.prop(effector, "pin_location", text="Location")
+        row = layout.row(align=True)
+        row.operator("fabrik.pin", icon='PINNED')
+        row.operator("fabrik.pin_clear", icon='UNPINNED', text="Clear")
+        spans = pins.spans(obj, effector)
+        room = room_for(context)
+        if spans:
+            text = "Held on frames " + pins.range_text(spans)
+            draw_wrapped(layout, text, room, 'KEYFRAME')
+        layout.operator("fabrik.find_contacts", icon='VIEWZOOM')
+
+
+class VIEW3D_PT_fabrik_solver(FabrikSidebarPanel, Panel):
+    """How the rig is solved: the method, its stopping rules and where each solve starts"""
+
+    bl_label = "Solver"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+
+    def draw(self, context):
+        layout = self.layout
+        settings = setup_ops.rig_for_panel(context).fabrik
+        presets.draw_preset_header(layout, presets.FABRIK_MT_rig_settings_presets, "fabrik.rig_settings_preset_add")
+        _split(layout)
+        _stacked(layout, "Solver").prop(settings, "solver", text="")
+        column = layout.column(align=True)
+        column.prop(settings, "iterations")
+        column.prop(settings, "tolerance")
+        _stacked(layout, "Start From").prop(settings, "start", text="")
+        _stacked(layout, "Floor").prop(settings, "floor", text="")
+
+
+class VIEW3D_PT_fabrik_root(FabrikArmaturePanel, Panel):
+    """A root that moves with the effectors: the hips shift and turn where a target is out of reach, or follow
+    the effectors' pull"""
+
+    bl_label = "Root"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        obj = setup_ops.rig_for_panel(context)
+        settings = obj.fabrik
+        _stacked(layout, "Moves").prop(settings, "root_mode", text="")
+        column = layout.column()
+        column.active = settings.root_mode != 'OFF'
+        missing = bool(settings.root_bone) and settings.root_bone not in obj.data.bones
+        _stacked(column, "Bone", missing).prop_search(settings, "root_bone", obj.data, "bones", text="")
+        if not settings.root_bone:
+            top = moving_root.top_bone(obj)
+            column.label(text=f"Top of the first chain: {top}" if top else "No effector's chain yet", icon='INFO')
+        weight = column.row()
+        weight.active = settings.root_mode == 'FREE'
+        weight.prop(settings, "root_weight", slider=True)
+        column.prop(settings, "root_distance")
+        column.prop(settings, "root_angle")
+        problem = moving_root.problem(obj, settings.root_bone or moving_root.top_bone(obj))
+        if problem:
+            draw_wrapped(layout, problem, room_for(context), 'ERROR', True)
+        kept = memory.get(obj.name)
+        away = kept.root_away if kept is not None and settings.root_mode != 'OFF' and settings.live else None
+        if away is not None:
+            units = context.scene.unit_settings
+            shift = bpy.utils.units.to_string(units.system, 'LENGTH', away[0] * units.scale_length, precision=3)
+            layout.label(text=f"Moved {shift}, turned {math.degrees(away[1]):.1f}°", icon='INFO')
+
+
+class VIEW3D_PT_fabrik_testing(FabrikSidebarPanel, Panel):
+    """Ways to try the rig: key the active effector's target on a path, and compare the solvers"""
+
+    bl_label = "Testing"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        obj = setup_ops.rig_for_panel(context)
+        settings = obj.fabrik
+        effector = None
+        if 0 <= settings.active_effector < len(settings.effectors):
+            effector = settings.effectors[settings.active_effector]
+        column = layout.column(heading="Animate Target")
+        column.enabled = effector is not None and effector.target is not None
+        row = column.row(align=True)
+        for preset, label in (('CIRCLE', "Circle"), ('FIGURE_EIGHT', "Figure-Eight")):
+            op = row.operator("fabrik.target_motion", text=label)
+            op.preset, op.effector_target = preset, True
+        layout.separator()
+        room = room_for(context, reserve=MARGIN_PIXELS + 10)  # (the legend sits in a box)
+        compare.draw(layout, obj, wrap=room.lines)
+
+
+class VIEW3D_PT_fabrik_retarget(FabrikArmaturePanel, Panel):
+    """Put a captured clip's motion on this rig: the clip's armature, its bones mapped onto the rig's, Retarget"""
+
+    bl_label = "Retarget"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    def draw(self, context):
+        layout = _split(self.layout)
+        obj = setup_ops.rig_for_panel(context)
+        settings = obj.fabrik
+        _stacked(layout, "Source").prop(settings, "retarget_source", text="")
+        layout.operator("fabrik.retarget_map", icon='GROUP_BONE')
+        if len(settings.retarget_bones):
+            layout.template_list("FABRIK_UL_retarget_bones", "", settings, "retarget_bones", settings,
+                                 "retarget_index", rows=4)
+            index = settings.retarget_index
+            if 0 <= index < len(settings.retarget_bones):
+                row = settings.retarget_bones[index]
+                source = settings.retarget_source
+                if source is not None and source.type == 'ARMATURE':
+                    _stacked(layout, f"Clip's {row.name}", bool(row.source) and row.source not in source.data.bones
+                             ).prop_search(row, "source", source.data, "bones", text="")
+                _stacked(layout, f"Rig's {row.name}", bool(row.target) and row.target not in obj.data.bones
+                         ).prop_search(row, "target", obj.data, "bones", text="")
+        refused = setup.refusal(obj)
+        if refused and settings.retarget_source is not None:
+            draw_wrapped(layout, refused, room_for(context), 'ERROR', True)
+        if not refused:
+            body, arms = rests.scales(obj)
+            layout.prop(settings, "retarget_scale")
+            layout.prop(settings, "retarget_arm_scale")
+            draw_wrapped(layout, f"Hips move {body:.3g}x the clip's, hands reach {arms['L']:.3g}x / {arms['R']:.3g}x "
+                         "(0: from the bones)", room_for(context), 'INFO', False)
+        row = layout.row(align=True)
+        row.operator("fabrik.retarget", icon='ARMATURE_DATA')
+        row.operator("fabrik.retarget_remove", icon='X', text="Remove")
+
+
+class BONE_PT_fabrik_limits(Panel):
+    """The bone's IK limits and stretch as FABRIK uses them: Blender's own settings (the panel above greys them
+    out for bones outside an IK constraint's chain; FABRIK chains read them all the same)"""
+
+    bl_space_type = 'PROPERTIES'
+    bl_region_type = 'WINDOW'
+    bl_context = "bone"
+    bl_label = "FABRIK Limits"
+    bl_parent_id = "BONE_PT_inverse_kinematics"  # Blender's own panel, with this id in 3.4 through 5.0
+
+    @classmethod
+    def poll(cls, context):
+        return cls.pose_bone(context) is not None
+
+    @staticmethod
+    def pose_bone(context):
+        """The pose bone the Bone properties show (their bone, else the active pose bone)."""
+        obj = getattr(context, "object", None)
+        if obj is None or obj.type != 'ARMATURE' or obj.pose is None:
+            return None
+        bone = getattr(context, "bone", None)
+        if bone is not None and bone.name in obj.pose.bones:
+            return obj.pose.bones[bone.name]
+        return getattr(context, "active_pose_bone", None)
+
+    def draw(self, context):
+        layout = self.layout
+        pose_bone = BONE_PT_fabrik_limits.pose_bone(context)
+        obj = context.object
+        room = room_for(context)
+        users = [e.name or e.bone for e in obj.fabrik.effectors
+                 if pose_bone.name in armature.chain_bones(obj, e.bone, e.chain_length)]
+        if users:
+            draw_wrapped(layout, f"In the chain of {', '.join(users)}", room, 'CON_KINEMATIC')
+        draw_wrapped(layout, LIMITS_HELP, room, 'INFO')
+        presets.draw_preset_header(layout, presets.FABRIK_MT_bone_limits_presets, "fabrik.bone_limits_preset_add")
+        _split(layout)
+        layout.prop(pose_bone, "ik_stretch", text="IK Stretch", slider=True)
+        column = layout.column(align=True)
+        column.prop(pose_bone, "lock_ik_x", text="Lock Swing X")
+        column.prop(pose_bone, "lock_ik_y", text="Twist Y")
+        column.prop(pose_bone, "lock_ik_z", text="Swing Z")
+        column = layout.column(align=True)
+        for axis, label in (("x", "Stiffness X"), ("y", "Y"), ("z", "Z")):
+            sub = column.column(align=True)
+            sub.active = not getattr(pose_bone, f"lock_ik_{axis}")
+            sub.prop(pose_bone, f"ik_stiffness_{axis}", text=label, slider=True)
+        column = layout.column(align=True)
+        for axis, label in (("x", "Limit Swing X"), ("y", "Limit Twist Y"), ("z", "Limit Swing Z")):
+            locked = getattr(pose_bone, f"lock_ik_{axis}")
+            sub = column.column()
+            sub.active = not locked
+            sub.prop(pose_bone, f"use_ik_limit_{axis}", text=label)
+            sub = column.column(align=True)
+            sub.active = not locked and getattr(pose_bone, f"use_ik_limit_{axis}")
+            sub.prop(pose_bone, f"ik_min_{axis}", text="Min")
+            sub.prop(pose_bone, f"ik_max_{axis}", text="Max")
+            column.separator()
+        problems = [p for p in armature.limit_problems(obj) if p.startswith(f"bone '{pose_bone.name}'")]
+        for problem in problems:
+            draw_wrapped(layout, problem, room, 'ERROR', True)
+
+
+classes = (
+    FABRIK_UL_effectors,
+    FABRIK_UL_retarget_bones,
+    VIEW3D_PT_fabrik,
+    VIEW3D_PT_fabrik_status,
+    VIEW3D_PT_fabrik_effector,
+    VIEW3D_PT_fabrik_pins,
+    VIEW3D_PT_fabrik_solver,
+    VIEW3D_PT_fabrik_root,
+    VIEW3D_PT_fabrik_retarget,
+    VIEW3D_PT_fabrik_testing,
+    BONE_PT_fabrik_limits,
+)
+
+register, unregister = bpy.utils.register_classes_factory(classes)
