@@ -175,30 +175,16 @@ class FrameRows:
         return True
 
     def _goals_now(self, depsgraph) -> list[Goal] | None:
-        """The goals this frame, as `goals.gather_goals` reads them (their targets, rotations and poles moved);
-        None when something is off (the whole read then says what)."""
+        """The goals this frame, read as every goal is (`effector_goals.goal_at`): their targets, rotations and
+        poles moved; None when something is off (the whole read then says what)."""
         try:
             to_armature = armature.world_to_armature(self.obj.evaluated_get(depsgraph))
             out = []
             for goal, (target, subtarget, pole, pole_bone), pin in zip(self.goals, self.sources, self.pins):
                 world = pins.held_world(effector_goals.world_matrix(target, subtarget, depsgraph), pin)
-                point = tuple(to_armature @ world.translation)
-                rotation = goal.rotation
-                if rotation is not None:
-                    turned = (to_armature @ world).to_3x3()
-                    if not (math.isfinite(sum(map(sum, turned))) and abs(turned.determinant()) >= 1e-12):
-                        return None
-                    rotation = tuple(turned.normalized().to_quaternion().normalized())
-                at = goal.pole
-                if at is not None:
-                    at = tuple(to_armature @ effector_goals.world_matrix(pole, pole_bone, depsgraph).translation)
-                if not all(math.isfinite(c) for c in point + (at or ())):
-                    return None
-                out.append(Goal(
-                    goal.bone, point, goal.weight, goal.chain_length, rotation, goal.rotation_weight, at,
-                    goal.pole_angle, goal.stretch,
-                ))
-        except (ValueError, ReferenceError):
+                pole_world = None if goal.pole is None else effector_goals.world_matrix(pole, pole_bone, depsgraph)
+                out.append(effector_goals.goal_at(goal, world, pole_world, to_armature))
+        except (ValueError, ReferenceError):  # (an EffectorError is a ValueError)
             return None
         return out
 

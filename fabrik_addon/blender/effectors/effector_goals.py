@@ -19,6 +19,7 @@ import numpy as np
 from mathutils import Matrix
 
 from ...core import Goal
+from ...core.math import quat
 from . import integrity, pins
 from ..rig import armature
 from .effector_values import EffectorValues
@@ -31,6 +32,10 @@ from ..rig.status import DISABLED
 #: Blender's rotation_mode enum values of 'QUATERNION' and 'AXIS_ANGLE' (`armature.rotation_modes`).
 _QUATERNION_MODE = armature.MODE_VALUES['QUATERNION']
 _AXIS_ANGLE_MODE = armature.MODE_VALUES['AXIS_ANGLE']
+
+
+#: Where a goal stands before `goal_at` places it.
+ORIGIN = (0.0, 0.0, 0.0)
 
 
 class EffectorError(ValueError):
@@ -87,38 +92,51 @@ def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
     if pinned:
         raise EffectorError(pinned)
     world = pins.held_world(_world_of(effector, "target", depsgraph), effector)
-    point = to_armature @ world.translation
-    if not all(math.isfinite(c) for c in point):
-        raise EffectorError(f"target '{target.name}' is not at a finite location")
-    rotation = None
-    if effector.use_rotation:
-        local = (to_armature @ world).to_3x3()
-        if not all(math.isfinite(v) for row in local for v in row) or abs(local.determinant()) < 1e-12:
-            raise EffectorError(f"target '{target.name}' has no usable rotation (zero scale?)")
-        rotation = tuple(local.normalized().to_quaternion().normalized())
-    pole = None
-    if effector.pole_target is not None:
-        pole_world = _world_of(effector, "pole", depsgraph)
-        pole = tuple(to_armature @ pole_world.translation)
-        if not all(math.isfinite(c) for c in pole):
-            raise EffectorError(f"pole target '{effector.pole_target.name}' is not at a finite location")
-        if not math.isfinite(effector.pole_angle):
-            raise EffectorError("its pole angle is not a number")
+    poled = effector.pole_target is not None
+    goal = goal_at(
+        Goal(
+            bone, ORIGIN, 1.0, int(effector.chain_length), rotation=quat.IDENTITY if effector.use_rotation else None,
+            pole=ORIGIN if poled else None,
+        ),
+        world, _world_of(effector, "pole", depsgraph) if poled else None, to_armature,
+        (target.name, effector.pole_target.name if poled else ""),
+    )
+    if poled and not math.isfinite(effector.pole_angle):
+        raise EffectorError("its pole angle is not a number")
     # Typed or scripted, NaN passes a property's min and max: this effector says so, the others solve.
     if not (math.isfinite(effector.weight) and effector.weight >= 0.0):
         raise EffectorError("its weight is not a number of 0 or more")
     if effector.use_rotation and not 0.0 <= effector.rotation_weight <= 1.0:
         raise EffectorError("its rotation weight is not a number from 0 to 1")
     return Goal(
-        bone,
-        tuple(point),
-        float(effector.weight),
-        int(effector.chain_length),
-        rotation=rotation,
-        rotation_weight=float(effector.rotation_weight),
-        pole=pole,
-        pole_angle=float(effector.pole_angle),
-        stretch=bool(effector.use_stretch),
+        bone, goal.target, float(effector.weight), goal.chain_length, goal.rotation, float(effector.rotation_weight),
+        goal.pole, float(effector.pole_angle), bool(effector.use_stretch),
+    )
+
+
+def goal_at(goal: Goal, world: Matrix, pole_world: Matrix | None, to_armature: Matrix, names=("", "")) -> Goal:
+    """The goal where its target (`world`, as its pins hold it) and its pole stand, in armature space, with its
+    rotation read again where it has one: what every read of a goal ends in, the live frame's, the next frames'
+    and the bake's. EffectorError where a place is not finite or the target's rotation has no frame (`names`: the
+    target's and the pole's, for the message)."""
+    point = (to_armature @ world.translation)[:]
+    if not math.isfinite(sum(point)):
+        raise EffectorError(f"target '{names[0]}' is not at a finite location")
+    rotation = goal.rotation
+    if rotation is not None:
+        turned = (to_armature @ world).to_3x3()
+        if not (finite_matrix(turned) and abs(turned.determinant()) >= 1e-12):
+            raise EffectorError(f"target '{names[0]}' has no usable rotation (zero scale?)")
+        rotation = tuple(turned.normalized().to_quaternion().normalized())
+    pole = None
+    if pole_world is not None:
+        pole = (to_armature @ pole_world.translation)[:]
+        if not math.isfinite(sum(pole)):
+            raise EffectorError(f"pole target '{names[1]}' is not at a finite location")
+    # (`dataclasses.replace`, spelled out: it runs per effector every frame)
+    return Goal(
+        goal.bone, point, goal.weight, goal.chain_length, rotation, goal.rotation_weight, pole, goal.pole_angle,
+        goal.stretch,
     )
 
 

@@ -33,7 +33,6 @@ inputs).
 
 from __future__ import annotations
 
-import math
 import time
 import traceback
 from dataclasses import dataclass, replace
@@ -41,7 +40,6 @@ from dataclasses import dataclass, replace
 import bpy
 from bpy.app.handlers import persistent
 
-from ...core import Goal
 from ..rig import animdata, held, memory, armature
 from ..effectors import effector_values, effector_goals, integrity, pins
 from . import garbage, solve
@@ -355,8 +353,8 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
     """Solve a frame of obj from what the last frame read, where nothing the solve reads can have changed but
     what is read here (see the module): the live inputs as the whole read would have read them, with the
     channels as the solve left them (what live solving compares its next update with); None, having written
-    nothing, where the whole read must run (it replaces the read this may have begun to update). `watched`:
-    whether live solving saw the rig at the evaluation before."""
+    nothing, where the whole read must run. `watched`: whether live solving saw the rig at the evaluation
+    before. The frame's read is a new one (the last one with what changed), which the next frame goes on from."""
     kept = memory_.read
     if kept is None:
         return None
@@ -365,65 +363,62 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
         return None
     if len(held.held_bones(obj)) != kept.held:
         return None  # (entries removed by a script: no tag either)
-    read_ = kept.read
+    last = kept.read
+    changed: dict = {}
+    placed = kept.to_armature, kept.world, kept.prefix
     if updated.has(obj):
         # Not an edit (that would have updated its armature as well): a constraint's target, a driver, the
         # transform or the rig's own animation moved it. Read again what that can change.
-        if updated.rebuilt() or not _read_again(kept, obj, depsgraph):
+        again = None if updated.rebuilt() else _read_again(kept, obj, depsgraph)
+        if again is None:
             return None
+        changed, placed = again
+    to_armature, world, prefix = placed
     goals, tails = [], []
     effectors = obj.fabrik.effectors
     if kept.pinned and any(e.pin_key and e.pin_key != e.name for e in effectors):
         return None  # (a renamed effector: the whole read moves its pin keys under its new name)
     try:
-        for value, goal, properties in zip(kept.values, read_.goals, kept.solved):
+        for value, goal, properties in zip(kept.values, last.goals, kept.solved):
             if kept.pinned:  # (keyed pins: this frame's)
                 properties = pins.read_again(value, effectors[value.index], properties)
                 if properties is None:
                     return None  # the whole read says what is wrong with it
-            world = effector_goals.world_matrix(value.target, value.subtarget, depsgraph)
-            pinned = pins.held_world(world, value)
-            point = (kept.to_armature @ pinned.translation)[:]
-            pole, pole_world = goal.pole, None
-            if pole is not None:
-                pole_world = effector_goals.world_matrix(value.pole_target, value.pole_subtarget, depsgraph)
-                pole = (kept.to_armature @ pole_world.translation)[:]
-            if not math.isfinite(sum(point) + (sum(pole) if pole is not None else 0.0)):
-                return None  # the whole read says which
-            rotation = goal.rotation
-            if rotation is not None:
-                turned = (kept.to_armature @ pinned).to_3x3()
-                if not (math.isfinite(sum(map(sum, turned))) and abs(turned.determinant()) >= 1e-12):
-                    return None
-                rotation = tuple(turned.normalized().to_quaternion().normalized())
-            goals.append(_moved(goal, point, rotation, pole))
-            tails.append((comparable(world), comparable(pole_world), properties))
+            target = effector_goals.world_matrix(value.target, value.subtarget, depsgraph)
+            pole = None
+            if goal.pole is not None:
+                pole = effector_goals.world_matrix(value.pole_target, value.pole_subtarget, depsgraph)
+            goals.append(effector_goals.goal_at(goal, pins.held_world(target, value), pole, to_armature))
+            tails.append((comparable(target), comparable(pole), properties))
     except (ReferenceError, effector_goals.EffectorError):
-        return None  # a target removed meanwhile, or a target bone gone: the whole read says so
-    prefix = kept.prefix
+        return None  # a target removed meanwhile, a target bone gone, a place not finite: the whole read says so
+    settings = last.settings
     if obj.fabrik.floor is not None:  # (the floor, or the rig, may have moved: its plane in the rig's space now)
         try:
             plane = floor_plane(obj, depsgraph)
         except ValueError:
             return None  # the whole read says why
-        if plane != read_.settings.floor:
-            read_.settings = replace(read_.settings, floor=plane)
+        if plane != settings.floor:
+            settings = replace(settings, floor=plane)
         prefix = prefix[:-1] + (comparable(_world_or_none(obj.fabrik.floor, "", depsgraph)),)
-    if read_.root is not None:  # (where the animator's channels put it, as this frame evaluated them)
+    if last.root is not None:  # (where the animator's channels put it, as this frame evaluated them)
         # (the chains hang where the last frame's write of the root put them)
-        if not updated.has(obj) and not _fixed_again(read_, obj):
-            return None
+        if not updated.has(obj):
+            fixed = _fixed_again(last, obj)
+            if fixed is None:
+                return None
+            changed.update(fixed)
         try:
-            moving, read_.root_fk = moving_root.read(obj, read_.plan.skeleton, read_.root, depsgraph)
-            read_.settings = replace(read_.settings, root=moving)
+            moving, changed["root_fk"] = moving_root.read(obj, last.plan.skeleton, last.root, depsgraph)
         except ValueError:
             return None  # the whole read says why
-    read_.goals, read_.began = goals, began
-    if read_.previous is not None:  # (from the previous solution: the one the last frame left)
+        settings = replace(settings, root=moving)
+    if last.previous is not None:  # (from the previous solution: the one the last frame left)
         solution = memory_.solution
-        if solution is None or any(b not in solution for b in read_.plan.bones):
+        if solution is None or any(b not in solution for b in last.plan.bones):
             return None
-        read_.previous = [solution[b] for b in read_.plan.bones]
+        changed["previous"] = [solution[b] for b in last.plan.bones]
+    read_ = replace(last, goals=goals, began=began, settings=settings, **changed)
     try:
         solved = solve.solve(read_, memory_.carry if memory_.carry is not None else solve.carry_of(obj))
     except ValueError:
@@ -432,44 +427,49 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
         return None
     solve.write(obj, read_, solved, True, memory_)
     memory_.status = solve.status_of(read_, solved, RigStatus())
+    kept.read = read_
+    kept.to_armature, kept.world, kept.prefix = placed
     return (prefix + tuple(tails), read_.pose.snapshot())
 
 
-def _read_again(kept: _Kept, obj, depsgraph) -> bool:
-    """Read again what an update of the rig object (not of its data) can change of what the solve reads, into what
-    the last frame read: the channels the rig's own animation moves (where it has any), the frames of the bones
-    the chains hang from, the rig's transform. False where the whole read must run (it says why)."""
-    read_ = kept.read
+def _read_again(kept: _Kept, obj, depsgraph) -> tuple[dict, tuple] | None:
+    """What an update of the rig object (not of its data) can change of what the solve reads, read again: the
+    channels the rig's own animation moves (where it has any), the frames of the bones the chains hang from, the
+    rig's transform. The read's fields that changed, and the rig's transform (`_Kept.to_armature`, `world`,
+    `prefix`); None where the whole read must run (it says why)."""
+    last = kept.read
+    changed = {}
     if kept.animation is not None:
         pose = _read_animated(kept, obj)
         if pose is None:
-            return False
-        read_.pose = pose
-    elif _animates(obj) or not _chain_channels_kept(read_, PoseRead(obj, read_.pose.count)):
-        return False  # (animated since, or a chain channel set by a script that tagged the object: the whole read)
-    if not _fixed_again(read_, obj):
-        return False
+            return None
+        changed["pose"], changed["channels"] = pose, replace(last.channels, arrays=pose.arrays)
+    elif _animates(obj) or not _chain_channels_kept(last, PoseRead(obj, last.pose.count)):
+        return None  # (animated since, or a chain channel set by a script that tagged the object: the whole read)
+    fixed = _fixed_again(last, obj)
+    if fixed is None:
+        return None
+    changed.update(fixed)
+    placed = kept.to_armature, kept.world, kept.prefix
     world = obj.evaluated_get(depsgraph).matrix_world
     if comparable(world) != kept.world:
         if effector_goals.unusable_rig(obj, depsgraph) is not None:
-            return False
-        kept.to_armature = armature.world_to_armature(obj.evaluated_get(depsgraph))
-        kept.world = comparable(world)
-        kept.prefix = kept.prefix[:1] + (kept.world,) + kept.prefix[2:]
-    return True
+            return None
+        seen = comparable(world)
+        to_armature = armature.world_to_armature(obj.evaluated_get(depsgraph))
+        placed = to_armature, seen, kept.prefix[:1] + (seen,) + kept.prefix[2:]
+    return changed, placed
 
 
-def _fixed_again(read_: solve.Read, obj) -> bool:
-    """Read again the frames of the bones the chains hang from, into the read (its start made again where they
-    moved); False where one has no usable frame (the whole read says why)."""
+def _fixed_again(read_: solve.Read, obj) -> dict | None:
+    """The frames of the bones the chains hang from, read again: the read's fields that change where they moved
+    (its start is made again), none where they did not; None where one has no usable frame (the whole read says
+    why)."""
     plan = read_.plan
     fixed = hung_frames(obj, plan.skeleton, plan.tree, plan.local)
     if fixed is None:
-        return False
-    if fixed != read_.fixed:
-        read_.fixed = fixed
-        read_.moved()
-    return True
+        return None
+    return {} if fixed == read_.fixed else {"fixed": fixed, "_start": None}
 
 
 def _read_animated(kept: _Kept, obj) -> PoseRead | None:
@@ -489,7 +489,6 @@ def _read_animated(kept: _Kept, obj) -> PoseRead | None:
         return None  # (set by other means than a key: the whole read takes it for the animator's)
     if effector_goals.usable_goals(obj, read_.gathered, pose)[1]:
         return None
-    read_.channels.arrays = pose.arrays
     return pose
 
 
@@ -500,15 +499,6 @@ def _chain_channels_kept(read_: solve.Read, pose: PoseRead) -> bool:
     return not any(
         (pose.channel(name, size)[at] != read_.pose.arrays[name][at]).any()
         for name, size in {armature.rotation_channel(mode) for mode in found.modes}
-    )
-
-
-def _moved(goal: Goal, target: tuple, rotation: tuple | None, pole: tuple | None) -> Goal:
-    """The goal with a new target, rotation and pole (`dataclasses.replace`, spelled out: it runs per effector
-    every frame)."""
-    return Goal(
-        goal.bone, target, goal.weight, goal.chain_length, rotation, goal.rotation_weight, pole, goal.pole_angle,
-        goal.stretch,
     )
 
 

@@ -159,7 +159,7 @@ def read(
     if previous is None and settings.start == 'PREVIOUS':
         previous = memory.of(obj).solution
     start = None if previous is None or not all(b in previous for b in bones) else [previous[b] for b in bones]
-    at = node_indices(obj, skeleton, plan.tree)
+    at = node_indices(obj, plan.tree)
     read_channels_ = read_channels(obj, [skeleton.names[b] for b in bones], at.tolist(), depsgraph, pose)
     fk = [rotation_channels.channel_to_quaternion(m, v) for m, v in zip(read_channels_.modes, read_channels_.fk_values)]
     translations = [tuple(t) if any(t) else None for t in pose.channel("location", 3)[at].tolist()]

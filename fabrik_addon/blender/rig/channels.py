@@ -293,11 +293,6 @@ def give_back(obj) -> None:
     memory.of(obj).solution = None
 
 
-def node_indices(obj, skeleton, tree) -> np.ndarray:
-    """Where each moving node's bone sits among obj.pose.bones (cached with the skeleton)."""
-    key = ("pose_indices", tree.bones)
-    at = skeleton._cache.get(key)
-    if at is None:
-        at = armature.pose_bone_order(obj)[list(tree.bones)]
-        skeleton._cache[key] = at
-    return at
+def node_indices(obj, tree) -> np.ndarray:
+    """Where each moving node's bone sits among obj.pose.bones."""
+    return armature.pose_bone_order(obj)[list(tree.bones)]

@@ -50,10 +50,10 @@ class LocalTree:
 
 def local_tree(skeleton: Skeleton, tree: MovingTree) -> LocalTree:
     """The forward-kinematics data of a moving tree's nodes (kept with the tree)."""
-    found = tree.derived.get("local")
+    found = tree.kept.local
     if found is None:
         parent_bone = tuple(skeleton.parents[b] for b in tree.bones)
-        found = tree.derived["local"] = LocalTree(
+        found = tree.kept.local = LocalTree(
             tree,
             tuple(skeleton.rest_relative[b] for b in tree.bones),
             tuple(tuple(skeleton.head_in_parent[b].tolist()) for b in tree.bones),

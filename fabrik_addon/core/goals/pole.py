@@ -209,9 +209,9 @@ def holds(
         local, wanted, turn = held
         hold = PoleHold(chain, target, local, wanted)
         below = tree.subtree(top)
-        alone = tree.derived.get(("pole alone", g))
+        alone = tree.kept.pole_alone.get(g)
         if alone is None:  # (whether no other goal hangs below the chain's first bone: kept with the tree)
-            alone = tree.derived[("pole alone", g)] = all(h == g for k in below for h in tree.goals_at[k])
+            alone = tree.kept.pole_alone[g] = all(h == g for k in below for h in tree.goals_at[k])
         if alone and warm:
             turn = _shortest(base, joints.frames[top], joints.tails[chain[0]], local, target, wanted)
         if alone and turn is not None:

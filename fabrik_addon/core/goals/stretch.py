@@ -139,15 +139,15 @@ def stretched_lengths(skeleton: Skeleton, goals: Sequence[Goal], start: Pose) ->
 def _grown_bones(skeleton: Skeleton, goals: Sequence[Goal]) -> tuple[frozenset[int], tuple[int, ...]]:
     """The bones whose scale the stretch sets (`scalable`), and those with every bone below them, parents first:
     all a stretch changes (kept on the skeleton)."""
-    key = ("grown_bones", tuple((g.bone, g.chain_length, g.stretch) for g in goals))
-    found = skeleton._cache.get(key)
+    key = tuple((g.bone, g.chain_length, g.stretch) for g in goals)
+    found = skeleton.kept.shape.grown.get(key)
     if found is None:
         own = frozenset(scalable(skeleton, goals))
         below = set(own)
         for b in skeleton.order:
             if skeleton.parents[b] in below:
                 below.add(b)
-        found = skeleton._cache[key] = own, tuple(b for b in skeleton.order if b in below)
+        found = skeleton.kept.shape.grown[key] = own, tuple(b for b in skeleton.order if b in below)
     return found
 
 

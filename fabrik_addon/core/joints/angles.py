@@ -316,10 +316,9 @@ class TreeGoals:
         self.rotations = [None if g.rotation is None else quat.normalized(g.rotation) for g in goals]
         self.rotation_weights = [g.rotation_weight for g in goals]
         rotated = tuple(node for node, rotation in zip(self.nodes, self.rotations) if rotation is not None)
-        key = ("tree goals", rotated)
-        known = tree.derived.get(key)
+        known = tree.kept.goal_structures.get(rotated)
         if known is None:  # (what depends on the tree and which goals turn alone is kept with the tree)
-            known = tree.derived[key] = _goal_structure(tree, rotated)
+            known = tree.kept.goal_structures[rotated] = _goal_structure(tree, rotated)
         #: Per goal, its chain's summed bone length: the scale of its errors (rotation goals count at it).
         self.reach: list[float] = known[0]
         #: Per goal, the nodes whose turn moves its tip: its tip node and every moving ancestor.
@@ -385,9 +384,7 @@ class TreeGoals:
         """
         aims = {}
         tree = self.tree
-        longest_of = tree.derived.get("longest reach")
-        if longest_of is None:  # (per chain: it depends on the tree alone)
-            longest_of = tree.derived["longest reach"] = {}
+        longest_of = tree.kept.longest_reach  # (per chain: it depends on the tree alone)
         for g, chain in enumerate(tree.goal_chain):
             top = chain[-1]
             if self.weights[g] <= 0.0 or tree.parent[top] >= 0:
@@ -456,8 +453,8 @@ class Freedom(NamedTuple):
 def freedom(rig: AngleRig, problem: TreeGoals) -> Freedom:
     """The rig's `Freedom` for these goals, kept with the tree for its next solve (the tree is the same for the
     same layout of goals)."""
-    key = ("freedom", frozenset(problem.idle_twists), tuple(problem.nodes))
-    found = rig.tree.derived.get(key)
+    key = frozenset(problem.idle_twists), tuple(problem.nodes)
+    found = rig.tree.kept.freedoms.get(key)
     if found is not None:
         return found
     coordinates = rig.coordinates(problem)
@@ -497,7 +494,7 @@ def freedom(rig: AngleRig, problem: TreeGoals) -> Freedom:
     for array in found:
         if isinstance(array, np.ndarray):
             array.flags.writeable = False  # (shared by every solve of the tree)
-    rig.tree.derived[key] = found
+    rig.tree.kept.freedoms[key] = found
     return found
 
 

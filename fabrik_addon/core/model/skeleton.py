@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -20,9 +20,33 @@ CONNECTED_TOLERANCE = 1e-5
 #: precision (2^-23 relative), and builds each from its parent's, so rounding grows along a chain.
 SINGLE_PRECISION = 64 * 2.0**-23
 
-#: What the skeleton keeps that depends on its hierarchy and rest frames alone, not on its lengths: a scaled copy
-#: keeps it (`Skeleton.scaled`), so a stretching rig does not work it out again every frame.
-_SHAPE_ONLY = frozenset({"rigid_followers", "zero_links", "grown_bones", "below root"})
+
+
+@dataclass
+class ShapeKept:
+    """What is worked out from a skeleton's hierarchy and rest frames alone, not from its lengths: a scaled copy
+    keeps it (`Skeleton.scaled`), so a stretching rig does not work it out again every frame."""
+
+    #: Per (bones, their moving parents): each bone's link to its moving parent where its rest gives it
+    #: (`zero_links`).
+    zero_links: dict = field(default_factory=dict)
+    #: Per set of moved bones: the bones that follow them rigidly (`rigid_followers`).
+    followers: dict = field(default_factory=dict)
+    #: Per goal layout with stretch: the bones a stretch scales, and those with every bone below them (`stretch`).
+    grown: dict = field(default_factory=dict)
+    #: Per root bone that moves: it and every bone below it (`plan`).
+    below_root: dict = field(default_factory=dict)
+
+
+@dataclass
+class Kept:
+    """What solving works out from a skeleton once and keeps with it, each under its own name."""
+
+    shape: ShapeKept = field(default_factory=ShapeKept)
+    #: Per goal layout: the bones the goals move (`tree.moving_tree`).
+    trees: dict = field(default_factory=dict)
+    #: Per (solver, goal layout): the plan (`plan.plan_for`).
+    plans: dict = field(default_factory=dict)
 
 
 class Skeleton:
@@ -115,7 +139,7 @@ class Skeleton:
         ).reshape(n, 3)
         #: `rest_in_parent` as quaternions, for the solver's inner loops.
         self.rest_relative: tuple[quat.Quat, ...] = tuple(quat.from_matrix(m) for m in self.rest_in_parent.tolist())
-        self._cache: dict = {}
+        self.kept = Kept()
 
     def with_limits(self, limits: Sequence[JointLimit | None] | dict[int, JointLimit]) -> "Skeleton":
         """The same skeleton with other joint limits (a list per bone, or a dict bone -> limit)."""
@@ -145,7 +169,7 @@ class Skeleton:
                 heads[b] = heads[p] + self.rest_frames[p] @ grown.head_in_parent[b]
         grown.rest_heads = heads
         grown.rest_tails = heads + grown.lengths[:, None] * self.rest_frames[:, :, 1]
-        grown._cache = {k: v for k, v in self._cache.items() if k[0] in _SHAPE_ONLY}
+        grown.kept = Kept(shape=self.kept.shape)
         return grown
 
     def __len__(self) -> int:
@@ -273,12 +297,12 @@ def zero_links(skeleton: "Skeleton", bones: Sequence[int], parents: Sequence[int
     so they are folded into Q, as they stand in the start pose.
     """
     bones, parents = tuple(bones), tuple(parents)
-    key = ("zero_links", bones, parents)
-    rest_links = skeleton._cache.get(key)
+    key = bones, parents
+    rest_links = skeleton.kept.shape.zero_links.get(key)
     if rest_links is None:
         # Hanging straight from its moving parent (or from nothing), a bone's link is its rest relative to that
         # parent's: the parent's frame cancels, whatever the pose. None where bones in between count.
-        rest_links = skeleton._cache[key] = tuple(
+        rest_links = skeleton.kept.shape.zero_links[key] = tuple(
             quat.normalized(skeleton.rest_relative[b]) if skeleton.parents[b] < 0 or (p >= 0 and bones[p] == skeleton.parents[b])
             else None
             for b, p in zip(bones, parents)
@@ -345,10 +369,9 @@ class RigidFollowers:
 
 def rigid_followers(skeleton: Skeleton, moved: tuple[int, ...]) -> RigidFollowers:
     """`RigidFollowers` for these moved bones (sorted), cached on the skeleton."""
-    key = ("rigid_followers", moved)
-    cached = skeleton._cache.get(key)
+    cached = skeleton.kept.shape.followers.get(moved)
     if cached is None:
-        cached = skeleton._cache[key] = RigidFollowers(skeleton, moved)
+        cached = skeleton.kept.shape.followers[moved] = RigidFollowers(skeleton, moved)
     return cached
 
 

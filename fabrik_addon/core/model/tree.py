@@ -30,6 +30,29 @@ __all__ = [
 ]
 
 
+@dataclass
+class TreeKept:
+    """What the solvers work out from a tree alone and keep for its next solve, each under its own name (the tree is
+    kept per goal layout, so a live rig's frames share it)."""
+
+    #: Per node: it and every node below it (`MovingTree.subtree`).
+    subtrees: dict = field(default_factory=dict)
+    #: Per chain: its bones' summed length (`chain_reach`).
+    reaches: dict = field(default_factory=dict)
+    #: The effector weights last asked for, and each node's summed weight at or below it (`branch_weights`).
+    branch: tuple | None = None
+    #: Per goal: whether no other goal hangs below its pole's chain (`pole`).
+    pole_alone: dict = field(default_factory=dict)
+    #: Per set of nodes with rotation goals: the goals' structure (`angles.TreeGoals`).
+    goal_structures: dict = field(default_factory=dict)
+    #: Per chain: its longest reach from its fixed base (`angles.TreeGoals`).
+    longest_reach: dict = field(default_factory=dict)
+    #: Per (idle twists, goal nodes): the coordinates a solve may move (`angles.freedom`).
+    freedoms: dict = field(default_factory=dict)
+    #: What forward kinematics of the nodes needs (`local.local_tree`).
+    local: object = None
+
+
 @dataclass(frozen=True)
 class MovingTree:
     """The bones some goal may move, as a tree of their own (nodes in parent-first order).
@@ -53,8 +76,8 @@ class MovingTree:
     connected: tuple[bool, ...]
     #: Per goal, the nodes of its chain, tip first.
     goal_chain: tuple[tuple[int, ...], ...]
-    #: What solvers derive from the tree alone and keep for its next solve (the tree is cached per goal layout).
-    derived: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+    #: What solvers work out from the tree alone and keep for its next solve.
+    kept: TreeKept = field(default_factory=TreeKept, init=False, compare=False, repr=False)
 
     def part(self, goal_ids: Sequence[int]) -> tuple[MovingTree, list[int]]:
         """The tree of some goals' chains alone (a group of `components`), and which of this tree's nodes are its
@@ -76,14 +99,13 @@ class MovingTree:
 
     def subtree(self, k: int) -> tuple[int, ...]:
         """Node k and every node below it, parents first (kept with the tree: poles ask on every frame)."""
-        key = ("subtree", k)
-        known = self.derived.get(key)
+        known = self.kept.subtrees.get(k)
         if known is None:
             below = {k}
             for j in range(k + 1, len(self.bones)):
                 if self.parent[j] in below:
                     below.add(j)
-            known = self.derived[key] = tuple(sorted(below))
+            known = self.kept.subtrees[k] = tuple(sorted(below))
         return known
 
     @cached_property  # (the tree is cached per goal layout, and solves ask on every frame)
@@ -133,11 +155,10 @@ class MovingTree:
 
 def moving_tree(skeleton: Skeleton, goals: Sequence[Goal]) -> MovingTree:
     """The moving part of the skeleton for these goals (cached per goal layout)."""
-    key = ("moving_tree", tuple((g.bone, g.chain_length) for g in goals))
-    tree = skeleton._cache.get(key)
+    key = tuple((g.bone, g.chain_length) for g in goals)
+    tree = skeleton.kept.trees.get(key)
     if tree is None:
-        tree = _build_moving_tree(skeleton, goals)
-        skeleton._cache[key] = tree
+        tree = skeleton.kept.trees[key] = _build_moving_tree(skeleton, goals)
     return tree
 
 
@@ -187,10 +208,9 @@ def components(tree: MovingTree) -> list[list[int]]:
 def chain_reach(tree: MovingTree, chain: tuple[int, ...]) -> float:
     """The summed length of a chain's bones: the scale at which a rotation goal's angle counts as a distance
     (kept with the tree: every solve's status asks for each goal's)."""
-    key = ("reach", chain)
-    reach = tree.derived.get(key)
+    reach = tree.kept.reaches.get(chain)
     if reach is None:
-        reach = tree.derived[key] = sum(tree.length[k] for k in chain)
+        reach = tree.kept.reaches[chain] = sum(tree.length[k] for k in chain)
     return reach
 
 
@@ -198,7 +218,7 @@ def branch_weights(tree: MovingTree, weights: list[float]) -> tuple[float, ...]:
     """For each node, the summed weight of the effectors at or below it (kept with the tree for the last weights
     asked: a live rig asks for the same every frame)."""
     key = tuple(weights)
-    known = tree.derived.get("branch")
+    known = tree.kept.branch
     if known is not None and known[0] == key:
         return known[1]
     branch = [sum(weights[g] for g in goals) for goals in tree.goals_at]
@@ -206,8 +226,8 @@ def branch_weights(tree: MovingTree, weights: list[float]) -> tuple[float, ...]:
         p = tree.parent[k]
         if p >= 0:
             branch[p] += branch[k]
-    tree.derived["branch"] = (key, tuple(branch))
-    return tree.derived["branch"][1]
+    tree.kept.branch = key, tuple(branch)
+    return tree.kept.branch[1]
 
 
 def pulls(tree: MovingTree, weights: list[float]) -> list[tuple[float, list[tuple[str, int, float]]]]:

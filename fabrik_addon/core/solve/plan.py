@@ -150,14 +150,7 @@ def open_cones_as_free(tree: MovingTree) -> MovingTree | None:
     """The tree without its limits, where every bone hangs from its parent's tail and every limit leaves the rest
     direction a cone to swing in and the rest twist a range to turn in (no lock, hinge or stiffness); else None.
     Where no limit binds, a limited pass moves every joint as the free pass does, so such a chain (a tentacle, a
-    spine) is solved as the free one first. (Kept with the tree.)"""
-    if "free" not in tree.derived:
-        tree.derived["free"] = _without_open_cones(tree)
-    return tree.derived["free"]
-
-
-def _without_open_cones(tree: MovingTree) -> MovingTree | None:
-    """`open_cones_as_free`, worked out."""
+    spine) is solved as the free one first."""
     if not all(c for c, p in zip(tree.connected, tree.parent) if p >= 0):
         return None
     for limit in tree.limits:
@@ -172,13 +165,11 @@ def _without_open_cones(tree: MovingTree) -> MovingTree | None:
 
 
 def hinged(tree: MovingTree) -> bool:
-    """Whether every joint of the tree turns about one axis at most (a robot arm's); kept with the tree."""
-    if "hinged" not in tree.derived:
-        tree.derived["hinged"] = all(
-            limit is not None and sum(hi - lo > 1e-12 for lo, hi in (limit.x_range, limit.z_range, limit.y_range)) <= 1
-            for limit in tree.limits
-        )
-    return tree.derived["hinged"]
+    """Whether every joint of the tree turns about one axis at most (a robot arm's)."""
+    return all(
+        limit is not None and sum(hi - lo > 1e-12 for lo, hi in (limit.x_range, limit.z_range, limit.y_range)) <= 1
+        for limit in tree.limits
+    )
 
 
 class Carry:
@@ -227,6 +218,8 @@ class Plan:
         self.parts: tuple[Part, ...] = tuple(parts)
         #: The settings and the moving root last checked (`solve`).
         self._checked = self._checked_root = None
+        #: Per root bone asked about: whether each goal's chain hangs from it (`below`).
+        self._below: dict[int, list[bool]] = {}
 
     def __repr__(self) -> str:
         return f"Plan({self.solver}, {[(p.method, len(p.nodes)) for p in self.parts]}, stretch={self.stretch})"
@@ -356,8 +349,7 @@ class Plan:
     def below(self, bone: int) -> list[bool]:
         """Per goal, whether its chain hangs from `bone` (a root that may move). Raises ValueError where the bone
         is in a chain: a moving root carries the chains, it is not one of their joints."""
-        key = ("below", bone)
-        found = self.skeleton._cache.get(key + self.layout)
+        found = self._below.get(bone)
         if found is None:
             if bone in self.bones:
                 name = self.skeleton.names[bone]
@@ -366,7 +358,7 @@ class Plan:
             for chain in self.tree.goal_chain:
                 top = _top(self.tree, chain[0])
                 found.append(bone in self.skeleton.path_to_root(self.tree.bones[top]))
-            self.skeleton._cache[key + self.layout] = found
+            self._below[bone] = found
         return found
 
     def _branches(
@@ -721,11 +713,10 @@ def _top(tree: MovingTree, node: int) -> int:
 
 def _moved_pose(skeleton: Skeleton, pose: Pose, move: root.Move) -> Pose:
     """The pose with the root's bone and every bone below it moved by the root's move (`root.Move`)."""
-    key = ("below root", move.bone)
     moved = pose.copy()
-    bones = skeleton._cache.get(key)
+    bones = skeleton.kept.shape.below_root.get(move.bone)
     if bones is None:
-        bones = skeleton._cache[key] = [b for b in range(len(skeleton.names)) if move.bone in skeleton.path_to_root(b)]
+        bones = skeleton.kept.shape.below_root[move.bone] = [b for b in range(len(skeleton.names)) if move.bone in skeleton.path_to_root(b)]
     turn = np.array(quat.to_matrix(move.rotation))
     pivot, shift = np.array(move.pivot), np.array(move.translation)
     moved.heads[bones] = (pose.heads[bones] - pivot) @ turn.T + pivot + shift
@@ -765,10 +756,10 @@ def _out_of_reach_rows(
 
 def plan_for(skeleton: Skeleton, goals: Sequence[Goal], solver: str = "FABRIK") -> Plan:
     """The plan for these goals' layout on this skeleton (kept on the skeleton)."""
-    key = ("plan", solver, layout_of(goals))
-    found = skeleton._cache.get(key)
+    key = solver, layout_of(goals)
+    found = skeleton.kept.plans.get(key)
     if found is None:
-        found = skeleton._cache[key] = Plan(skeleton, goals, solver)
+        found = skeleton.kept.plans[key] = Plan(skeleton, goals, solver)
     return found
 
 
