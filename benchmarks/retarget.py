@@ -5,7 +5,7 @@ what the result keeps of the clip on every test clip.
 Run with `python3 tools/dev.py bench` (it runs this with the others) or directly with the venv's Python:
 `.venv/bin/python benchmarks/retarget.py [--frames 1000] [--runs 3] [--motions walk,run,...]`.
 
-The clips are the tests' (tests/mocap_clips.py: written as BVH, imported with Blender's own BVH importer); the
+The clips are the tests' (tests/support/mocap_clips.py: written as BVH, imported with Blender's own BVH importer); the
 rig has legs 20 % longer and arms 10 % shorter than the clip's, hinged knees and elbows and three-bone fingers
 (51 bones). Each run times, in the same process one after the other: the one click (Retarget: read the clip,
 key its pose, make the goals, bake FABRIK's corrections); Blender's own IK constraints (chain 2, on the forearms
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "samples"), str(ROOT / "tests")]  # (the clips are the tests')
+sys.path[:0] = [str(ROOT), str(ROOT / "samples"), str(ROOT / "tests" / "support")]  # (the clips are the tests')
 
 import bpy  # noqa: E402
 
@@ -172,7 +172,7 @@ def main() -> int:
         ratios = [run[way] / run["IK constraints"] for run in runs]
         print(f"| {labels[way]} | {span_of(values)} | {span_of([1000 * v / args.frames for v in values], 'ms', 3)} "
               f"| {span_of(ratios, 'x')} |")
-    print("\nWhat the retarget keeps of each clip (tests/test_blender_retarget_motion.py holds these):\n")
+    print("\nWhat the retarget keeps of each clip (tests/blender/test_retarget_motion.py holds these):\n")
     print("| clip | rig | frames | seconds | worst bend plane | flipped | worst bend jump over the clip's | "
           "worst hand/foot/head turn | worst held slide (of the leg) | lowest above the floor | straightened |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

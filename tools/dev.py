@@ -136,7 +136,7 @@ def main(argv: list[str]) -> int:
     ensure_debian_blender()
     pytest = ["-m", "pytest", "-c", "tests/pytest.ini", "--rootdir", "tests"]
     if command == "pictures":
-        gui_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_gui_*.py"))
+        gui_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "gui").glob("test_*.py"))
         return (run(python, "tools/pictures.py", "--forget") or run(python, *pytest, *gui_tests)
                 or run(python, "tools/pictures.py")
                 or run(python, "tools/demo.py", "--update-docs", *rest))
@@ -147,7 +147,7 @@ def main(argv: list[str]) -> int:
         return code  # a chosen subset: run it on the main environment only
     log("the Blender-facing tests again on Blender 4.2 LTS (bpy 4.2 module)")
     python_42 = ensure_venv(VENV_42, REQUIREMENTS_42)
-    blender_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_blender_*.py"))
+    blender_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "blender").glob("test_*.py"))
     code_42 = run(python_42, *pytest, "-p", "no:cacheprovider", *blender_tests)
     return code or code_42 or checkout_unchanged(before)
 

@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""`python3 tools/dev.py bench` writes docs/benchmarks.md and the README's table from the benchmarks' own output:
+run quickly (a few samples each) into a temporary folder, every section is there with its table, and the README's
+table holds the live benchmark's rows as it printed them. (The figures themselves are the benchmarks' business.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_benchmark_documents_are_written_from_the_benchmarks_output(tmp_path: Path) -> None:
+    before = (ROOT / "README.md").read_bytes(), (ROOT / "docs" / "benchmarks.md").read_bytes()
+    run = subprocess.run([sys.executable, "tools/benchdocs.py", "--quick", "--out", str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    doc = (tmp_path / "benchmarks.md").read_text()
+    sections = {}
+    for title in ("Live solving against Blender's IK constraint", "Bakes against Blender's Bake Action",
+                  "Reach under joint limits", "How a chain bends", "The core solvers side by side"):
+        sections[title] = section = doc.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+        rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("|---")]
+        assert len(rows) >= 2, f"no table with a row under {title}"  # (a header and at least one row)
+    assert "[bench]" not in doc  # progress lines stay on the console
+    readme = (tmp_path / "README.md").read_text()
+    table = readme.split("<!-- benchmark table:", 1)[1].split("<!-- end of benchmark table -->", 1)[0]
+    live = sections["Live solving against Blender's IK constraint"]
+    # (the first table's row: the second, where each frame's time goes, has a row of that name too)
+    chain_row = next(line for line in live.splitlines() if line.startswith("| chain 10 |"))
+    assert "| chain 10 |" in table and "| finger, MCP 2 DOF + 2 hinges |" in table, table
+    cost = chain_row.split("|")[6].strip()  # FABRIK cost ms/frame, as the benchmark printed it
+    assert cost in table.split("| chain 10 |", 1)[1].split("\n", 1)[0]
+    # --out leaves the checkout's documents as they were
+    assert ((ROOT / "README.md").read_bytes(), (ROOT / "docs" / "benchmarks.md").read_bytes()) == before
