@@ -96,6 +96,22 @@ def test_extension_content(zips: tuple[Path, Path]) -> None:
     assert shipped_manifest == (ROOT / "blender_manifest.toml").read_bytes()
 
 
+def test_a_file_saved_beside_the_manifest_stays_out_of_the_zip(tmp_path: Path) -> None:
+    """A .blend a sample or the farm notes save in the checkout's root neither breaks the build nor ships: the zip
+    is built from the extension's files alone, with the wrong-package notice stamped for this version."""
+    stray = ROOT / "baked_by_a_reader.blend"
+    assert not stray.exists()
+    stray.write_bytes(b"BLENDER-v300")
+    try:
+        built = build.build_extension(tmp_path)
+    finally:
+        stray.unlink()
+    assert set(build.zip_files(built)) == build.expected_extension_entries()
+    with zipfile.ZipFile(built) as archive:
+        notice = archive.read(build.WRONG_PACKAGE_NOTICE).decode()
+    assert f"{build.package_id()}-{_version()}-legacy.zip" in notice and "$" not in notice
+
+
 def test_legacy_content(zips: tuple[Path, Path]) -> None:
     """One top folder `fabrik_ik/` holding the shim with bl_info, the licence and the add-on package, nothing else."""
     with zipfile.ZipFile(zips[1]) as archive:
@@ -263,8 +279,9 @@ def test_the_wrong_package_notice_removes_nothing_outside_an_add_ons_folder(tmp_
 
     copy = tmp_path / "checkout"
     copy.mkdir()
-    for name in ("__init__.py", "blender_manifest.toml", "README.md", "LICENSE", build.WRONG_PACKAGE_NOTICE):
+    for name in ("__init__.py", "blender_manifest.toml", "README.md", "LICENSE"):
         shutil.copyfile(ROOT / name, copy / name)
+    (copy / build.WRONG_PACKAGE_NOTICE).write_text(build.notice_text())
     shutil.copytree(ROOT / "fabrik_addon", copy / "fabrik_addon", ignore=shutil.ignore_patterns("__pycache__"))
     before = sorted(p.name for p in copy.iterdir())
     spec = importlib.util.spec_from_file_location("notice", copy / build.WRONG_PACKAGE_NOTICE)
