@@ -32,6 +32,7 @@ BENCHMARKS = (
     ("benchmarks/limits.py", "Reach under joint limits"),
     ("benchmarks/bend.py", "How a chain bends"),
     ("benchmarks/solvers.py", "The core solvers side by side"),
+    ("benchmarks/choices.py", "How the code computes, against the way not taken"),
 )
 #: The live benchmark's rows the README shows (its first column), and the columns it keeps.
 README_ROWS = (
@@ -50,6 +51,7 @@ QUICK = {
     "benchmarks/limits.py": ["--rigs", "finger", "--count", "3"],
     "benchmarks/bend.py": ["--count", "3"],
     "benchmarks/solvers.py": ["--targets", "5"],
+    "benchmarks/choices.py": ["--runs", "1", "--count", "3", "--frames", "20"],
 }
 BEGIN = "<!-- benchmark table: written by tools/benchdocs.py from benchmarks/run.py's output -->"
 END = "<!-- end of benchmark table -->"

@@ -17,7 +17,7 @@ def collection_deferred() -> Iterator[None]:
     A large rig's solve keeps thousands of objects alive at once, so the
     collector would run mid-frame and move them into its older generations,
     and every few dozen frames that sets off a full collection of all of
-    Blender's Python objects (some 25 ms, a visible hitch). What a frame
+    Blender's Python objects (a visible hitch: docs/benchmarks.md). What a frame
     makes is freed by reference counting when the frame ends, so after it
     the collector finds little to do.
     """

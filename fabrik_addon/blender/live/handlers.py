@@ -69,7 +69,7 @@ def live_rigs(scene, rescan: bool = True, objects: int | None = None) -> list:
     Without `rescan` (a frame change) the scene's armature objects from the
     last scan are used while the file and the scene hold as many objects as
     then: scanning every object of a large scene on every frame costs more
-    than the counts (0.36 against 0.12 ms with 3000 objects), and a file
+    than the counts (docs/benchmarks.md, the choices' section), and a file
     without armatures costs nothing. `objects` is the file's object count,
     where the caller has it.
     """
@@ -136,7 +136,7 @@ def _unchanged_parts(obj, updated: "_Updates | None") -> frozenset[str]:
     data); an animated rig's object is updated on every frame without that. So
     where the data was not updated and no animation or driver reaches an IK
     setting, the settings are as they were, though the object was updated
-    (a 159-bone rig: 15 bulk reads, 75 us a frame).
+    (the bulk reads of both are skipped: docs/benchmarks.md, the choices' section).
     """
     if updated is None or not memory.of(obj).watched:
         return frozenset()

@@ -182,8 +182,7 @@ def _tag_written(obj) -> None:
 
     foreach_set tags nothing. A transform tag evaluates the pose again and all
     that hangs from it (deforming meshes, bone children), as a data tag does,
-    but less besides (measured alone on the 159-bone humanoid: 0.37 against
-    0.55 ms for Blender's evaluation after the write).
+    but less besides (docs/benchmarks.md, the choices' section).
     """
     obj.update_tag(refresh={'OBJECT'})
 

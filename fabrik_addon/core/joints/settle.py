@@ -25,9 +25,8 @@ from ..math import lsq, quat
 from ..goals import pole
 from .angles import AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, limited_angles, values_after_turn
 from ..model.problem import Goal
-from .refine import (
-    DAMPING_RANGE, HELD_ROUNDS, ON_BOUND, PLAIN_COORDINATES, held_basis, linearised, linearised_plain, residual,
-)
+from . import refine
+from .refine import DAMPING_RANGE, HELD_ROUNDS, ON_BOUND, held_basis, linearised, linearised_plain, residual
 from ..math.quat import Quat
 from ..model.skeleton import Skeleton
 from ..model.stopping import Stopping
@@ -204,7 +203,7 @@ def _settling_step(
     stiffness everywhere changes nothing), so a stiff joint settles towards
     its rest while the others make up for it.
     """
-    step = _plain_step if len(free.coordinates) <= PLAIN_COORDINATES else _numpy_step
+    step = _plain_step if len(free.coordinates) <= refine.PLAIN_COORDINATES else _numpy_step
     wanted = aim(rig, free)
     free_pull, reaching, correct = step(rig, problem, free, wanted, gain, damping)
     if max(map(abs, free_pull), default=0.0) < settled:
