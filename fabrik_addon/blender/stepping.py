@@ -34,7 +34,7 @@ class SceneWork:
     noun = "the work"
     abandoned = False
 
-    def hold(self, scene, obj, live_off: bool) -> None:
+    def hold(self, scene: bpy.types.Scene, obj: bpy.types.Object, live_off: bool) -> None:
         """Remember the frame and live solving to put back (switched off where `live_off`) and be droppable."""
         self.scene, self.obj = scene, obj
         self._frame_before, self._live_before = scene.frame_current, obj.fabrik.live
@@ -59,7 +59,7 @@ class SceneWork:
 
 
 @persistent
-def drop_running(_filepath=None) -> None:
+def drop_running(_filepath: str | None = None) -> None:
     """Before a file loads: work in progress refers to data about to go; it must not touch it again."""
     for work in list(running):
         work.abandoned = True
@@ -76,7 +76,7 @@ class SteppedOperator:
     _work = None
     _timer = None
 
-    def run_at_once(self, context):
+    def run_at_once(self, context: bpy.types.Context):
         """Start the work and run it to the end in this call."""
         if not self._start(context):
             return {'CANCELLED'}
@@ -94,7 +94,7 @@ class SteppedOperator:
             wm.progress_end()
         return self._finish(context)
 
-    def run_modal(self, context):
+    def run_modal(self, context: bpy.types.Context):
         """Start the work and run it from timer events, a slice at a time."""
         if not self._start(context):
             return {'CANCELLED'}
@@ -104,7 +104,7 @@ class SteppedOperator:
         wm.modal_handler_add(self)
         return {'RUNNING_MODAL'}
 
-    def modal(self, context, event):
+    def modal(self, context: bpy.types.Context, event: bpy.types.Event):
         if event.type == 'ESC':
             self._stop(context)
             self._drop()
@@ -129,7 +129,7 @@ class SteppedOperator:
         self._stop(context)
         return self._finish(context)
 
-    def cancel(self, context) -> None:
+    def cancel(self, context: bpy.types.Context) -> None:
         """Blender ends the modal work (a file load, the window closing): put back what it set up."""
         try:
             self._stop(context)
@@ -143,7 +143,7 @@ class SteppedOperator:
         work, self._work = self._work, None
         work.cancel()
 
-    def _stop(self, context) -> None:
+    def _stop(self, context: bpy.types.Context) -> None:
         """Remove the timer and the progress display."""
         wm = context.window_manager
         if self._timer is not None:

@@ -15,18 +15,17 @@ from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
+from mathutils import Matrix
 
 from ...core.math import matrix_rows, quat
 from ...core.solve.plan import Carry, plan_for
-from ..rig import animdata, armature
-from ..effectors import integrity
-from ..live import solve
 from .. import stepping
-from ..effectors import effector_goals
-from ..rig import moving_root
-from .reading import FrameRows
+from ..effectors import effector_goals, integrity
+from ..live import solve
+from ..rig import animdata, armature, moving_root
 from ..rig.editable import action_editable, editable
 from ..rig.status import switched_off
+from .reading import FrameRows
 
 
 @dataclass
@@ -48,7 +47,7 @@ class BakeResult:
     skipped: dict[str, list[int]] = field(default_factory=dict)
 
 
-def bake_bones(obj, which: str) -> list[str]:
+def bake_bones(obj: bpy.types.Object, which: str) -> list[str]:
     """Bones to bake: the effectors' chains and a Root that moves ('CHAINS') or the selected pose bones
     ('SELECTED'). The effectors first follow bones renamed since (as live solving makes them do before every
     solve)."""
@@ -88,7 +87,7 @@ class Baker(stepping.SceneWork):
 
     noun = "the bake"
 
-    def __init__(self, scene, obj, frames: list[int], bones: list[str], warm_start: bool = True,
+    def __init__(self, scene: bpy.types.Scene, obj: bpy.types.Object, frames: list[int], bones: list[str], warm_start: bool = True,
                  cleanup: float | None = None) -> None:
         refused = refusal(obj)
         if refused:
@@ -237,7 +236,7 @@ class Baker(stepping.SceneWork):
         self._record(i, *solve.compute(self.obj, depsgraph))
         self._units_done += 1  # (read and solved in one step)
 
-    def _solve_in_turn(self, i: int, depsgraph) -> None:
+    def _solve_in_turn(self, i: int, depsgraph: bpy.types.Depsgraph) -> None:
         """Solve frame i of a continuous bake from the previous frame's solution: read and solved by the FrameRows
         where it can (the first frame, and any it cannot, by a whole read: `solve.compute`)."""
         batch_read = self._batch is not None and self._batch.read(depsgraph)
@@ -567,13 +566,13 @@ def _frame_ranges(frames: list[int]) -> str:
     return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
 
 
-def _invertible(matrix) -> bool:
+def _invertible(matrix: Matrix) -> bool:
     """Whether a Blender matrix is finite with a 3x3 part that is not flat (no axis scaled to zero)."""
     m = np.array(matrix, dtype=np.float64)[:3, :3]
     return bool(np.isfinite(m).all() and abs(np.linalg.det(m)) > 1e-12)
 
 
-def refusal(obj) -> str | None:
+def refusal(obj: bpy.types.Object) -> str | None:
     """Why this rig cannot be baked now (Edit Mode, linked from a library, a Tolerance that is no number), or None."""
     if obj.mode == 'EDIT':
         # Bone edits reach the armature only when Edit Mode ends; until then the bones we would read are stale.
@@ -593,14 +592,14 @@ def check_cleanup(cleanup) -> None:
 
 
 #: Bakes begun and not yet finished or cancelled (a modal bake lives across many events).
-def warm_start_of(obj, start: str) -> bool:
+def warm_start_of(obj: bpy.types.Object, start: str) -> bool:
     """Whether a bake with this start ('RIG', 'FK' or 'PREVIOUS') starts each frame from the previous solution;
     'RIG' follows the rig's live solving, so the keys replay what scrubbing showed."""
     return obj.fabrik.start == 'PREVIOUS' if start == 'RIG' else start == 'PREVIOUS'
 
 
 def bake_object(
-    obj,
+    obj: bpy.types.Object,
     frames: list[int] | range | None = None,
     bones: str | list[str] = 'CHAINS',
     new_action: bool = False,

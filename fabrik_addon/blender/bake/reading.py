@@ -26,17 +26,17 @@ import bpy
 import numpy as np
 
 from ...core import Goal
-from ...core.math import rotation_channels, matrix_rows
 from ...core.chain import local
-from ...core.math.rotation_channels import channel_to_quaternion
-from ...core.solve.plan import Carry, layout_of, plan_for
+from ...core.math import matrix_rows, rotation_channels
 from ...core.math.quat import Quat
+from ...core.math.rotation_channels import channel_to_quaternion
 from ...core.model.tree import Start
-from ..rig import animdata, armature
+from ...core.solve.plan import Carry, layout_of, plan_for
 from ..effectors import effector_goals, pins
-from ..live import solve
-from ..rig.channels import fixed_frame
 from ..effectors.effector_values import EffectorValues
+from ..live import solve
+from ..rig import animdata, armature
+from ..rig.channels import fixed_frame
 from ..rig.floor import floor_plane
 from ..rig.status import RigStatus, concluded
 
@@ -46,7 +46,7 @@ class FrameRows:
 
     @classmethod
     def start(
-        cls, obj, depsgraph, bake_bones: list[str], in_turn: bool = False, carry: Carry | None = None
+        cls, obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, bake_bones: list[str], in_turn: bool = False, carry: Carry | None = None
     ) -> "FrameRows | None":
         """A reader for this rig, or None where a whole read of each frame must solve it: another solver or IK
         stretch, a bone baked that the solve does not move, a fixed bone between two moving ones, an influence
@@ -70,7 +70,7 @@ class FrameRows:
             return None  # blended with the animator's pose: frame by frame
         return cls(obj, plan, goals, used, problems, in_turn, carry)
 
-    def __init__(self, obj, plan, goals, used, problems, in_turn: bool, carry: Carry | None = None) -> None:
+    def __init__(self, obj: bpy.types.Object, plan, goals, used, problems, in_turn: bool, carry: Carry | None = None) -> None:
         skeleton = plan.skeleton
         self.obj, self.plan, self.goals, self.used, self.in_turn = obj, plan, goals, used, in_turn
         #: Whether the frames read are solved together (`solve`), else each as it is read (`solve_last`, `solve_own`).
@@ -136,7 +136,7 @@ class FrameRows:
         #: Seconds the plan spent in this reader's solves (those that came to nothing too).
         self.solver_seconds = 0.0
 
-    def read(self, depsgraph) -> bool:
+    def read(self, depsgraph: bpy.types.Depsgraph) -> bool:
         """Read the current frame; False when its goals or settings differ from the reader's (the caller reads
         and solves it whole)."""
         try:
@@ -174,7 +174,7 @@ class FrameRows:
         self.problems.append(problems)
         return True
 
-    def _goals_now(self, depsgraph) -> list[Goal] | None:
+    def _goals_now(self, depsgraph: bpy.types.Depsgraph) -> list[Goal] | None:
         """The goals this frame, read as every goal is (`effector_goals.goal_at`): their targets, rotations and
         poles moved; None when something is off (the whole read then says what)."""
         try:
@@ -388,7 +388,7 @@ def _distinct_rows(rows: np.ndarray) -> tuple[list[int], np.ndarray]:
     return first, inverse
 
 
-def _solve_settings(obj, depsgraph) -> tuple:
+def _solve_settings(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> tuple:
     """The rig settings the frames of a reader share: solver, iteration cap, tolerance and influences (evaluated,
     as animation sets them; a frame whose influence is below 1 is blended, so read whole)."""
     settings = (obj.evaluated_get(depsgraph) if depsgraph is not None else obj).fabrik

@@ -20,13 +20,14 @@ from types import SimpleNamespace
 import bpy
 
 from ..rig import channels, props
+from ..rig.props import FabrikEffector
 from . import integrity
 
 #: Constraint properties whose drivers move onto the effector (as `switch_<name>`) while converted.
 SWITCHES = ("mute", "influence")
 
 
-def _drivers(obj):
+def _drivers(obj: bpy.types.Object):
     """The object's driver F-curves, or None when it has no animation data."""
     return obj.animation_data.drivers if obj.animation_data is not None else None
 
@@ -51,7 +52,7 @@ def effector_name(bone: str, pole: bool) -> str:
     return f"{bone} pole" if pole else bone
 
 
-def convert_ik_constraints(obj) -> tuple[list[str], list[str]]:
+def convert_ik_constraints(obj: bpy.types.Object) -> tuple[list[str], list[str]]:
     """Add an effector for each IK constraint of the armature, mute the constraint and set its targets aside.
 
     Returns (what was converted, with what was done to it; what was skipped
@@ -143,7 +144,7 @@ def _stretchy_bones(tip, chain_count: int) -> list[str]:
     return [bone.name for bone in chain if bone.ik_stretch > 0.0]
 
 
-def _record(settings, key: str, pose_bone, index: int, constraint):
+def _record(settings, key: str, pose_bone: bpy.types.PoseBone, index: int, constraint: bpy.types.Constraint):
     """Note a converted constraint on the armature object, with where its bone sits (to follow a rename)."""
     record = settings.converted.add()
     record.name = key
@@ -161,7 +162,7 @@ def _record(settings, key: str, pose_bone, index: int, constraint):
     return record
 
 
-def _fits(constraint, record) -> bool:
+def _fits(constraint: bpy.types.Constraint, record) -> bool:
     """Whether an IK constraint is set up as the recorded one was (for finding it renamed or on a renamed bone)."""
     if constraint.chain_count != record.chain_count:
         return False
@@ -172,7 +173,7 @@ def _fits(constraint, record) -> bool:
     return target == record.target and pole == record.pole
 
 
-def _give_targets_back(constraint, record, effector) -> list[str]:
+def _give_targets_back(constraint: bpy.types.Constraint, record, effector: FabrikEffector) -> list[str]:
     """Put the targets Convert set aside back on the constraint; what could not be found, in words."""
     if not getattr(record, "set_aside", False) or constraint.target is not None:
         return []
@@ -198,7 +199,7 @@ def _give_targets_back(constraint, record, effector) -> list[str]:
     return problems
 
 
-def _find_constraint(obj, record, claimed: set[int]):
+def _find_constraint(obj: bpy.types.Object, record, claimed: set[int]):
     """(pose bone, constraint) a record speaks of, renamed or on a renamed bone, or (None, None)."""
     pose_bone = obj.pose.bones.get(record.bone)
     searched = [pose_bone] if pose_bone is not None else list(obj.pose.bones)
@@ -231,7 +232,7 @@ def _records(settings) -> list:
     return records
 
 
-def restore_ik_constraints(obj) -> tuple[list[str], list[str]]:
+def restore_ik_constraints(obj: bpy.types.Object) -> tuple[list[str], list[str]]:
     """Switch the converted IK constraints back on (their targets and drivers back onto them), remove their effectors.
 
     Returns (what was restored, what could not be and why). A constraint that

@@ -16,9 +16,10 @@ import numpy as np
 from mathutils import Matrix
 
 from ...core.motion import contacts
-from . import integrity, pins
-from ..rig import armature
 from .. import stepping
+from ..rig import armature
+from ..rig.props import FabrikEffector
+from . import integrity, pins
 from .effector_goals import EffectorError, world_matrix
 
 #: Where Find Contacts looks: the targets' animation, or the tips as the scene plays them.
@@ -28,14 +29,14 @@ SOURCES = ('TARGETS', 'TIPS')
 SPEED, HEIGHT, SHORTEST, BLEND = contacts.SPEED, contacts.HEIGHT, contacts.SHORTEST, contacts.BLEND
 
 
-def chain_reach(obj, effector) -> float:
+def chain_reach(obj: bpy.types.Object, effector: FabrikEffector) -> float:
     """The length of the effector's chain in world units (its bones end to end, scaled as the rig is)."""
     bones = obj.data.bones
     names = armature.chain_bones(obj, effector.bone, effector.chain_length)
     return armature.mean_scale(obj) * sum(bones[name].length for name in names)
 
 
-def _unusable(obj, index: int, depsgraph, source: str) -> str | None:
+def _unusable(obj: bpy.types.Object, index: int, depsgraph: bpy.types.Depsgraph, source: str) -> str | None:
     """Why Find Contacts cannot look at an effector, or None."""
     effector = obj.fabrik.effectors[index]
     if not effector.enabled:
@@ -58,7 +59,7 @@ class ContactFinder(stepping.SceneWork):
 
     noun = "Find Contacts"
 
-    def __init__(self, scene, obj, indices: list[int], frames: range, speed: float = SPEED, height: float = HEIGHT,
+    def __init__(self, scene: bpy.types.Scene, obj: bpy.types.Object, indices: list[int], frames: range, speed: float = SPEED, height: float = HEIGHT,
                  shortest: int = SHORTEST, blend: int = BLEND, source: str = 'TARGETS') -> None:
         if len(frames) < 2:
             raise ValueError("the frame range needs at least two frames")

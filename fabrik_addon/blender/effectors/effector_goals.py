@@ -15,19 +15,22 @@ import math
 import time
 from typing import NamedTuple
 
+import bpy
 import numpy as np
 from mathutils import Matrix
 
-from ...core import Goal
+from ...core import Goal, Skeleton
 from ...core.math import quat
-from . import integrity, pins
+from ...core.model.tree import MovingTree
 from ..rig import armature
-from .effector_values import EffectorValues
-from ..rig.floor import floor_problem
 from ..rig.armature import finite_matrix, usable_frame
 from ..rig.channels import PoseRead
+from ..rig.floor import floor_problem
 from ..rig.held import finite, held_bones, same
+from ..rig.props import FabrikEffector
 from ..rig.status import DISABLED
+from . import integrity, pins
+from .effector_values import EffectorValues
 
 #: Blender's rotation_mode enum values of 'QUATERNION' and 'AXIS_ANGLE' (`armature.rotation_modes`).
 _QUATERNION_MODE = armature.MODE_VALUES['QUATERNION']
@@ -43,7 +46,7 @@ class EffectorError(ValueError):
 
 
 def gather_goals(
-    obj, depsgraph, skeleton, checked: list[EffectorValues] | None = None
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, skeleton: Skeleton, checked: list[EffectorValues] | None = None
 ) -> tuple[list[Goal], list[int], dict[int, str]]:
     """Goals (armature space) for the enabled effectors; problems are reported per effector, not raised.
     `checked` is the effectors as live solving read and checked them (with their problems and matrices), where
@@ -66,7 +69,7 @@ def gather_goals(
     return goals, used, problems
 
 
-def _goal_of(obj, effector, depsgraph, skeleton, to_armature: Matrix) -> Goal:
+def _goal_of(obj: bpy.types.Object, effector: FabrikEffector, depsgraph: bpy.types.Depsgraph, skeleton: Skeleton, to_armature: Matrix) -> Goal:
     """One effector as a core goal, or EffectorError saying what is wrong."""
     if not effector.bone:
         raise EffectorError("no tip bone set")
@@ -140,7 +143,7 @@ def goal_at(goal: Goal, world: Matrix, pole_world: Matrix | None, to_armature: M
     )
 
 
-def _world_of(effector, role: str, depsgraph) -> Matrix:
+def _world_of(effector: FabrikEffector, role: str, depsgraph: bpy.types.Depsgraph) -> Matrix:
     """`world_matrix` of an effector's target (`role` "target") or pole ("pole"): as live solving read it with
     the effector's values (`EffectorValues`), else read now. (Attribute names spelled out: with a name built on
     each call the heap grew by about 40 blocks every 1000 frames in `benchmarks/live_memory.py`.)"""
@@ -151,7 +154,7 @@ def _world_of(effector, role: str, depsgraph) -> Matrix:
     return world if world is not None else world_matrix(effector.pole_target, effector.pole_subtarget, depsgraph)
 
 
-def world_matrix(target, subtarget: str, depsgraph) -> Matrix:
+def world_matrix(target, subtarget: str, depsgraph: bpy.types.Depsgraph) -> Matrix:
     """World matrix of an object, or of one of its bones (at the bone's head); EffectorError if the bone is missing."""
     evaluated = target.evaluated_get(depsgraph) if depsgraph else target
     world = evaluated.matrix_world
@@ -162,7 +165,7 @@ def world_matrix(target, subtarget: str, depsgraph) -> Matrix:
     return world
 
 
-def _parented_to_chain(target, obj, moving_names: set[str]) -> bool:
+def _parented_to_chain(target, obj: bpy.types.Object, moving_names: set[str]) -> bool:
     """True when target hangs (directly or through other objects) from a moving bone of obj."""
     child = target
     while child.parent is not None:
@@ -182,7 +185,7 @@ class Gathered(NamedTuple):
     began: float
 
 
-def gather(obj, depsgraph=None, checked: list[EffectorValues] | None = None) -> Gathered:
+def gather(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None, checked: list[EffectorValues] | None = None) -> Gathered:
     """Read a rig's skeleton and goals (raises ValueError for problems with the rig as a whole); `checked` as for
     `gather_goals`."""
     began = time.perf_counter()
@@ -190,7 +193,7 @@ def gather(obj, depsgraph=None, checked: list[EffectorValues] | None = None) -> 
     return Gathered(skeleton, *gather_goals(obj, depsgraph, skeleton, checked), began)
 
 
-def influences(obj, depsgraph, tree, used: list[int]) -> list[float] | None:
+def influences(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, tree: MovingTree, used: list[int]) -> list[float] | None:
     """Per moving node, how much of the solve it takes: the rig's influence times the largest influence of the
     effectors whose chains hold it (evaluated: animation and drivers count); None when every node takes all."""
     settings = (obj.evaluated_get(depsgraph) if depsgraph is not None else obj).fabrik
@@ -205,7 +208,7 @@ def influences(obj, depsgraph, tree, used: list[int]) -> list[float] | None:
     return [settings.influence * w for w in node]
 
 
-def unusable_rig(obj, depsgraph) -> str | None:
+def unusable_rig(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> str | None:
     """Why no effector of the rig can be solved before anything is read (its transform is not a number), or None."""
     world = (obj.evaluated_get(depsgraph) if depsgraph else obj).matrix_world
     if not finite_matrix(world):
@@ -221,7 +224,7 @@ def unusable_rig(obj, depsgraph) -> str | None:
     return None
 
 
-def usable_goals(obj, gathered: Gathered, pose: PoseRead) -> tuple[Gathered, list[str]]:
+def usable_goals(obj: bpy.types.Object, gathered: Gathered, pose: PoseRead) -> tuple[Gathered, list[str]]:
     """The gathered goals without those whose chain has a channel that is not a number, or hangs from a bone
     without a usable frame (scaled to zero, not a number); each one left out says why in its effector's line.
     Also the reasons, in effector order."""
@@ -276,7 +279,7 @@ def usable_goals(obj, gathered: Gathered, pose: PoseRead) -> tuple[Gathered, lis
     return Gathered(skeleton, [g for g, _ in kept], [i for _, i in kept], problems, began), refusals
 
 
-def _scaled_bones(obj, skeleton, scales: np.ndarray) -> dict[int, tuple[float, ...]]:
+def _scaled_bones(obj: bpy.types.Object, skeleton: Skeleton, scales: np.ndarray) -> dict[int, tuple[float, ...]]:
     """Per bone (skeleton index) whose scale channel is not 1, other than what IK stretch wrote: the scale.
     `scales` is every pose bone's scale channel, (n, 3)."""
     off = np.abs(scales - 1.0).max(axis=1) > 1e-5
@@ -296,7 +299,7 @@ def _scaled_bones(obj, skeleton, scales: np.ndarray) -> dict[int, tuple[float, .
     return out
 
 
-def _channels_not_finite(obj, pose: PoseRead) -> dict[int, str]:
+def _channels_not_finite(obj: bpy.types.Object, pose: PoseRead) -> dict[int, str]:
     """Per bone (skeleton index) with a channel that is not a number: which ('rotation', 'location', 'scale'),
     the rotation in the bone's own mode; from the channels as the solve read them."""
 
@@ -318,7 +321,7 @@ def _channels_not_finite(obj, pose: PoseRead) -> dict[int, str]:
     return bad
 
 
-def _why_no_frame(obj, skeleton, bone: int, bad: dict[int, str]) -> str:
+def _why_no_frame(obj: bpy.types.Object, skeleton: Skeleton, bone: int, bad: dict[int, str]) -> str:
     """Why the chain hanging from this bone cannot be solved, naming its topmost cause."""
     pose_bones = obj.pose.bones
     for b in reversed(skeleton.path_to_root(bone)):

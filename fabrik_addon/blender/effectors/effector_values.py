@@ -10,6 +10,11 @@ work. Each of those functions takes either this or the effector itself.
 
 from __future__ import annotations
 
+import bpy
+from mathutils import Matrix
+
+from ..rig.props import FabrikEffector
+
 #: The effector properties a solve reads (the order of `live._inputs_of`'s snapshot; the pin's last, as
 #: `pins.read_again` replaces them).
 SOLVED = (
@@ -31,7 +36,7 @@ class EffectorValues:
 
     __slots__ = SOLVED + CHECKED + ("index", "problem", "target_world", "pole_world")
 
-    def __init__(self, effector, index: int) -> None:
+    def __init__(self, effector: FabrikEffector, index: int) -> None:
         for name in SOLVED + CHECKED:
             setattr(self, name, getattr(effector, name))
         self.pin_location, self.pin_rotation = tuple(self.pin_location), tuple(self.pin_rotation)
@@ -44,7 +49,7 @@ class EffectorValues:
         return tuple(same_if_nan(getattr(self, name)) for name in SOLVED)
 
 
-def read(obj) -> list[EffectorValues]:
+def read(obj: bpy.types.Object) -> list[EffectorValues]:
     """Every effector of the rig, read once."""
     return [EffectorValues(effector, index) for index, effector in enumerate(obj.fabrik.effectors)]
 
@@ -57,7 +62,7 @@ def same_if_nan(value):
     return "nan" if isinstance(value, float) and value != value else value
 
 
-def comparable(matrix):
+def comparable(matrix: Matrix):
     """A matrix as a value for a snapshot to compare: a copy (mathutils compares matrices by value); None stays
     None."""
     return None if matrix is None else matrix.copy()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import bpy
 from bpy.app.handlers import persistent
 
+from ..rig.props import FabrikEffector
 from ..rig.status import DISABLED, switched_off
 from . import pins
 
@@ -29,7 +30,7 @@ BONE_FIELDS = (("bone", "bone"), ("subtarget", "target bone"), ("pole_subtarget"
 _TOLERANCE = 1e-5
 
 
-def _armature_of(obj, effector, field: str):
+def _armature_of(obj: bpy.types.Object, effector: FabrikEffector, field: str):
     """The armature data whose bone a field names, or None (no armature target, or one in Edit Mode: its bones
     are out of date until it leaves it)."""
     if field in ("bone", "source_bone"):
@@ -41,7 +42,7 @@ def _armature_of(obj, effector, field: str):
     return holder.data
 
 
-def missing_bones(obj, effector, fields=("bone", "subtarget", "pole_subtarget")) -> list[str]:
+def missing_bones(obj: bpy.types.Object, effector: FabrikEffector, fields=("bone", "subtarget", "pole_subtarget")) -> list[str]:
     """The effector's bone fields (of `fields`) that name a bone its armature does not have (fields left empty, and
     armatures in Edit Mode, whose bones are out of date, are not judged)."""
     missing = []
@@ -113,7 +114,7 @@ def _ref(refs, field: str):
     return ref
 
 
-def follow_renames(obj, full: bool = False) -> list[str]:
+def follow_renames(obj: bpy.types.Object, full: bool = False) -> list[str]:
     """Make the effectors (and the records of converted constraints) follow their bones' renames; what changed.
 
     Cheap when nothing changed (a lookup per name, nothing written), so the
@@ -153,7 +154,7 @@ def follow_renames(obj, full: bool = False) -> list[str]:
     return changes
 
 
-def _all_there(obj) -> bool:
+def _all_there(obj: bpy.types.Object) -> bool:
     """Whether every bone the effectors and records name is in its armature (then nothing was renamed)."""
     bones = obj.data.bones
     for effector in obj.fabrik.effectors:
@@ -166,20 +167,20 @@ def _all_there(obj) -> bool:
     return _records_there(obj, bones)
 
 
-def _records_there(obj, bones) -> bool:
+def _records_there(obj: bpy.types.Object, bones) -> bool:
     """Whether every bone the records of converted constraints and the Root name is among these bones."""
     root = obj.fabrik.root_bone
     return (not root or root in bones) and all(not record.bone or record.bone in bones for record in obj.fabrik.converted)
 
 
-def remember_root(obj) -> None:
+def remember_root(obj: bpy.types.Object) -> None:
     """Note where the Root bone sits now (so a rename is followed)."""
     name = obj.fabrik.root_bone
     if name and name in obj.data.bones:
         _note(obj.fabrik.root_bone_ref, obj.data.bones[name], obj.data.bones.find(name))
 
 
-def remember_bones(obj, effector) -> None:
+def remember_bones(obj: bpy.types.Object, effector: FabrikEffector) -> None:
     """Note where the bones an effector names sit now (when it is made, so a rename before its first solve is
     followed too)."""
     for field, _ in BONE_FIELDS:
@@ -195,7 +196,7 @@ def _deleted(target) -> bool:
     return not target.users_collection and not target.users_scene
 
 
-def drop_deleted(obj, depsgraph=None) -> list[str]:
+def drop_deleted(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None) -> list[str]:
     """Clear the effectors' pointers to deleted targets and poles (so the file no longer keeps them), noting
     their names for the status; what was dropped. With the depsgraph, targets in its view layer pass quickly."""
     dropped = []
@@ -213,18 +214,18 @@ def drop_deleted(obj, depsgraph=None) -> list[str]:
     return dropped
 
 
-def tidy(obj, depsgraph=None) -> list[str]:
+def tidy(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None) -> list[str]:
     """Everything to do to a rig before a solve: follow bone renames and renamed effectors' pins, drop deleted
     targets; what changed."""
     return follow_renames(obj) + pins.follow_renames(obj) + drop_deleted(obj, depsgraph)
 
 
-def _layer_objects(depsgraph):
+def _layer_objects(depsgraph: bpy.types.Depsgraph):
     """The objects of the depsgraph's view layer (None without a depsgraph), for `_in_view_layer`."""
     return depsgraph.view_layer.objects if depsgraph is not None else None
 
 
-def untidy(obj, values) -> bool:
+def untidy(obj: bpy.types.Object, values) -> bool:
     """Whether `tidy` may have something to do, judged from the effectors as read and checked (`problems_of` with
     `values`): a renamed bone and a deleted target are problems of their effector (a rig's switch turning one off,
     which starts with "disabled", is none it can mend); a converted constraint's record and an effector's source
@@ -260,7 +261,7 @@ def _gone(target, layer_objects) -> str | None:
     return "was deleted" if _deleted(target) else "is in no scene"
 
 
-def effector_problem(obj, index: int, depsgraph=None, evaluated=None, effector=None) -> str | None:
+def effector_problem(obj: bpy.types.Object, index: int, depsgraph: bpy.types.Depsgraph | None = None, evaluated=None, effector: FabrikEffector | None = None) -> str | None:
     """Why effector `index` cannot be solved as it stands, in the user's words, or None.
 
     Covers what Blender's raw errors would otherwise tell: a bone that is not
@@ -305,7 +306,7 @@ def effector_problem(obj, index: int, depsgraph=None, evaluated=None, effector=N
     return None
 
 
-def problems_of(obj, depsgraph=None, values=None) -> tuple:
+def problems_of(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None, values=None) -> tuple:
     """`effector_problem` of every effector, as one comparable value (a rig's switch flipped: solve again);
     `values`, the effectors as `effector_values.read` read them, get theirs."""
     evaluated = obj.evaluated_get(depsgraph).fabrik.effectors if depsgraph is not None else None
@@ -317,7 +318,7 @@ def problems_of(obj, depsgraph=None, values=None) -> tuple:
 
 
 @persistent
-def on_save(_filepath) -> None:
+def on_save(_filepath: str) -> None:
     """Before saving: targets deleted in the viewport are no longer held, so the file does not keep them; where
     each named bone sits is noted afresh."""
     for obj in bpy.data.objects:
@@ -327,7 +328,7 @@ def on_save(_filepath) -> None:
 
 
 @persistent
-def on_load(_filepath) -> None:
+def on_load(_filepath: str) -> None:
     """A file loaded: note where the named bones sit where that is not noted yet (files from before the notes)."""
     for obj in bpy.data.objects:
         if obj.type == 'ARMATURE' and obj.library is None and (len(obj.fabrik.effectors) or len(obj.fabrik.converted)):

@@ -24,6 +24,7 @@ import bpy
 from mathutils import Matrix, Quaternion, Vector
 
 from ..rig import animdata, props
+from ..rig.props import FabrikEffector
 
 #: The pin properties keyed per range, and the F-curve group they are keyed in.
 KEYED = ("pin", "pin_location", "pin_rotation")
@@ -31,7 +32,7 @@ SIZES = {"pin": 1, "pin_location": 3, "pin_rotation": 4}
 GROUP = "FABRIK Pins"
 
 
-def held_world(world: Matrix, effector) -> Matrix:
+def held_world(world: Matrix, effector: FabrikEffector) -> Matrix:
     """The target's world matrix as the effector's pin holds it (`effector`: the effector or its values)."""
     pin = min(effector.pin, 1.0)
     if not pin > 0.0:
@@ -43,7 +44,7 @@ def held_world(world: Matrix, effector) -> Matrix:
     return Matrix.LocRotScale(location, rotation, scale)
 
 
-def problem(effector) -> str | None:
+def problem(effector: FabrikEffector) -> str | None:
     """Why the effector's pin cannot be used (a value that is not a number), or None."""
     pin = effector.pin
     if not (isinstance(pin, float) and 0.0 <= pin <= 1.0):
@@ -64,7 +65,7 @@ def is_pin_path(path: str) -> bool:
     return path.startswith("fabrik.effectors[") and path.rsplit(".", 1)[-1] in KEYED
 
 
-def read_again(values, effector, solved: tuple) -> tuple | None:
+def read_again(values, effector: FabrikEffector, solved: tuple) -> tuple | None:
     """The effector's pin read again into its values, and its snapshot (`solved()`) with it; None where unusable."""
     values.pin = effector.pin
     values.pin_location, values.pin_rotation = tuple(effector.pin_location), tuple(effector.pin_rotation)
@@ -83,7 +84,7 @@ def _prefix(key: str) -> str:
     return f'fabrik.effectors["{bpy.utils.escape_identifier(key)}"]'
 
 
-def _index_prefix(obj, effector) -> str | None:
+def _index_prefix(obj: bpy.types.Object, effector: FabrikEffector) -> str | None:
     """The data path by index of the effector (where keys set by hand on an unnamed effector put it)."""
     for i, other in enumerate(obj.fabrik.effectors):
         if other.as_pointer() == effector.as_pointer():
@@ -91,12 +92,12 @@ def _index_prefix(obj, effector) -> str | None:
     return None
 
 
-def _key_of(effector) -> str:
+def _key_of(effector: FabrikEffector) -> str:
     """The name the effector's keys are under: the one they were keyed under, else its own."""
     return effector.pin_key or effector.name
 
 
-def _curves(obj, effector) -> dict[tuple[str, int], object]:
+def _curves(obj: bpy.types.Object, effector: FabrikEffector) -> dict[tuple[str, int], object]:
     """The effector's pin F-curves by (property, index), found under the name they were keyed under, its name, or
     its index (read only: a panel may ask)."""
     collection = animdata.fcurves(obj)
@@ -115,7 +116,7 @@ def _curves(obj, effector) -> dict[tuple[str, int], object]:
     return found
 
 
-def _own_curves(obj, effector) -> dict[tuple[str, int], object]:
+def _own_curves(obj: bpy.types.Object, effector: FabrikEffector) -> dict[tuple[str, int], object]:
     """The effector's pin F-curves, made where missing, all under its own name (those found elsewhere moved
     there): what keying writes into."""
     if not effector.name:
@@ -134,7 +135,7 @@ def _own_curves(obj, effector) -> dict[tuple[str, int], object]:
     return found
 
 
-def follow_renames(obj) -> list[str]:
+def follow_renames(obj: bpy.types.Object) -> list[str]:
     """Move the pin keys of every renamed effector under its new name (all found before any moves, so effectors
     that swapped names swap keys), and set its pin as they say on this frame; what moved."""
     effectors = obj.fabrik.effectors
@@ -173,7 +174,7 @@ class Span(NamedTuple):
         return self.first - self.blend_in, self.last + self.blend_out
 
 
-def _remove_keys(curve, low: float, high: float, inclusive: bool = True) -> int:
+def _remove_keys(curve: bpy.types.FCurve, low: float, high: float, inclusive: bool = True) -> int:
     """Remove the curve's keys from frame low to high (without the ends unless `inclusive`); how many."""
     points = curve.keyframe_points
     eps = 1e-4 if inclusive else -1e-4
@@ -184,7 +185,7 @@ def _remove_keys(curve, low: float, high: float, inclusive: bool = True) -> int:
     return len(gone)
 
 
-def _widened(curve, low: float, high: float) -> tuple[float, float]:
+def _widened(curve: bpy.types.FCurve, low: float, high: float) -> tuple[float, float]:
     """Frames low to high, widened to the whole of any pin they begin or end inside: back to the key at 0 before
     it, on to the key at 0 after it."""
     keys = sorted((point.co[0], point.co[1]) for point in curve.keyframe_points)
@@ -212,13 +213,13 @@ def _clear_between(curves: dict, low: float, high: float) -> int:
     return removed
 
 
-def _insert(curve, frame: int, value: float, interpolation: str) -> None:
+def _insert(curve: bpy.types.FCurve, frame: int, value: float, interpolation: str) -> None:
     """One key, replacing any on that frame."""
     point = curve.keyframe_points.insert(frame, value, options={'FAST'})
     point.interpolation = interpolation
 
 
-def key_span(obj, effector, span: Span, world: Matrix) -> int:
+def key_span(obj: bpy.types.Object, effector: FabrikEffector, span: Span, world: Matrix) -> int:
     """Key a pin over `span` holding the target's world matrix `world`, replacing the pins it overlaps; how many
     pin keys it replaced."""
     curves = _own_curves(obj, effector)
@@ -237,7 +238,7 @@ def key_span(obj, effector, span: Span, world: Matrix) -> int:
     return replaced
 
 
-def clear(obj, effector, low: float | None = None, high: float | None = None) -> int:
+def clear(obj: bpy.types.Object, effector: FabrikEffector, low: float | None = None, high: float | None = None) -> int:
     """Remove the effector's pins (those from frame low to high; None: all), and its pin F-curves once none are
     left, with Pin back to 0; how many pin keys went."""
     curves = _curves(obj, effector)
@@ -258,7 +259,7 @@ def clear(obj, effector, low: float | None = None, high: float | None = None) ->
     return removed
 
 
-def spans(obj, effector) -> list[tuple[int, int]]:
+def spans(obj: bpy.types.Object, effector: FabrikEffector) -> list[tuple[int, int]]:
     """The ranges of frames the effector's keyed pin holds fully (Pin 1), in order."""
     curve = _curves(obj, effector).get(("pin", 0))
     if curve is None:

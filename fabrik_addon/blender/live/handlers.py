@@ -40,14 +40,13 @@ from dataclasses import dataclass, replace
 import bpy
 from bpy.app.handlers import persistent
 
-from ..rig import animdata, held, memory, armature
-from ..effectors import effector_values, effector_goals, integrity, pins
-from . import garbage, solve
-from ..rig import moving_root
-from ..rig.channels import PoseRead, hung_frames, read_pose
+from ..effectors import effector_goals, effector_values, integrity, pins
 from ..effectors.effector_values import EffectorValues, comparable
+from ..rig import animdata, armature, held, memory, moving_root
+from ..rig.channels import PoseRead, hung_frames, read_pose
 from ..rig.floor import floor_plane
 from ..rig.status import RigStatus, show
+from . import garbage, solve
 
 # Our own pose writes tag the rig for another depsgraph update; this guard and the inputs kept with each rig's
 # memory keep us from reacting to them.
@@ -63,7 +62,7 @@ def forget_inputs(obj_name: str) -> None:
 _armatures_in: dict[int, tuple] = {}
 
 
-def live_rigs(scene, rescan: bool = True, objects: int | None = None) -> list:
+def live_rigs(scene: bpy.types.Scene, rescan: bool = True, objects: int | None = None) -> list:
     """Armature objects in the scene with live solving on (not while in Edit Mode: their bones are out of date).
 
     Without `rescan` (a frame change) the scene's armature objects from the
@@ -92,7 +91,7 @@ def _live_among(armatures: list) -> list:
     return [ob for ob in armatures if ob.fabrik.live and not ob.data.is_editmode]
 
 
-def _inputs_of(obj, depsgraph) -> tuple[tuple, list[EffectorValues]]:
+def _inputs_of(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> tuple[tuple, list[EffectorValues]]:
     """A hashable snapshot of what a solve of obj reads apart from its channels: matrices of the rig, targets and
     poles, its settings and its structure; and the effectors as it read them (with their problems and their
     targets' and poles' world matrices), for the solve to go on from."""
@@ -117,7 +116,7 @@ def _inputs_of(obj, depsgraph) -> tuple[tuple, list[EffectorValues]]:
     return tuple(snapshot), values
 
 
-def _world_or_none(target, subtarget: str, depsgraph):
+def _world_or_none(target, subtarget: str, depsgraph: bpy.types.Depsgraph):
     """World matrix of an object or of one of its bones, a copy (None when there is none)."""
     if target is None:
         return None
@@ -127,7 +126,7 @@ def _world_or_none(target, subtarget: str, depsgraph):
         return None  # a missing bone: the solve reports it
 
 
-def _unchanged_parts(obj, updated: "_Updates | None") -> frozenset[str]:
+def _unchanged_parts(obj: bpy.types.Object, updated: "_Updates | None") -> frozenset[str]:
     """The parts of obj's structure (`armature.BONES`, `armature.SETTINGS`) this evaluation left as they were when last
     checked: none unless the rig was watched and the evaluation's updates are known.
 
@@ -153,7 +152,7 @@ def _unchanged_parts(obj, updated: "_Updates | None") -> frozenset[str]:
 _IK_PATHS = tuple(f".{name}" for name, _ in armature.LIMIT_SETTINGS) + (".ik_stretch",)
 
 
-def _ik_animated(obj) -> bool:
+def _ik_animated(obj: bpy.types.Object) -> bool:
     """Whether the rig's animation (its action's F-curves, NLA strips) or drivers may set an IK setting: looked at
     again only when its F-curves' paths (`animdata.fcurve_paths`) or the number of drivers or NLA tracks change."""
     animation_data = obj.animation_data
@@ -176,7 +175,7 @@ class _Updates:
     """What an evaluation updated, asked data-block by data-block (the list of updates is read only when an
     armature was among them or an object is asked about: an animated scene updates many objects a frame)."""
 
-    def __init__(self, depsgraph) -> None:
+    def __init__(self, depsgraph: bpy.types.Depsgraph) -> None:
         self.depsgraph = depsgraph
         self.armatures = depsgraph.id_type_updated('ARMATURE')
         self.pointers: set[int] | None = None
@@ -196,7 +195,7 @@ class _Updates:
 
 
 @garbage.collection_deferred()  # (what a frame makes is freed when it ends)
-def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
+def solve_live(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph, only_if_inputs_changed: bool) -> None:
     """Solve every live rig of the scene; a rig that fails is switched off with its error shown."""
     global _busy
     if _busy:
@@ -246,7 +245,7 @@ def solve_live(scene, depsgraph, only_if_inputs_changed: bool) -> None:
         _busy = False
 
 
-def _solve(obj, depsgraph, inputs: tuple, values: list[EffectorValues], pose: PoseRead | None = None) -> None:
+def _solve(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, inputs: tuple, values: list[EffectorValues], pose: PoseRead | None = None) -> None:
     """Solve one rig whole from its effectors as its inputs read them (and its pose as read, where it was), and
     keep the inputs with the channels as the solve left them, and what the next frames may go on from."""
     kept = memory.of(obj)
@@ -293,7 +292,7 @@ class _Kept:
     pinned: bool = False
 
 
-def _keepable(obj, depsgraph, inputs: tuple, values: list[EffectorValues], result: RigStatus, read_: solve.Read):
+def _keepable(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, inputs: tuple, values: list[EffectorValues], result: RigStatus, read_: solve.Read):
     """What the next frames may go on from after a whole live solve (`_Kept`), or None where they may not: the
     solve reached no error, solved every effector, wrote no IK stretch and started where the next frame starts;
     the rig's animation, if any, reaches no chain bone and no setting."""
@@ -322,7 +321,7 @@ def _keepable(obj, depsgraph, inputs: tuple, values: list[EffectorValues], resul
     )
 
 
-def _animates(obj) -> bool:
+def _animates(obj: bpy.types.Object) -> bool:
     """Whether the rig has animation of its own (an action, NLA tracks or drivers)."""
     animation_data = obj.animation_data
     return animation_data is not None and bool(
@@ -330,12 +329,12 @@ def _animates(obj) -> bool:
     )
 
 
-def _paths(obj) -> list[str]:
+def _paths(obj: bpy.types.Object) -> list[str]:
     """The data paths the rig's action and drivers animate."""
     return [*animdata.fcurve_paths(obj), *(driver.data_path for driver in obj.animation_data.drivers)]
 
 
-def _animation(obj, names: list[str]) -> tuple[frozenset, int] | None:
+def _animation(obj: bpy.types.Object, names: list[str]) -> tuple[frozenset, int] | None:
     """An animated rig's F-curve paths and driver count (`_Kept.animation`), where its animation reaches no chain
     bone's channel (`names`) and no setting but the effectors' pins, which each frame reads again (the others
     change what the whole read reads: None)."""
@@ -349,7 +348,7 @@ def _animation(obj, names: list[str]) -> tuple[frozenset, int] | None:
     return animdata.fcurve_paths(obj), len(animation_data.drivers)
 
 
-def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.RigMemory) -> tuple | None:
+def _reused(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, updated: _Updates, watched: bool, memory_: memory.RigMemory) -> tuple | None:
     """Solve a frame of obj from what the last frame read, where nothing the solve reads can have changed but
     what is read here (see the module): the live inputs as the whole read would have read them, with the
     channels as the solve left them (what live solving compares its next update with); None, having written
@@ -432,7 +431,7 @@ def _reused(obj, depsgraph, updated: _Updates, watched: bool, memory_: memory.Ri
     return (prefix + tuple(tails), read_.pose.snapshot())
 
 
-def _read_again(kept: _Kept, obj, depsgraph) -> tuple[dict, tuple] | None:
+def _read_again(kept: _Kept, obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> tuple[dict, tuple] | None:
     """What an update of the rig object (not of its data) can change of what the solve reads, read again: the
     channels the rig's own animation moves (where it has any), the frames of the bones the chains hang from, the
     rig's transform. The read's fields that changed, and the rig's transform (`_Kept.to_armature`, `world`,
@@ -461,7 +460,7 @@ def _read_again(kept: _Kept, obj, depsgraph) -> tuple[dict, tuple] | None:
     return changed, placed
 
 
-def _fixed_again(read_: solve.Read, obj) -> dict | None:
+def _fixed_again(read_: solve.Read, obj: bpy.types.Object) -> dict | None:
     """The frames of the bones the chains hang from, read again: the read's fields that change where they moved
     (its start is made again), none where they did not; None where one has no usable frame (the whole read says
     why)."""
@@ -472,7 +471,7 @@ def _fixed_again(read_: solve.Read, obj) -> dict | None:
     return {} if fixed == read_.fixed else {"fixed": fixed, "_start": None}
 
 
-def _read_animated(kept: _Kept, obj) -> PoseRead | None:
+def _read_animated(kept: _Kept, obj: bpy.types.Object) -> PoseRead | None:
     """Read again what animation moves of a rig, where it animates what it did (keys inserted on a chain bone
     update the rig as animation does): the pose, the chain bones' channels as they were written and every chain
     usable as the whole read judges it (`goals.usable_goals`). The pose read, or None where the whole read must
@@ -518,7 +517,7 @@ def tag_put_off() -> None:
     return None
 
 
-def solve_now(obj, depsgraph) -> None:
+def solve_now(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> None:
     """Solve a live rig at once (a setting changed, which is no depsgraph update), as the handlers would."""
     global _busy
     if _busy:
@@ -531,19 +530,19 @@ def solve_now(obj, depsgraph) -> None:
 
 
 @persistent
-def on_frame_change(scene, depsgraph) -> None:
+def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     """Re-solve after animation has been evaluated for the new frame."""
     solve_live(scene, depsgraph, only_if_inputs_changed=False)
 
 
 @persistent
-def on_depsgraph_update(scene, depsgraph) -> None:
+def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     """Re-solve when a watched target or the rig itself has moved."""
     solve_live(scene, depsgraph, only_if_inputs_changed=True)
 
 
 @persistent
-def on_load(_filepath) -> None:
+def on_load(_filepath: str) -> None:
     """References from the previous file are stale after a load."""
     _armatures_in.clear()
     memory.reset()

@@ -17,26 +17,35 @@ import math
 import time
 from dataclasses import dataclass, replace
 
+import bpy
 import numpy as np
 
-from ...core import DESCRIPTIONS, Goal, SolveReport, SolveSettings
-from ...core.math import rotation_channels, quat
+from ...core import DESCRIPTIONS, Goal, Skeleton, SolveReport, SolveSettings
 from ...core.goals import stretch
-from ...core.goals.root import away
 from ...core.goals.floor import Floor
-from ...core.solve.plan import Carry, Plan, plan_for
+from ...core.goals.root import away
+from ...core.math import quat, rotation_channels
 from ...core.math.quat import Quat
 from ...core.model.tree import Start, chain_reach
-from ..rig import editable, held, memory, armature
+from ...core.solve.plan import Carry, Plan, plan_for
 from ..effectors import effector_goals
-from ..rig import moving_root
-from ..rig.channels import (
-    Channels, PoseRead, channel_values, give_back, hung_frames, node_indices, read_channels, read_pose,
-    release_others, start_pose, write_channels,
-)
-from ..effectors.effector_values import EffectorValues
-from ..rig.floor import floor_plane
 from ..effectors.effector_goals import Gathered
+from ..effectors.effector_values import EffectorValues
+from ..rig import armature, editable, held, memory, moving_root
+from ..rig.channels import (
+    Channels,
+    PoseRead,
+    channel_values,
+    give_back,
+    hung_frames,
+    node_indices,
+    read_channels,
+    read_pose,
+    release_others,
+    start_pose,
+    write_channels,
+)
+from ..rig.floor import floor_plane
 from ..rig.status import DeferredStatus, RigStatus, concluded, say_influence, show, switched_off
 
 __all__ = ["Read", "Solution", "compute", "read", "solve", "solve_object", "write"]
@@ -124,7 +133,7 @@ class Solution:
     solver_seconds: float = 0.0
 
 
-def settings_of(obj, warm: bool, size: float, floor: Floor | None = None) -> SolveSettings:
+def settings_of(obj: bpy.types.Object, warm: bool, size: float, floor: Floor | None = None) -> SolveSettings:
     """Core settings for a rig of this size: the tolerance is a fraction of it; starting from a previous
     solution favours continuity over exploring; `floor`: its Floor in armature space (`floor.plane`)."""
     settings = obj.fabrik
@@ -141,7 +150,7 @@ def rig_size(plan: Plan) -> float:
 
 
 def read(
-    obj, depsgraph, gathered: Gathered, pose: PoseRead, previous: dict | None = None
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, gathered: Gathered, pose: PoseRead, previous: dict | None = None
 ) -> tuple[Read | None, RigStatus]:
     """Read one rig's solve from Blender (`gathered`: its goals, read and checked): the read, or None where there
     is nothing to solve; and the status it starts with (each effector left out says why). With `previous` (a
@@ -256,7 +265,7 @@ def not_finite(read_: Read, solved: Solution) -> str | None:
     return None
 
 
-def write(obj, read_: Read, solved: Solution, hold: bool, kept: memory.RigMemory | None = None) -> None:
+def write(obj: bpy.types.Object, read_: Read, solved: Solution, hold: bool, kept: memory.RigMemory | None = None) -> None:
     """Set the moving bones' rotation channels to the solve in bulk (one foreach_set per channel kind that
     changed) and hold the animator's values under them, or without `hold` let them go (the solved pose becomes
     the animator's); write IK stretch; keep the solution for the next solve to go on from (in `kept`, the rig's
@@ -284,7 +293,7 @@ def write(obj, read_: Read, solved: Solution, hold: bool, kept: memory.RigMemory
     (kept or memory.of(obj)).solution = dict(zip(read_.plan.bones, solved.rotations))
 
 
-def scale_channels(skeleton, scales: np.ndarray, inherits: dict[int, bool]) -> dict[int, float]:
+def scale_channels(skeleton: Skeleton, scales: np.ndarray, inherits: dict[int, bool]) -> dict[int, float]:
     """Per bone of `inherits`, the uniform scale channel value that gives it `scales[b]` (its length over its
     rest length) in Blender, where it also takes its parent's scale when it inherits scale."""
     values = {}
@@ -295,7 +304,7 @@ def scale_channels(skeleton, scales: np.ndarray, inherits: dict[int, bool]) -> d
 
 
 def solve_object(
-    obj, depsgraph=None, hold: bool = True, checked: list[EffectorValues] | None = None, pose: PoseRead | None = None
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None, hold: bool = True, checked: list[EffectorValues] | None = None, pose: PoseRead | None = None
 ) -> tuple[RigStatus, Read | None]:
     """Solve one armature's effectors and write the pose; the status (kept for the panel: `status.show`) and what
     was read (None where nothing was solved). Raises on rig errors.
@@ -362,13 +371,13 @@ def _carry(kept: memory.RigMemory) -> Carry:
     return kept.carry
 
 
-def carry_of(obj) -> Carry:
+def carry_of(obj: bpy.types.Object) -> Carry:
     """What continuity mode carries between a rig's frames (kept with its memory)."""
     kept = memory.of(obj)
     return kept.carry if kept.carry is not None else _carry(kept)
 
 
-def _put_off(obj, result: RigStatus) -> RigStatus:
+def _put_off(obj: bpy.types.Object, result: RigStatus) -> RigStatus:
     """The status of a solve made while bones that left every chain got the animator's rotation back: chains
     may hang from them that Blender has not posed anew yet, so nothing counts as reached, and live solving
     solves again at the next update (`RigMemory.again`)."""
@@ -380,7 +389,7 @@ def _put_off(obj, result: RigStatus) -> RigStatus:
     )
 
 
-def compute(obj, depsgraph, previous: dict | None = None, carry: Carry | None = None) -> tuple[RigStatus, Read | None, Solution | None]:
+def compute(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, previous: dict | None = None, carry: Carry | None = None) -> tuple[RigStatus, Read | None, Solution | None]:
     """Solve one armature's effectors without touching its pose (a bake's frame): the status, what was read and
     the solve (None where nothing was solved). `previous` (each moving bone's local rotation) starts the moving
     bones where a continuous bake's last frame left them."""

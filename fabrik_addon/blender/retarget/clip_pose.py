@@ -18,19 +18,19 @@ import bpy
 import numpy as np
 from mathutils import Matrix, Vector
 
-from ...core.motion import retarget
 from ...core.math.matrix_rows import unit_frames
-from . import setup
-from .setup import LIMBS
-from .rests import Layout
+from ...core.motion import retarget
 from ..rig.armature import pose_matrices
+from . import setup
+from .rests import Layout
+from .setup import LIMBS
 
 #: How far (a share of the leg's reach) a held foot may be out of the leg's reach before the hips come down: a
 #: foot the clip's own slide takes that little further is taken in to the leg instead.
 SLACK = 0.005
 
 
-def hold_of(obj, names: list[str]) -> retarget.Hold:
+def hold_of(obj: bpy.types.Object, names: list[str]) -> retarget.Hold:
     """How the driven bones (`names`, parents first) hang on each other in this rig, found by turning each in turn
     and seeing which bones turn with it and which it carries (Blender evaluates the rig, constraints and all);
     their channels are as they were after."""
@@ -74,7 +74,7 @@ def hold_of(obj, names: list[str]) -> retarget.Hold:
     return retarget.Hold(rest, turns_with, moves_with)
 
 
-def _evaluated(obj, names: list[str]) -> np.ndarray:
+def _evaluated(obj: bpy.types.Object, names: list[str]) -> np.ndarray:
     """The bones' posed matrices (N, 4, 4, armature space) as Blender evaluates the rig now."""
     bpy.context.view_layer.update()
     evaluated = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
@@ -103,7 +103,7 @@ class Copy:
     beyond: dict[str, int]
 
     @classmethod
-    def make(cls, obj, layout: Layout, hold: retarget.Hold, names: list[str], clip_posed: np.ndarray,
+    def make(cls, obj: bpy.types.Object, layout: Layout, hold: retarget.Hold, names: list[str], clip_posed: np.ndarray,
              clip_world: np.ndarray, numbers: list[int], hold_feet: bool = True) -> Copy:
         """The copy from the clip's posed bones (F, len(layout.read), 4, 4) in its armature space and its world
         matrices (F, 4, 4) on the frames `numbers`; `names`: the driven rig bones as `hold` has them."""
@@ -200,7 +200,7 @@ class Copy:
         return cls(names, wanted, local, hold, hips, locations[h], goals, contacts, float(lift), beyond)
 
     @staticmethod
-    def _goals(obj, layout: Layout, pairs, index, posed, clip_world, at) -> tuple[dict, dict]:
+    def _goals(obj: bpy.types.Object, layout: Layout, pairs, index, posed, clip_world, at) -> tuple[dict, dict]:
         """Each limb's goal in world space: the rig's joint at the limb's top (as the copy poses it) plus the
         clip's reach from its own, turned into the rig's space and scaled by the limbs' lengths, for the rig's
         wrist or ankle; the goal is where the forearm's or shin's tail goes with it (the effector's tip, on most

@@ -19,14 +19,14 @@ import bpy
 import numpy as np
 
 from ...core.math.matrix_rows import continuous_quaternions
-from ..rig import animdata, armature
+from .. import stepping
 from ..bake import baking
+from ..rig import animdata, armature
 from ..ui import motion
 from . import setup
-from .. import stepping
-from .setup import LIMBS
-from .rests import Layout
 from .clip_pose import Copy, hold_of
+from .rests import Layout
+from .setup import LIMBS
 
 
 class Retargeting(stepping.SceneWork):
@@ -34,7 +34,7 @@ class Retargeting(stepping.SceneWork):
 
     noun = "the retarget"
 
-    def __init__(self, scene, obj, hold_feet: bool = True, bake_it: bool = True) -> None:
+    def __init__(self, scene: bpy.types.Scene, obj: bpy.types.Object, hold_feet: bool = True, bake_it: bool = True) -> None:
         refused = setup.refusal(obj)
         if refused:
             raise ValueError(refused)
@@ -180,7 +180,7 @@ class Retargeting(stepping.SceneWork):
                                    (frames[0], frames[-1]))
 
 
-def write_rotation(obj, collection, name: str, local: np.ndarray, frames: np.ndarray, span) -> None:
+def write_rotation(obj: bpy.types.Object, collection, name: str, local: np.ndarray, frames: np.ndarray, span) -> None:
     """Key a pose bone's local rotations (F, 3, 3) in its own rotation mode, replacing its keys in the span."""
     pose_bone = obj.pose.bones[name]
     mode = pose_bone.rotation_mode

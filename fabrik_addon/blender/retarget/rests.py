@@ -18,19 +18,19 @@ from dataclasses import dataclass, field
 import bpy
 import numpy as np
 
-from ...core.motion import retarget
 from ...core.math.matrix_rows import unit_frames
+from ...core.motion import retarget
 from ...core.motion.naming import fingers_of
 from ...core.solve.limb import hinge_axis
-from . import setup
 from ..rig import armature
+from . import setup
 from .setup import LIMBS
 
 #: Bones named for a mechanism (a generated rig's helpers): never a span's bone.
 _MECHANISM = ("ORG-", "DEF-", "MCH-")
 
 
-def _between(obj, top: str, bottom: str) -> list[str]:
+def _between(obj: bpy.types.Object, top: str, bottom: str) -> list[str]:
     """The bones strictly between `bottom` and its descendant `top`, bottom first, those a constraint moves or a
     generated rig's helpers left out."""
     bones, out = obj.data.bones, []
@@ -52,7 +52,7 @@ class Side:
     world: np.ndarray  # (4, 4)
 
     @classmethod
-    def of(cls, obj) -> Side:
+    def of(cls, obj: bpy.types.Object) -> Side:
         bones = obj.data.bones
         rest, tails = np.empty(len(bones) * 16), np.empty(len(bones) * 3)
         bones.foreach_get("matrix_local", rest)
@@ -111,7 +111,7 @@ class Layout:
     tipped: float = 0.0
 
     @classmethod
-    def of(cls, obj) -> Layout:
+    def of(cls, obj: bpy.types.Object) -> Layout:
         source = obj.fabrik.retarget_source
         pairs = setup.mapping(obj)
         clip, rig = Side.of(source), Side.of(obj)
@@ -125,7 +125,7 @@ class Layout:
         """The rig's legs' mean length."""
         return float(np.mean(list(self.leg.values())))
 
-    def _place(self, obj, source, pairs: dict) -> None:
+    def _place(self, obj: bpy.types.Object, source, pairs: dict) -> None:
         """The space: the clip's body frame (its left from the right hip to the left, its up the world axis nearest
         the way from its hips to its head) onto the rig's, the hips' middles on each other, scaled by the legs.
         (The nearest axis, not the way itself: a head carried a little forward must not tip the clip's path.)"""
@@ -178,7 +178,7 @@ class Layout:
             longest = float(np.linalg.norm(ends - top, axis=1).max())
         return float(longest) * (1.0 - 1e-5)
 
-    def _drive(self, obj, source, pairs: dict) -> None:
+    def _drive(self, obj: bpy.types.Object, source, pairs: dict) -> None:
         """Each rig bone the clip turns, where its turn comes from and its alignment."""
         one = [role for role in pairs if role != "hips"]
         for role in one:
@@ -227,7 +227,7 @@ class Layout:
             for name in rig_bones:
                 self.aligned[name] = turn
 
-    def _fingers(self, obj, source, pairs: dict) -> None:
+    def _fingers(self, obj: bpy.types.Object, source: bpy.types.Object, pairs: dict) -> None:
         """The fingers both skeletons have (`core.naming.fingers_of`): each finger's bones take its clip finger's
         turns, sampled along it from the hand, aligned as the whole finger (from its first joint to its last)."""
         clip_fingers = fingers_of([b.name for b in source.data.bones])
@@ -244,7 +244,7 @@ class Layout:
                 self.sources[name] = ((pairs[hand][0], *clip_bones), len(rig_bones), i)
             self.fingers[key] = (clip_bones, rig_bones)
 
-    def _align_span(self, obj, source, pairs, bottom: str, top: str, clip_span, rig_span) -> None:
+    def _align_span(self, obj: bpy.types.Object, source, pairs, bottom: str, top: str, clip_span, rig_span) -> None:
         """A span's bones (and its bottom bone, but the hips) aligned as the whole span: from its first bone's head
         to the head of the bone above it."""
         def way(side, span, k):
@@ -273,7 +273,7 @@ def nearest_axis(direction: np.ndarray) -> np.ndarray:
     return axis
 
 
-def limb_lengths(obj, source, pairs: dict, clip: Side | None = None, rig_side: Side | None = None) -> dict:
+def limb_lengths(obj: bpy.types.Object, source, pairs: dict, clip: Side | None = None, rig_side: Side | None = None) -> dict:
     """Each limb's length at rest, its two bones end to end in world units: per ("leg" or "arm", side, 0 for the
     clip or 1 for the rig)."""
     clip, rig_side = clip or Side.of(source), rig_side or Side.of(obj)
@@ -290,7 +290,7 @@ def limb_lengths(obj, source, pairs: dict, clip: Side | None = None, rig_side: S
     return lengths
 
 
-def scales(obj, lengths: dict | None = None) -> tuple[float, dict[str, float]]:
+def scales(obj: bpy.types.Object, lengths: dict | None = None) -> tuple[float, dict[str, float]]:
     """The scale of the clip's hips motion on the rig (its legs' ratio) and of each hand's reach (its arm's), from
     the bones (`limb_lengths`, read where not given); the rig's Scale and Arm Scale where set."""
     lengths = lengths or limb_lengths(obj, obj.fabrik.retarget_source, setup.mapping(obj))

@@ -33,12 +33,12 @@ LIMBS = tuple(
 HIPS_CONSTRAINT = "FABRIK Retarget"
 
 
-def collection_name(obj) -> str:
+def collection_name(obj: bpy.types.Object) -> str:
     """The collection that holds a rig's retarget empties."""
     return f"{obj.name} Retarget"
 
 
-def map_bones(obj) -> list[str]:
+def map_bones(obj: bpy.types.Object) -> list[str]:
     """Fill the rig's mapping from the bones' names (the clip's and the rig's); the required parts found in
     neither or one of them."""
     settings = obj.fabrik
@@ -52,12 +52,12 @@ def map_bones(obj) -> list[str]:
     return [role for role in REQUIRED if not (found_source.get(role) and found_target.get(role))]
 
 
-def mapping(obj) -> dict[str, tuple[str, str]]:
+def mapping(obj: bpy.types.Object) -> dict[str, tuple[str, str]]:
     """The rig's mapping: per part, (clip bone, rig bone), for the parts both name."""
     return {row.name: (row.source, row.target) for row in obj.fabrik.retarget_bones if row.source and row.target}
 
 
-def refusal(obj) -> str | None:
+def refusal(obj: bpy.types.Object) -> str | None:
     """Why the rig cannot be retargeted as it is set up, or None."""
     source = obj.fabrik.retarget_source
     if source is None:
@@ -139,7 +139,7 @@ MARK = "fabrik_retarget"
 SWITCHES = "fabrik_retarget_switches"
 
 
-def _made(obj) -> bool:
+def _made(obj: bpy.types.Object) -> bool:
     """Whether an object is one a retarget made."""
     return obj is not None and bool(obj.get(MARK))
 
@@ -149,12 +149,12 @@ _OVERRIDING = {'COPY_TRANSFORMS', 'COPY_ROTATION', 'COPY_LOCATION', 'CHILD_OF', 
                'TRACK_TO', 'LOCKED_TRACK', 'STRETCH_TO', 'TRANSFORM', 'ACTION', 'SPLINE_IK'}
 
 
-def overriding(pose_bone) -> list[str]:
+def overriding(pose_bone: bpy.types.PoseBone) -> list[str]:
     """The constraints that set the bone's pose whatever its channels say (the retarget's own on the hips aside)."""
     return [c.name for c in pose_bone.constraints if c.type in _OVERRIDING and not c.mute and c.name != HIPS_CONSTRAINT]
 
 
-def _played(obj) -> bool:
+def _played(obj: bpy.types.Object) -> bool:
     """Whether Blender evaluates the object as the frames go by: in the view layer, not disabled in viewports
     itself or by its collection (hidden with the eye it still is)."""
     if obj.hide_viewport or obj.name not in bpy.context.view_layer.objects:
@@ -164,14 +164,14 @@ def _played(obj) -> bool:
     return obj.name in {o.name for o in bpy.context.evaluated_depsgraph_get().objects}
 
 
-def _moving(obj) -> bool:
+def _moving(obj: bpy.types.Object) -> bool:
     """Whether the rig object's own transform is animated (keyed or driven; NLA tracks cannot be told)."""
     paths = animdata.animated_paths(obj) or []
     return any(p.split("[")[0].removeprefix("delta_") in (
         "location", "rotation_euler", "rotation_quaternion", "rotation_axis_angle", "scale") for p in paths)
 
 
-def _keyed_above(obj, bone) -> str | None:
+def _keyed_above(obj: bpy.types.Object, bone) -> str | None:
     """The first bone above `bone` whose transform is animated, or None."""
     paths = animdata.animated_paths(obj) or []
     for parent in bone.parent_recursive:
@@ -209,7 +209,7 @@ def _delete(empty) -> None:
         bpy.data.actions.remove(action)
 
 
-def _collection(obj, scene):
+def _collection(obj: bpy.types.Object, scene: bpy.types.Scene):
     """The rig's retarget collection, emptied (a retarget replaces the last one's)."""
     name = collection_name(obj)
     collection = bpy.data.collections.get(name)
@@ -222,7 +222,7 @@ def _collection(obj, scene):
     return collection
 
 
-def _effector(obj, name: str, bone: str, chain_length: int, target):
+def _effector(obj: bpy.types.Object, name: str, bone: str, chain_length: int, target):
     """The rig's effector of that name (made, or the last retarget's reused), set to pull `bone`."""
     settings = obj.fabrik
     index = settings.effectors.find(name)
@@ -239,7 +239,7 @@ def _effector(obj, name: str, bone: str, chain_length: int, target):
     return effector
 
 
-def set_up(obj, scene) -> list[str]:
+def set_up(obj: bpy.types.Object, scene: bpy.types.Scene) -> list[str]:
     """Make the rig's effectors for its clip (see the module), their targets not yet keyed: the effectors' names
     (adding an effector moves the others in memory: look them up again). Where it fails half way, what it made
     goes again."""
@@ -260,7 +260,7 @@ def set_up(obj, scene) -> list[str]:
         raise
 
 
-def _switches(obj, pairs: dict) -> list[str]:
+def _switches(obj: bpy.types.Object, pairs: dict) -> list[str]:
     """On a rig Rigify generated, the bones that hold its limbs' IK/FK switches (none on other rigs)."""
     out = []
     for role in ("upper_arm.L", "upper_arm.R", "thigh.L", "thigh.R"):
@@ -271,7 +271,7 @@ def _switches(obj, pairs: dict) -> list[str]:
     return out
 
 
-def switch_to_fk(obj) -> tuple[dict, object]:
+def switch_to_fk(obj: bpy.types.Object) -> tuple[dict, object]:
     """On a rig Rigify generated, its limbs' IK/FK switches at FK, so that the FK chains the clip's pose and the
     effectors pose move the deforming bones; each switch's value before is kept on the rig (`remove` puts it
     back). What was there before, for `switches_back`."""
@@ -284,7 +284,7 @@ def switch_to_fk(obj) -> tuple[dict, object]:
     return values, record
 
 
-def switches_back(obj, before: tuple[dict, object]) -> None:
+def switches_back(obj: bpy.types.Object, before: tuple[dict, object]) -> None:
     """The IK/FK switches and their record as they were before `switch_to_fk` (a retarget that failed)."""
     values, record = before
     for name, value in values.items():
@@ -296,7 +296,7 @@ def switches_back(obj, before: tuple[dict, object]) -> None:
         obj[SWITCHES] = record
 
 
-def frame_range(obj) -> tuple[int, int] | None:
+def frame_range(obj: bpy.types.Object) -> tuple[int, int] | None:
     """The frames the clip's action spans, or None."""
     source = obj.fabrik.retarget_source
     action = source.animation_data.action if source is not None and source.animation_data else None
@@ -306,7 +306,7 @@ def frame_range(obj) -> tuple[int, int] | None:
     return int(round(first)), int(round(last))
 
 
-def made_here(obj) -> bool:
+def made_here(obj: bpy.types.Object) -> bool:
     """Whether the rig has a retarget to take away: its effectors, empties or switches."""
     return (
         any(_made(e.target) for e in obj.fabrik.effectors) or bpy.data.collections.get(collection_name(obj)) is not None
@@ -314,7 +314,7 @@ def made_here(obj) -> bool:
     )
 
 
-def take_away(obj) -> int:
+def take_away(obj: bpy.types.Object) -> int:
     """Take the retarget away whole: the effectors it made with their pins (the rig's keys otherwise stay), then
     what `remove` takes; how many effectors went."""
     settings = obj.fabrik
@@ -329,7 +329,7 @@ def take_away(obj) -> int:
     return len(made)
 
 
-def remove(obj) -> None:
+def remove(obj: bpy.types.Object) -> None:
     """Take the retarget away: its collection and empties, and the constraint on the rig's hips."""
     collection = bpy.data.collections.get(collection_name(obj))
     if collection is not None:

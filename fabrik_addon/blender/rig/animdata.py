@@ -20,7 +20,7 @@ except ImportError:  # older Blender: F-curves live on the action
 LAYERED = action_ensure_channelbag_for_slot is not None
 
 
-def ensure_action(obj, new: bool, name: str):
+def ensure_action(obj: bpy.types.Object, new: bool, name: str):
     """The action to key into: the object's active one, or a new one (assigned, with a slot where needed)."""
     animation_data = obj.animation_data_create()
     action = None if new else animation_data.action
@@ -33,7 +33,7 @@ def ensure_action(obj, new: bool, name: str):
     return action
 
 
-def fcurves(obj, create: bool = False):
+def fcurves(obj: bpy.types.Object, create: bool = False):
     """The F-curve collection the object's animation uses (None when it has none and create is False)."""
     animation_data = obj.animation_data
     if animation_data is None or animation_data.action is None:
@@ -50,7 +50,7 @@ def fcurves(obj, create: bool = False):
     return None if channelbag is None else channelbag.fcurves
 
 
-def fcurve_paths(obj, collection=None) -> frozenset[str]:
+def fcurve_paths(obj: bpy.types.Object, collection=None) -> frozenset[str]:
     """The data paths the object's F-curves (`fcurves`, or `collection` where the caller has it) animate, read
     again only when its action, its slot or the number of F-curves changes: live solving asks on every frame,
     and reading a big rig's every F-curve costs more than its solve. (Kept with the rig's memory.)"""
@@ -77,12 +77,12 @@ def ensure_fcurve(collection, data_path: str, index: int, group: str):
     return fcurve
 
 
-def is_selected(pose_bone) -> bool:
+def is_selected(pose_bone: bpy.types.PoseBone) -> bool:
     """Whether a pose bone is selected (5.0 moved selection from the Bone to the pose bone)."""
     return pose_bone.select if hasattr(pose_bone, "select") else pose_bone.bone.select
 
 
-def set_selected(pose_bone, state: bool) -> None:
+def set_selected(pose_bone: bpy.types.PoseBone, state: bool) -> None:
     """Select or deselect a pose bone."""
     if hasattr(pose_bone, "select"):
         pose_bone.select = state
@@ -90,7 +90,7 @@ def set_selected(pose_bone, state: bool) -> None:
         pose_bone.bone.select = state
 
 
-def animated_paths(obj) -> list[str] | None:
+def animated_paths(obj: bpy.types.Object) -> list[str] | None:
     """Data paths the object's drivers and active action animate; None when NLA tracks may animate anything."""
     animation_data = obj.animation_data
     if animation_data is None:

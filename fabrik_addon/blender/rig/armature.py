@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 from array import array
 
+import bpy
 import numpy as np
 from mathutils import Matrix
 
 from ...core import Pose, Skeleton
 from ...core.math import rotation_channels
-from ...core.model.limits import JointLimit
 from ...core.math.matrix_rows import unit_frames
+from ...core.model.limits import JointLimit
 from . import memory
 
 # Pose-bone IK settings (Blender's names) and the JointLimit fields they fill.
@@ -34,7 +35,7 @@ class frozen_structure:
     not read again.
     """
 
-    def __init__(self, obj, unchanged: frozenset[str] = frozenset()) -> None:
+    def __init__(self, obj: bpy.types.Object, unchanged: frozenset[str] = frozenset()) -> None:
         self.name = obj.name
         skeleton_of(obj, unchanged)
 
@@ -54,7 +55,7 @@ class frozen_structure:
 BONES, SETTINGS = "bones", "settings"
 
 
-def skeleton_of(obj, unchanged: frozenset[str] = frozenset()) -> Skeleton:
+def skeleton_of(obj: bpy.types.Object, unchanged: frozenset[str] = frozenset()) -> Skeleton:
     """The core skeleton of an armature object (rest pose in armature space, joint limits), cached.
 
     The parts of the structure in `unchanged` (`BONES`, `SETTINGS`) are taken
@@ -104,7 +105,7 @@ def skeleton_of(obj, unchanged: frozenset[str] = frozenset()) -> Skeleton:
     return skeleton
 
 
-def _bones_signature(obj) -> tuple:
+def _bones_signature(obj: bpy.types.Object) -> tuple:
     """The armature's bones as one comparable value: names, parent names, rest matrices, lengths, connections."""
     bones = obj.data.bones
     n = len(bones)
@@ -119,12 +120,12 @@ def _bones_signature(obj) -> tuple:
     return names, parents, rest.tobytes(), lengths.tobytes(), connected.tobytes()
 
 
-def pose_bone_order(obj) -> np.ndarray:
+def pose_bone_order(obj: bpy.types.Object) -> np.ndarray:
     """Where each bone of `skeleton_of(obj)` sits among obj.pose.bones (for foreach_get reads)."""
     return memory.of(obj).pose_order
 
 
-def _pose_bone_order(obj, names: tuple[str, ...]) -> np.ndarray:
+def _pose_bone_order(obj: bpy.types.Object, names: tuple[str, ...]) -> np.ndarray:
     """Pose-bone index per bone name; pose bones normally come in the bones' order, which is checked cheaply."""
     pose_bones = obj.pose.bones
     if tuple(pose_bones.keys()) == names:
@@ -132,13 +133,13 @@ def _pose_bone_order(obj, names: tuple[str, ...]) -> np.ndarray:
     return np.array([pose_bones.find(name) for name in names])
 
 
-def limit_problems(obj) -> list[str]:
+def limit_problems(obj: bpy.types.Object) -> list[str]:
     """Messages about bones of obj whose limits were ignored, from the last `skeleton_of`."""
     kept = memory.get(obj.name)
     return [] if kept is None else kept.limit_problems
 
 
-def _limit_settings(obj, order: np.ndarray) -> np.ndarray:
+def _limit_settings(obj: bpy.types.Object, order: np.ndarray) -> np.ndarray:
     """The pose bones' IK settings as an (n, 15) array in the skeleton's bone order."""
     pose_bones = obj.pose.bones
     n = len(pose_bones)
@@ -152,7 +153,7 @@ def _limit_settings(obj, order: np.ndarray) -> np.ndarray:
     return table[:, order].T.copy()
 
 
-def _stretch_factors(obj, order: np.ndarray) -> np.ndarray:
+def _stretch_factors(obj: bpy.types.Object, order: np.ndarray) -> np.ndarray:
     """Each pose bone's IK Stretch factor (`ik_stretch`), in the skeleton's bone order."""
     pose_bones = obj.pose.bones
     values = np.empty(len(pose_bones), dtype=np.float32)
@@ -176,7 +177,7 @@ def _limits_from_settings(settings: np.ndarray, names: tuple[str, ...]) -> tuple
     return limits, problems
 
 
-def pose_matrices(obj) -> np.ndarray:
+def pose_matrices(obj: bpy.types.Object) -> np.ndarray:
     """Every pose bone's matrix (n, 4, 4, armature space) as Blender last evaluated it, in pose-bone order."""
     pose_bones = obj.pose.bones
     flat = np.empty(len(pose_bones) * 16, dtype=np.float32)
@@ -184,14 +185,14 @@ def pose_matrices(obj) -> np.ndarray:
     return np.swapaxes(flat.reshape(-1, 4, 4), 1, 2)  # (foreach_get gives matrices column by column)
 
 
-def current_pose(obj, skeleton: Skeleton) -> Pose:
+def current_pose(obj: bpy.types.Object, skeleton: Skeleton) -> Pose:
     """The pose as Blender last evaluated it, in armature space (scale dropped)."""
     m = pose_matrices(obj)[pose_bone_order(obj)].astype(np.float64)
     # (a bone scaled to zero has NaN axes, which live solving refuses, naming the bone, and a bake leaves unkeyed)
     return Pose(m[:, :3, 3].copy(), unit_frames(m), skeleton.lengths)
 
 
-def pose_locations(obj) -> np.ndarray:
+def pose_locations(obj: bpy.types.Object) -> np.ndarray:
     """Every bone's location channel (n, 3), in the skeleton's bone order."""
     pose_bones = obj.pose.bones
     flat = np.empty(len(pose_bones) * 3, dtype=np.float32)
@@ -199,12 +200,12 @@ def pose_locations(obj) -> np.ndarray:
     return flat.reshape(-1, 3)[pose_bone_order(obj)].astype(np.float64)
 
 
-def mean_scale(obj) -> float:
+def mean_scale(obj: bpy.types.Object) -> float:
     """The rig object's world scale, averaged over its axes: scene units per armature unit."""
     return sum(abs(s) for s in obj.matrix_world.to_scale()) / 3.0
 
 
-def world_to_armature(obj) -> Matrix:
+def world_to_armature(obj: bpy.types.Object) -> Matrix:
     """Matrix taking world coordinates into the armature's space; ValueError when it has none."""
     world = obj.matrix_world
     if abs(world.to_3x3().determinant()) < 1e-12:
@@ -212,7 +213,7 @@ def world_to_armature(obj) -> Matrix:
     return world.inverted()
 
 
-def chain_bones(obj, bone: str, chain_length: int) -> list[str]:
+def chain_bones(obj: bpy.types.Object, bone: str, chain_length: int) -> list[str]:
     """The chain's bones from its first (top) bone down to `bone`, `chain_length` of them (0: up to the root)."""
     names = []
     current = obj.data.bones.get(bone)
@@ -252,7 +253,7 @@ def rotation_channel(mode: str) -> tuple[str, int]:
     return ROTATION_CHANNELS.get(mode, ("rotation_euler", 3))
 
 
-def rotation_value(pose_bone) -> tuple[float, ...]:
+def rotation_value(pose_bone: bpy.types.PoseBone) -> tuple[float, ...]:
     """The bone's rotation as it holds it now, in its own mode."""
     return tuple(getattr(pose_bone, rotation_channel(pose_bone.rotation_mode)[0]))
 
@@ -279,12 +280,12 @@ def holds_already(stored, value) -> bool:
 _NO_SCALE_INHERITED = {'NONE', 'NONE_LEGACY'}
 
 
-def inherits_scale(obj, skeleton: Skeleton, bones: list[int]) -> dict[int, bool]:
+def inherits_scale(obj: bpy.types.Object, skeleton: Skeleton, bones: list[int]) -> dict[int, bool]:
     """Per listed bone, whether it takes its parent's scale (its Inherit Scale is anything but none)."""
     return {b: obj.data.bones[skeleton.names[b]].inherit_scale not in _NO_SCALE_INHERITED for b in bones}
 
 
-def write_scales(obj, skeleton: Skeleton, values: dict[int, float]) -> None:
+def write_scales(obj: bpy.types.Object, skeleton: Skeleton, values: dict[int, float]) -> None:
     """Set the listed bones' scale to a uniform value (as Blender's IK stretch scales a bone); values that differ
     only by rounding are not written, so an unchanged pose does not tag the rig for an update."""
     for b, value in values.items():
@@ -293,11 +294,11 @@ def write_scales(obj, skeleton: Skeleton, values: dict[int, float]) -> None:
             pb.scale = (value, value, value)
 
 
-def usable_frame(matrix) -> bool:
+def usable_frame(matrix: Matrix) -> bool:
     """Whether a pose matrix gives a frame: finite, no axis scaled to (nearly) zero (NaN fails the comparison)."""
     return abs(matrix.to_3x3().determinant()) > 1e-12 and finite_matrix(matrix)
 
 
-def finite_matrix(matrix) -> bool:
+def finite_matrix(matrix: Matrix) -> bool:
     """Whether every entry of a matrix is a finite number (a NaN or an infinity makes the sum none)."""
     return math.isfinite(sum(map(sum, matrix)))

@@ -15,13 +15,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import bpy
 import numpy as np
+from mathutils import Matrix
 
-from ...core.math import rotation_channels, matrix_rows, quat
+from ...core import Skeleton
+from ...core.math import matrix_rows, quat, rotation_channels
+from ...core.model.tree import MovingTree
 from . import armature, memory, moving_root
 from .armature import usable_frame
 from .held import animator_values, entries_of, finite, follow_renames, held_bones, same
-
 
 #: Pose-bone channels that make a pose (the rotation of every mode, location, scale) and their sizes.
 POSE_CHANNELS = (
@@ -35,7 +38,7 @@ class PoseRead:
     and what is written by other means is forgotten (read again when next asked for), so after a solve they are
     the channels as it left them, which live solving keeps to compare its next update with (`snapshot`)."""
 
-    def __init__(self, obj, count: int | None = None) -> None:
+    def __init__(self, obj: bpy.types.Object, count: int | None = None) -> None:
         self.pose_bones = obj.pose.bones
         #: How many pose bones there are (counting them walks them all: a solve knows from the skeleton it read).
         self.count = len(self.pose_bones) if count is None else count
@@ -77,7 +80,7 @@ class PoseRead:
         return b"".join([self.channel(name, size).tobytes() for name, size in POSE_CHANNELS] + [self.modes().tobytes()])
 
 
-def read_pose(obj) -> PoseRead:
+def read_pose(obj: bpy.types.Object) -> PoseRead:
     """A `PoseRead` of a rig whose structure the caller has just read (`armature.skeleton_of`)."""
     return PoseRead(obj, len(armature.pose_bone_order(obj)))
 
@@ -103,7 +106,7 @@ class Channels:
     held_rows: list[int] | None = None
 
 
-def read_channels(obj, names: list[str], at: list[int], depsgraph=None, pose: PoseRead | None = None) -> Channels:
+def read_channels(obj: bpy.types.Object, names: list[str], at: list[int], depsgraph: bpy.types.Depsgraph | None = None, pose: PoseRead | None = None) -> Channels:
     """The named bones' rotation channels (at these pose-bone indices), modes and FK values, read in bulk (from
     `pose`, where the solve has read some already)."""
     pose = pose or PoseRead(obj)
@@ -142,7 +145,7 @@ def channel_values(modes: list[str], solved: list, current: list) -> list:
     return [rotation_channels.channel_from_quaternion(mode, q, now) for q, now, mode in zip(solved, current, modes)]
 
 
-def write_channels(obj, at, modes: list[str], arrays: dict, current: list, values: list) -> list[tuple[float, ...]]:
+def write_channels(obj: bpy.types.Object, at, modes: list[str], arrays: dict, current: list, values: list) -> list[tuple[float, ...]]:
     """Set the rotation channels of the pose bones at `at` (each in its mode) to `values` in bulk, one foreach_set
     per channel kind that changed; `arrays` and `current` are what `_rotation_values` read. A channel that
     already holds its value in single precision is left alone, so an unchanged pose does not tag the rig for an
@@ -177,7 +180,7 @@ def write_channels(obj, at, modes: list[str], arrays: dict, current: list, value
     return written
 
 
-def _tag_written(obj) -> None:
+def _tag_written(obj: bpy.types.Object) -> None:
     """Tag the rig for the evaluation its pose write needs.
 
     foreach_set tags nothing. A transform tag evaluates the pose again and all
@@ -187,7 +190,7 @@ def _tag_written(obj) -> None:
     obj.update_tag(refresh={'OBJECT'})
 
 
-def fk_channels(obj, names: list[str], depsgraph=None) -> dict[str, tuple[str, tuple[float, ...]]]:
+def fk_channels(obj: bpy.types.Object, names: list[str], depsgraph: bpy.types.Depsgraph | None = None) -> dict[str, tuple[str, tuple[float, ...]]]:
     """Per named bone, its rotation mode and its FK rotation this frame as a value of its rotation channel,
     ignoring our own last write, read in bulk (the depsgraph, when given, tells the frame keyed channels are
     evaluated at).
@@ -201,7 +204,7 @@ def fk_channels(obj, names: list[str], depsgraph=None) -> dict[str, tuple[str, t
     return {name: (mode, value) for name, mode, value in zip(names, channels.modes, channels.fk_values)}
 
 
-def pose_bone_indices(obj, names: list[str]) -> list[int]:
+def pose_bone_indices(obj: bpy.types.Object, names: list[str]) -> list[int]:
     """Where each named bone sits among obj.pose.bones (KeyError for one that is not there)."""
     pose_bones = obj.pose.bones
     at = [pose_bones.find(name) for name in names]
@@ -210,7 +213,7 @@ def pose_bone_indices(obj, names: list[str]) -> list[int]:
     return at
 
 
-def fixed_frame(matrix) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def fixed_frame(matrix: Matrix) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """A fixed bone's pose matrix as (frame quaternion, head), its axes made unit as `armature.current_pose` does."""
     rows = [tuple(matrix[i][:3]) for i in range(3)]
     columns = [math.sqrt(sum(rows[i][j] ** 2 for i in range(3))) for j in range(3)]
@@ -218,7 +221,7 @@ def fixed_frame(matrix) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return quat.from_matrix(frame), (matrix[0][3], matrix[1][3], matrix[2][3])
 
 
-def hung_frames(obj, skeleton, tree, local) -> list | None:
+def hung_frames(obj: bpy.types.Object, skeleton: Skeleton, tree: MovingTree, local) -> list | None:
     """Per node of the moving tree, the (frame, head) of the fixed bone it hangs from (`fixed_frame`; None for a
     node with a moving parent, or a root bone), as posed now; None where one has no usable frame."""
     pose_bones = obj.pose.bones
@@ -230,7 +233,7 @@ def hung_frames(obj, skeleton, tree, local) -> list | None:
     return [None if m is None else fixed_frame(m) for m in hung_from]
 
 
-def start_pose(obj, skeleton, rotations: dict[int, np.ndarray]):
+def start_pose(obj: bpy.types.Object, skeleton: Skeleton, rotations: dict[int, np.ndarray]):
     """The pose a solve starts from: as Blender last evaluated it, with these bones (skeleton indices) turned by
     their local rotations (and placed by their location channels) and the bones below following."""
     located = armature.pose_locations(obj)
@@ -239,14 +242,14 @@ def start_pose(obj, skeleton, rotations: dict[int, np.ndarray]):
     return skeleton.with_local_rotations(armature.current_pose(obj, skeleton), rotations, locations)
 
 
-def fk_start_pose(obj, skeleton, names: list[str]):
+def fk_start_pose(obj: bpy.types.Object, skeleton: Skeleton, names: list[str]):
     """`start_pose` with the named bones at the animator's rotations (those live solving replaced, `fk_channels`)."""
     channels = read_channels(obj, names, pose_bone_indices(obj, names))
     matrices = channel_matrices(channels.modes, channels.fk_values)
     return start_pose(obj, skeleton, {skeleton.index(name): m for name, m in zip(names, matrices)})
 
 
-def release_others(obj, moving: set[str]) -> bool:
+def release_others(obj: bpy.types.Object, moving: set[str]) -> bool:
     """Give the bones that left every chain (a chain made shorter, an effector removed or switched off) the
     animator's rotation back, where they still hold what live solving wrote, and stop holding them; whether a
     channel changed."""
@@ -263,7 +266,7 @@ def release_others(obj, moving: set[str]) -> bool:
     return changed
 
 
-def give_back_rotations(obj, names: list[str]) -> bool:
+def give_back_rotations(obj: bpy.types.Object, names: list[str]) -> bool:
     """Put the animator's rotation back into each named bone's channel where it still holds what live solving
     wrote (`fk_channels`); whether a channel changed. Bones gone since have nothing to give back."""
     pose_bones = obj.pose.bones
@@ -277,7 +280,7 @@ def give_back_rotations(obj, names: list[str]) -> bool:
     return changed
 
 
-def give_back(obj) -> None:
+def give_back(obj: bpy.types.Object) -> None:
     """Put back the animator's values in every channel live solving wrote and that still holds what it wrote
     (the others have been set since, by animation or by hand, and keep that); then forget what was held."""
     follow_renames(obj)
@@ -292,6 +295,6 @@ def give_back(obj) -> None:
     memory.of(obj).solution = None
 
 
-def node_indices(obj, tree) -> np.ndarray:
+def node_indices(obj: bpy.types.Object, tree: MovingTree) -> np.ndarray:
     """Where each moving node's bone sits among obj.pose.bones."""
     return armature.pose_bone_order(obj)[list(tree.bones)]

@@ -8,13 +8,15 @@ again. A library override is local data and keeps what is written to it.
 
 from __future__ import annotations
 
+import bpy
+
 
 def _library_name(data) -> str:
     """The library file a linked data-block comes from, as the user sees it."""
     return data.library.filepath or data.library.name
 
 
-def editable(obj) -> str | None:
+def editable(obj: bpy.types.Object) -> str | None:
     """None when obj's pose and keys can be written and saved; else why not, in the user's words."""
     if obj.library is not None:
         return (
@@ -45,6 +47,6 @@ def action_editable(action) -> str | None:
     return None
 
 
-def keys_editable(obj) -> str | None:
+def keys_editable(obj: bpy.types.Object) -> str | None:
     """`action_editable` of the object's active action (None for none: a new one would be made)."""
     return action_editable(obj.animation_data.action if obj.animation_data is not None else None)

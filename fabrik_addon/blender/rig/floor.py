@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 
+import bpy
 from mathutils import Vector
 
 from ...core.goals.floor import Floor
 from . import armature
 
 
-def floor_problem(obj, depsgraph) -> str | None:
+def floor_problem(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> str | None:
     """Why the rig's Floor cannot be used, or None (also where it has none)."""
     floor = obj.fabrik.floor
     if floor is None:
@@ -28,7 +29,7 @@ def floor_problem(obj, depsgraph) -> str | None:
     return None
 
 
-def floor_plane(obj, depsgraph) -> Floor | None:
+def floor_plane(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> Floor | None:
     """The rig's Floor (None: it has none); ValueError where its object has no usable XY plane."""
     floor = obj.fabrik.floor
     if floor is None:

@@ -30,7 +30,8 @@ import bpy
 import numpy as np
 from mathutils import Vector
 
-from . import animdata, compat, memory, armature
+from ...core import Skeleton
+from . import animdata, armature, compat, memory
 
 #: Where the arrays live in the rig's settings.
 KEY = "held_bones"
@@ -214,7 +215,7 @@ class HeldBone:
             raise AttributeError(name)
 
 
-def held_bones(obj) -> HeldBones:
+def held_bones(obj: bpy.types.Object) -> HeldBones:
     """Where live solving keeps obj's held entries: in its settings, in the file; for a library override, in the
     rig's memory (for this session: live solving off still gives the animator's pose back)."""
     if getattr(obj, "override_library", None) is not None:
@@ -233,13 +234,13 @@ def held_bones(obj) -> HeldBones:
     return held
 
 
-def _settings_store(obj):
+def _settings_store(obj: bpy.types.Object):
     """The ID properties that hold obj's `fabrik` settings, or None where nothing has set any yet."""
     stored = compat.stored_properties(obj)
     return stored.get("fabrik") if stored is not None else None
 
 
-def _made_store(obj):
+def _made_store(obj: bpy.types.Object):
     """A new store for obj's held entries, in its settings (made as well where nothing has set any yet)."""
     if _settings_store(obj) is None:
         obj.fabrik.held.clear()  # (any write through RNA makes them; this one changes nothing)
@@ -248,7 +249,7 @@ def _made_store(obj):
     return settings[KEY]
 
 
-def _move_legacy(obj, held: HeldBones) -> None:
+def _move_legacy(obj: bpy.types.Object, held: HeldBones) -> None:
     """Move the entries of a file from before this layout (`fabrik.held`, a collection) into the arrays."""
     old = [entry for entry in obj.fabrik.held if held.get(entry.name) is None]
     for entry, moved in zip(old, held.add([entry.name for entry in old])):
@@ -260,7 +261,7 @@ def _move_legacy(obj, held: HeldBones) -> None:
 # Holding the animator's pose under the solve.
 
 
-def new_entries(obj, held: HeldBones, names: list[str]) -> list:
+def new_entries(obj: bpy.types.Object, held: HeldBones, names: list[str]) -> list:
     """Held entries for these bones, noting which bone each is (so it follows a rename: `follow_renames`)."""
     entries = held.add(names)
     bones = obj.data.bones
@@ -271,7 +272,7 @@ def new_entries(obj, held: HeldBones, names: list[str]) -> list:
     return entries
 
 
-def follow_renames(obj, bone_names=None) -> None:
+def follow_renames(obj: bpy.types.Object, bone_names=None) -> None:
     """Held entries of bones renamed since follow them (the same place among the bones, the same rest head).
     `bone_names`, when the caller has them, are the armature's bone names (a set or dict, for the quick check)."""
     held = held_bones(obj)
@@ -304,7 +305,7 @@ def entries_of(held: HeldBones):
     return index, rotated, written, fk, scaled, set()
 
 
-def animator_values(obj, held: HeldBones, names, modes, current, entries, depsgraph=None) -> list[tuple[float, ...]]:
+def animator_values(obj: bpy.types.Object, held: HeldBones, names, modes, current, entries, depsgraph: bpy.types.Depsgraph | None = None) -> list[tuple[float, ...]]:
     """`channels.fk_channels` from channels and held entries read in bulk (`modes`: each bone's rotation mode); the
     depsgraph, when there is one, tells the frame keyed channels are evaluated at."""
     if entries is None:
@@ -331,7 +332,7 @@ def animator_values(obj, held: HeldBones, names, modes, current, entries, depsgr
     return values
 
 
-def hold(obj, held, names, modes, written, fk_values, entries) -> tuple:
+def hold(obj: bpy.types.Object, held, names, modes, written, fk_values, entries) -> tuple:
     """Keep in the file, per bone, the rotation value written and the FK value it replaced, set in bulk (entries
     `animator_values` matched, or an earlier hold of the same read, need no other write); the entries as they
     are now (`entries_of`), for the next hold of the same read."""
@@ -365,7 +366,7 @@ def same(a, b, tolerance: float = 1e-6) -> bool:
     return True
 
 
-def let_go(obj, names: list[str]) -> None:
+def let_go(obj: bpy.types.Object, names: list[str]) -> None:
     """Forget the held rotations of these bones: what they hold now is the animator's."""
     held = held_bones(obj)
     for name in names:
@@ -374,7 +375,7 @@ def let_go(obj, names: list[str]) -> None:
             entry.rotated = False
 
 
-def write_stretch(obj, skeleton, scales: dict[int, float], pose=None) -> None:
+def write_stretch(obj: bpy.types.Object, skeleton: Skeleton, scales: dict[int, float], pose=None) -> None:
     """Write IK stretch as the bones' uniform scale; bones stretched before and no longer get their own scale back
     (the animator's, kept with the rig: 1 unless they set another). `pose`, the solve's read of the pose, reads
     the scale again when next asked.
@@ -413,7 +414,7 @@ def write_stretch(obj, skeleton, scales: dict[int, float], pose=None) -> None:
             entry.written_scale = tuple(obj.pose.bones[skeleton.names[b]].scale)
 
 
-def _keyed_channels(obj, depsgraph=None) -> tuple | None:
+def _keyed_channels(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None) -> tuple | None:
     """(the F-curves of the rig's active action, this frame, the data paths they animate) when it has any, else
     an empty tuple. The frame is the depsgraph's scene's; without one, that of the first scene the rig is in
     (`users_scene` searches them all)."""

@@ -74,7 +74,7 @@ class RigMemory:
 _memories: dict[str, RigMemory] = {}
 
 
-def of(obj) -> RigMemory:
+def of(obj: bpy.types.Object) -> RigMemory:
     """The memory of a rig (an object or its name), made when first asked for."""
     name = obj if isinstance(obj, str) else obj.name
     memory = _memories.get(name)

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import math
 
+import bpy
 from mathutils import Matrix, Quaternion, Vector
 
-from ...core.math import rotation_channels
+from ...core import Skeleton
 from ...core.goals.root import Move, Root
+from ...core.math import rotation_channels
 from ...core.math.quat import Quat
 from . import armature, held
 from .armature import usable_frame
@@ -26,7 +28,7 @@ from .armature import usable_frame
 __all__ = ["bone_of", "channel_values", "inputs", "let_go", "problem", "read", "top_bone", "usable", "write"]
 
 
-def bone_of(obj, skeleton, goals) -> str | None:
+def bone_of(obj: bpy.types.Object, skeleton: Skeleton, goals) -> str | None:
     """The name of the rig's root that moves: its Root bone, or the top bone above the first goal's chain; None
     where Root is off or there is no goal."""
     settings = obj.fabrik
@@ -37,7 +39,7 @@ def bone_of(obj, skeleton, goals) -> str | None:
     return skeleton.names[skeleton.path_to_root(goals[0].bone)[-1]]
 
 
-def top_bone(obj) -> str | None:
+def top_bone(obj: bpy.types.Object) -> str | None:
     """The bone a Root with no bone named moves, as the panel shows it: the top bone above the first effector's
     chain (None where no effector has a bone)."""
     bones = obj.data.bones
@@ -48,7 +50,7 @@ def top_bone(obj) -> str | None:
     return None
 
 
-def problem(obj, name: str | None = None) -> str | None:
+def problem(obj: bpy.types.Object, name: str | None = None) -> str | None:
     """Why the rig's Root settings (with `name`, that bone as its Root) cannot be used, or None."""
     settings = obj.fabrik
     if settings.root_mode == 'OFF':
@@ -78,7 +80,7 @@ def problem(obj, name: str | None = None) -> str | None:
     return None
 
 
-def inputs(obj) -> tuple:
+def inputs(obj: bpy.types.Object) -> tuple:
     """What of the rig besides its settings decides whether its Root can move (for live solving's check whether
     anything it reads changed): the Root bone's connection, Local Location and constraints."""
     settings = obj.fabrik
@@ -92,7 +94,7 @@ def inputs(obj) -> tuple:
             tuple((c.type, c.mute, c.influence) for c in constraints))
 
 
-def usable(obj, plan, goals) -> tuple[str | None, str | None]:
+def usable(obj: bpy.types.Object, plan, goals) -> tuple[str | None, str | None]:
     """The root that moves for these goals on the rig's plan, or None; and why a Root that is on does not (its
     settings, a bone in a chain, no chain below it), or None."""
     name = bone_of(obj, plan.skeleton, goals)
@@ -110,7 +112,7 @@ def usable(obj, plan, goals) -> tuple[str | None, str | None]:
     return name, None
 
 
-def read(obj, skeleton, name: str, depsgraph=None) -> tuple[Root, tuple]:
+def read(obj: bpy.types.Object, skeleton: Skeleton, name: str, depsgraph: bpy.types.Depsgraph | None = None) -> tuple[Root, tuple]:
     """The root as the solve takes it (`core.root.Root`): where the pose has it now, and its home where the
     animator's channel values put it; and those values (location, rotation), which `write` holds. ValueError
     where its pose gives no frame (scaled to zero, not a number)."""
@@ -133,7 +135,7 @@ def read(obj, skeleton, name: str, depsgraph=None) -> tuple[Root, tuple]:
     ), (location, turn)
 
 
-def channel_values(obj, name: str, move: Move) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def channel_values(obj: bpy.types.Object, name: str, move: Move) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The root's location and rotation channel values (in its rotation mode) that move it, from where its pose
     has it now, by `move`."""
     pose_bone = obj.pose.bones[name]
@@ -150,7 +152,7 @@ def channel_values(obj, name: str, move: Move) -> tuple[tuple[float, ...], tuple
     return tuple(location), rotation_channels.channel_from_quaternion(pose_bone.rotation_mode, q, current)
 
 
-def write(obj, name: str | None, values: tuple | None, animator: tuple | None, hold: bool = True) -> None:
+def write(obj: bpy.types.Object, name: str | None, values: tuple | None, animator: tuple | None, hold: bool = True) -> None:
     """Set the root's channels to `values` (`channel_values`) and hold the animator's (`animator`, as `read` read
     them) under them (without `hold`, the moved root becomes the animator's); with none, or for any other bone
     moved before, give the animator's back (`let_go`)."""
@@ -171,7 +173,7 @@ def write(obj, name: str | None, values: tuple | None, animator: tuple | None, h
     entry.moved = hold
 
 
-def let_go(obj, keep: str | None = None) -> bool:
+def let_go(obj: bpy.types.Object, keep: str | None = None) -> bool:
     """Give every root moved before (but `keep`) the animator's channel values back, where they still hold what
     was written (each component alone: one may be keyed and the others not), and stop holding them; whether a
     channel changed."""
@@ -203,7 +205,7 @@ def _under(now, written, fk) -> tuple[float, ...]:
     return tuple(f if held.same((n,), (w,)) else n for n, w, f in zip(now, written, fk))
 
 
-def _animator_values(obj, pose_bone, depsgraph=None) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def _animator_values(obj: bpy.types.Object, pose_bone: bpy.types.PoseBone, depsgraph: bpy.types.Depsgraph | None = None) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The root's location and rotation as the animator has them this frame: the channels' own, or, component by
     component, where they still hold what live solving wrote, the values held under them (or what their keys give
     this frame)."""
@@ -222,12 +224,12 @@ def _animator_values(obj, pose_bone, depsgraph=None) -> tuple[tuple[float, ...],
     return tuple(location), tuple(turn)
 
 
-def _rotation(pose_bone) -> tuple[float, ...]:
+def _rotation(pose_bone: bpy.types.PoseBone) -> tuple[float, ...]:
     """The bone's rotation channel value in its mode."""
     return tuple(getattr(pose_bone, armature.rotation_channel(pose_bone.rotation_mode)[0]))
 
 
-def _basis(pose_bone, location, turn) -> Matrix:
+def _basis(pose_bone: bpy.types.PoseBone, location, turn) -> Matrix:
     """The bone's channel matrix for these location and rotation values (its scale as it is)."""
     q = Quaternion(rotation_channels.channel_to_quaternion(pose_bone.rotation_mode, turn))
     return Matrix.LocRotScale(Vector(location), q, Vector(pose_bone.scale))

@@ -20,7 +20,6 @@ from bpy.types import PropertyGroup
 
 from ...core.solve.solvers import DESCRIPTIONS
 
-
 #: The update callbacks that reach above this module (the live handler, the overlay, the effectors' records), by
 #: name: `ui.updates` fills it when it registers, so that the properties stand below everything that reads them.
 UPDATES: dict = {}
@@ -29,7 +28,7 @@ UPDATES: dict = {}
 def _on(name: str):
     """An update callback that runs `UPDATES[name]`, once it is there."""
 
-    def changed(owner, context) -> None:
+    def changed(owner, context: bpy.types.Context) -> None:
         callback = UPDATES.get(name)
         if callback is not None:
             callback(owner, context)
@@ -39,7 +38,7 @@ def _on(name: str):
 
 
 
-def setting_changed(owner, _context) -> None:
+def setting_changed(owner, _context: bpy.types.Context) -> None:
     """A setting the solve reads changed: a live rig solves at the next update (custom properties alone start
     none, so the rig is tagged for one; the handler sees the change in its inputs)."""
     obj = owner.id_data

@@ -14,7 +14,6 @@ from ...core.model.problem import goal_reached, turned_off
 from ...core.model.tree import MovingTree, chain_reach
 from . import memory
 
-
 #: How an effector's line begins when it is switched off (its checkbox, or the rig's switch): not a fault.
 DISABLED = "disabled"
 

@@ -11,8 +11,8 @@ from bpy.types import Operator
 from ...core.solve.convergence import COLOUR_NAMES, COMPARED, error_curves, plot_rgba, reached_at
 from ...core.solve.solvers import DESCRIPTIONS
 from ..effectors import effector_goals
-from ..rig import memory
 from ..live import solve
+from ..rig import memory
 from ..rig.channels import read_pose
 from .setup_ops import rig_for_panel
 
@@ -50,7 +50,7 @@ def write_image(rgba: np.ndarray):
     return image
 
 
-def _show_in_image_editors(context, image) -> None:
+def _show_in_image_editors(context: bpy.types.Context, image) -> None:
     """Show the plot in the Image Editors already open on the screen (none are opened: that would be intrusive)."""
     screen = getattr(context, "screen", None)
     for area in screen.areas if screen is not None else ():
@@ -75,10 +75,10 @@ class FABRIK_OT_compare_solvers(Operator):
     )
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         return rig_for_panel(context) is not None
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         obj = rig_for_panel(context)  # (the Testing panel's rig, also while one of its targets is active)
         try:
             depsgraph = context.evaluated_depsgraph_get()
@@ -101,7 +101,7 @@ class FABRIK_OT_compare_solvers(Operator):
         return {'FINISHED'}
 
 
-def draw(layout, obj, wrap=None) -> None:
+def draw(layout: bpy.types.UILayout, obj: bpy.types.Object, wrap=None) -> None:
     """The panel's part: the button, then the last plot with its legend (a colour per solver, as in the plot).
     `wrap` (text -> lines) breaks the legend's lines to the panel's width; without it each is one label."""
     wrap = wrap or (lambda text: [text])

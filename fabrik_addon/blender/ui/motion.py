@@ -11,8 +11,8 @@ from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 from bpy.types import Operator
 from mathutils import Vector
 
-from ..rig import animdata
 from ..bake import baking
+from ..rig import animdata
 from .setup_ops import rig_for_panel
 
 PRESETS = (
@@ -51,12 +51,12 @@ def preset_point(kind: str, t: float, radius: float, plane: str) -> tuple[float,
     return point[0], point[1], point[2]
 
 
-def scene_fps(scene) -> float:
+def scene_fps(scene: bpy.types.Scene) -> float:
     """The scene's real frame rate (fps divided by its base, so 29.97 stays 29.97)."""
     return scene.render.fps / scene.render.fps_base
 
 
-def key_path(obj, frames: list[int], points: np.ndarray) -> None:
+def key_path(obj: bpy.types.Object, frames: list[int], points: np.ndarray) -> None:
     """Key obj's location at each frame to the matching row of points, replacing its location keys in that span."""
     animdata.ensure_action(obj, False, f"{obj.name}Action")
     collection = animdata.fcurves(obj, create=True)
@@ -99,10 +99,10 @@ class FABRIK_OT_target_motion(Operator):
     frame_end: IntProperty(name="End", default=-1, description="Last frame to key (-1: the scene's)")
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         return bool(_objects(context)) or bool(_effector_target(context))
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         scene = context.scene
         first = scene.frame_start if self.frame_start < 0 else self.frame_start
         last = scene.frame_end if self.frame_end < 0 else self.frame_end
@@ -136,7 +136,7 @@ class FABRIK_OT_target_motion(Operator):
         return {'FINISHED'}
 
 
-def _effector_target(context) -> list:
+def _effector_target(context: bpy.types.Context) -> list:
     """The target of the active effector of the rig the panel shows, if it has one."""
     obj = rig_for_panel(context)
     if obj is None:
@@ -148,7 +148,7 @@ def _effector_target(context) -> list:
     return [target] if target is not None else []
 
 
-def _objects(context) -> list:
+def _objects(context: bpy.types.Context) -> list:
     """The selected objects, or the active one when nothing is selected."""
     selected = list(getattr(context, "selected_objects", None) or [])
     if selected:

@@ -9,13 +9,13 @@ from bpy.types import Operator
 
 from ..bake import baking
 from ..effectors import constraints, pins
-from ..rig import editable, props, status
 from ..live import solve
-from .setup_ops import rig_for_panel
+from ..rig import editable, props, status
 from ..stepping import SteppedOperator
+from .setup_ops import rig_for_panel
 
 
-def _armature(context):
+def _armature(context: bpy.types.Context):
     """The active object when it is an armature, else None."""
     obj = context.object
     return obj if obj is not None and obj.type == 'ARMATURE' else None
@@ -30,10 +30,10 @@ class FABRIK_OT_solve(Operator):
     bl_options = {'REGISTER', 'UNDO'}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         return rig_for_panel(context) is not None
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         obj = rig_for_panel(context)
         refused = editable.editable(obj)
         if refused:  # a linked rig: Blender would let us pose it, but nothing of it is saved
@@ -59,10 +59,10 @@ class FABRIK_OT_effector_add(Operator):
     bl_options = {'REGISTER', 'UNDO'}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         return _armature(context) is not None
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         obj = _armature(context)
         effector = obj.fabrik.effectors.add()
         bone = context.active_pose_bone or (obj.data.bones.active and obj.pose.bones.get(obj.data.bones.active.name))
@@ -89,11 +89,11 @@ class FABRIK_OT_effector_remove(Operator):
     index: IntProperty(name="Index", default=-1, description="Effector to remove (-1: the active one)")
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj = rig_for_panel(context)
         return obj is not None and len(obj.fabrik.effectors) > 0
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         obj = rig_for_panel(context)
         settings = obj.fabrik
         index = settings.active_effector if self.index < 0 else self.index
@@ -130,11 +130,11 @@ class FABRIK_OT_effector_move(Operator):
     direction: EnumProperty(name="Direction", items=(('UP', "Up", ""), ('DOWN', "Down", "")), default='UP')
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj = rig_for_panel(context)
         return obj is not None and len(obj.fabrik.effectors) > 1
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         settings = rig_for_panel(context).fabrik
         index = settings.active_effector
         other = index - 1 if self.direction == 'UP' else index + 1
@@ -154,10 +154,10 @@ class FABRIK_OT_convert_constraints(Operator):
     bl_options = {'REGISTER', 'UNDO'}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         return rig_for_panel(context) is not None
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         obj = rig_for_panel(context)
         converted, skipped = constraints.convert_ik_constraints(obj)
         for reason in skipped:
@@ -181,13 +181,13 @@ class FABRIK_OT_restore_constraints(Operator):
     bl_options = {'REGISTER', 'UNDO'}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj = rig_for_panel(context)
         # The records outlive the effectors: Restore finds a constraint whose effector was removed.
         settings = obj.fabrik if obj is not None else None
         return settings is not None and (len(settings.converted) > 0 or any(e.source_constraint for e in settings.effectors))
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         restored, problems = constraints.restore_ik_constraints(rig_for_panel(context))
         for problem in problems:
             self.report({'WARNING'}, problem)
@@ -199,7 +199,7 @@ class FABRIK_OT_restore_constraints(Operator):
 FRAME_MIN, FRAME_MAX = -1048574, 1048574
 
 
-def fill_frame_range(properties, scene) -> None:
+def fill_frame_range(properties, scene: bpy.types.Scene) -> None:
     """Give the bake range the caller left unset the scene's (its preview range when that is on, as playback)."""
     preview = scene.use_preview_range
     scene_values = {
@@ -272,11 +272,11 @@ class FABRIK_OT_bake(SteppedOperator, Operator):
     _noun, _doing = "Bake", "Baking FABRIK"
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj = rig_for_panel(context)
         return obj is not None and len(obj.fabrik.effectors) > 0
 
-    def draw(self, _context) -> None:
+    def draw(self, _context: bpy.types.Context) -> None:
         """The dialog and the redo panel, in Blender's split-label layout."""
         layout = self.layout
         layout.use_property_split = True
@@ -296,7 +296,7 @@ class FABRIK_OT_bake(SteppedOperator, Operator):
         sub.prop(self, "cleanup_tolerance", text="Tolerance")
         layout.prop(self, "keep_live")
 
-    def _start(self, context) -> bool:
+    def _start(self, context: bpy.types.Context) -> bool:
         """Set up the baker; False (with a report) when there is nothing to bake."""
         scene, obj = context.scene, rig_for_panel(context)
         fill_frame_range(self.properties, scene)
@@ -318,7 +318,7 @@ class FABRIK_OT_bake(SteppedOperator, Operator):
             return False
         return True
 
-    def _finish(self, context):
+    def _finish(self, context: bpy.types.Context):
         baker, self._work = self._work, None
         try:
             result = baker.finish(self.new_action, self.keep_live)
@@ -339,7 +339,7 @@ class FABRIK_OT_bake(SteppedOperator, Operator):
         )
         return {'FINISHED'}
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         # OK in the dialog: run modal (progress in the status bar, Esc cancels). Python calls and the redo
         # panel's re-runs end here with use_modal off and bake at once: a redo re-run must finish inside this
         # call (Blender owns that operator and handles no events meanwhile), so it shows progress but Esc cannot
@@ -350,7 +350,7 @@ class FABRIK_OT_bake(SteppedOperator, Operator):
         self.use_modal = False
         return self.run_at_once(context)
 
-    def invoke(self, context, event):
+    def invoke(self, context: bpy.types.Context, event: bpy.types.Event):
         # A caller that names the range (a script, a test) has chosen it: no dialog. A click on the button names
         # none (SKIP_SAVE: nothing is remembered from the last bake), so the button always asks.
         chosen = any(self.properties.is_property_set(name) for name in ("frame_start", "frame_end"))

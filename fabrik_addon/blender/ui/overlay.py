@@ -30,10 +30,11 @@ from bpy.props import BoolProperty, EnumProperty, IntProperty, PointerProperty
 from bpy.types import Panel, PropertyGroup
 from mathutils import Matrix, Quaternion, Vector
 
+from ...core import Skeleton
 from ...core.math import quat
-from ..rig import animdata, compat, memory, armature
 from ..effectors import effector_goals, pins
-from ..rig.status import statuses
+from ..rig import animdata, armature, compat, memory
+from ..rig.status import RigStatus, statuses
 
 log = logging.getLogger(__name__)
 
@@ -123,13 +124,13 @@ class EffectorView:
     pin: float = 0.0
 
 
-def effector_status(rig_status, index: int) -> str:
+def effector_status(rig_status: RigStatus, index: int) -> str:
     """'REACHED', 'MISSED', 'ERROR', 'DISABLED' or 'NONE' (not solved yet) for one effector from the rig's last
     status."""
     return 'NONE' if rig_status is None else rig_status.kind(index)
 
 
-def _world_point(obj, subtarget: str, depsgraph) -> Vector | None:
+def _world_point(obj: bpy.types.Object, subtarget: str, depsgraph: bpy.types.Depsgraph) -> Vector | None:
     """Where an effector's target or pole is (an object, or an armature's bone head), or None."""
     if obj is None:
         return None
@@ -140,7 +141,7 @@ def _world_point(obj, subtarget: str, depsgraph) -> Vector | None:
     return point if all(math.isfinite(c) for c in point) else None
 
 
-def read_effectors(obj, depsgraph, rig_status) -> list[EffectorView]:
+def read_effectors(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, rig_status: RigStatus) -> list[EffectorView]:
     """The enabled effectors of an armature, placed in world space from its evaluated pose."""
     evaluated = obj.evaluated_get(depsgraph) if depsgraph is not None else obj
     world = evaluated.matrix_world
@@ -172,7 +173,7 @@ def read_effectors(obj, depsgraph, rig_status) -> list[EffectorView]:
     return views
 
 
-def readout_text(view: EffectorView, rig_status) -> str:
+def readout_text(view: EffectorView, rig_status: RigStatus) -> str:
     """The effector's readout: its miss, the solve's iterations and time; or what is wrong."""
     if rig_status is None:
         return f"{view.bone}: not solved yet"
@@ -243,7 +244,7 @@ def swing_boundary(limit, samples: int = CONE_SAMPLES) -> list[tuple[float, floa
     return points
 
 
-def rest_frame(evaluated, pose_bone) -> Matrix:
+def rest_frame(evaluated, pose_bone: bpy.types.PoseBone) -> Matrix:
     """The world frame (4x4) a bone's limits are measured in: its rest orientation carried by its parent's
     pose, at its posed head."""
     bone = pose_bone.bone
@@ -257,7 +258,7 @@ def rest_frame(evaluated, pose_bone) -> Matrix:
     return frame
 
 
-def limit_segments(evaluated, bones: list[str], skeleton) -> list[Segment]:
+def limit_segments(evaluated, bones: list[str], skeleton: Skeleton) -> list[Segment]:
     """Swing cones (arcs for hinges) and twist ranges of the limited bones among `bones`, in world space."""
     segments = []
     for name in bones:
@@ -307,7 +308,7 @@ def marker(point: Vector, size: float, color, owner) -> list[Segment]:
 
 
 def build(
-    obj, depsgraph, rig_status, options, facing: Matrix | None = None, traces: dict | None = None,
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, rig_status: RigStatus, options, facing: Matrix | None = None, traces: dict | None = None,
     views: list[EffectorView] | None = None,
 ) -> Drawing:
     """What the overlay draws for one armature, given its last solve's status (`status.statuses`) and the
@@ -350,7 +351,7 @@ def build(
     return drawing
 
 
-def limited_bones(obj, views: list[EffectorView], options) -> list[str]:
+def limited_bones(obj: bpy.types.Object, views: list[EffectorView], options) -> list[str]:
     """The chain bones whose limits are drawn: every chain's, the active effector's chain's, or the selected
     ones among them (`options.limits_of`: 'ALL', 'ACTIVE', 'SELECTED')."""
     scope = getattr(options, "limits_of", 'ALL')
@@ -364,7 +365,7 @@ def limited_bones(obj, views: list[EffectorView], options) -> list[str]:
 
 # ---------------------------------------------------------------- the tip's trace over recent frames
 
-def record_trace(obj, views: list[EffectorView], length: int) -> dict[int, deque]:
+def record_trace(obj: bpy.types.Object, views: list[EffectorView], length: int) -> dict[int, deque]:
     """Add each tip's place to its trace when it moved; the rig's traces by effector index."""
     traces = {}
     kept = memory.of(obj).traces  # (per effector index: the tip's recent world positions, oldest first)
@@ -380,7 +381,7 @@ def record_trace(obj, views: list[EffectorView], length: int) -> dict[int, deque
 
 # ---------------------------------------------------------------- switches and their panel
 
-def redraw_viewports(_settings=None, context=None) -> None:
+def redraw_viewports(_settings=None, context: bpy.types.Context | None = None) -> None:
     """Redraw every 3D viewport (switching an item is no change Blender redraws the viewport for)."""
     wm = getattr(context or bpy.context, "window_manager", None)
     for window in getattr(wm, "windows", ()):
@@ -430,10 +431,10 @@ class VIEW3D_PT_fabrik_overlay(Panel):
     bl_parent_id = "VIEW3D_PT_fabrik"
     bl_options = {'DEFAULT_CLOSED'}
 
-    def draw_header(self, context):
+    def draw_header(self, context: bpy.types.Context):
         self.layout.prop(context.scene.fabrik_overlay, "show", text="")
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context):
         settings = context.scene.fabrik_overlay
         column = self.layout.column(align=True)
         column.active = settings.show
@@ -477,14 +478,14 @@ def _guarded(draw):
     return run
 
 
-def _rigs(context):
+def _rigs(context: bpy.types.Context):
     """Visible armatures with effectors."""
     for obj in context.view_layer.objects:
         if obj.type == 'ARMATURE' and len(obj.fabrik.effectors) and obj.visible_get():
             yield obj
 
 
-def _enabled(context):
+def _enabled(context: bpy.types.Context):
     """The overlay's switches when it should draw in this viewport, else None."""
     settings = getattr(context.scene, "fabrik_overlay", None)
     space = context.space_data
@@ -495,7 +496,7 @@ def _enabled(context):
     return settings
 
 
-def _draw_view(context) -> None:
+def _draw_view(context: bpy.types.Context) -> None:
     """POST_VIEW: the lines, one batch per colour and width; the readouts are kept for the POST_PIXEL pass."""
     region = context.region
     key = region.as_pointer() if region is not None else 0
@@ -561,7 +562,7 @@ def stacked_below(x: float, y: float, placed: list[tuple[float, float]], line: f
     return y
 
 
-def _draw_text(context) -> None:
+def _draw_text(context: bpy.types.Context) -> None:
     """POST_PIXEL: each effector's readout next to its tip."""
     region = context.region
     labels = _labels.get(region.as_pointer() if region is not None else 0)
@@ -613,7 +614,7 @@ def register() -> None:
 
 
 @persistent
-def count_update(_scene, _depsgraph=None) -> None:
+def count_update(_scene: bpy.types.Scene, _depsgraph: bpy.types.Depsgraph | None = None) -> None:
     """Something in the scene changed (or the frame did): the drawings built before are out of date."""
     global _updates
     _updates += 1

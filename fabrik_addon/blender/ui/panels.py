@@ -14,12 +14,12 @@ from typing import Callable, NamedTuple
 import bpy
 from bpy.types import Panel, UIList
 
-from . import compare, presets, setup_ops
 from ..effectors import integrity, pins
-from ..rig import memory, armature
-from ..retarget import setup, rests
-from ..rig import moving_root
-from ..rig.status import DISABLED, statuses
+from ..retarget import rests, setup
+from ..rig import armature, memory, moving_root
+from ..rig.props import FabrikEffector
+from ..rig.status import DISABLED, RigStatus, statuses
+from . import compare, presets, setup_ops
 
 #: Pixels of a sidebar line that text cannot use at interface scale 1: the tab column (22), the panel's left
 #: margin with an icon (44) and its right margin (12).
@@ -82,7 +82,7 @@ class Room(NamedTuple):
         return wrap(text, self.width, self.measure)
 
 
-def room_for(context, reserve: float = MARGIN_PIXELS) -> Room:
+def room_for(context: bpy.types.Context, reserve: float = MARGIN_PIXELS) -> Room:
     """The room for a label line in the region being drawn: its width less `reserve` pixels (margins, an icon),
     both scaled as the interface is, measured with the interface font; DEFAULT_CHARS characters when the
     region is not known (a panel drawn outside a UI)."""
@@ -108,7 +108,7 @@ def _font_measure(preferences, scale: float) -> Callable[[str], float]:
     return lambda text: blf.dimensions(0, text)[0]
 
 
-def draw_wrapped(layout, text: str, room: Room, icon: str = 'NONE', alert: bool = False, active: bool = True):
+def draw_wrapped(layout: bpy.types.UILayout, text: str, room: Room, icon: str = 'NONE', alert: bool = False, active: bool = True):
     """A message as label lines that fit the room: the icon on the first, the rest indented under it; red for
     `alert`, greyed out unless `active`."""
     column = layout.column(align=True)
@@ -119,7 +119,7 @@ def draw_wrapped(layout, text: str, room: Room, icon: str = 'NONE', alert: bool 
     return column
 
 
-def effector_state(obj, index: int) -> tuple[str, str]:
+def effector_state(obj: bpy.types.Object, index: int) -> tuple[str, str]:
     """(kind, message) of one effector from its rig's last solve: kind is a key of STATUS_ICONS."""
     effectors = obj.fabrik.effectors
     if 0 <= index < len(effectors) and not effectors[index].enabled:
@@ -134,7 +134,7 @@ def effector_state(obj, index: int) -> tuple[str, str]:
     return kind, message or (DISABLED if kind == 'DISABLED' else "")
 
 
-def rig_state(rig_status) -> str:
+def rig_state(rig_status: RigStatus) -> str:
     """The kind (a key of STATUS_ICONS) of a rig's last solve as a whole."""
     if not rig_status.ok:
         return 'ERROR'
@@ -143,7 +143,7 @@ def rig_state(rig_status) -> str:
     return 'MISSED' if rig_status.missed else 'REACHED'
 
 
-def invalid_fields(obj, effector) -> set[str]:
+def invalid_fields(obj: bpy.types.Object, effector: FabrikEffector) -> set[str]:
     """The effector's fields that name something that is not there, so the panel draws them in red."""
     bad = set(integrity.missing_bones(obj, effector))
     if not effector.bone:
@@ -163,7 +163,7 @@ def invalid_fields(obj, effector) -> set[str]:
     return bad
 
 
-def _stacked(layout, label: str, alert: bool = False):
+def _stacked(layout: bpy.types.UILayout, label: str, alert: bool = False):
     """A label above a row as wide as the panel, for names and choices that a label beside them would cut at
     the sidebar's default width (none of them can be keyed, so they need no keyframe dot)."""
     column = layout.column(align=True)
@@ -175,7 +175,7 @@ def _stacked(layout, label: str, alert: bool = False):
     return row
 
 
-def _split(layout):
+def _split(layout: bpy.types.UILayout):
     """Labels left of their values and keyframe dots beside animatable values, as Blender's property panels."""
     layout.use_property_split = True
     layout.use_property_decorate = True
@@ -185,7 +185,7 @@ def _split(layout):
 class FABRIK_UL_effectors(UIList):
     """Effectors of an armature: the name (double-click renames it) and an icon for the last solve's status."""
 
-    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+    def draw_item(self, context: bpy.types.Context, layout: bpy.types.UILayout, data, item, icon, active_data, active_propname, index):
         obj = data.id_data
         kind, _message = effector_state(obj, index)
         status_icon, alert = STATUS_ICONS[kind]
@@ -210,7 +210,7 @@ class FABRIK_UL_effectors(UIList):
 class FABRIK_UL_retarget_bones(UIList):
     """A retarget's mapping: each body part with the clip's bone and the rig's (red where one is missing)."""
 
-    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index):
+    def draw_item(self, context: bpy.types.Context, layout: bpy.types.UILayout, data, item, icon, active_data, active_propname, index):
         row = layout.row(align=True)
         row.alert = not (item.source and item.target)
         row.label(text=item.name)
@@ -227,7 +227,7 @@ class FabrikSidebarPanel:
     bl_category = "FABRIK"
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         return setup_ops.rig_for_panel(context) is not None
 
 
@@ -235,7 +235,7 @@ class FabrikArmaturePanel(FabrikSidebarPanel):
     """A sub-panel only an armature has (not the rig of an active target)."""
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj = setup_ops.rig_for_panel(context)
         return obj is not None and obj.type == 'ARMATURE'
 
@@ -245,7 +245,7 @@ class VIEW3D_PT_fabrik(FabrikSidebarPanel, Panel):
 
     bl_label = "FABRIK"
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context):
         layout = self.layout
         obj = setup_ops.rig_for_panel(context)
         settings = obj.fabrik
@@ -278,7 +278,7 @@ class VIEW3D_PT_fabrik_status(FabrikSidebarPanel, Panel):
     bl_label = "Status"
     bl_parent_id = "VIEW3D_PT_fabrik"
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context):
         layout = _split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         room = room_for(context)
@@ -306,15 +306,15 @@ class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
     bl_parent_id = "VIEW3D_PT_fabrik"
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj = setup_ops.rig_for_panel(context)
         return obj is not None and 0 <= obj.fabrik.active_effector < len(obj.fabrik.effectors)
 
-    def draw_header(self, context):
+    def draw_header(self, context: bpy.types.Context):
         obj = setup_ops.rig_for_panel(context)
         self.layout.prop(obj.fabrik.effectors[obj.fabrik.active_effector], "enabled", text="")
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context):
         layout = _split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         effector = obj.fabrik.effectors[obj.fabrik.active_effector]
@@ -374,10 +374,10 @@ class VIEW3D_PT_fabrik_pins(FabrikSidebarPanel, Panel):
     bl_parent_id = "VIEW3D_PT_fabrik"
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         return VIEW3D_PT_fabrik_effector.poll(context)
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context):
         layout = _split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         effector = obj.fabrik.effectors[obj.fabrik.active_effector]
@@ -402,7 +402,7 @@ class VIEW3D_PT_fabrik_solver(FabrikSidebarPanel, Panel):
     bl_label = "Solver"
     bl_parent_id = "VIEW3D_PT_fabrik"
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context):
         layout = self.layout
         settings = setup_ops.rig_for_panel(context).fabrik
         presets.draw_preset_header(layout, presets.FABRIK_MT_rig_settings_presets, "fabrik.rig_settings_preset_add")
@@ -423,7 +423,7 @@ class VIEW3D_PT_fabrik_root(FabrikArmaturePanel, Panel):
     bl_parent_id = "VIEW3D_PT_fabrik"
     bl_options = {'DEFAULT_CLOSED'}
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context):
         layout = _split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         settings = obj.fabrik
@@ -458,7 +458,7 @@ class VIEW3D_PT_fabrik_testing(FabrikSidebarPanel, Panel):
     bl_parent_id = "VIEW3D_PT_fabrik"
     bl_options = {'DEFAULT_CLOSED'}
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context):
         layout = _split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         settings = obj.fabrik
@@ -483,7 +483,7 @@ class VIEW3D_PT_fabrik_retarget(FabrikArmaturePanel, Panel):
     bl_parent_id = "VIEW3D_PT_fabrik"
     bl_options = {'DEFAULT_CLOSED'}
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context):
         layout = _split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         settings = obj.fabrik
@@ -526,11 +526,11 @@ class BONE_PT_fabrik_limits(Panel):
     bl_parent_id = "BONE_PT_inverse_kinematics"  # Blender's own panel, with this id in 3.4 through 5.0
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         return cls.pose_bone(context) is not None
 
     @staticmethod
-    def pose_bone(context):
+    def pose_bone(context: bpy.types.Context):
         """The pose bone the Bone properties show (their bone, else the active pose bone)."""
         obj = getattr(context, "object", None)
         if obj is None or obj.type != 'ARMATURE' or obj.pose is None:
@@ -540,7 +540,7 @@ class BONE_PT_fabrik_limits(Panel):
             return obj.pose.bones[bone.name]
         return getattr(context, "active_pose_bone", None)
 
-    def draw(self, context):
+    def draw(self, context: bpy.types.Context):
         layout = self.layout
         pose_bone = BONE_PT_fabrik_limits.pose_bone(context)
         obj = context.object

@@ -8,11 +8,11 @@ from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 from bpy.types import Operator
 
 from ..effectors import contact_pins, pins
-from ..rig import editable
 from ..effectors.effector_goals import EffectorError, world_matrix
+from ..rig import editable
+from ..stepping import SteppedOperator
 from .ops import FRAME_MAX, FRAME_MIN, fill_frame_range
 from .setup_ops import rig_and_effector, rig_for_panel
-from ..stepping import SteppedOperator
 
 
 class FABRIK_OT_pin(Operator):
@@ -42,11 +42,11 @@ overlaps is replaced)"""
     )
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj, effector = rig_and_effector(context, -1)
         return effector is not None and effector.target is not None
 
-    def draw(self, _context) -> None:
+    def draw(self, _context: bpy.types.Context) -> None:
         layout = self.layout
         layout.use_property_split = True
         layout.use_property_decorate = False
@@ -57,7 +57,7 @@ overlaps is replaced)"""
         column.prop(self, "blend_in")
         column.prop(self, "blend_out", text="Out")
 
-    def invoke(self, context, _event):
+    def invoke(self, context: bpy.types.Context, _event):
         frame = context.scene.frame_current
         if not self.properties.is_property_set("frame_start"):
             self.frame_start = frame
@@ -67,7 +67,7 @@ overlaps is replaced)"""
             return self.execute(context)
         return context.window_manager.invoke_props_dialog(self)
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         obj, effector = rig_and_effector(context, -1)
         if effector is None or effector.target is None:
             self.report({'ERROR'}, "Cannot pin: the active effector has no target")
@@ -117,10 +117,10 @@ class FABRIK_OT_pin_clear(Operator):
     bl_options = {'REGISTER', 'UNDO'}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         return rig_and_effector(context, -1)[1] is not None
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         obj, effector = rig_and_effector(context, -1)
         name = effector.name or effector.bone
         spans, pinned = pins.spans(obj, effector), effector.pin
@@ -182,11 +182,11 @@ go) and pin them there: the pins replace the effectors' pins in the frame range 
     use_modal: BoolProperty(name="Modal", default=False, options={'HIDDEN', 'SKIP_SAVE'})
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj = rig_for_panel(context)
         return obj is not None and len(obj.fabrik.effectors) > 0
 
-    def draw(self, _context) -> None:
+    def draw(self, _context: bpy.types.Context) -> None:
         layout = self.layout
         layout.use_property_split = True
         layout.use_property_decorate = False
@@ -201,7 +201,7 @@ go) and pin them there: the pins replace the effectors' pins in the frame range 
         layout.prop(self, "shortest")
         layout.prop(self, "blend")
 
-    def _start(self, context) -> bool:
+    def _start(self, context: bpy.types.Context) -> bool:
         obj = rig_for_panel(context)
         fill_frame_range(self.properties, context.scene)
         settings = obj.fabrik
@@ -222,7 +222,7 @@ go) and pin them there: the pins replace the effectors' pins in the frame range 
             return False
         return True
 
-    def _finish(self, context):
+    def _finish(self, context: bpy.types.Context):
         finder, self._work = self._work, None
         try:
             keyed, replaced = finder.finish()
@@ -239,7 +239,7 @@ go) and pin them there: the pins replace the effectors' pins in the frame range 
                     + (": " + "; ".join(parts) if parts else ""))
         return {'FINISHED'}
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         # OK in the dialog runs modal (Esc cancels); a script's call and the redo panel's re-run finish at once.
         if self.use_modal and context.window is not None and not self.is_repeat():
             self.use_modal = False
@@ -247,7 +247,7 @@ go) and pin them there: the pins replace the effectors' pins in the frame range 
         self.use_modal = False
         return self.run_at_once(context)
 
-    def invoke(self, context, _event):
+    def invoke(self, context: bpy.types.Context, _event):
         fill_frame_range(self.properties, context.scene)
         if context.window is None:
             return self.execute(context)

@@ -80,7 +80,7 @@ class FABRIK_MT_rig_settings_presets(Menu):
     preset_operator = "script.execute_preset"
     preset_add_operator = "fabrik.rig_settings_preset_add"
 
-    def draw(self, _context) -> None:
+    def draw(self, _context: bpy.types.Context) -> None:
         _draw_presets(self)
 
 
@@ -92,7 +92,7 @@ class FABRIK_MT_bone_limits_presets(Menu):
     preset_operator = "script.execute_preset"
     preset_add_operator = "fabrik.bone_limits_preset_add"
 
-    def draw(self, _context) -> None:
+    def draw(self, _context: bpy.types.Context) -> None:
         _draw_presets(self)
 
 
@@ -119,7 +119,7 @@ class FABRIK_OT_rig_settings_preset_add(AddPresetBase, Operator):
     preset_values = [f"settings.{name}" for name in RIG_SETTINGS]
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj = context.object
         return obj is not None and obj.type == 'ARMATURE'
 
@@ -136,17 +136,17 @@ class FABRIK_OT_bone_limits_preset_add(AddPresetBase, Operator):
     preset_values = [f"bone.{name}" for name in LIMIT_SETTINGS]
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         return context.active_pose_bone is not None
 
-    def add(self, context, filepath: str) -> None:
+    def add(self, context: bpy.types.Context, filepath: str) -> None:
         """Write the active bone's limits in the form that also applies to the other selected bones."""
         bone = context.active_pose_bone
         with open(filepath, "w", encoding="utf-8") as handle:
             handle.write(limit_preset_text({name: getattr(bone, name) for name in LIMIT_SETTINGS}))
 
 
-def draw_preset_header(layout, menu: type[Menu], add_operator: str) -> None:
+def draw_preset_header(layout: bpy.types.UILayout, menu: type[Menu], add_operator: str) -> None:
     """A preset menu with + and - beside it, as Blender's own preset headers have."""
     row = layout.row(align=True)
     row.menu(menu.__name__, text=menu.bl_label)

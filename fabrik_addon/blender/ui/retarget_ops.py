@@ -7,8 +7,8 @@ import bpy
 from bpy.props import BoolProperty
 from bpy.types import Operator
 
+from ..retarget import job, setup
 from ..rig import editable
-from ..retarget import setup, job
 from ..stepping import SteppedOperator
 from .setup_ops import rig_for_panel
 
@@ -22,11 +22,11 @@ and more), replacing the list; edit the list for the rest"""
     bl_options = {'REGISTER', 'UNDO'}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj = rig_for_panel(context)
         return obj is not None and obj.fabrik.retarget_source is not None
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         obj = rig_for_panel(context)
         missing = setup.map_bones(obj)
         mapped = len(setup.mapping(obj))
@@ -55,14 +55,14 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
     _noun, _doing = "Retarget", "Retargeting"
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj = rig_for_panel(context)
         return obj is not None and obj.fabrik.retarget_source is not None
 
-    def invoke(self, context, event):
+    def invoke(self, context: bpy.types.Context, event: bpy.types.Event):
         return self.run_modal(context)
 
-    def _start(self, context) -> bool:
+    def _start(self, context: bpy.types.Context) -> bool:
         obj, scene = rig_for_panel(context), context.scene
         self._mapped_here = mapped_here = not setup.mapping(obj)
         if mapped_here:
@@ -89,12 +89,12 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
         if work is not None and not work.written and getattr(self, "_mapped_here", False):
             work.obj.fabrik.retarget_bones.clear()
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         self._kept = False
         result = self.run_at_once(context)
         return {'FINISHED'} if self._kept else result
 
-    def modal(self, context, event):
+    def modal(self, context: bpy.types.Context, event: bpy.types.Event):
         work = self._work
         if event.type == 'ESC' and work is not None and work.written:
             self._stop(context)
@@ -106,7 +106,7 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
         result = super().modal(context, event)
         return {'FINISHED'} if 'CANCELLED' in result and self._kept else result
 
-    def _finish(self, context):
+    def _finish(self, context: bpy.types.Context):
         work, self._work = self._work, None
         try:
             result = work.finish()
@@ -142,11 +142,11 @@ IK/FK switches back as they were (the keys stay)"""
     bl_options = {'REGISTER', 'UNDO'}
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj = rig_for_panel(context)
         return obj is not None and obj.type == 'ARMATURE' and setup.made_here(obj)
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         obj = rig_for_panel(context)
         refused = editable.editable(obj)
         if refused:

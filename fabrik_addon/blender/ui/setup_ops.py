@@ -15,9 +15,10 @@ from mathutils import Matrix, Vector
 from ...core.goals.pole_angle import auto_pole_angle, auto_pole_angle_warm, pole_point
 from ..effectors import effector_goals
 from ..rig import animdata, armature, channels, props
+from ..rig.props import FabrikEffector
 
 
-def rig_for_panel(context):
+def rig_for_panel(context: bpy.types.Context):
     """The armature the FABRIK panel shows: the active object when it is one, else the first armature whose
     effectors target (or pole at) the active object, so the tab stays while the animator drags a target."""
     obj = getattr(context, "object", None)
@@ -26,7 +27,7 @@ def rig_for_panel(context):
     return rig_of_target(obj, getattr(context, "scene", None) or bpy.context.scene)
 
 
-def rig_of_target(obj, scene):
+def rig_of_target(obj: bpy.types.Object, scene: bpy.types.Scene):
     """The first armature in the scene with an effector whose target or pole target is obj, else None."""
     for candidate in scene.objects if scene is not None else ():
         if candidate.type == 'ARMATURE' and any(
@@ -36,7 +37,7 @@ def rig_of_target(obj, scene):
     return None
 
 
-def effector_for_bone(obj, bone: str) -> int:
+def effector_for_bone(obj: bpy.types.Object, bone: str) -> int:
     """Index of the first effector whose tip bone, or target bone in this same rig, is `bone`; -1 if none."""
     for index, effector in enumerate(obj.fabrik.effectors):
         if effector.bone == bone or (effector.target == obj and effector.subtarget == bone):
@@ -44,7 +45,7 @@ def effector_for_bone(obj, bone: str) -> int:
     return -1
 
 
-def sync_active_effector(obj) -> bool:
+def sync_active_effector(obj: bpy.types.Object) -> bool:
     """Make the effector of the rig's active bone the active effector; True if it changed."""
     if obj is None or obj.type != 'ARMATURE' or obj.data.bones.active is None:
         return False
@@ -74,7 +75,7 @@ _last_selection: list = [None]
 
 
 @persistent
-def on_selection_change(_scene, _depsgraph=None) -> None:
+def on_selection_change(_scene: bpy.types.Scene, _depsgraph: bpy.types.Depsgraph | None = None) -> None:
     """A changed active bone or object selects its effector (selection changes tag the rig for an update, which
     runs this; Blender's message bus says nothing about active bones clicked in the viewport)."""
     try:
@@ -95,7 +96,7 @@ def on_selection_change(_scene, _depsgraph=None) -> None:
         pass
 
 
-def rig_and_effector(context, index: int):
+def rig_and_effector(context: bpy.types.Context, index: int):
     """(rig, effector) the panel shows, effector `index` or the active one; (rig, None) if out of range."""
     obj = rig_for_panel(context)
     if obj is None:
@@ -105,17 +106,17 @@ def rig_and_effector(context, index: int):
     return obj, settings.effectors[index] if 0 <= index < len(settings.effectors) else None
 
 
-def _evaluated_pose(obj, context):
+def _evaluated_pose(obj: bpy.types.Object, context: bpy.types.Context):
     """The rig's pose bones as shown (evaluated), whose matrices are in armature space."""
     return obj.evaluated_get(context.evaluated_depsgraph_get()).pose.bones
 
 
-def _collection_of(obj, context):
+def _collection_of(obj: bpy.types.Object, context: bpy.types.Context):
     """Where new helpers of a rig go: the rig's own collection, else the scene's."""
     return obj.users_collection[0] if obj.users_collection else context.scene.collection
 
 
-def _new_empty(context, obj, name: str, matrix: Matrix, size: float, display: str):
+def _new_empty(context: bpy.types.Context, obj: bpy.types.Object, name: str, matrix: Matrix, size: float, display: str):
     """A new empty with that world matrix, in the rig's collection."""
     empty = bpy.data.objects.new(name, None)
     empty.empty_display_type = display
@@ -155,13 +156,13 @@ class FABRIK_OT_effector_add_with_target(Operator):
     )
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj = context.object
         if obj is None or obj.type != 'ARMATURE' or obj.mode == 'EDIT':
             return False
         return context.active_pose_bone is not None or obj.data.bones.active is not None
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         obj = context.object
         bone = context.active_pose_bone or obj.pose.bones.get(obj.data.bones.active.name)
         if obj.library is not None:
@@ -200,7 +201,7 @@ class FABRIK_OT_effector_add_with_target(Operator):
         return {'FINISHED'}
 
     @staticmethod
-    def _add_control_bone(obj, name: str, local: Matrix, length: float) -> str:
+    def _add_control_bone(obj: bpy.types.Object, name: str, local: Matrix, length: float) -> str:
         """A new unparented, non-deforming bone with that armature-space place and turn; its final name."""
         mode = obj.mode
         bpy.ops.object.mode_set(mode='EDIT')  # bones are added in Edit Mode only
@@ -221,7 +222,7 @@ class FABRIK_OT_effector_add_with_target(Operator):
         return name
 
 
-def _start_matrices(obj, context, names: list[str]) -> dict:
+def _start_matrices(obj: bpy.types.Object, context: bpy.types.Context, names: list[str]) -> dict:
     """Armature-space matrices of the chain's bones in the pose its solve starts from: as shown, except that a
     live rig starting from the animator's pose starts from its FK rotations (the ones live solving replaced),
     since Blender's pole rule reads the first bone's axes in the start pose (`channels.fk_start_pose`)."""
@@ -240,7 +241,7 @@ def _start_matrices(obj, context, names: list[str]) -> dict:
     return matrices
 
 
-def _pole_frame(obj, context, effector):
+def _pole_frame(obj: bpy.types.Object, context: bpy.types.Context, effector: FabrikEffector):
     """(joints, first bone X, first bone Z, reach) of an effector's chain in the pose its solve starts from, in
     armature space."""
     names = armature.chain_bones(obj, effector.bone, effector.chain_length)
@@ -258,7 +259,7 @@ def _pole_frame(obj, context, effector):
     return joints, first.col[0].to_3d(), first.col[2].to_3d(), reach
 
 
-def pole_angle_for(obj, context, effector, frame, pole_armature) -> float | None:
+def pole_angle_for(obj: bpy.types.Object, context: bpy.types.Context, effector: FabrikEffector, frame, pole_armature) -> float | None:
     """The pole angle that leaves a chain (its `_pole_frame`) as it starts with its pole at that armature-space
     point; where each solve goes on from the previous one, as such a solve turns it (`auto_pole_angle_warm`)."""
     joints, x_axis, z_axis, _reach = frame
@@ -278,7 +279,7 @@ def pole_angle_for(obj, context, effector, frame, pole_armature) -> float | None
     return None if angle is None else max(-math.pi, min(math.pi, angle))
 
 
-def _solve_starts_elsewhere(obj, context, effector, start_joints, reach: float) -> bool:
+def _solve_starts_elsewhere(obj: bpy.types.Object, context: bpy.types.Context, effector: FabrikEffector, start_joints, reach: float) -> bool:
     """Whether the rig's live solve starts the effector's chain from a pose other than the one shown (Start From
     This Frame's Pose, after the target moved away from the tip): there the new pole's turn moves the chain."""
     if not (obj.fabrik.live and obj.fabrik.start == 'FK'):
@@ -309,11 +310,11 @@ class FABRIK_OT_pole_add(Operator):
     )
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         obj, effector = rig_and_effector(context, -1)
         return effector is not None and obj.mode != 'EDIT'
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         obj, effector = rig_and_effector(context, self.index)
         if effector is None or effector.bone not in obj.data.bones:
             self.report({'ERROR'}, "The effector needs a tip bone of the rig first")
@@ -353,11 +354,11 @@ class FABRIK_OT_pole_angle_auto(Operator):
     index: IntProperty(name="Index", default=-1, description="Effector whose pole angle to set (-1: the active one)")
 
     @classmethod
-    def poll(cls, context):
+    def poll(cls, context: bpy.types.Context):
         _obj, effector = rig_and_effector(context, -1)
         return effector is not None and effector.pole_target is not None
 
-    def execute(self, context):
+    def execute(self, context: bpy.types.Context):
         obj, effector = rig_and_effector(context, self.index)
         if effector is None or effector.pole_target is None or effector.bone not in obj.data.bones:
             self.report({'ERROR'}, "The effector needs a tip bone and a pole target first")
@@ -379,7 +380,7 @@ class FABRIK_OT_pole_angle_auto(Operator):
         return {'FINISHED'}
 
 
-def draw_pose_ik_menu(self, _context) -> None:
+def draw_pose_ik_menu(self, _context: bpy.types.Context) -> None:
     """Pose > Inverse Kinematics: our one-click setup beside Blender's own Add IK."""
     self.layout.separator()
     self.layout.operator(FABRIK_OT_effector_add_with_target.bl_idname, text="FABRIK Effector with New Target")

@@ -4,13 +4,16 @@ the effectors' records (`props.UPDATES`), kept above the properties they watch."
 
 from __future__ import annotations
 
+import bpy
+
 from ..effectors import integrity
 from ..live import handlers
 from ..rig import animdata, armature, channels, held, props, status
+from ..rig.props import FabrikEffector
 from . import overlay, setup_ops
 
 
-def stretch_changed(effector, context) -> None:
+def stretch_changed(effector: FabrikEffector, context: bpy.types.Context) -> None:
     """Stretch switched: a live rig solves again at once (setting changes are no depsgraph update), else the
     bones stretched before get scale 1 back once no effector stretches."""
     obj = effector.id_data
@@ -23,7 +26,7 @@ def stretch_changed(effector, context) -> None:
         status.show(obj.name, status.RigStatus(message=f"solve after a stretch change failed: {exc}", ok=False))
 
 
-def live_changed(settings, _context) -> None:
+def live_changed(settings, _context: bpy.types.Context) -> None:
     """Live solving switched: off gives the chains back the animator's pose, on solves at the next update."""
     obj = settings.id_data
     handlers.forget_inputs(obj.name)  # on: the next update solves even if nothing moved since the last solve
@@ -38,33 +41,33 @@ def live_changed(settings, _context) -> None:
     status.show(obj.name, None)  # the last solve's status no longer describes the pose on screen
 
 
-def bone_changed(effector, context) -> None:
+def bone_changed(effector: FabrikEffector, context: bpy.types.Context) -> None:
     """A bone name set: note where that bone sits, so its renames are followed."""
     integrity.remember_bones(effector.id_data, effector)
     props.setting_changed(effector, context)
 
 
-def root_bone_changed(settings, context) -> None:
+def root_bone_changed(settings, context: bpy.types.Context) -> None:
     """The Root bone set: note where it sits, so its renames are followed."""
     integrity.remember_root(settings.id_data)
     props.setting_changed(settings, context)
 
 
-def target_changed(effector, context) -> None:
+def target_changed(effector: FabrikEffector, context: bpy.types.Context) -> None:
     """A new target replaces one that was deleted: the note of the deleted one goes."""
     if effector.target is not None and effector.lost_target:
         effector.lost_target = ""
     bone_changed(effector, context)
 
 
-def pole_changed(effector, context) -> None:
+def pole_changed(effector: FabrikEffector, context: bpy.types.Context) -> None:
     """A new pole target replaces one that was deleted: the note of the deleted one goes."""
     if effector.pole_target is not None and effector.lost_pole:
         effector.lost_pole = ""
     bone_changed(effector, context)
 
 
-def active_effector_changed(settings, _context) -> None:
+def active_effector_changed(settings, _context: bpy.types.Context) -> None:
     """An effector picked in the list: its tip bone becomes the armature's active bone, and selected (the other
     bones' selection stays). Nothing changes when the active bone already leads to this effector (picking the
     effector by clicking its bone, or its target bone, comes here too), or when the tip bone would lead the

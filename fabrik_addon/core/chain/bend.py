@@ -38,9 +38,9 @@ from typing import Sequence
 import numpy as np
 
 from ..math import matrix_rows, quat, quat_rows
-from ..model import limits
 from ..math.quat import Quat
 from ..math.vec import Vec, add, cross, dist, dot, norm, perpendicular, scale, sub
+from ..model import limits
 
 __all__ = ["SHORTEST", "spread", "spread_rows", "spread_within", "spread_within_rows", "turned_frames"]
 

@@ -42,15 +42,15 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..model import limits
 from ..goals import pole
 from ..math import quat
-from ..model.problem import Goal, SolveReport, SolveSettings, goal_reached, warm_poles
 from ..math.quat import Quat
-from .starts import bend_if_straight_at, is_two_bone_chain, pulled_at_tip, settle_two_bones, spread_evenly, spreads
+from ..math.vec import EPSILON, Vec, add, dist, perpendicular, reach, scale, sub
+from ..model import limits
+from ..model.problem import Goal, SolveReport, SolveSettings, goal_reached, warm_poles
 from ..model.stopping import Stopping, iterate
 from ..model.tree import Joints, MovingTree, Start, branch_weights, chain_reach
-from ..math.vec import EPSILON, Vec, add, dist, perpendicular, reach, scale, sub
+from .starts import bend_if_straight_at, is_two_bone_chain, pulled_at_tip, settle_two_bones, spread_evenly, spreads
 
 __all__ = ["SLOW_WINDOW", "backward_reaching", "chain_backward", "chain_forward", "forward_reaching", "solve_from"]
 

@@ -18,13 +18,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..math import quat, quat_rows
 from ..joints.angles import limited_angles
-from ..model.limits import JointLimit
+from ..math import quat, quat_rows
 from ..math.quat import Quat
+from ..math.vec import Vec, add
+from ..model.limits import JointLimit
 from ..model.skeleton import Pose, Skeleton
 from ..model.tree import MovingTree, Start
-from ..math.vec import Vec, add
 
 __all__ = [
     "LocalTree", "local_tree", "rotation_rows", "rotation_rows_from_zero", "rotations_from_zero", "start_of",

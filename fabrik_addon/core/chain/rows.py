@@ -21,14 +21,14 @@ from typing import Sequence
 
 import numpy as np
 
-from . import bend
-from ..math import matrix_rows, quat_rows
-from .starts import is_two_bone_chain, pulled_at_tip, spreads
 from ..goals.pole import STRAIGHT
+from ..math import matrix_rows, quat_rows
+from ..math.vec import EPSILON
 from ..model.problem import Goal, SolveSettings
 from ..model.stopping import StoppingRows
 from ..model.tree import MovingTree, pulls
-from ..math.vec import EPSILON
+from . import bend
+from .starts import is_two_bone_chain, pulled_at_tip, spreads
 
 __all__ = ["JointRows", "solve"]
 

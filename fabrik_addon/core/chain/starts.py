@@ -21,12 +21,12 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from . import bend
 from ..goals import pole
 from ..math import quat
+from ..math.vec import EPSILON, Vec, add, cross, dist, dot, norm, perpendicular, scale, sub
 from ..model.problem import Goal, SolveSettings
 from ..model.tree import Joints, MovingTree
-from ..math.vec import EPSILON, Vec, add, cross, dist, dot, norm, perpendicular, scale, sub
+from . import bend
 
 __all__ = [
     "bend_if_straight_at", "is_two_bone_chain", "pulled_at_tip", "settle_two_bones", "spread_evenly", "spreads",

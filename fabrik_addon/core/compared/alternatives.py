@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from . import ccd, jacobian, two_bone
+from ..goals.stretch import supporting
 from ..model.problem import Goal, SolveReport, SolveSettings
 from ..model.skeleton import Pose, Skeleton
-from ..goals.stretch import supporting
+from . import ccd, jacobian, two_bone
 
 __all__ = ["ALTERNATIVES", "Solver"]
 

@@ -32,10 +32,10 @@ from typing import Sequence
 import numpy as np
 
 from ..math import quat
-from .iterative import Effectors, Rig, solve_iteratively
+from ..math.vec import EPSILON, Vec, add, perpendicular, sub
 from ..model.problem import Goal, SolveReport, SolveSettings
 from ..model.skeleton import Pose, Skeleton
-from ..math.vec import EPSILON, Vec, add, perpendicular, sub
+from .iterative import Effectors, Rig, solve_iteratively
 
 __all__ = ["solve"]
 

@@ -15,8 +15,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..model import limits
 from ..math import matrix_rows, quat
+from ..model import limits
 from ..model.problem import Goal, SolveReport, SolveSettings, begin
 from ..model.skeleton import Pose, Skeleton, pose_with
 from ..model.stopping import Stopping, iterate

@@ -31,9 +31,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .iterative import Effectors, Rig, solve_iteratively
 from ..model.problem import Goal, SolveReport, SolveSettings
 from ..model.skeleton import Pose, Skeleton
+from .iterative import Effectors, Rig, solve_iteratively
 
 __all__ = ["DAMPING", "MAX_STEP", "solve_dls", "solve_transpose"]
 

@@ -31,14 +31,14 @@ from typing import Sequence
 
 import numpy as np
 
-from ..model import limits
 from ..goals import pole
 from ..math import quat
-from .iterative import pose_with
-from ..model.problem import Goal, SolveReport, SolveSettings, begin
 from ..math.matrix_rows import swing_matrix
-from ..model.skeleton import Pose, Skeleton
 from ..math.vec import EPSILON, perpendicular
+from ..model import limits
+from ..model.problem import Goal, SolveReport, SolveSettings, begin
+from ..model.skeleton import Pose, Skeleton
+from .iterative import pose_with
 
 __all__ = ["solve"]
 

@@ -20,10 +20,10 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from ..model.problem import Goal
 from ..math.quat import Quat
-from ..model.tree import MovingTree, tails_of
 from ..math.vec import Vec
+from ..model.problem import Goal
+from ..model.tree import MovingTree, tails_of
 
 __all__ = [
     "Floor", "deepest", "deepest_rows", "height", "joints", "liftable", "lifted", "lifted_rows", "planes_rows",

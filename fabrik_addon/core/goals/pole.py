@@ -40,10 +40,10 @@ from typing import Sequence
 import numpy as np
 
 from ..math import quat
-from ..model.problem import Goal
 from ..math.quat import Quat
-from ..model.tree import Joints, MovingTree
 from ..math.vec import EPSILON, Vec, add, cross, dist, dot, norm, scale, sub
+from ..model.problem import Goal
+from ..model.tree import Joints, MovingTree
 
 __all__ = [
     "STRAIGHT", "PoleHold", "bend_normal", "blender_turn", "held_vector", "holds", "turn_about_pole", "up_vector",

@@ -17,9 +17,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .pole import STRAIGHT, warm_turn  # (STRAIGHT: a joint this close to the base-tip line, relative to the reach)
 from ..math.quat import Quat
 from ..math.vec import Vec
+from .pole import STRAIGHT, warm_turn  # (STRAIGHT: a joint this close to the base-tip line, relative to the reach)
 
 __all__ = ["auto_pole_angle", "auto_pole_angle_warm", "pole_point"]
 

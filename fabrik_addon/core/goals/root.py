@@ -32,10 +32,10 @@ from dataclasses import replace
 from typing import NamedTuple, Sequence
 
 from ..math import quat, vec
-from .floor import Floor
-from ..model.problem import Goal
 from ..math.quat import Quat
 from ..math.vec import Vec
+from ..model.problem import Goal
+from .floor import Floor
 
 __all__ = ["FREE", "MODES", "OUT_OF_REACH", "Branch", "Move", "Root", "away", "carried", "place", "shortened", "validate"]
 

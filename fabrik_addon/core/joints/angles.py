@@ -19,15 +19,15 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from ..model import limits
-from ..math import quat, quat_rows
 from ..goals.floor import Floor, height
+from ..math import quat, quat_rows
+from ..math.quat import Quat
+from ..math.vec import Vec
+from ..model import limits
 from ..model.limits import JointLimit
 from ..model.problem import Goal, goal_reached
-from ..math.quat import Quat
 from ..model.skeleton import Skeleton
 from ..model.tree import MovingTree, Start, chain_reach
-from ..math.vec import Vec
 
 __all__ = [
     "FRAME_AXES", "AngleRig", "Coordinate", "Freedom", "TreeGoals", "freedom", "goal_errors_of", "limited_angles", "longest_reach",

@@ -20,17 +20,17 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..model import limits
-from ..math import lsq, quat
 from ..goals import pole
-from .angles import AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, limited_angles, values_after_turn
-from ..model.problem import Goal
-from . import refine
-from .refine import DAMPING_RANGE, HELD_ROUNDS, ON_BOUND, held_basis, linearised, linearised_plain, residual
+from ..math import lsq, quat
 from ..math.quat import Quat
+from ..model import limits
+from ..model.problem import Goal
 from ..model.skeleton import Skeleton
 from ..model.stopping import Stopping
 from ..model.tree import MovingTree, Start
+from . import refine
+from .angles import AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, limited_angles, values_after_turn
+from .refine import DAMPING_RANGE, HELD_ROUNDS, ON_BOUND, held_basis, linearised, linearised_plain, residual
 
 __all__ = [
     "CRAWL", "DRIFT", "Aim", "drift_aim", "follow", "idle_twists_kept", "into_poles", "pole_aim", "random_start",

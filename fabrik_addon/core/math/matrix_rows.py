@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 
-
 def frames_from_y(directions: np.ndarray) -> np.ndarray:
     """A frame per unit direction with that direction as Y and a deterministic X."""
     zeros = np.zeros_like(directions)

@@ -18,11 +18,11 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..math import matrix_rows, quat
+from ..math.quat import Quat
+from ..math.vec import Vec, perpendicular, scale, sub
 from .limits import JointLimit
 from .problem import Goal
-from ..math.quat import Quat
 from .skeleton import Pose, Skeleton, pose_with, zero_links
-from ..math.vec import Vec, perpendicular, scale, sub
 
 __all__ = [
     "Joints", "MovingTree", "Start", "branch_weights", "chain_reach", "components", "moving_tree", "posed", "pulls",

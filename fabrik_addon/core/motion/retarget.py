@@ -19,10 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .contacts import BLEND, HEIGHT, SHORTEST, SPEED, Contact, find
 from ..math.matrix_rows import (
-    quaternion_to_matrix, quaternions_from_matrices, rotation_vector_matrices, swing_matrix, unit_frames,
+    quaternion_to_matrix,
+    quaternions_from_matrices,
+    rotation_vector_matrices,
+    swing_matrix,
+    unit_frames,
 )
+from .contacts import BLEND, HEIGHT, SHORTEST, SPEED, Contact, find
 
 __all__ = [
     "Hold", "alignment", "body_frame", "grounding", "held", "hinged", "lowered", "sampled", "slerp",

@@ -35,14 +35,14 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..model import limits
+from ..chain.starts import settle_two_bones
 from ..goals import pole
 from ..math import quat
-from ..chain.starts import settle_two_bones
-from ..model.problem import Goal, SolveReport, SolveSettings, warm_poles
 from ..math.quat import Quat
-from ..model.tree import Joints, MovingTree, Start, tails_of
 from ..math.vec import Vec, add, cross, dist, dot, norm, scale, sub
+from ..model import limits
+from ..model.problem import Goal, SolveReport, SolveSettings, warm_poles
+from ..model.tree import Joints, MovingTree, Start, tails_of
 
 __all__ = ["applies", "hinge_axis", "solve"]
 

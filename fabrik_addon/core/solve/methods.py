@@ -31,14 +31,14 @@ from dataclasses import replace
 from typing import Sequence
 
 from ..chain import fabrik
+from ..chain.fabrik import SLOW_WINDOW
 from ..joints import refine, settle
 from ..joints.angles import AngleRig, TreeGoals, goal_errors_of
-from ..chain.fabrik import SLOW_WINDOW
 from ..model.problem import Goal, SolveReport, SolveSettings
 from ..model.skeleton import Skeleton
-from .stages import Solved, Solving, after, of_joints, of_rig
 from ..model.stopping import unreached
 from ..model.tree import Joints, MovingTree, Start
+from .stages import Solved, Solving, after, of_joints, of_rig
 
 __all__ = ["CRAWL_WINDOW", "finished", "offset_passes", "offsets_refined", "passes", "wandered"]
 

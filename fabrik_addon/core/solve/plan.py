@@ -31,22 +31,22 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..math import blas, matrix_rows, quat
 from ..chain import bend, rows, starts
-from ..goals import floor, root, stretch
-from . import limb, methods, stages
-from ..model import limits
-from ..joints import refine
-from ..compared.alternatives import ALTERNATIVES
-from ..joints.angles import AngleRig, TreeGoals, longest_reach
 from ..chain.fabrik import SLOW_WINDOW
 from ..chain.local import LocalTree, local_tree, rotation_rows, rotations_from_zero, start_of, with_start_twist
-from .stages import Solved, Stage
-from ..model.problem import Goal, SolveReport, SolveSettings, begin, joined_report, validate_goals, validate_settings
+from ..compared.alternatives import ALTERNATIVES
+from ..goals import floor, root, stretch
+from ..joints import refine
+from ..joints.angles import AngleRig, TreeGoals, longest_reach
+from ..math import blas, matrix_rows, quat
 from ..math.quat import Quat
+from ..math.vec import Vec
+from ..model import limits
+from ..model.problem import Goal, SolveReport, SolveSettings, begin, joined_report, validate_goals, validate_settings
 from ..model.skeleton import Pose, Skeleton
 from ..model.tree import MovingTree, Start, components, moving_tree, posed, tails_of
-from ..math.vec import Vec
+from . import limb, methods, stages
+from .stages import Solved, Stage
 
 __all__ = [
     "FREE", "LIMITED", "OFFSETS", "Carry", "Part", "Plan", "Solved", "SolvedRows", "hinged", "layout_of",

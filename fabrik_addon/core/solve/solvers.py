@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from . import plan
 from ..compared.alternatives import ALTERNATIVES, Solver
+from . import plan
 
 __all__ = ["DESCRIPTIONS", "SOLVERS", "Solver"]
 

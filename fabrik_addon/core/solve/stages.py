@@ -38,20 +38,20 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..chain import bend, fabrik, starts
-from . import limb
-from ..model import limits
-from ..goals import pole
-from ..math import quat
-from ..joints import refine, settle
-from ..joints.angles import AngleRig, TreeGoals, goal_errors_of
 from ..chain.fabrik import SLOW_WINDOW
 from ..chain.local import rotations_from_zero
-from ..model.problem import Goal, SolveReport, SolveSettings, warm_poles
+from ..goals import pole
+from ..joints import refine, settle
+from ..joints.angles import AngleRig, TreeGoals, goal_errors_of
+from ..math import quat
 from ..math.quat import Quat
+from ..math.vec import Vec, dist
+from ..model import limits
+from ..model.problem import Goal, SolveReport, SolveSettings, warm_poles
 from ..model.skeleton import Pose, Skeleton
 from ..model.stopping import Budget
 from ..model.tree import Joints, MovingTree, Start
-from ..math.vec import Vec, dist
+from . import limb
 
 __all__ = [
     "JUMP", "NEAR", "VAIN", "Solved", "Solving", "Stage", "exact_limb", "followed", "free_passes", "other_starts",

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Elbow: bends one way about X, 0 to 145 degrees, forearm twist within 80 degrees, no sideways swing.
-import bpy
 from math import radians
+
+import bpy
 
 # FABRIK bone limits: Blender's own IK settings (Bone > Inverse Kinematics), set on the active pose bone
 # and on every other selected pose bone.

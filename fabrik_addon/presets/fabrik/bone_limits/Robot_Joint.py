@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Robot joint: one revolute axis (X) with hard stops at 170 degrees either way, nothing else moves.
-import bpy
 from math import radians
+
+import bpy
 
 # FABRIK bone limits: Blender's own IK settings (Bone > Inverse Kinematics), set on the active pose bone
 # and on every other selected pose bone.

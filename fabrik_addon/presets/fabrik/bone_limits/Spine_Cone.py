@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Spine: a stiff cone, 30 degrees forward and back, 25 sideways, 15 of twist.
-import bpy
 from math import radians
+
+import bpy
 
 # FABRIK bone limits: Blender's own IK settings (Bone > Inverse Kinematics), set on the active pose bone
 # and on every other selected pose bone.
