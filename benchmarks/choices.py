@@ -13,7 +13,7 @@ variants interleaved in every run; ranges are over the runs, each a median.
   class is solved to the same reachable targets, from rest and from the last
   target's pose, as the code chooses, all in plain floats, and all on numpy.
 * Many frames at once. A per-frame bake of a rig that FABRIK alone solves takes
-  every frame's passes together on numpy rows (`Plan.solve_rows`); the same
+  every frame's passes together on numpy rows (`many_frames.solve_rows`); the same
   bake with each frame solved alone is the way not taken.
 * The bridge: the tag a pose write gives the rig (its transform, against its
   data) and Blender's evaluation after it; the live handler's scene scan (the
@@ -48,7 +48,8 @@ from fabrik_addon.blender.bake import baking  # noqa: E402
 from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
 from fabrik_addon.core.joints import refine  # noqa: E402
 from fabrik_addon.core.math import lsq  # noqa: E402
-from fabrik_addon.core.solve.plan import Plan, plan_for  # noqa: E402
+from fabrik_addon.core.solve import many_frames  # noqa: E402
+from fabrik_addon.core.solve.plan import plan_for  # noqa: E402
 from limits import pole_points  # noqa: E402
 from rig_classes import RIG_CLASSES, random_targets  # noqa: E402
 import rigs  # noqa: E402
@@ -129,13 +130,13 @@ def bake_rows(runs: int, frames: int) -> list[list[str]]:
         ("tentacle 40, cones", rigs.tentacle_rigs),
     ]
     span = range(1, frames + 1)
-    chosen = Plan.rows
+    chosen = many_frames.on_rows
     out = []
     for label, layout in cases:
         together, alone = [], []
         for _ in range(runs):
-            for rows, times in ((chosen, together), (property(lambda plan: False), alone)):
-                Plan.rows = rows
+            for rows, times in ((chosen, together), (lambda plan: False, alone)):
+                many_frames.on_rows = rows
                 try:
                     with rigs.quiet():  # (the samples' operators print a line per target)
                         rig = _built(rigs, layout, span)
@@ -143,7 +144,7 @@ def bake_rows(runs: int, frames: int) -> list[list[str]]:
                     baking.bake_object(rig, span, warm_start=False)
                     times.append((time.perf_counter() - began) / frames * 1e3)
                 finally:
-                    Plan.rows = chosen
+                    many_frames.on_rows = chosen
         out.append([label, _span(together), _span(alone), _span([a / t for a, t in zip(alone, together)], "x")])
     return out
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import ast
 import os
-import re
 import shutil
 import string
 import subprocess

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import bpy
 import pytest
-
 from blender_scenes import chain_rig, rigbuild
-from fabrik_addon.blender.rig.status import statuses
 
+from fabrik_addon.blender.rig.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

@@ -8,15 +8,15 @@ import subprocess
 import sys
 import time
 
+import addon_utils  # noqa: E402  (only importable once bpy is)
 import bpy
 import numpy as np
 import pytest
-
-import addon_utils  # noqa: E402  (only importable once bpy is)
-import fabrik_addon
 from blender_scenes import ROOT, chain_rig, empty_scene, rigbuild
-from fabrik_addon.blender.rig import animdata, memory
+
+import fabrik_addon
 from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender.rig import animdata, memory
 
 FRAMES = range(1, 25)
 
@@ -513,7 +513,8 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
     no goal moves, kept from its FK pose), then where the even bend left a cone its joints stop on their rims
     in bulk too (`bend.spread_within_rows`), and the others are solved again alone, limits and all. The keys replay
     the live solve, twists included (1e-5)."""
-    from fabrik_addon.core.solve import plan, stages
+    from fabrik_addon.core.solve import many_frames, solving
+    from fabrik_addon.core.solve.parts import LIMITED
 
     rig = chain_in_cones(degrees)
     rig.fabrik.start = "FK"
@@ -529,21 +530,21 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
     live = pose_matrices(rig)
     fk_pose()
     solved_alone = []
-    whole, together, in_rows = stages.run, plan.Plan.solve_rows, []
+    whole, together, in_rows = solving.run, many_frames.solve_rows, []
 
-    def rows(self, *args, **options):  # (only the frames the rows hand on are counted, not the live solves)
+    def rows(*args, **options):  # (only the frames the rows hand on are counted, not the live solves)
         in_rows.append(True)
         try:
-            return together(self, *args, **options)
+            return together(*args, **options)
         finally:
             in_rows.pop()
 
-    monkeypatch.setattr(plan.Plan, "solve_rows", rows)
-    monkeypatch.setattr(stages, "run", lambda *args, **options: (in_rows and solved_alone.append(1)) or whole(*args, **options))
+    monkeypatch.setattr(many_frames, "solve_rows", rows)
+    monkeypatch.setattr(solving, "run", lambda *args, **options: (in_rows and solved_alone.append(1)) or whole(*args, **options))
     baker = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
-    assert baker._batch is not None and baker._batch.plan.rows and baker._batch.plan.parts[0].method == plan.LIMITED
+    assert baker._batch is not None and many_frames.on_rows(baker._batch.plan) and baker._batch.plan.parts[0].method == LIMITED
     assert len(baker._batched) == len(FRAMES)
     # (wide cones do not bind on this circle; narrower ones do on some frames, never on all)
     assert (not solved_alone) if degrees > 100.0 else 0 < len(solved_alone) < len(FRAMES), len(solved_alone)
@@ -662,8 +663,8 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
     carries), without reading the whole rig again: on exactly the frames live solving moved so. Frames that take
     the whole solve (a target thrown far) are solved as live solving does. The keys replay the live solve, twists
     included (1e-5)."""
-    from fabrik_addon.core.solve import plan
     from fabrik_addon.core.joints import settle
+    from fabrik_addon.core.solve.parts import LIMITED
 
     followed = []  # (whether each settling step of `stages.followed` reached)
     follow = settle.follow
@@ -686,7 +687,7 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
         baker.step()
         baked.append(any(reached for _, reached in followed))
     result = baker.finish(new_action=False, keep_live=False)
-    assert result.frames == len(FRAMES) and baker._batch.plan.parts[0].method == plan.LIMITED
+    assert result.frames == len(FRAMES) and baker._batch.plan.parts[0].method == LIMITED
     if build is cones_whose_target_jumps:
         assert not moved[11] and not moved[12]  # (frames 12 and 13: the target thrown far and back)
     assert baked == moved and sum(moved) >= len(FRAMES) // 2
@@ -827,6 +828,7 @@ def test_a_bake_says_how_much_of_its_time_the_solver_took(build, continuous, mon
     """The bake's result gives the time the rig's plan spent solving, every solve counted once, whichever way
     the frames were solved: together, one by one from their own pose or the last, or read whole. (The clock
     here moves only while the plan solves, a second a solve, so the result must count those seconds exactly.)"""
+    from fabrik_addon.core.solve import many_frames
     from fabrik_addon.core.solve.plan import Plan
 
     clock = [0.0]
@@ -844,7 +846,7 @@ def test_a_bake_says_how_much_of_its_time_the_solver_took(build, continuous, mon
     rig = build()
     rig.fabrik.live = False  # (only the bake's solves)
     monkeypatch.setattr(Plan, "solve", timed(Plan.solve))
-    monkeypatch.setattr(Plan, "solve_rows", timed(Plan.solve_rows))
+    monkeypatch.setattr(many_frames, "solve_rows", timed(many_frames.solve_rows))
     monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
     result = baking.bake_object(rig, FRAMES, warm_start=continuous)
     assert result.frames == len(FRAMES)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import bpy
 import pytest
-
 from blender_scenes import RecordingLayout, chain_rig
+
 from fabrik_addon.blender.rig import animdata
 from fabrik_addon.blender.ui import ops
 

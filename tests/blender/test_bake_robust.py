@@ -9,14 +9,14 @@ import math
 import bpy
 import numpy as np
 import pytest
+from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 
-from blender_scenes import chain_rig, rigbuild, tip_world, target_world
-from fabrik_addon.blender.rig import animdata, armature, memory
-from fabrik_addon.blender.bake import baking
 from fabrik_addon.blender import stepping
+from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender.rig import animdata, armature, memory
 from fabrik_addon.blender.rig.channels import channel_matrix
 from fabrik_addon.blender.rig.status import statuses
-from fabrik_addon.core.math import rotation_channels, matrix_rows
+from fabrik_addon.core.math import matrix_rows, rotation_channels
 
 
 def _frozen() -> list[str]:

@@ -12,10 +12,10 @@ from pathlib import Path
 import bpy
 import numpy as np
 import pytest
-
 from blender_scenes import ROOT, chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender.rig import animdata
+
 from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender.rig import animdata
 
 #: Frames the scene's target moves over: negative ones too, as Blender allows.
 MOTION = range(-5, 13)

@@ -9,10 +9,10 @@ import math
 import bpy
 import numpy as np
 import pytest
-
 from blender_scenes import RecordingLayout, chain_rig
-from fabrik_addon.blender.ui import compare
+
 from fabrik_addon.blender.rig import memory
+from fabrik_addon.blender.ui import compare
 from fabrik_addon.core.solve.convergence import COLOURS
 
 pytestmark = pytest.mark.usefixtures("clean_scene")

@@ -7,12 +7,11 @@ import math
 
 import bpy
 import pytest
+from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 from mathutils import Euler, Vector
 
-from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 from fabrik_addon.blender.effectors import constraints
 from fabrik_addon.blender.rig.status import statuses
-
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

@@ -9,8 +9,8 @@ import math
 import bpy
 import numpy as np
 import pytest
-
 from blender_scenes import chain_rig, rigbuild, tip_world
+
 from fabrik_addon.blender.bake import baking
 from fabrik_addon.blender.live import solve
 from fabrik_addon.blender.rig import status

@@ -7,11 +7,11 @@ from __future__ import annotations
 import bpy
 import numpy as np
 import pytest
+from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 from mathutils import Quaternion
 
-from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender.rig import animdata
 from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender.rig import animdata
 from fabrik_addon.blender.rig.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")

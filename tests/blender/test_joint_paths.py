@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import math
 
+import bpy
 import numpy as np
 import pytest
-
-import bpy
 from mathutils import Matrix, Quaternion
+from rig_classes import RIG_CLASSES, ik_limits, sample_local, swing_twist
 
 from fabrik_addon.blender.rig import armature
 from fabrik_addon.core import Goal, SolveSettings, solve
-from fabrik_addon.core.solve.stages import JUMP
-from rig_classes import RIG_CLASSES, ik_limits, sample_local, swing_twist
+from fabrik_addon.core.solve.solving import JUMP
 
 FRAMES = 121
 #: How far the animator's pose lies from the path, on every coordinate its limits leave free (radians).

@@ -9,13 +9,12 @@ import types
 import bpy
 import numpy as np
 import pytest
-
 from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
+from limit_checks import assert_within
+
 from fabrik_addon.blender.rig import armature
 from fabrik_addon.blender.rig.status import statuses
 from fabrik_addon.core.model.limits import JointLimit
-from limit_checks import assert_within
-
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

@@ -9,13 +9,13 @@ import types
 import bpy
 import numpy as np
 import pytest
+from blender_scenes import RecordingLayout, chain_rig, rigbuild, target_world, tip_world
 from mathutils import Euler, Vector
 
-from blender_scenes import RecordingLayout, chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender.rig.held import held_bones
-from fabrik_addon.blender.live import handlers, solve
+from fabrik_addon.blender.live import handlers, onwards, solve
 from fabrik_addon.blender.rig import memory
 from fabrik_addon.blender.rig.channels import read_pose
+from fabrik_addon.blender.rig.held import held_bones
 from fabrik_addon.blender.rig.status import statuses
 
 TOLERANCE = 1e-3
@@ -273,9 +273,9 @@ def matrices(rig) -> np.ndarray:
 @pytest.fixture
 def solves(monkeypatch) -> list[str]:
     """The names of the rigs live solving solves, one entry per solve (a frame that goes on from the last frame's
-    read, `handlers._reused`, counts too)."""
+    read, `onwards.reused`, counts too)."""
     counted: list[str] = []
-    whole, again = solve.solve_object, handlers._reused
+    whole, again = solve.solve_object, onwards.reused
 
     def counting(obj, depsgraph=None, **options):
         counted.append(obj.name)
@@ -288,7 +288,7 @@ def solves(monkeypatch) -> list[str]:
         return result
 
     monkeypatch.setattr(solve, "solve_object", counting)
-    monkeypatch.setattr(handlers, "_reused", counting_again)
+    monkeypatch.setattr(onwards, "reused", counting_again)
     return counted
 
 
@@ -849,7 +849,6 @@ def test_frame_changes_keep_up_with_rigs_a_script_adds_and_removes():
 def test_after_undo_a_frame_change_checks_the_structure_again(monkeypatch):
     """Undo puts data back without a change our handlers are told of: the next frame change reads the
     armature again."""
-    from fabrik_addon.blender.live import handlers
     from fabrik_addon.blender.rig import armature
 
     rig, target = chain_rig()
@@ -873,7 +872,6 @@ def test_a_solve_put_off_after_bones_leave_every_chain_asks_for_its_own_update(s
     handler fires no handler, and the status stayed at "solving again" until something else changed).
     Background Blender runs no timers (and one left at exit crashes 4.2), so none is registered there and the
     test calls the callback itself."""
-    from fabrik_addon.blender.live import handlers
 
     rig, target = chain_rig(target_at=(1.0, 0.0, 3.0))
     bpy.context.view_layer.update()

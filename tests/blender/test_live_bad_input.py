@@ -12,11 +12,11 @@ import warnings
 import bpy
 import numpy as np
 import pytest
-
 from blender_scenes import rigbuild
-from fabrik_addon.blender.rig.held import held_bones
+
+from fabrik_addon.blender.live import handlers, onwards
 from fabrik_addon.blender.rig import animdata, memory
-from fabrik_addon.blender.live import handlers
+from fabrik_addon.blender.rig.held import held_bones
 from fabrik_addon.blender.rig.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -78,9 +78,9 @@ def no_traceback(capsys) -> None:
 @pytest.fixture(params=["reused", "whole"])
 def path(request, monkeypatch):
     """Run each test with live frames that go on from the last frame's read where nothing else changed
-    (`handlers._reused`), and with every frame read whole (`taken`: per frame change, whether it went on from the
+    (`onwards.reused`), and with every frame read whole (`taken`: per frame change, whether it went on from the
     last read)."""
-    again = handlers._reused
+    again = onwards.reused
     taken = []
 
     def counted(*args):
@@ -88,7 +88,7 @@ def path(request, monkeypatch):
         taken.append(result is not None)
         return result
 
-    monkeypatch.setattr(handlers, "_reused", counted)
+    monkeypatch.setattr(onwards, "reused", counted)
     memory.reset()
     handlers.on_load(None)
     return types.SimpleNamespace(name=request.param, taken=taken)

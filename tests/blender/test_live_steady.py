@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Live frames where only the targets moved go on from the last frame's read (`handlers._reused`), solved exactly as
+"""Live frames where only the targets moved go on from the last frame's read (`onwards.reused`), solved exactly as
 a frame read whole solves them, and every change the whole read would see sends the frame back to it."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import time
 import bpy
 import numpy as np
 import pytest
-
 from blender_scenes import chain_rig, rigbuild, rotation_channels, target_world, tip_world
-from fabrik_addon.blender.rig.held import held_bones
-from fabrik_addon.blender.rig import animdata, memory
-from fabrik_addon.blender.live import handlers
+
 from fabrik_addon.blender.effectors import pins
+from fabrik_addon.blender.live import handlers, onwards
+from fabrik_addon.blender.rig import animdata, memory
+from fabrik_addon.blender.rig.held import held_bones
 from fabrik_addon.blender.rig.status import DeferredStatus, RigStatus, statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -28,7 +28,7 @@ def steady_frames(monkeypatch) -> list[bool]:
     """Per frame change where live solving kept a rig's last read: whether the frame went on from it (False: the
     whole read)."""
     taken: list[bool] = []
-    again = handlers._reused
+    again = onwards.reused
 
     def counted(obj, *args):
         planned = obj.name in kept_reads()
@@ -37,7 +37,7 @@ def steady_frames(monkeypatch) -> list[bool]:
             taken.append(result is not None)
         return result
 
-    monkeypatch.setattr(handlers, "_reused", counted)
+    monkeypatch.setattr(onwards, "reused", counted)
     return taken
 
 
@@ -254,7 +254,7 @@ def test_frames_where_only_targets_move_solve_as_the_full_frame(kind, steady_fra
     if kind.startswith("root"):  # (frame 9 takes the hand beyond the arm: the comparison below covers a move)
         bpy.context.scene.frame_set(9)
         assert max(abs(c) for c in bpy.data.objects["Stocky"].pose.bones["pelvis"].location) > 0.01
-    monkeypatch.setattr(handlers, "_reused", lambda *args: None)
+    monkeypatch.setattr(onwards, "reused", lambda *args: None)
     full = play(RIGS[kind], frames)
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -284,7 +284,7 @@ def test_animation_of_what_the_full_frame_reads_leaves_no_plan(kind, steady_fram
     frames = [1, 2, 3, 5, 20, 12, 40]
     quick = play(PLANLESS[kind], frames)
     assert steady_frames == [] and not kept_reads()
-    monkeypatch.setattr(handlers, "_reused", lambda *args: None)
+    monkeypatch.setattr(onwards, "reused", lambda *args: None)
     full = play(PLANLESS[kind], frames)
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -333,7 +333,7 @@ def test_a_warm_started_limited_tree_moves_from_its_last_frame_as_the_full_frame
     assert steady_frames == [True] * 21, steady_frames
     assert moved[2:20] == [True] * 18 and not moved[20], moved  # (33: too far to step to, the whole solve)
     assert all(statuses["Rig"].reached.values())
-    monkeypatch.setattr(handlers, "_reused", lambda *args: None)
+    monkeypatch.setattr(onwards, "reused", lambda *args: None)
     full = play(warm_limited_arm, frames)
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -417,7 +417,7 @@ def test_a_change_between_frames_goes_the_full_frame(change, steady_frames, monk
             assert (tip - target_world(bpy.data.objects["Target"])).length < 1e-3
     else:
         assert says in " ".join([status.message, *status.effectors.values()])
-    monkeypatch.setattr(handlers, "_reused", lambda *args: None)
+    monkeypatch.setattr(onwards, "reused", lambda *args: None)
     full = changed(change)
     for frame, (a, a_status), (b, b_status) in zip((3, 4, 5), quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -461,7 +461,7 @@ def test_keys_added_mid_playback_go_the_full_frame(kind, keyed, steady_frames, m
 
     quick = play_keyed()
     assert steady_frames == [True, True, False]  # 2 and 3; then no plan: the animation reaches what a solve reads
-    monkeypatch.setattr(handlers, "_reused", lambda *args: None)
+    monkeypatch.setattr(onwards, "reused", lambda *args: None)
     full = play_keyed()
     for frame, (a, a_status), (b, b_status) in zip(frames, quick, full):
         assert a_status == b_status, f"frame {frame}"
@@ -587,7 +587,7 @@ def test_a_chain_bone_set_by_a_script_goes_the_full_frame(make_rig, tag, steady_
     animator's, as the full frame takes it."""
     quick = played_with_a_chain_bone_set(make_rig, tag)
     assert steady_frames == [True, True, False, True]
-    monkeypatch.setattr(handlers, "_reused", lambda *args: None)
+    monkeypatch.setattr(onwards, "reused", lambda *args: None)
     full = played_with_a_chain_bone_set(make_rig, tag)
     for frame, (a, a_status), (b, b_status) in zip([1, 2, 3, 4, 5], quick, full):
         assert a_status == b_status, f"frame {frame}"

@@ -10,13 +10,13 @@ import types
 
 import bpy
 import pytest
+from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 from mathutils import Euler, Vector
 
-from blender_scenes import chain_rig, rigbuild, target_world, tip_world
-from fabrik_addon.blender.rig import animdata, compat, memory
-from fabrik_addon.blender.ui import overlay
 from fabrik_addon.blender.live import solve
+from fabrik_addon.blender.rig import animdata, compat, memory
 from fabrik_addon.blender.rig.status import statuses
+from fabrik_addon.blender.ui import overlay
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import bpy
 import pytest
+from blender_scenes import chain_rig, rigbuild
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blender_scenes import chain_rig, rigbuild
-from fabrik_addon.blender.ui import overlay, presets, setup_ops, panels
 from fabrik_addon.blender.rig.status import RigStatus, statuses
+from fabrik_addon.blender.ui import overlay, panels, presets, setup_ops
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

@@ -10,15 +10,14 @@ import types
 import bpy
 import numpy as np
 import pytest
+from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
 from mathutils import Euler, Vector
 
-from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
-from fabrik_addon.blender.rig import animdata, status
-from fabrik_addon.blender.bake import baking
-from fabrik_addon.blender.ui import overlay
-from fabrik_addon.blender.effectors import pins
 from fabrik_addon.blender import stepping
-from fabrik_addon.blender.effectors import contact_pins
+from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender.effectors import contact_pins, pins
+from fabrik_addon.blender.rig import animdata, status
+from fabrik_addon.blender.ui import overlay
 from fabrik_addon.core.motion import contacts
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")

@@ -18,13 +18,13 @@ import math
 import bpy
 import numpy as np
 import pytest
+from blender_scenes import rigbuild
 from mathutils import Euler
 
-from blender_scenes import rigbuild
 from fabrik_addon.blender.rig import armature
 from fabrik_addon.core import Goal, SolveSettings
-from fabrik_addon.core.solve import plan
 from fabrik_addon.core.compared import two_bone
+from fabrik_addon.core.solve import plan
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import bpy
 import pytest
-
 from blender_scenes import chain_rig
+
 from fabrik_addon.blender.ui import presets
 
 pytestmark = pytest.mark.usefixtures("clean_scene")

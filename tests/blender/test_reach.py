@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
 import limits as limits_benchmark
+import pytest
 from rig_classes import RIG_CLASSES
 
 COUNT = 20

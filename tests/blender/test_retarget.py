@@ -13,12 +13,12 @@ import types
 import bpy
 import numpy as np
 import pytest
-
 from blender_scenes import RecordingLayout, rigbuild, tip_world
-from fabrik_addon.blender.rig import animdata, status
-from fabrik_addon.blender.effectors import pins
-from fabrik_addon.blender.retarget import setup, job
 from walk_clip import FRAMES, HINGES, SHIN, THIGH, import_walk, stocky_rig
+
+from fabrik_addon.blender.effectors import pins
+from fabrik_addon.blender.retarget import job, setup
+from fabrik_addon.blender.rig import animdata, status
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 import math
 
 import bpy
+import mocap_clips
 import numpy as np
 import pytest
-
 from blender_scenes import rigbuild  # (first: it puts samples/ on the path)
-import mocap_clips
-from fabrik_addon.blender.retarget import setup, job
 from retarget_measures import LIMBS, Track, measure, slides
 from walk_clip import HINGES, stocky_rig
+
+from fabrik_addon.blender.retarget import job, setup
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")
 

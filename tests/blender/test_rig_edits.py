@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import bpy
 import pytest
-
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
+
 from fabrik_addon.blender.effectors import constraints, integrity
 from fabrik_addon.blender.rig.status import statuses
-
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

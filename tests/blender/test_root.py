@@ -12,12 +12,12 @@ import types
 import bpy
 import numpy as np
 import pytest
-from mathutils import Vector
-
 from blender_scenes import RecordingLayout, rigbuild, tip_world
-from fabrik_addon.blender.rig import animdata, status
-from fabrik_addon.blender.live import handlers
+from mathutils import Vector
 from walk_clip import stocky_rig
+
+from fabrik_addon.blender.live import handlers
+from fabrik_addon.blender.rig import animdata, status
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")
 

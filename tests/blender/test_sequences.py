@@ -52,15 +52,14 @@ from contextlib import redirect_stdout
 
 import bpy
 import pytest
+import sequence_steps as steps
+from blender_scenes import rigbuild
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 from mathutils import Matrix, Quaternion, Vector
 
 import fabrik_addon
-import sequence_steps as steps
-from blender_scenes import rigbuild
-
 
 #: Examples (scenes) and steps per example: sized to CI's budget (about a minute for the file on 2 cores).
 EXAMPLES = 60

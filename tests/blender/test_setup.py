@@ -10,11 +10,11 @@ import types
 import bpy
 import numpy as np
 import pytest
+from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
 from mathutils import Euler, Vector
 
-from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
-from fabrik_addon.blender.ui import setup_ops
 from fabrik_addon.blender.rig.status import statuses
+from fabrik_addon.blender.ui import setup_ops
 from fabrik_addon.core.goals.pole_angle import auto_pole_angle, pole_point
 
 pytestmark = pytest.mark.usefixtures("clean_scene")

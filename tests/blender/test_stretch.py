@@ -8,13 +8,13 @@ import math
 import bpy
 import numpy as np
 import pytest
+from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 
 import fabrik_addon
-from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 from fabrik_addon.blender.bake import baking
 from fabrik_addon.blender.effectors import constraints
-from fabrik_addon.blender.rig import memory
 from fabrik_addon.blender.live import solve
+from fabrik_addon.blender.rig import memory
 from fabrik_addon.blender.rig.status import statuses
 
 FRAMES = range(1, 13)

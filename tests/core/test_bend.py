@@ -8,16 +8,15 @@ import math
 
 import numpy as np
 import pytest
+from limit_checks import assert_within, swing_and_twist
+from skeletons import facing_error_degrees, straight_chain
 
 from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
 from fabrik_addon.core.chain import bend
-from fabrik_addon.core.model import limits
 from fabrik_addon.core.math import quat
+from fabrik_addon.core.model import limits
 from fabrik_addon.core.model.limits import JointLimit
 from fabrik_addon.core.solve.plan import plan_for
-from limit_checks import assert_within, swing_and_twist
-from skeletons import straight_chain
-from skeletons import facing_error_degrees
 
 SETTINGS = SolveSettings(max_iterations=200, tolerance=1e-4)
 
@@ -243,8 +242,8 @@ def test_the_hinge_sets_how_near_and_how_far_the_limbs_tip_can_be(axis):
     and the forearm's rest (`limb._reaches`), against the tip's distance posed by forward kinematics over the
     range: random rests bent out of line and random ranges, some of which fold the forearm fully back or take it
     straight (the bend between the range's ends), most of which do not."""
-    from fabrik_addon.core.solve import limb
     from fabrik_addon.core.model.tree import Start, moving_tree
+    from fabrik_addon.core.solve import limb
 
     rng = np.random.default_rng(3 if axis == "x" else 4)
     for sample in range(20):

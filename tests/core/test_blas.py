@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from skeletons import straight_chain
 
 from fabrik_addon.core import Goal, SolveSettings
 from fabrik_addon.core.math import blas, quat
+from fabrik_addon.core.model.tree import Start
+from fabrik_addon.core.solve import many_frames
 from fabrik_addon.core.solve import plan as plan_module
 from fabrik_addon.core.solve.plan import plan_for
-from fabrik_addon.core.model.tree import Start
-from skeletons import straight_chain
 
 
 def numpys_blas() -> dict | None:
@@ -97,14 +98,14 @@ def test_frames_solved_together_run_on_one_thread_too(a_pool_of_two, monkeypatch
     """Many frames' solve sees one thread, as each frame's does (one thread and two round differently)."""
     skeleton, plan, goal, _ = chain_plan()
     seen = []
-    checked = plan_module.validate_goals
-    monkeypatch.setattr(plan_module, "validate_goals", lambda *a: seen.append(threads()) or checked(*a))
+    checked = many_frames.validate_goals
+    monkeypatch.setattr(many_frames, "validate_goals", lambda *a: seen.append(threads()) or checked(*a))
     rest = skeleton.rest_pose()
     count, bones = 4, plan.bones
     targets = np.tile(np.array(goal.target), (count, 1, 1))
     heads, frames = np.tile(rest.heads[bones], (count, 1, 1)), np.tile(rest.frames[bones], (count, 1, 1, 1))
-    solved = plan.solve_rows(
-        [goal], targets, heads, frames, {}, SolveSettings(), lambda f: Start.of_pose(skeleton, plan.tree, rest)
+    solved = many_frames.solve_rows(
+        plan, [goal], targets, heads, frames, {}, SolveSettings(), lambda f: Start.of_pose(skeleton, plan.tree, rest)
     )
     assert seen == [1] and threads() == 2
     assert np.allclose(solved.errors, 0.0, atol=1e-3)

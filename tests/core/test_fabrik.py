@@ -9,12 +9,20 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from skeletons import (
+    assert_rigid_pose,
+    assert_unmoved_outside_chains,
+    hand,
+    random_rotations,
+    skeletons,
+    straight_chain,
+    unit_vectors,
+)
 
 from fabrik_addon.core import Goal, Pose, SolveSettings, solve
 from fabrik_addon.core.chain.fabrik import chain_backward, chain_forward, forward_reaching
-from fabrik_addon.core.model.tree import Joints, Start, moving_tree
 from fabrik_addon.core.math.matrix_rows import swing_matrix
-from skeletons import assert_rigid_pose, assert_unmoved_outside_chains, hand, random_rotations, skeletons, straight_chain, unit_vectors
+from fabrik_addon.core.model.tree import Joints, Start, moving_tree
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 points = st.tuples(*[st.floats(-15, 15)] * 3)
@@ -351,8 +359,8 @@ def test_in_a_free_tree_with_offsets_only_the_bones_children_hang_from_carry_the
     bone, from which nothing hangs at an offset, turns once from its start the shortest way to where its bone
     ends up, as every bone of a free chain does (per-pass turns would add a twist of their own)."""
     from fabrik_addon.core.chain.fabrik import SLOW_WINDOW, solve_from
-    from fabrik_addon.core.model.tree import posed
     from fabrik_addon.core.math.matrix_rows import swung_frames
+    from fabrik_addon.core.model.tree import posed
 
     skeleton, tips = hand()
     tree = moving_tree(skeleton, [Goal(t, (0.0, 0.0, 0.0), chain_length=4) for t in tips])

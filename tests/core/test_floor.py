@@ -11,16 +11,15 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from limit_checks import assert_within
+from skeletons import leaves, random_rotations, skeletons, solve_frames, straight_chain
 
 from fabrik_addon.core import Goal, SolveSettings, solve
 from fabrik_addon.core.goals import floor
 from fabrik_addon.core.goals.floor import Floor
 from fabrik_addon.core.model.limits import JointLimit
-from fabrik_addon.core.solve.plan import plan_for
 from fabrik_addon.core.model.tree import moving_tree
-from limit_checks import assert_within
-from skeletons import leaves, random_rotations, skeletons, straight_chain
-from skeletons import solve_frames
+from fabrik_addon.core.solve.plan import plan_for
 
 LEVEL = Floor((0.0, 0.0, 0.8), (0.0, 0.0, 1.0))
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from skeletons import facing_error_degrees, straight_chain
 
 from fabrik_addon.core import Goal, SolveSettings, solve
 from fabrik_addon.core.math import quat
 from fabrik_addon.core.solve.plan import plan_for
-from skeletons import facing_error_degrees, straight_chain
 
 
 def up_vector(pose, angle: float) -> np.ndarray:
@@ -125,8 +125,9 @@ def test_holding_the_pole_never_changes_the_tips_distance_to_its_target(seed, bo
     (some out of reach), poles and pole angles.
     """
     from fabrik_addon.core.chain.fabrik import backward_reaching, forward_reaching
+    from fabrik_addon.core.goals.pole import holds as pole_holds
+    from fabrik_addon.core.goals.pole import turn_about_pole
     from fabrik_addon.core.model.tree import Joints, Start, moving_tree
-    from fabrik_addon.core.goals.pole import holds as pole_holds, turn_about_pole
 
     rng = np.random.default_rng(seed)
     skeleton, start = _bent_chain(rng, bones)

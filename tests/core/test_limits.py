@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from limit_checks import assert_within, blender_limits, swing_and_twist
+from skeletons import random_chain, skeletons, straight_chain
 
 from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
 from fabrik_addon.core.math import quat
-from fabrik_addon.core.model.limits import JointLimit, clamp_swing, constrain
 from fabrik_addon.core.math.matrix_rows import quaternion_to_matrix
-from limit_checks import assert_within, blender_limits, swing_and_twist
-from skeletons import random_chain, skeletons, straight_chain
+from fabrik_addon.core.model.limits import JointLimit, clamp_swing, constrain
 
 PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

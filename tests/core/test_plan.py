@@ -7,18 +7,19 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from skeletons import hand, random_rotations, skeletons, straight_chain
 
 from fabrik_addon.core import Goal, SolveSettings, solve
 from fabrik_addon.core.chain import fabrik
-from fabrik_addon.core.math import matrix_rows, quat
 from fabrik_addon.core.goals import stretch
+from fabrik_addon.core.math import matrix_rows, quat
 from fabrik_addon.core.model import tree as tree_types
 from fabrik_addon.core.model.limits import JointLimit
-from fabrik_addon.core.solve.plan import open_cones_as_free
-from fabrik_addon.core.solve.stages import local_rotations_inside
-from fabrik_addon.core.solve.plan import FREE, LIMITED, OFFSETS, plan_for
 from fabrik_addon.core.model.tree import Start, components, moving_tree
-from skeletons import hand, random_rotations, skeletons, straight_chain
+from fabrik_addon.core.solve import many_frames
+from fabrik_addon.core.solve.parts import FREE, LIMITED, OFFSETS, open_cones_as_free
+from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.solve.stages import local_rotations_inside
 
 
 def solve_both(skeleton, goals, rotations, locations, solve_settings):
@@ -86,7 +87,7 @@ def test_free_connected_trees_solve_as_fabrik_does(skeleton, seed, goal_count, t
     tree = moving_tree(skeleton, goals)
     plan = plan_for(skeleton, goals)
     assume(not tree.needs_frames and not stretch.applies(skeleton, goals))
-    assert all(p.method == FREE for p in plan.parts) and plan.rows
+    assert all(p.method == FREE for p in plan.parts) and many_frames.on_rows(plan)
     locations = {b: rng.normal(size=3) * 0.3 for b in tree.bones if translate and rng.random() < 0.5}
     solve_settings = SolveSettings(max_iterations=int(rng.integers(1, 40)), tolerance=tolerance)
     assert_same(*solve_both(skeleton, goals, rotations, locations, solve_settings))
@@ -243,7 +244,7 @@ def test_chains_in_open_cones_solve_as_fabrik_does(n, seed, degrees, twist_range
     free = open_cones_as_free(tree)
     assume(tree.is_limited)
     assert free is not None and not any(limit is not None for limit in free.limits)
-    assert plan_for(skeleton, goals).parts[0].method == LIMITED and plan_for(skeleton, goals).rows
+    assert plan_for(skeleton, goals).parts[0].method == LIMITED and many_frames.on_rows(plan_for(skeleton, goals))
     locations = {b: rng.normal(size=3) * 0.1 for b in tree.bones if translate and rng.random() < 0.5}
     solve_settings = SolveSettings(max_iterations=int(rng.integers(5, 60)), tolerance=tolerance)
     start = skeleton.with_local_rotations(skeleton.pose_from_local(rotations), {b: rotations[b] for b in tree.bones}, locations)

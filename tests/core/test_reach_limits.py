@@ -9,14 +9,15 @@ import math
 
 import numpy as np
 import pytest
-
-from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points
-from fabrik_addon.core.solve import plan
-from fabrik_addon.core.joints import refine, settle
-from fabrik_addon.core.joints.angles import AngleRig, TreeGoals, freedom, goal_errors_of
-from fabrik_addon.core.model.tree import Start, moving_tree
 from limit_checks import assert_within, swing_and_twist
 from skeletons import about, arm6, finger, inside_limits, tentacle
+
+from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points
+from fabrik_addon.core.joints import refine, settle
+from fabrik_addon.core.joints.angles import AngleRig, freedom
+from fabrik_addon.core.joints.tree_goals import TreeGoals, goal_errors_of
+from fabrik_addon.core.model.tree import Start, moving_tree
+from fabrik_addon.core.solve import plan
 
 R = math.radians
 

@@ -8,9 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fabrik_addon.core.math import quat
 from fabrik_addon.core.joints import refine, settle
 from fabrik_addon.core.joints.angles import _swing_derivatives
+from fabrik_addon.core.math import quat
 
 
 def finite_difference(sx: float, sz: float, about_x: bool, step: float = 1e-6) -> np.ndarray:
@@ -35,9 +35,10 @@ def test_start_twists_are_the_twists_a_whole_angle_rig_reads():
     """`start_twists` reads only the twists that move no goal (a leaf's roll), as `AngleRig` would from the
     whole start pose (the solver no longer poses the whole tree for them)."""
     from fabrik_addon.core import Goal, skeleton_from_points
-    from fabrik_addon.core.joints.angles import AngleRig, TreeGoals
-    from fabrik_addon.core.model.limits import JointLimit
+    from fabrik_addon.core.joints.angles import AngleRig
     from fabrik_addon.core.joints.settle import start_twists
+    from fabrik_addon.core.joints.tree_goals import TreeGoals
+    from fabrik_addon.core.model.limits import JointLimit
     from fabrik_addon.core.model.tree import Start, moving_tree, posed
 
     count = 6
@@ -71,9 +72,10 @@ def test_the_plain_float_jacobian_is_numpys(limited, rotation_goal):
     """Small rigs build the refinement's Jacobian in plain floats, large ones in numpy: both give one matrix
     and one error vector (cones, hinges, free joints, a branch that moves only some coordinates, a rotation goal)."""
     from fabrik_addon.core import Goal, skeleton_from_points
-    from fabrik_addon.core.joints.angles import AngleRig, TreeGoals, freedom
-    from fabrik_addon.core.model.limits import JointLimit
+    from fabrik_addon.core.joints.angles import AngleRig, freedom
     from fabrik_addon.core.joints.refine import linearised_plain
+    from fabrik_addon.core.joints.tree_goals import TreeGoals
+    from fabrik_addon.core.model.limits import JointLimit
     from fabrik_addon.core.model.tree import Start, moving_tree
 
     # A trunk of four bones and two branches of three: each goal is moved by the trunk and its own branch only.
@@ -173,8 +175,9 @@ def test_the_jacobian_is_the_derivative_of_the_error_vector(path, monkeypatch):
     weighs (rotation weight 0.3, not 0), and no rows for a goal of weight 0 (cones with twists, hinges, a free
     joint; measured by central differences)."""
     from fabrik_addon.core import Goal, skeleton_from_points
+    from fabrik_addon.core.joints.angles import AngleRig, freedom
+    from fabrik_addon.core.joints.tree_goals import TreeGoals
     from fabrik_addon.core.model import limits
-    from fabrik_addon.core.joints.angles import AngleRig, TreeGoals, freedom
     from fabrik_addon.core.model.limits import JointLimit
     from fabrik_addon.core.model.tree import Start, moving_tree
 
@@ -245,7 +248,8 @@ def test_the_plain_float_settling_step_is_numpys(stiff):
     goal leaves free towards rest by the same step, weighed by stiffness, and put the goal back alike (numpy's
     corrections by the step's own Jacobian, at its pose the same)."""
     from fabrik_addon.core import Goal, skeleton_from_points
-    from fabrik_addon.core.joints.angles import AngleRig, TreeGoals, freedom
+    from fabrik_addon.core.joints.angles import AngleRig, freedom
+    from fabrik_addon.core.joints.tree_goals import TreeGoals
     from fabrik_addon.core.model.limits import JointLimit
     from fabrik_addon.core.model.tree import Start, moving_tree
 
@@ -293,7 +297,8 @@ def test_a_limited_chain_whose_only_goal_has_no_weight_is_left_as_it_is(bones):
     (4 bones: plain floats; 20: numpy), the solve stops and the chain stays where it started; settling's pull is
     then wholly free, the same on both paths."""
     from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
-    from fabrik_addon.core.joints.angles import AngleRig, TreeGoals, freedom
+    from fabrik_addon.core.joints.angles import AngleRig, freedom
+    from fabrik_addon.core.joints.tree_goals import TreeGoals
     from fabrik_addon.core.model.limits import JointLimit
     from fabrik_addon.core.model.tree import Start, moving_tree
 

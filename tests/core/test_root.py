@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from fabrik_addon.core import Goal, SolveSettings, solve
-from fabrik_addon.core.math import quat
 from fabrik_addon.core.goals import root
 from fabrik_addon.core.goals.floor import Floor
-from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.math import quat
 from fabrik_addon.core.model.skeleton import skeleton_from_points
+from fabrik_addon.core.solve import rooted
+from fabrik_addon.core.solve.plan import plan_for
 
 HIPS, CHEST, ARM_L, FOREARM_L, ARM_R, FOREARM_R, THIGH_L, SHIN_L, THIGH_R, SHIN_R = range(10)
 
@@ -163,7 +164,7 @@ def test_a_chain_not_below_the_root_is_solved_where_it_is():
     moving = root.Root(CHEST, root.OUT_OF_REACH, 0.5, 1.0, 0.0, tuple(rest.heads[CHEST]))
     goals = feet_and_hand((1.2, 0.0, 1.5))
     plan = plan_for(skeleton, goals)
-    assert plan.below(CHEST) == [False, False, True]
+    assert rooted.below(plan, CHEST) == [False, False, True]
     pose, report = solve(skeleton, goals, None, SolveSettings(max_iterations=100, root=moving))
     assert report.converged
     np.testing.assert_allclose(pose.heads[HIPS], rest.heads[HIPS], atol=1e-12)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Many frames solved at once (the plan on numpy rows: `Plan.solve_rows`, `rows`) agree with each frame solved alone."""
+"""Many frames solved at once (the plan on numpy rows: `many_frames.solve_rows`, `rows`) agree with each frame solved alone."""
 
 from __future__ import annotations
 
@@ -7,16 +7,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from skeletons import hand, random_rotations, skeletons, solve_frames, straight_chain
 
 from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
 from fabrik_addon.core.chain import fabrik, rows
-from fabrik_addon.core.model import limits
 from fabrik_addon.core.math import quat
+from fabrik_addon.core.model import limits
 from fabrik_addon.core.model.limits import JointLimit
-from fabrik_addon.core.solve.plan import open_cones_as_free
-from fabrik_addon.core.solve.plan import plan_for
 from fabrik_addon.core.model.tree import Start, moving_tree
-from skeletons import hand, random_rotations, skeletons, solve_frames, straight_chain
+from fabrik_addon.core.solve import many_frames
+from fabrik_addon.core.solve.parts import open_cones_as_free
+from fabrik_addon.core.solve.plan import plan_for
 
 
 def frames_of(skeleton, tips, count, seed, scale_every=7):
@@ -147,11 +148,11 @@ def test_what_batching_cannot_take_is_refused():
     """Joint limits other than open cones, and rotation or pole goals, are left to the per-frame solver, with a
     message."""
     chain = straight_chain(3)
-    assert not plan_for(chain, [Goal(2, (1.0, 0.0, 1.0), rotation=(1.0, 0.0, 0.0, 0.0))]).rows
-    assert not plan_for(chain, [Goal(2, (1.0, 0.0, 1.0), pole=(1.0, 0.0, 0.0))]).rows
+    assert not many_frames.on_rows(plan_for(chain, [Goal(2, (1.0, 0.0, 1.0), rotation=(1.0, 0.0, 0.0, 0.0))]))
+    assert not many_frames.on_rows(plan_for(chain, [Goal(2, (1.0, 0.0, 1.0), pole=(1.0, 0.0, 0.0))]))
     limited = chain.with_limits({1: JointLimit(lock_x=True)})
-    assert not plan_for(limited, [Goal(2, (1.0, 0.0, 1.0))]).rows
-    assert plan_for(limited, [Goal(2, (1.0, 0.0, 1.0), chain_length=1)]).rows  # the limited bone stays put
+    assert not many_frames.on_rows(plan_for(limited, [Goal(2, (1.0, 0.0, 1.0))]))
+    assert many_frames.on_rows(plan_for(limited, [Goal(2, (1.0, 0.0, 1.0), chain_length=1)]))  # the limited bone stays put
     with pytest.raises(ValueError, match="no joint limits"):
         solve_frames(limited, [Goal(2, (1.0, 0.0, 1.0))], np.zeros((1, 1, 3)), [limited.rest_pose()])
 
@@ -233,7 +234,7 @@ def test_a_chain_in_open_cones_solves_in_bulk_as_alone(bones):
                       max_z=0.9, min_y=-0.5, max_y=0.5)
     skeleton = straight_chain(bones, 1.0 / bones).with_limits({k: cone for k in range(bones)})
     goals = [Goal(bones - 1, (0.0, 0.0, 0.0))]
-    assert plan_for(skeleton, goals).rows
+    assert many_frames.on_rows(plan_for(skeleton, goals))
     targets, starts = frames_of(skeleton, [bones - 1], 30, 4)
     settings = SolveSettings(tolerance=1e-6)
     poses, _, _ = solve_frames(skeleton, goals, targets, starts, settings)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from skeletons import random_rotations, skeletons
 
 from fabrik_addon.core import Skeleton, skeleton_from_points
-from skeletons import random_rotations, skeletons
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,16 +10,25 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from limit_checks import assert_within, blender_limits
+from skeletons import (
+    assert_rigid_pose,
+    assert_unmoved_outside_chains,
+    hand,
+    random_chain,
+    random_rotations,
+    skeletons,
+    straight_chain,
+    unit_vectors,
+)
 
 from fabrik_addon.core import Goal, Pose, SolveReport, SolveSettings, skeleton_from_points
-from fabrik_addon.core.solve import plan
+from fabrik_addon.core.compared.two_bone import solve as two_bone
 from fabrik_addon.core.goals import pole
 from fabrik_addon.core.math import quat
 from fabrik_addon.core.model.limits import JointLimit
+from fabrik_addon.core.solve import plan
 from fabrik_addon.core.solve.solvers import DESCRIPTIONS, SOLVERS
-from fabrik_addon.core.compared.two_bone import solve as two_bone
-from limit_checks import assert_within, blender_limits
-from skeletons import assert_rigid_pose, assert_unmoved_outside_chains, random_chain, hand, random_rotations, skeletons, straight_chain, unit_vectors
 
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ITERATIVE = ["CCD", "JACOBIAN_TRANSPOSE", "DLS"]

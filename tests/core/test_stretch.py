@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from limit_checks import assert_within, blender_limits
+from skeletons import random_chain, straight_chain, unit_vectors
 
 from fabrik_addon.core import SOLVERS, Goal, Skeleton, SolveSettings, skeleton_from_points, solve
 from fabrik_addon.core.goals import stretch
-from fabrik_addon.core.solve.plan import plan_for
 from fabrik_addon.core.model.limits import JointLimit
-from limit_checks import assert_within, blender_limits
-from skeletons import random_chain, straight_chain, unit_vectors
+from fabrik_addon.core.solve import many_frames
+from fabrik_addon.core.solve.plan import plan_for
 
 
 def with_stretch(skeleton: Skeleton, factors, limits=None) -> Skeleton:
@@ -232,7 +233,7 @@ def test_in_a_tree_only_the_stretching_goal_grows_its_chain():
 
 def _rows(skeleton, goals) -> bool:
     """Whether the plan solves many frames together on numpy rows."""
-    return plan_for(skeleton, goals).rows
+    return many_frames.on_rows(plan_for(skeleton, goals))
 
 
 def test_stretching_goals_are_not_batched():

@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from gui_session import png_info, prepare_profile, run_driver
 
 pytestmark = pytest.mark.gui

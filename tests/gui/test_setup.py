@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from gui_session import ARTIFACTS, png_info, run_gui_once
 
 pytestmark = pytest.mark.gui

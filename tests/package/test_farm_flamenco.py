@@ -16,9 +16,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from gui_session import prepare_profile, run_process
 
 from fabrik_addon import __main__ as cli
-from gui_session import prepare_profile, run_process
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_SCRIPT = ROOT / "farm" / "fabrik_bake.js"

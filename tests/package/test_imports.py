@@ -56,18 +56,23 @@ def _resolved(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
     return [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
 
 
-def _imports(path: Path) -> list[tuple[str, bool]]:
-    """Every module the file imports, with whether the import stands inside a function."""
+def _imports(path: Path, typing: bool = True) -> list[tuple[str, bool]]:
+    """Every module the file imports, with whether the import stands inside a function (`typing`: with those made
+    for type hints alone, under `if TYPE_CHECKING:`, which never run)."""
     tree = ast.parse(path.read_text())
     inside = {
         id(node) for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
         for node in ast.walk(function)
     }
+    hints = {
+        id(node) for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test) for node in ast.walk(block)
+    }
     module = _name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     return [
         (target, id(node) in inside)
-        for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+        for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)) and (typing or id(node) not in hints)
         for target in _resolved(node, package)
     ]
 
@@ -75,7 +80,10 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
 def _graph() -> dict[str, set[str]]:
     """Each module and the add-on's modules it imports when it is imported."""
     return {
-        name: {target for target, inside in _imports(path) if not inside and target in MODULES and target != name}
+        name: {
+            target for target, inside in _imports(path, typing=False)
+            if not inside and target in MODULES and target != name
+        }
         for name, path in MODULES.items()
     }
 

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from debian_blender import fallback_numpy_site
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,10 +11,10 @@ import time
 import bpy
 import numpy as np
 import pytest
+from blender_scenes import ROOT, empty_scene, rigbuild
 from mathutils import Vector
 
 import fabrik_addon
-from blender_scenes import ROOT, empty_scene, rigbuild
 from fabrik_addon.blender.bake import baking
 from fabrik_addon.blender.ui import motion
 

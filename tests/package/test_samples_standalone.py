@@ -10,9 +10,7 @@ import sys
 
 import bpy
 import pytest
-
 from blender_scenes import ROOT, SAMPLE_ARMATURES
-
 
 
 @pytest.mark.parametrize("name", SAMPLE_ARMATURES)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import bpy
 import numpy as np
-
 import rigbuild
 
 #: The repository's root.

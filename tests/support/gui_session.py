@@ -20,7 +20,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from debian_blender import fallback_numpy_site
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,11 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import addon_utils  # noqa: E402  (only importable once bpy is)
 import bpy
 import numpy as np
-
-import addon_utils  # noqa: E402  (only importable once bpy is)
-
 import rigbuild
 from walk_clip import bvh_hierarchy
 

@@ -13,12 +13,11 @@ from typing import Iterable
 
 import bpy
 import numpy as np
+import rig_classes  # noqa: E402  (blender_scenes puts samples/ on the path)
+from blender_scenes import rigbuild
 from mathutils import Vector
 
-from blender_scenes import rigbuild
 from fabrik_addon.blender.rig.held import held_bones
-
-import rig_classes  # noqa: E402  (blender_scenes puts samples/ on the path)
 
 #: Frames the scene's animation covers; steps also visit a few frames outside it.
 FRAMES = range(1, 21)

@@ -14,6 +14,7 @@ from fabrik_addon.core.math.matrix_rows import quaternion_to_matrix
 from fabrik_addon.core.model.limits import JointLimit
 from fabrik_addon.core.model.skeleton import pose_with
 from fabrik_addon.core.model.tree import Start
+from fabrik_addon.core.solve import many_frames
 from fabrik_addon.core.solve.plan import plan_for
 
 R = math.radians
@@ -194,8 +195,8 @@ def solve_frames(skeleton, goals, targets, starts, settings=SolveSettings()):
     frames = np.stack([p.frames[bones] for p in starts])
     hung = {skeleton.parents[b] for k, b in zip(plan.tree.parent, bones) if k < 0 and skeleton.parents[b] >= 0}
     fixed = {b: np.stack([p.frames[b] for p in starts]) for b in hung}
-    solved = plan.solve_rows(
-        goals, targets, heads, frames, fixed, settings, lambda f: Start.of_pose(skeleton, plan.tree, starts[f])
+    solved = many_frames.solve_rows(
+        plan, goals, targets, heads, frames, fixed, settings, lambda f: Start.of_pose(skeleton, plan.tree, starts[f])
     )
     poses = [pose_with(skeleton, start, bones, h, m) for start, h, m in zip(starts, solved.heads, solved.frames)]
     if plan.local.placed:

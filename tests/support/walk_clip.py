@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import math
 
-import bpy
-
 import addon_utils  # noqa: E402  (only importable once bpy is)
-
+import bpy
 import rigbuild
 
 #: The clip: thigh and shin lengths, hip height, the walk's step and its frames (24 a cycle: 12 standing).

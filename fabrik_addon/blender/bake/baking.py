@@ -80,7 +80,7 @@ class Baker(stepping.SceneWork):
 
     Continuous bakes solve each frame as they read it, starting from the
     previous frame's solution. Per-frame bakes read every frame; where the
-    rig's plan solves many frames together (`FrameRows`, `core.plan.Plan.solve_rows`)
+    rig's plan solves many frames together (`FrameRows`, `core.solve.many_frames`)
     they solve them after the last frame is read, else each frame as it is
     read. Nothing is written to the file before `finish`.
     """

@@ -5,7 +5,7 @@ Reading a frame here is the targets' and poles' world matrices and, where
 animation may change them, every pose bone's rotation and location channels
 (one `foreach_get` each) and the frames of the fixed bones the chains hang
 from. A per-frame bake then solves many frames at once through the plan on
-numpy rows (`core.plan.Plan.solve_rows`): the start poses' forward
+numpy rows (`core.solve.many_frames`): the start poses' forward
 kinematics once per distinct pose (`core.local.start_rows`), FABRIK, and the
 local rotations, for all frames together. A continuous bake cannot wait, as
 each frame starts from the one before: each frame read is solved at once
@@ -31,7 +31,9 @@ from ...core.math import matrix_rows, rotation_channels
 from ...core.math.quat import Quat
 from ...core.math.rotation_channels import channel_to_quaternion
 from ...core.model.tree import Start
-from ...core.solve.plan import Carry, layout_of, plan_for
+from ...core.solve import many_frames
+from ...core.solve.parts import layout_of
+from ...core.solve.plan import Carry, plan_for
 from ..effectors import effector_goals, pins
 from ..effectors.effector_values import EffectorValues
 from ..live import solve
@@ -74,7 +76,7 @@ class FrameRows:
         skeleton = plan.skeleton
         self.obj, self.plan, self.goals, self.used, self.in_turn = obj, plan, goals, used, in_turn
         #: Whether the frames read are solved together (`solve`), else each as it is read (`solve_last`, `solve_own`).
-        self.together = plan.rows and not in_turn
+        self.together = many_frames.on_rows(plan) and not in_turn
         #: The goals' weights (frames solved together share them).
         self.weights = [g.weight for g in goals]
         pose_bones = obj.pose.bones
@@ -222,8 +224,8 @@ class FrameRows:
             return plan.start(rotations, moves, self._fixed(lambda j: hung[j][f], nan=True), None)
 
         began = time.perf_counter()
-        solved = plan.solve_rows(
-            frame_goals[0], targets, heads, frames, fixed, self.solve_settings, start_of, self.floors[rows]
+        solved = many_frames.solve_rows(
+            plan, frame_goals[0], targets, heads, frames, fixed, self.solve_settings, start_of, self.floors[rows]
         )
         self.solver_seconds += time.perf_counter() - began
         return solved.rotations, solved.iterations, solved.errors

@@ -22,6 +22,7 @@ from ...core import Skeleton
 from ...core.goals.root import Move, Root
 from ...core.math import rotation_channels
 from ...core.math.quat import Quat
+from ...core.solve import rooted
 from . import armature, held
 from .armature import usable_frame
 
@@ -104,7 +105,7 @@ def usable(obj: bpy.types.Object, plan, goals) -> tuple[str | None, str | None]:
     if refused:
         return None, refused
     try:
-        below = plan.below(plan.skeleton.index(name))
+        below = rooted.below(plan, plan.skeleton.index(name))
     except ValueError as exc:
         return None, str(exc)
     if not any(below):

@@ -18,11 +18,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..joints.angles import limited_angles
 from ..math import quat, quat_rows
 from ..math.quat import Quat
 from ..math.vec import Vec, add
-from ..model.limits import JointLimit
+from ..model.limits import JointLimit, limited_angles
 from ..model.skeleton import Pose, Skeleton
 from ..model.tree import MovingTree, Start
 

@@ -37,7 +37,8 @@ import numpy as np
 
 from ..math import lsq, quat
 from ..model.stopping import Stopping
-from .angles import FRAME_AXES, AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, rotation_error, swing_derivative
+from .angles import FRAME_AXES, AngleRig, Freedom, freedom, swing_derivative
+from .tree_goals import TreeGoals, goal_errors_of, rotation_error
 
 __all__ = ["Refined", "held_basis", "linearised", "linearised_plain", "residual", "solve"]
 

@@ -24,13 +24,15 @@ from ..goals import pole
 from ..math import lsq, quat
 from ..math.quat import Quat
 from ..model import limits
+from ..model.limits import limited_angles
 from ..model.problem import Goal
 from ..model.skeleton import Skeleton
 from ..model.stopping import Stopping
 from ..model.tree import MovingTree, Start
 from . import refine
-from .angles import AngleRig, Freedom, TreeGoals, freedom, goal_errors_of, limited_angles, values_after_turn
+from .angles import AngleRig, Freedom, freedom, values_after_turn
 from .refine import DAMPING_RANGE, HELD_ROUNDS, ON_BOUND, held_basis, linearised, linearised_plain, residual
+from .tree_goals import TreeGoals, goal_errors_of
 
 __all__ = [
     "CRAWL", "DRIFT", "Aim", "drift_aim", "follow", "idle_twists_kept", "into_poles", "pole_aim", "random_start",

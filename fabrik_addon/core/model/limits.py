@@ -234,3 +234,11 @@ def sample(limit: JointLimit, rng) -> Quat:
     swing_x, swing_z = clamp_swing(limit, rng.uniform(lo_x, hi_x), rng.uniform(lo_z, hi_z))
     lo, hi = limit.twist_range()
     return quat.from_swing_twist(swing_x, swing_z, rng.uniform(lo, hi))
+
+
+def limited_angles(limit: JointLimit, zero_frame: Quat, frame: Quat) -> list[float]:
+    """A limited node's coordinates (swing about X, swing about Z, twist) as its limit keeps them: its frame
+    read against its zero frame, then clamped into the limit."""
+    sx, sz, tw = quat.swing_twist(quat.normalized(quat.mul(quat.conj(zero_frame), frame)))
+    sx, sz = clamp_swing(limit, sx, sz)
+    return [sx, sz, clamp_twist(limit, tw)]

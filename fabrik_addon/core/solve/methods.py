@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The stages of a part without joint limits, as the plan (`plan.FREE_STAGES`) names them.
+"""The stages of a part without joint limits, as the plan (`parts.FREE_STAGES`) names them.
 
 Like a limited part's (`stages`), each is a small function of the solve in
-progress (`stages.Solving`) that gives the whole answer or leaves it to the
+progress (`solving.Solving`) that gives the whole answer or leaves it to the
 next, and one budget carries the iterations through them.
 
 - `passes`: FABRIK's careful descent (`fabrik.solve_from`). Where branches
@@ -33,12 +33,13 @@ from typing import Sequence
 from ..chain import fabrik
 from ..chain.fabrik import SLOW_WINDOW
 from ..joints import refine, settle
-from ..joints.angles import AngleRig, TreeGoals, goal_errors_of
+from ..joints.angles import AngleRig
+from ..joints.tree_goals import TreeGoals, goal_errors_of
 from ..model.problem import Goal, SolveReport, SolveSettings
 from ..model.skeleton import Skeleton
 from ..model.stopping import unreached
 from ..model.tree import Joints, MovingTree, Start
-from .stages import Solved, Solving, after, of_joints, of_rig
+from .solving import Solved, Solving, after, of_joints, of_rig
 
 __all__ = ["CRAWL_WINDOW", "finished", "offset_passes", "offsets_refined", "passes", "wandered"]
 
