@@ -12,7 +12,7 @@ import pytest
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 
 from fabrik_addon.blender import stepping
-from fabrik_addon.blender.bake import baking
+from fabrik_addon.blender.bake import baking, keys
 from fabrik_addon.blender.rig import animdata, armature, memory
 from fabrik_addon.blender.rig.channels import channel_matrix
 from fabrik_addon.blender.rig.status import statuses
@@ -476,11 +476,11 @@ def test_the_key_clean_up_is_chosen_in_steps_before_finish_so_esc_is_heard(monke
     assert progress[-1] == (4 * len(FRAMES), 4 * len(FRAMES))
     assert any(3 * len(FRAMES) < done < 4 * len(FRAMES) for done, _ in progress)  # steps inside the clean-up
     chosen = []
-    needed = baking._needed_keys
-    monkeypatch.setattr(baking, "_needed_keys", lambda *args: chosen.append(1) or needed(*args))
+    needed = keys.needed_keys
+    monkeypatch.setattr(keys, "needed_keys", lambda *args: chosen.append(1) or needed(*args))
     result = steps.finish(new_action=True, keep_live=False)
     assert not chosen, f"{len(chosen)} channels cleaned up inside finish"
-    monkeypatch.setattr(baking, "_needed_keys", needed)
+    monkeypatch.setattr(keys, "needed_keys", needed)
     every = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, 'CHAINS'), False)
     unclean = every.finish(new_action=True, keep_live=False)
     kept = 0

@@ -16,7 +16,7 @@ from mathutils import Euler, Vector
 from fabrik_addon.blender.live import solve
 from fabrik_addon.blender.rig import animdata, compat, memory
 from fabrik_addon.blender.rig.status import statuses
-from fabrik_addon.blender.ui import overlay
+from fabrik_addon.blender.ui import overlay, overlay_shapes
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -32,8 +32,8 @@ def solved(rig):
     return statuses[rig.name]
 
 
-def drawing_of(rig, options=ALL, **kwargs) -> overlay.Drawing:
-    return overlay.build(rig, bpy.context.evaluated_depsgraph_get(), statuses.get(rig.name), options, **kwargs)
+def drawing_of(rig, options=ALL, **kwargs) -> overlay_shapes.Drawing:
+    return overlay_shapes.build(rig, bpy.context.evaluated_depsgraph_get(), statuses.get(rig.name), options, **kwargs)
 
 
 def close(a, b, tol=1e-5) -> bool:
@@ -63,32 +63,32 @@ def test_tip_to_target_segment_joins_the_evaluated_tip_and_target_in_the_reached
     line = lines[0]
     assert close(line.a, tip_world(rig, "bone3"))
     assert close(line.b, target_world(target))
-    assert line.color == overlay.STATUS_COLORS['REACHED']
+    assert line.color == overlay_shapes.STATUS_COLORS['REACHED']
     assert line.owner == 0
     markers = drawing_of(rig).of('marker')  # a cross round the target, in the same colour
     assert len(markers) == 3 and all(m.color == line.color for m in markers)
     assert all(close((m.a + m.b) / 2, target_world(target)) for m in markers)
-    assert all(abs((m.b - m.a).length - 2 * overlay.MARKER_SIZE * 4.0) < 1e-5 for m in markers)
+    assert all(abs((m.b - m.a).length - 2 * overlay_shapes.MARKER_SIZE * 4.0) < 1e-5 for m in markers)
 
 
 def test_status_colours_missed_error_and_not_solved():
     rig, target = chain_rig(count=4, target_at=(0.0, 6.0, 2.0), live=False)  # reach 4: out of reach
-    assert overlay.build(rig, None, None, ALL).of('target')[0].color == overlay.STATUS_COLORS['NONE']
+    assert overlay_shapes.build(rig, None, None, ALL).of('target')[0].color == overlay_shapes.STATUS_COLORS['NONE']
     status = solved(rig)
     assert status.reached == {0: False}
     line = drawing_of(rig).of('target')[0]
-    assert line.color == overlay.STATUS_COLORS['MISSED']
+    assert line.color == overlay_shapes.STATUS_COLORS['MISSED']
     assert close(line.a, tip_world(rig, "bone3")) and close(line.b, target_world(target))
     rig.fabrik.effectors[0].chain_length = 9  # longer than the rig: the effector cannot be solved
     status = solved(rig)
     assert 0 not in status.reached and 0 in status.effectors
     drawing = drawing_of(rig)
-    assert drawing.of('target')[0].color == overlay.STATUS_COLORS['ERROR']
+    assert drawing.of('target')[0].color == overlay_shapes.STATUS_COLORS['ERROR']
     assert "chain length" in drawing.labels[0].text
     rig.fabrik.effectors[0].target = None
     solved(rig)
     markers = drawing_of(rig).of('marker')
-    assert len(markers) == 3 and all(m.color == overlay.STATUS_COLORS['ERROR'] for m in markers)
+    assert len(markers) == 3 and all(m.color == overlay_shapes.STATUS_COLORS['ERROR'] for m in markers)
     assert all(close((m.a + m.b) / 2, tip_world(rig, "bone3")) for m in markers)  # no target: round the tip
     assert drawing_of(rig).of('target') == []
 
@@ -100,7 +100,7 @@ def test_readout_says_miss_iterations_and_time():
     assert label.text.startswith("bone3") and "miss" in label.text
     assert f"{status.report.iterations} it" in label.text and label.text.endswith(" ms")
     assert close(label.position, tip_world(rig, "bone3"))
-    assert label.color == overlay.STATUS_COLORS['REACHED']
+    assert label.color == overlay_shapes.STATUS_COLORS['REACHED']
 
 
 def test_pole_line_runs_from_the_chains_middle_joint_to_the_pole():
@@ -122,13 +122,13 @@ def test_reach_circles_round_the_chain_base():
     solved(rig)
     drawing = drawing_of(rig)
     segments = drawing.of('reach')
-    assert len(segments) == 3 * overlay.CIRCLE_SEGMENTS  # three axis-aligned circles without a view
+    assert len(segments) == 3 * overlay_shapes.CIRCLE_SEGMENTS  # three axis-aligned circles without a view
     base = tip_world(rig, "bone1")  # the chain is bone3 and bone2: its base is bone2's head
     for segment in segments:
         assert abs((segment.a - base).length - 2.0) < 1e-4
     view = Euler((0.3, 0.2, 1.0)).to_matrix()
     facing_segments = drawing_of(rig, facing=view).of('reach')
-    assert len(facing_segments) == overlay.CIRCLE_SEGMENTS
+    assert len(facing_segments) == overlay_shapes.CIRCLE_SEGMENTS
     normal = view.col[2]
     for segment in facing_segments:
         assert abs((segment.a - base).dot(normal)) < 1e-5  # in the view's plane
@@ -144,7 +144,7 @@ def test_swing_cone_stays_inside_the_limits_and_a_hinge_is_an_arc():
     evaluated = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
     for name, widest in (("bone1", 60.0), ("bone2", 90.0)):
         pose_bone = evaluated.pose.bones[name]
-        frame = overlay.rest_frame(evaluated, pose_bone)
+        frame = overlay_shapes.rest_frame(evaluated, pose_bone)
         head = evaluated.matrix_world @ pose_bone.head
         rest_y = frame.to_3x3().normalized().col[1]
         cone = [s for s in drawing.of('cone') if s.owner == name]
@@ -155,14 +155,14 @@ def test_swing_cone_stays_inside_the_limits_and_a_hinge_is_an_arc():
                 offset = point - head
                 if offset.length < 1e-9:
                     continue  # the apex
-                assert abs(offset.length - overlay.CONE_SIZE * 1.0) < 1e-4
+                assert abs(offset.length - overlay_shapes.CONE_SIZE * 1.0) < 1e-4
                 angles.append(math.degrees(offset.angle(rest_y)))
         assert max(angles) == pytest.approx(widest, abs=0.5)
         if name == "bone2":  # Z locked: a hinge about X, every direction in the rest frame's YZ plane
             rest_x = frame.to_3x3().normalized().col[0]
             assert all(abs((s.b - head).normalized().dot(rest_x)) < 1e-4 for s in cone if (s.b - head).length > 1e-9)
     twist = [s for s in drawing.of('twist') if s.owner == "bone3"]
-    assert len(twist) == overlay.ARC_SAMPLES + 3
+    assert len(twist) == overlay_shapes.ARC_SAMPLES + 3
     assert not [s for s in drawing.of('cone') if s.owner == "bone3"]
     assert not [s for s in drawing.segments if s.owner == "bone0"]  # no limits there
 
@@ -214,7 +214,7 @@ def test_trace_records_tip_moves_only():
     for x in (1.5, 1.5, 1.0, 0.5):
         target.location.x = x
         solved(rig)
-        traces = overlay.record_trace(rig, overlay.read_effectors(rig, depsgraph, statuses[rig.name]), 3)
+        traces = overlay_shapes.record_trace(rig, overlay_shapes.read_effectors(rig, depsgraph, statuses[rig.name]), 3)
     assert len(traces[0]) == 3  # 4 solves, one unmoved, at most 3 kept
     assert close(traces[0][-1], tip_world(rig, "bone3"))
     segments = drawing_of(rig, traces=traces).of('trace')
@@ -252,6 +252,6 @@ def test_readouts_at_one_tip_are_stacked_not_drawn_over_each_other():
     line = 15.0
     placed: list = []
     for _ in range(3):
-        placed.append((100.0, overlay.stacked_below(100.0, 200.0, placed, line)))
+        placed.append((100.0, overlay_shapes.stacked_below(100.0, 200.0, placed, line)))
     assert [y for _, y in placed] == [200.0, 185.0, 170.0]
-    assert overlay.stacked_below(400.0, 200.0, placed, line) == 200.0  # far to the side: left where it is
+    assert overlay_shapes.stacked_below(400.0, 200.0, placed, line) == 200.0  # far to the side: left where it is

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fabrik_addon.blender.rig.status import RigStatus, statuses
-from fabrik_addon.blender.ui import overlay, panels, presets, setup_ops
+from fabrik_addon.blender.ui import overlay_shapes, panels, presets, setup_ops, wrapping
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -116,23 +116,23 @@ def props(log: list) -> dict:
 
 def test_wrap_breaks_at_spaces_and_keeps_every_word():
     text = "misses by 2: target out of reach, stopped after 50 iterations"
-    lines = panels.wrap(text, 20)
+    lines = wrapping.wrap(text, 20)
     assert lines == ["misses by 2: target", "out of reach,", "stopped after 50", "iterations"]
     assert all(len(line) <= 20 for line in lines)
 
 
 def test_wrap_cuts_a_word_longer_than_the_line_and_keeps_short_text_whole():
-    assert panels.wrap("bone 'a_very_long_bone_name_indeed' is missing", 10) == [
+    assert wrapping.wrap("bone 'a_very_long_bone_name_indeed' is missing", 10) == [
         "bone", "'a_very_lo", "ng_bone_na", "me_indeed'", "is missing"]
-    assert panels.wrap("ab abcdefgh", 4) == ["ab", "abcd", "efgh"]
-    assert panels.wrap("reached", 40) == ["reached"]
-    assert panels.wrap("", 40) == [""] and panels.wrap("   ", 40) == [""]
-    assert panels.wrap("a b", 0) == ["a", "b"]  # (a width under 1 counts as 1)
+    assert wrapping.wrap("ab abcdefgh", 4) == ["ab", "abcd", "efgh"]
+    assert wrapping.wrap("reached", 40) == ["reached"]
+    assert wrapping.wrap("", 40) == [""] and wrapping.wrap("   ", 40) == [""]
+    assert wrapping.wrap("a b", 0) == ["a", "b"]  # (a width under 1 counts as 1)
 
 
 @given(st.text(alphabet=st.sampled_from("ab -:'"), max_size=120), st.integers(1, 60))
 def test_wrap_lines_fit_and_give_the_words_back(text, chars):
-    lines = panels.wrap(text, chars)
+    lines = wrapping.wrap(text, chars)
     assert lines and all(len(line) <= chars for line in lines)
     assert "".join(lines).replace(" ", "") == text.replace(" ", "")
 
@@ -142,15 +142,15 @@ def test_the_line_width_follows_the_region_and_the_interface_scale():
     of the interface font (a line of wide letters holds fewer of them); characters where no region is known."""
     preferences = bpy.context.preferences
     scale = getattr(preferences.system, "ui_scale", 0.0) or preferences.view.ui_scale
-    unknown = panels.room_for(types.SimpleNamespace(region=None))
-    assert unknown.width == panels.DEFAULT_CHARS and unknown.measure("abc") == 3
-    wide = panels.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=600), preferences=preferences))
-    narrow = panels.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=300), preferences=preferences))
-    assert wide.width == 600 - panels.MARGIN_PIXELS * scale and narrow.width == 300 - panels.MARGIN_PIXELS * scale
+    unknown = wrapping.room_for(types.SimpleNamespace(region=None))
+    assert unknown.width == wrapping.DEFAULT_CHARS and unknown.measure("abc") == 3
+    wide = wrapping.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=600), preferences=preferences))
+    narrow = wrapping.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=300), preferences=preferences))
+    assert wide.width == 600 - wrapping.MARGIN_PIXELS * scale and narrow.width == 300 - wrapping.MARGIN_PIXELS * scale
     assert wide.measure("WWWW") > wide.measure("iiii") > 0  # pixels of the font, not characters
     assert len(narrow.lines("W" * 60)) > len(narrow.lines("i" * 60))
-    tiny = panels.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=40), preferences=preferences))
-    assert tiny.width == panels.MIN_PIXELS * scale
+    tiny = wrapping.room_for(types.SimpleNamespace(region=types.SimpleNamespace(width=40), preferences=preferences))
+    assert tiny.width == wrapping.MIN_PIXELS * scale
 
 
 # -- registration --------------------------------------------------------------------------------------------
@@ -237,7 +237,7 @@ def test_a_miss_is_a_red_warning_with_the_whole_message_wrapped_to_the_sidebar()
     status = statuses["Rig"]
     assert status.missed
     width = 220  # narrow: every message takes more than one line
-    room = panels.room_for(context_for(rig, width))
+    room = wrapping.room_for(context_for(rig, width))
     rows = status_rows(rig, width)
     assert all(room.measure(r.kwargs["text"]) <= room.width for r in rows)
     assert rows[0].kwargs["icon"] == 'ERROR' and rows[0].alert
@@ -295,7 +295,7 @@ def test_an_effector_the_rigs_switch_turned_off_looks_off_not_broken():
     rig.fabrik.active_effector = 1
     fields = props(draw(bpy.types.VIEW3D_PT_fabrik_effector, context_for(rig, 300)))
     assert fields["bone"].greyed and not fields["bone"].alert
-    views = overlay.read_effectors(rig, bpy.context.evaluated_depsgraph_get(), status)
+    views = overlay_shapes.read_effectors(rig, bpy.context.evaluated_depsgraph_get(), status)
     assert [view.index for view in views] == [0]  # one readout at the shared tip, not two on top of each other
 
 
@@ -419,7 +419,7 @@ def test_the_limits_sub_panel_draws_every_ik_setting_and_help_that_fits():
     drawn = props(log)
     assert expected <= set(drawn)
     assert all(entry.args[0] == rig.pose.bones["bone1"] for entry in drawn.values())
-    room = panels.room_for(context)
+    room = wrapping.room_for(context)
     texts = [e.kwargs["text"] for e in labels(log)]
     assert all(room.measure(text) <= room.width for text in texts)
     assert " ".join(panels.LIMITS_HELP.split()) in " ".join(texts), "the whole help, wrapped"

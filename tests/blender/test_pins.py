@@ -17,7 +17,7 @@ from fabrik_addon.blender import stepping
 from fabrik_addon.blender.bake import baking
 from fabrik_addon.blender.effectors import contact_pins, pins
 from fabrik_addon.blender.rig import animdata, status
-from fabrik_addon.blender.ui import overlay
+from fabrik_addon.blender.ui import overlay_shapes
 from fabrik_addon.core.motion import contacts
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")
@@ -437,13 +437,13 @@ def test_the_overlay_draws_a_square_at_a_pinned_target_and_none_without_a_pin():
                                     show_trace=False, show_readout=False, limits_of='ACTIVE')
 
     def drawing():
-        return overlay.build(rig, bpy.context.evaluated_depsgraph_get(), status.statuses.get(rig.name), options)
+        return overlay_shapes.build(rig, bpy.context.evaluated_depsgraph_get(), status.statuses.get(rig.name), options)
 
     assert not drawing().of('pin')
     pin(rig, 1, 20)
     bpy.context.scene.frame_set(5)
     square = drawing().of('pin')
-    assert len(square) == 4 and all(s.color == overlay.PIN_COLOR for s in square)
+    assert len(square) == 4 and all(s.color == overlay_shapes.PIN_COLOR for s in square)
     centre = sum((s.a for s in square), Vector()) / 4.0
     assert (centre - Vector(rig.fabrik.effectors[0].pin_location)).length < 1e-6
     # The target line ends where the pin holds the target, not at the target that slid on.

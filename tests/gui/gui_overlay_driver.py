@@ -97,7 +97,7 @@ def status_name() -> str | None:
     status = rig_status()
     if status is None:
         return None
-    return addon().blender.ui.overlay.effector_status(status, 0)
+    return addon().blender.ui.overlay_shapes.effector_status(status, 0)
 
 
 def project(point) -> list[float] | None:
@@ -142,7 +142,7 @@ def compare(off_path: str, on_path: str, where: dict) -> dict:
     changed = numpy.abs(on - off).max(axis=2) > CHANGED
     inside = numpy.zeros_like(changed)
     inside[y0:y1, x0:x1] = True
-    colors = addon().blender.ui.overlay.STATUS_COLORS
+    colors = addon().blender.ui.overlay_shapes.STATUS_COLORS
     found = {}
     for name, color in colors.items():
         match = numpy.abs(on - numpy.array(color[:3], dtype=numpy.float32)).max(axis=2) < COLOR_MATCH
@@ -225,7 +225,7 @@ def cone_pixels(path: str) -> int:
     rgb = load_rgb(path)
     _window, _screen, _area, region, _ui = view3d()
     box = rgb[region.y:region.y + region.height, region.x:region.x + region.width]
-    color = numpy.array(addon().blender.ui.overlay.CONE_COLOR[:3], dtype=numpy.float32)
+    color = numpy.array(addon().blender.ui.overlay_shapes.CONE_COLOR[:3], dtype=numpy.float32)
     return int((numpy.abs(box - color).max(axis=2) < COLOR_MATCH).sum())
 
 

@@ -74,7 +74,7 @@ def measure_status(context) -> None:
 
     panels = addon().blender.ui.panels
     obj = addon().blender.ui.setup_ops.rig_for_panel(context)
-    room = panels.room_for(context)
+    room = addon().blender.ui.wrapping.room_for(context)
     status = addon().blender.rig.status.statuses.get(obj.name)
     texts = [] if status is None else [status.message] + [
         f"{e.name}: {panels.effector_state(obj, i)[1]}" for i, e in enumerate(obj.fabrik.effectors)]
@@ -234,9 +234,9 @@ def make_state_steps(name, location, chain_length, expected):
     def wait_status():
         result["stage"] = f"{name}: wait for the status"
         status = addon().blender.rig.status.statuses.get("Rig")
-        if status is None or addon().blender.ui.overlay.effector_status(status, 0) != expected:
+        if status is None or addon().blender.ui.overlay_shapes.effector_status(status, 0) != expected:
             return None
-        if (name == "switched") != (addon().blender.ui.overlay.effector_status(status, 1) == 'DISABLED'):
+        if (name == "switched") != (addon().blender.ui.overlay_shapes.effector_status(status, 1) == 'DISABLED'):
             return None
         if status.message.startswith("the effectors changed"):
             # A solve put off to "the next update" (bones left the chain): nothing else moves here, so the
@@ -271,8 +271,8 @@ def make_state_steps(name, location, chain_length, expected):
         runs = int(rows[0]) + int(((rows[1:]) & ~rows[:-1]).sum())
         status = addon().blender.rig.status.statuses.get("Rig")
         result["states"][name] = {
-            "status": addon().blender.ui.overlay.effector_status(status, 0), "message": status.message,
-            "second": addon().blender.ui.overlay.effector_status(status, 1),
+            "status": addon().blender.ui.overlay_shapes.effector_status(status, 0), "message": status.message,
+            "second": addon().blender.ui.overlay_shapes.effector_status(status, 1),
             "effector_message": status.effectors.get(0), "screenshot": record["screenshot"], "shot": path,
             "sidebar_box": list(box), "window_size": [rgba.shape[1], rgba.shape[0]],
             "red_in_sidebar": int(red.sum()), "red_line_runs": runs,
@@ -363,7 +363,7 @@ def make_pin_steps(name: str, pin: float):
     def wait():
         result["stage"] = f"{name}: wait"
         status = addon().blender.rig.status.statuses.get("Rig")
-        if status is None or addon().blender.ui.overlay.effector_status(status, 0) != "REACHED":
+        if status is None or addon().blender.ui.overlay_shapes.effector_status(status, 0) != "REACHED":
             return None
         if not result["drawn"].get("VIEW3D_PT_fabrik_pins"):
             view3d()[4].tag_redraw()
@@ -435,7 +435,7 @@ def make_floor_steps():
     def wait():
         result["stage"] = "floor: wait"
         status = addon().blender.rig.status.statuses.get("Rig")
-        if status is None or addon().blender.ui.overlay.effector_status(status, 0) != "REACHED":
+        if status is None or addon().blender.ui.overlay_shapes.effector_status(status, 0) != "REACHED":
             return None
         if not result["drawn"].get("VIEW3D_PT_fabrik_solver"):
             view3d()[4].tag_redraw()

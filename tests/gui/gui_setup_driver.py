@@ -134,7 +134,7 @@ def rig_status() -> dict:
     if status is None:
         return {"solved": False}
     return {"solved": True, "ok": status.ok, "missed": status.missed, "message": status.message,
-            "effector0": addon().blender.ui.overlay.effector_status(status, 0), "id": id(status)}
+            "effector0": addon().blender.ui.overlay_shapes.effector_status(status, 0), "id": id(status)}
 
 
 def last_operator() -> str | None:

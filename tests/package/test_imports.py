@@ -26,7 +26,7 @@ INSIDE_FUNCTIONS = {
     ("fabrik_addon/blender/ui/overlay.py", "gpu_extras.batch"),
     ("fabrik_addon/blender/ui/overlay.py", "blf"),
     ("fabrik_addon/blender/ui/overlay.py", "bpy_extras.view3d_utils"),
-    ("fabrik_addon/blender/ui/panels.py", "blf"),
+    ("fabrik_addon/blender/ui/wrapping.py", "blf"),
 }
 
 #: What `core` never imports: it is the solver library, tested and benchmarked without Blender.

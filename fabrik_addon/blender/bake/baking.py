@@ -25,6 +25,7 @@ from ..live import solve
 from ..rig import animdata, armature, moving_root
 from ..rig.editable import action_editable, editable
 from ..rig.status import switched_off
+from . import keys
 from .reading import FrameRows
 
 
@@ -97,7 +98,7 @@ class Baker(stepping.SceneWork):
         if not bones:
             raise ValueError("no bones to bake: add effectors, or select bones and bake the selected ones")
         if cleanup is not None:
-            check_cleanup(cleanup)
+            keys.check_cleanup(cleanup)
         self.scene, self.obj = scene, obj
         self.frames, self.bones = frames, bones
         self.warm_start = warm_start
@@ -394,7 +395,7 @@ class Baker(stepping.SceneWork):
         """Choose the keys of one column's channel that the clean-up keeps; return its share of the frames."""
         _, _, _, channel, good = self._channels[c]
         if good.any():
-            self._keeps[c, index] = _needed_keys(np.asarray(self.frames, dtype=np.float64)[good],
+            self._keeps[c, index] = keys.needed_keys(np.asarray(self.frames, dtype=np.float64)[good],
                                                  channel[good, index], self.cleanup)
         return frames
 
@@ -419,7 +420,7 @@ class Baker(stepping.SceneWork):
                 column = channel[good, index]
                 keep = self._keeps[c, index] if self.cleanup is not None else np.ones(len(column), bool)
                 result.removed_by_cleanup += int((~keep).sum())
-                write_keys(fcurve, frames[good][keep], column[keep], (frames[0], frames[-1]), frames[~good])
+                keys.write_keys(fcurve, frames[good][keep], column[keep], (frames[0], frames[-1]), frames[~good])
                 result.keys += int(keep.sum())
         # Bones left unkeyed first: there are few such lines, and they say what the per-frame lines cannot.
         result.problems = [
@@ -496,65 +497,6 @@ class Baker(stepping.SceneWork):
         return len(rows)
 
 
-def write_keys(fcurve, frames: np.ndarray, values: np.ndarray, span: tuple[float, float], spare=()) -> None:
-    """Replace the F-curve's keys within span by (frames, values), in bulk; keys outside, and keys on the
-    frames in `spare` (frames the bake has no value for), keep every byte."""
-    points = fcurve.keyframe_points
-    count = len(points)
-    new = np.empty(2 * len(frames), dtype=np.float32)
-    new[0::2], new[1::2] = frames, values
-    linear = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
-    if count == 0:  # a fresh curve: nothing to keep
-        points.add(len(frames))
-        points.foreach_set("co", new)
-        points.foreach_set("interpolation", np.full(len(frames), linear, dtype=np.int32))
-        fcurve.update()
-        return
-    co = np.empty(2 * count, dtype=np.float32)
-    points.foreach_get("co", co)
-    inside = (co[0::2] >= span[0] - 1e-4) & (co[0::2] <= span[1] + 1e-4)
-    for frame in spare:
-        inside &= np.abs(co[0::2] - frame) > 1e-4
-    # Blender recomputes automatic handles of neighbours when keys change; put the kept keys' handles back after.
-    kept = {}
-    for i in np.flatnonzero(~inside):
-        point = points[int(i)]
-        kept[round(float(co[2 * i]), 4)] = (tuple(point.handle_left), tuple(point.handle_right))
-    for i in reversed(np.flatnonzero(inside)):
-        points.remove(points[int(i)], fast=True)
-    before = len(points)
-    points.add(len(frames))
-    all_co = np.empty(2 * len(points), dtype=np.float32)
-    points.foreach_get("co", all_co)
-    all_co[2 * before:] = new
-    points.foreach_set("co", all_co)
-    interpolation = np.empty(len(points), dtype=np.int32)
-    points.foreach_get("interpolation", interpolation)
-    interpolation[before:] = linear
-    points.foreach_set("interpolation", interpolation)
-    fcurve.update()
-    if kept:
-        for point in points:
-            handles = kept.get(round(point.co[0], 4))
-            if handles is not None:
-                point.handle_left, point.handle_right = handles
-
-
-def _needed_keys(frames: np.ndarray, values: np.ndarray, tolerance: float) -> np.ndarray:
-    """Which keys linear interpolation between the kept ones cannot reproduce within tolerance (first and last stay)."""
-    keep = np.zeros(len(frames), dtype=bool)
-    keep[0] = keep[-1] = True
-    anchor = 0
-    for i in range(1, len(frames) - 1):
-        # Could a straight line from the anchor to the next key stand in for every key since the anchor?
-        t = (frames[anchor + 1:i + 1] - frames[anchor]) / (frames[i + 1] - frames[anchor])
-        line = values[anchor] + t * (values[i + 1] - values[anchor])
-        if np.abs(line - values[anchor + 1:i + 1]).max() > tolerance:
-            keep[i] = True
-            anchor = i
-    return keep
-
-
 def _frame_ranges(frames: list[int]) -> str:
     """Frames as runs: '3-10, 14'."""
     runs: list[list[int]] = []
@@ -583,15 +525,6 @@ def refusal(obj: bpy.types.Object) -> str | None:
     return editable(obj)
 
 
-def check_cleanup(cleanup) -> None:
-    """ValueError unless a clean-up tolerance is a finite number of 0 or more (a NaN would drop every key between
-    the first and the last)."""
-    real = isinstance(cleanup, (int, float, np.integer, np.floating)) and not isinstance(cleanup, bool)
-    if not (real and np.isfinite(cleanup) and cleanup >= 0.0):
-        raise ValueError(f"the clean-up tolerance must be a finite number of 0 or more, not {cleanup!r}")
-
-
-#: Bakes begun and not yet finished or cancelled (a modal bake lives across many events).
 def warm_start_of(obj: bpy.types.Object, start: str) -> bool:
     """Whether a bake with this start ('RIG', 'FK' or 'PREVIOUS') starts each frame from the previous solution;
     'RIG' follows the rig's live solving, so the keys replay what scrubbing showed."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...core.math.matrix_rows import continuous_quaternions
 from .. import stepping
-from ..bake import baking
+from ..bake import baking, keys
 from ..rig import animdata, armature
 from ..ui import motion
 from . import setup
@@ -132,7 +132,7 @@ class Retargeting(stepping.SceneWork):
         hips = bpy.utils.escape_identifier(copy.hips)
         for index in range(3):
             fcurve = animdata.ensure_fcurve(collection, f'pose.bones["{hips}"].location', index, copy.hips)
-            baking.write_keys(fcurve, frames, copy.hips_location[:, index], span)
+            keys.write_keys(fcurve, frames, copy.hips_location[:, index], span)
         for name in self.made:
             motion.key_path(self.obj.fabrik.effectors[name].target, self.frames, copy.goals[name])
 
@@ -195,4 +195,4 @@ def write_rotation(obj: bpy.types.Object, collection, name: str, local: np.ndarr
     escaped = bpy.utils.escape_identifier(name)
     for index in range(size):
         fcurve = animdata.ensure_fcurve(collection, f'pose.bones["{escaped}"].{path}', index, name)
-        baking.write_keys(fcurve, frames, values[:, index], span)
+        keys.write_keys(fcurve, frames, values[:, index], span)

@@ -11,7 +11,7 @@ from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 from bpy.types import Operator
 from mathutils import Vector
 
-from ..bake import baking
+from ..bake import keys
 from ..rig import animdata
 from .setup_ops import rig_for_panel
 
@@ -65,7 +65,7 @@ def key_path(obj: bpy.types.Object, frames: list[int], points: np.ndarray) -> No
     for axis in range(3):
         # One key per frame, so the in-between interpolation hardly matters; write_keys makes them linear.
         fcurve = animdata.ensure_fcurve(collection, "location", axis, "Object Transforms")
-        baking.write_keys(fcurve, frame_array, points[:, axis], span)
+        keys.write_keys(fcurve, frame_array, points[:, axis], span)
 
 
 class FABRIK_OT_target_motion(Operator):
