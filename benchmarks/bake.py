@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "samples"), str(ROOT / "benchmarks")]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import bpy  # noqa: E402
 

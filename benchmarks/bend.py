@@ -31,14 +31,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "samples")]
+sys.path[:0] = [str(ROOT)]
 
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
 import fabrik_addon  # noqa: E402
-import rigbuild  # noqa: E402
-from rig_classes import planar_chain  # noqa: E402
+from samples import rigbuild  # noqa: E402
+from samples.rig_classes import planar_chain  # noqa: E402
 from fabrik_addon.blender.rig import armature, props  # noqa: E402
 from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
 

@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "samples")]  # (run as a script: the add-on and the rig builders)
+sys.path[:0] = [str(ROOT)]  # (run as a script: the add-on and the rig builders)
 
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
@@ -51,7 +51,7 @@ from fabrik_addon.core.math import lsq  # noqa: E402
 from fabrik_addon.core.solve import many_frames  # noqa: E402
 from fabrik_addon.core.solve.plan import plan_for  # noqa: E402
 from limits import pole_points  # noqa: E402
-from rig_classes import RIG_CLASSES, random_targets  # noqa: E402
+from samples.rig_classes import RIG_CLASSES, random_targets  # noqa: E402
 import rigs  # noqa: E402
 
 #: How the small systems are worked out: (refine.PLAIN_COORDINATES, lsq.PLAIN_ENTRIES, lsq.PLAIN_STEP_ROWS).
@@ -161,7 +161,7 @@ def _built(rigs, layout, frames: range):
 
 def bridge_rows(runs: int) -> list[list[str]]:
     """The bridge's choices on the humanoid sample (159 bones) and in a scene of 3000 objects."""
-    import humanoid
+    from samples import humanoid
 
     with rigs.quiet():  # (Rigify and the samples' operators print a line a step)
         bpy.ops.wm.read_factory_settings(use_empty=True)

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "samples")]
+sys.path[:0] = [str(ROOT)]
 
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
@@ -50,7 +50,7 @@ from mathutils import Matrix  # noqa: E402
 import fabrik_addon  # noqa: E402
 from fabrik_addon.blender.rig import armature, props  # noqa: E402
 from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
-from rig_classes import RIG_CLASSES, RigCase, ik_limits, limit_violation, random_targets  # noqa: E402
+from samples.rig_classes import RIG_CLASSES, RigCase, ik_limits, limit_violation, random_targets  # noqa: E402
 
 #: Solver keys in the order they run on each sample, and their names in the table.
 SOLVERS = ("standard", "itasc", "fabrik")

@@ -19,7 +19,7 @@ import math
 import bpy
 from mathutils import Vector
 
-import rigbuild
+from samples import rigbuild
 
 #: Seconds a walk cycle takes, and frames a second.
 CYCLE, FPS = 1.0, 24.0

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "samples"), str(ROOT / "tests" / "support")]  # (the clips are the tests')
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]  # (the clips are the tests')
 
 import bpy  # noqa: E402
 

@@ -17,7 +17,7 @@ from typing import Callable
 import bpy
 import numpy as np
 
-import rigbuild
+from samples import rigbuild
 from fabrik_addon.blender.effectors import constraints
 
 #: FABRIK's iteration cap on every rig but the 1000-bone chain (which keeps the add-on's defaults).
@@ -148,14 +148,14 @@ def chain_reach(rig, tip: str, chain_length: int) -> float:
 
 def humanoid_rigs(frames: range) -> tuple[list, str]:
     """Rigify's human metarig from samples/humanoid.py: legs, arms (with poles) and head, five effectors."""
-    import humanoid
+    from samples import humanoid
 
     return [humanoid.build(frames)], "samples/humanoid.py: Rigify human metarig, 5 effectors, 4 with poles, bone meshes"
 
 
 def tentacle_rigs(frames: range) -> tuple[list, str]:
     """The 40-bone tentacle of samples/tentacle.py, every joint in a swing cone (Blender's IK limits)."""
-    import tentacle
+    from samples import tentacle
 
     return [tentacle.build(frames)], (
         f"samples/tentacle.py: {tentacle.COUNT} bones, +-{tentacle.CONE:g} degree cones (IK limits X and Z), "
@@ -165,14 +165,14 @@ def tentacle_rigs(frames: range) -> tuple[list, str]:
 
 def hinged_hand_rigs(frames: range) -> tuple[list, str]:
     """The hand of samples/hand.py: its knuckles flex and spread, its finger joints are hinges (IK limits)."""
-    import hand
+    from samples import hand
 
     return [hand.build(frames)], "samples/hand.py: palm + 5 fingers, knuckles in ranges, hinges (IK limits)"
 
 
 def robot_arm_rigs(frames: range) -> tuple[list, str]:
     """The six-axis arm of samples/robot_arm.py: every joint a hinge (two axes locked, a range on the third)."""
-    import robot_arm
+    from samples import robot_arm
 
     return [robot_arm.build(frames)], "samples/robot_arm.py: 6 hinge joints (IK limits), warm starts as the sample sets"
 
@@ -188,7 +188,7 @@ def class_rigs(build: str, note: str, jump_every: int = 0) -> Callable:
     With `jump_every`, the target moves smoothly from one such pose to the next over that many frames, then jumps
     to a third one."""
     def builder(frames: range) -> tuple[list, str]:
-        import rig_classes
+        from samples import rig_classes
         from mathutils import Matrix
 
         case = getattr(rig_classes, build)()

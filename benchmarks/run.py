@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "samples"), str(ROOT / "benchmarks")]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402

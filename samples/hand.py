@@ -21,8 +21,8 @@ import sys
 import bpy  # noqa: F401  (first: the bpy module makes mathutils importable)
 from mathutils import Vector
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import rigbuild  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # (Blender's --python adds no folder)
+from samples import rigbuild  # noqa: E402
 
 FRAMES = range(1, 49)
 TOLERANCE = 1e-3

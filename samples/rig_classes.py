@@ -24,8 +24,6 @@ the side a hinge bends to, so positive X flexes a finger or bends an elbow.
 from __future__ import annotations
 
 import math
-import os
-import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Sequence
@@ -34,9 +32,7 @@ import bpy
 import numpy as np
 from mathutils import Matrix, Quaternion, Vector
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import rigbuild  # noqa: E402
-import ur5  # noqa: E402
+from samples import rigbuild, ur5
 
 Range = tuple[float, float]
 #: A sample: per effector, (tail location, 3x3 rotation as nested tuples or None), armature space.

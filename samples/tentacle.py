@@ -13,8 +13,8 @@ import os
 import sys
 
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import rigbuild  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # (Blender's --python adds no folder)
+from samples import rigbuild  # noqa: E402
 
 FRAMES = range(1, 49)
 TOLERANCE = 1e-3

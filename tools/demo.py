@@ -187,13 +187,13 @@ def step_sample(name: str, render: bool = True) -> dict:
         addon_utils.enable(MODULE, default_set=True)
     if MODULE not in bpy.context.preferences.addons:
         raise RuntimeError(f"{MODULE} is installed but could not be enabled")
-    statuses = importlib.import_module(MODULE + ".fabrik_addon.blender.status").statuses
-    bake = importlib.import_module(MODULE + ".fabrik_addon.blender.bake")
+    statuses = importlib.import_module(MODULE + ".fabrik_addon.blender.rig.status").statuses
+    bake = importlib.import_module(MODULE + ".fabrik_addon.blender.bake.baking")
     for obj in list(bpy.data.objects):
         bpy.data.objects.remove(obj)
-    sys.path.insert(0, str(ROOT / "samples"))
-    rigbuild = importlib.import_module("rigbuild")
-    sample = importlib.import_module(name)
+    sys.path.insert(0, str(ROOT))  # (the samples and their rig builders, from the checkout)
+    rigbuild = importlib.import_module("samples.rigbuild")
+    sample = importlib.import_module(f"samples.{name}")
     frames = sample.FRAMES
     rig = sample.build(frames)
     count = len(rig.fabrik.effectors)

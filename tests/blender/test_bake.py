@@ -58,7 +58,7 @@ def animated_chain():
 
 def animated_hand():
     """The hand sample: a tree with five effectors and branch weights."""
-    import hand
+    from samples import hand
 
     return hand.build(FRAMES)
 

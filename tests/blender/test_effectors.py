@@ -185,7 +185,7 @@ def test_a_pole_target_sets_which_way_the_chain_bends():
 
 def test_weights_decide_between_conflicting_fingers():
     """Two fingers of the hand pulled apart: the heavier branch gets closer to its target."""
-    import hand
+    from samples import hand
 
     rig = hand.build(range(1, 3))
     effectors = rig.fabrik.effectors

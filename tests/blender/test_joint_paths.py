@@ -17,7 +17,7 @@ import bpy
 import numpy as np
 import pytest
 from mathutils import Matrix, Quaternion
-from rig_classes import RIG_CLASSES, ik_limits, sample_local, swing_twist
+from samples.rig_classes import RIG_CLASSES, ik_limits, sample_local, swing_twist
 
 from fabrik_addon.blender.rig import armature
 from fabrik_addon.core import Goal, SolveSettings, solve

@@ -113,7 +113,7 @@ def test_moved_rotated_and_scaled_rigs_reach_in_world_space(location, rotation, 
 
 def test_hand_tree_reaches_all_fingertips():
     """The hand sample: palm plus five fingers, every fingertip on its target at each frame."""
-    import hand
+    from samples import hand
 
     rig = hand.build(range(1, 9))
     scene = bpy.context.scene

@@ -12,7 +12,7 @@ from dataclasses import replace
 import bpy
 import numpy as np
 import pytest
-from rig_classes import build_arm_hand_pole, random_targets
+from samples.rig_classes import build_arm_hand_pole, random_targets
 
 from fabrik_addon.blender.rig import armature, props
 from fabrik_addon.core import Goal, SolveSettings, solve

@@ -21,7 +21,7 @@ import math
 
 import limits as limits_benchmark
 import pytest
-from rig_classes import RIG_CLASSES
+from samples.rig_classes import RIG_CLASSES
 
 COUNT = 20
 

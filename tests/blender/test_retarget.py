@@ -135,7 +135,7 @@ def test_a_clip_turned_about_the_floor_still_puts_each_foot_on_its_own_side(tmp_
 def test_a_rigify_human_metarig_takes_the_walk(tmp_path):
     """Rigify's own names (spine, thigh.L, shin.L, spine.006 for the head) on its human metarig, another build:
     every goal is reached (each hand's reach scaled by the arms' lengths)."""
-    import humanoid
+    from samples import humanoid
 
     clip = import_walk(tmp_path)
     rig = humanoid.metarig()

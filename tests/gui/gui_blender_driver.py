@@ -3,7 +3,7 @@
 (cancelling one bake with Esc, undoing another with Ctrl+Z), quits.
 
 Run by tests/gui/test_blender.py as
-`blender --enable-event-simulate --python driver.py -- RESULT.json SHOT.png SAMPLES_DIR`.
+`blender --enable-event-simulate --python driver.py -- RESULT.json SHOT.png CHECKOUT`.
 Everything happens in `bpy.app.timers` callbacks so the window manager evaluates the
 depsgraph and redraws between steps, as it does for a user. Not a pytest module.
 """
@@ -18,7 +18,7 @@ from typing import Callable, Optional
 import bpy
 
 ARGS = sys.argv[sys.argv.index("--") + 1:]
-RESULT_PATH, SHOT_PATH, SAMPLES_DIR = ARGS[0], ARGS[1], ARGS[2]
+RESULT_PATH, SHOT_PATH, CHECKOUT = ARGS[0], ARGS[1], ARGS[2]
 TIP = "bone3"
 # Reachable spots (the chain is 2 long, rooted at the origin) on different sides of the rig.
 START = (0.0, 0.7, 1.5)
@@ -61,8 +61,8 @@ def addon_state() -> None:
 
 def build_scene() -> None:
     """The 4-bone rig along +Z, its target, one live effector; sidebar open, view framed."""
-    sys.path.insert(0, SAMPLES_DIR)
-    import rigbuild
+    sys.path.insert(0, CHECKOUT)
+    from samples import rigbuild
 
     kit.clear_startup_scene()
     rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(4, 0.5))
@@ -206,7 +206,7 @@ def step_bake_cancel() -> Optional[float]:
     rig = bake_rig()
     scene = bpy.context.scene
     if bake["phase"] == "start":
-        import rigbuild
+        from samples import rigbuild
 
         rigbuild.key_circle(bpy.data.objects["Target"], (0.0, 0.0, 1.4), 0.6, range(1, LONG_BAKE + 1), axis="XZ")
         rig.fabrik.start = 'PREVIOUS'

@@ -2,7 +2,7 @@
 """Driver for Blender 3.4's real GUI: the FABRIK viewport overlay on against off, for each effector status.
 
 Run by tests/gui/test_overlay.py as
-`blender --python gui_overlay_driver.py -- RESULT.json SHOT_DIR SAMPLES_DIR`.
+`blender --python gui_overlay_driver.py -- RESULT.json SHOT_DIR CHECKOUT`.
 A live 4-bone chain (reach 2) is shown in a fixed view; its target is put where the tip reaches it, then out
 of reach, then the effector's chain length is made longer than the rig (an error). In each state the window
 is captured with the overlay off and on, and the two captures are compared around the tip and the target.
@@ -19,7 +19,7 @@ import time
 import bpy
 
 ARGS = sys.argv[sys.argv.index("--") + 1:]
-RESULT_PATH, SHOT_DIR, SAMPLES_DIR = ARGS[0], ARGS[1], ARGS[2]
+RESULT_PATH, SHOT_DIR, CHECKOUT = ARGS[0], ARGS[1], ARGS[2]
 MODULE = "fabrik_ik"
 TIP = "bone3"
 #: (state, target location, chain length, the status it must give)
@@ -52,8 +52,8 @@ def load_rgb(path: str):
 
 def build_scene() -> None:
     """A live chain and its target, nothing selected (no outline colours), a fixed view of both."""
-    sys.path.insert(0, SAMPLES_DIR)
-    import rigbuild
+    sys.path.insert(0, CHECKOUT)
+    from samples import rigbuild
     from mathutils import Euler, Vector
 
     kit.clear_startup_scene()

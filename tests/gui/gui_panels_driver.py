@@ -4,7 +4,7 @@ effector switched off by the rig's switch (as on a converted Rigify limb), a mis
 the preset menus' widths beside one of Blender's own.
 
 Run by tests/gui/test_panels.py as
-`blender --enable-event-simulate --python gui_panels_driver.py -- RESULT.json SHOT_DIR SAMPLES_DIR`.
+`blender --enable-event-simulate --python gui_panels_driver.py -- RESULT.json SHOT_DIR CHECKOUT`.
 Checks the panels' registration and polls in the running UI, switches the sidebar to the FABRIK tab
 (Ctrl+Tab), notes which sub-panels draw (draw functions appended to them), and for each state captures the
 window and counts the alert-red pixels in the sidebar. The Status sub-panel's hook also measures its wrapped
@@ -20,7 +20,7 @@ import sys
 import bpy
 
 ARGS = sys.argv[sys.argv.index("--") + 1:]
-RESULT_PATH, SHOT_DIR, SAMPLES_DIR = ARGS[0], ARGS[1], ARGS[2]
+RESULT_PATH, SHOT_DIR, CHECKOUT = ARGS[0], ARGS[1], ARGS[2]
 MODULE = "fabrik_ik"
 TIP = "bone3"
 NAME = "Left Hand"
@@ -112,8 +112,8 @@ def step_setup():
     for name in SUBPANELS:
         getattr(types, name).append(make_hook(name))
 
-    sys.path.insert(0, SAMPLES_DIR)
-    import rigbuild
+    sys.path.insert(0, CHECKOUT)
+    from samples import rigbuild
 
     kit.clear_startup_scene()
     rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(4, 0.5))
@@ -525,7 +525,7 @@ def make_root_steps():
 
     def set_state():
         result["stage"] = "root: set"
-        import rigbuild
+        from samples import rigbuild
         import walk_clip
 
         body = walk_clip.stocky_rig()

@@ -9,7 +9,7 @@ README's before/after picture) and presses Ctrl+Z once (the whole retarget must 
 `bpy.app.timers` callbacks, so the UI evaluates and redraws between them. Not a pytest module.
 
 Run by tests/gui/test_retarget.py as
-`blender --enable-event-simulate --python gui_retarget_driver.py -- RESULT.json SHOT_DIR SAMPLES_DIR`.
+`blender --enable-event-simulate --python gui_retarget_driver.py -- RESULT.json SHOT_DIR CHECKOUT`.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ import time
 import bpy
 
 ARGS = sys.argv[sys.argv.index("--") + 1:]
-RESULT_PATH, SHOT_DIR, SAMPLES_DIR = ARGS[0], ARGS[1], ARGS[2]
+RESULT_PATH, SHOT_DIR, CHECKOUT = ARGS[0], ARGS[1], ARGS[2]
 CLIP_FRAMES = 360
 POLL = 0.05
 WAIT_TICKS = 1200
 WATCHDOG = 150.0
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the kit, walk_clip and mocap_clips beside it
-sys.path.insert(0, SAMPLES_DIR)
+sys.path.insert(0, CHECKOUT)
 import gui_driver_kit as kit  # noqa: E402
 
 session = kit.Session(RESULT_PATH, WATCHDOG, POLL, WAIT_TICKS, progress=[])

@@ -2,7 +2,7 @@
 """Driver for Blender 3.4's real GUI: the one-click setup and the bake dialog, from simulated key and mouse events.
 
 Run by tests/gui/test_setup.py as
-`blender --enable-event-simulate --python gui_setup_driver.py -- RESULT.json SHOT_DIR SAMPLES_DIR`.
+`blender --enable-event-simulate --python gui_setup_driver.py -- RESULT.json SHOT_DIR CHECKOUT`.
 
 A bent 4-bone chain is in Pose Mode with its tip bone active (the startup file's selection settings, Lock Object
 Modes on) and live solving on, no effectors yet. Then, with events only where an animator would use the mouse or
@@ -33,7 +33,7 @@ import time
 import bpy
 
 ARGS = sys.argv[sys.argv.index("--") + 1:]
-RESULT_PATH, SHOT_DIR, SAMPLES_DIR = ARGS[0], ARGS[1], ARGS[2]
+RESULT_PATH, SHOT_DIR, CHECKOUT = ARGS[0], ARGS[1], ARGS[2]
 MODULE = "fabrik_ik"
 TIP = "bone3"
 BONES = ["bone0", "bone1", "bone2", "bone3"]
@@ -160,8 +160,8 @@ def step_setup() -> float:
     result["addon_enabled"] = MODULE in bpy.context.preferences.addons
     if not result["addon_enabled"]:
         raise RuntimeError(f"{MODULE} is not enabled in the GUI session")
-    sys.path.insert(0, SAMPLES_DIR)
-    import rigbuild
+    sys.path.insert(0, CHECKOUT)
+    from samples import rigbuild
     from mathutils import Euler
 
     kit.clear_startup_scene()

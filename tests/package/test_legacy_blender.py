@@ -54,7 +54,7 @@ try:
 
     zip_path = sys.argv[sys.argv.index("--") + 1]
     module = "fabrik_ik"
-    sys.path[:0] = [os.environ["FABRIK_TESTS"], os.environ["FABRIK_SAMPLES"]]
+    sys.path[:0] = [os.environ["FABRIK_TESTS"], os.environ["FABRIK_CHECKOUT"]]
     import addon_probe as probe
 
     types_before = set(dir(bpy.types))
@@ -160,7 +160,7 @@ try:
     result["stage"] = "root"
     # A hand pulled beyond its arm with the feet held: the pelvis moves (Root: Out of Reach) so it reaches; baked,
     # the pelvis's location is keyed; live solving off gives the animator's place back.
-    import rigbuild
+    from samples import rigbuild
     body = walk_clip.stocky_rig()
     body.location = (6.0, 0.0, 0.0)
     for side, x in (("l", 1.0), ("r", -1.0)):
@@ -212,7 +212,7 @@ def legacy_run(blender: str, legacy_zip: Path, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("blender34")
     driver = tmp / "driver.py"
     driver.write_text(DRIVER)
-    env = dict(os.environ, FABRIK_TESTS=str(ROOT / "tests" / "support"), FABRIK_SAMPLES=str(ROOT / "samples"))
+    env = dict(os.environ, FABRIK_TESTS=str(ROOT / "tests" / "support"), FABRIK_CHECKOUT=str(ROOT))
     env["BLENDER_USER_SCRIPTS"] = str(tmp / "scripts")
     env["BLENDER_USER_CONFIG"] = str(tmp / "config")
     env["BLENDER_USER_DATAFILES"] = str(tmp / "datafiles")

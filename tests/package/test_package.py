@@ -158,7 +158,7 @@ try:
     import bpy
     import addon_utils  # only importable once bpy has set up Blender's module paths
 
-    sys.path[:0] = [os.environ["FABRIK_TESTS"], os.environ["FABRIK_SAMPLES"]]
+    sys.path[:0] = [os.environ["FABRIK_TESTS"], os.environ["FABRIK_CHECKOUT"]]
     import addon_probe as probe
 
     zip_path = sys.argv[1]
@@ -223,7 +223,7 @@ def round_trip(zips: tuple[Path, Path], tmp_path_factory) -> dict:
     driver.write_text(DRIVER)
     profile = tmp / "profile"
     profile.mkdir()
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", FABRIK_TESTS=str(ROOT / "tests" / "support"), FABRIK_SAMPLES=str(ROOT / "samples"))
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", FABRIK_TESTS=str(ROOT / "tests" / "support"), FABRIK_CHECKOUT=str(ROOT))
     run = subprocess.run(
         [sys.executable, str(driver), str(zips[0]), str(profile)],
         cwd=tmp, env=env, capture_output=True, text=True, timeout=TIMEOUT,

@@ -63,7 +63,7 @@ def worst_reachable_error(rig, frames) -> tuple[float, int]:
 @pytest.mark.parametrize("name", SAMPLES)
 def test_sample_reaches_its_targets_and_bakes(name):
     """Live solving puts every tip on its target in reach (within the sample's tolerance); so do the baked keys."""
-    sample = importlib.import_module(name)
+    sample = importlib.import_module(f"samples.{name}")
     tolerance = getattr(sample, "TOLERANCE", 1e-3)
     rig = sample.build(TEST_FRAMES)
     assert rig.fabrik.live and len(rig.fabrik.effectors) > 0
@@ -82,7 +82,7 @@ def test_sample_reaches_its_targets_and_bakes(name):
 @pytest.mark.parametrize("name", [n for n in SAMPLES if n != "chain"])
 def test_sample_shows_meshes_on_its_bones(name):
     """Renders never show armatures, so every sample parents meshes to its bones."""
-    rig = importlib.import_module(name).build(range(1, 3))
+    rig = importlib.import_module(f"samples.{name}").build(range(1, 3))
     on_bones = [o for o in bpy.data.objects if o.type == 'MESH' and o.parent == rig and o.parent_type == 'BONE']
     assert len(on_bones) >= 5
     assert all(o.parent_bone in rig.data.bones for o in on_bones)
@@ -90,7 +90,7 @@ def test_sample_shows_meshes_on_its_bones(name):
 
 def test_robot_arm_joints_are_hinges():
     """Every robot arm bone has exactly two locked IK axes, and a range on the third."""
-    import robot_arm
+    from samples import robot_arm
 
     rig = robot_arm.build(range(1, 3))
     assert len(rig.pose.bones) == 6
@@ -102,7 +102,7 @@ def test_robot_arm_joints_are_hinges():
 
 def test_robot_arm_solves_with_default_iterations():
     """No raised iteration cap: the arm reaches with the add-on's defaults, warm-started for smooth motion."""
-    import robot_arm
+    from samples import robot_arm
 
     rig = robot_arm.build(range(1, 3))
     default = type(rig.fabrik).bl_rna.properties["iterations"].default
@@ -112,7 +112,7 @@ def test_robot_arm_solves_with_default_iterations():
 
 def test_tentacle_has_forty_bones_in_cones():
     """40 connected bones, each with a swing cone about X and Z."""
-    import tentacle
+    from samples import tentacle
 
     rig = tentacle.build(range(1, 3))
     assert len(rig.pose.bones) == 40
@@ -121,7 +121,7 @@ def test_tentacle_has_forty_bones_in_cones():
 
 def test_hand_fingertips_touch_the_ball_when_closed():
     """At the middle of the loop every fingertip is on the ball's surface; at the start they are away from it."""
-    import hand
+    from samples import hand
 
     frames = range(1, 25)
     rig = hand.build(frames)
@@ -145,7 +145,7 @@ def test_hand_fingertips_touch_the_ball_when_closed():
 
 def test_hand_fingers_carry_finger_limits():
     """Knuckles flex and spread but do not twist; middle and distal joints are hinges; the palm is limited too."""
-    import hand
+    from samples import hand
 
     rig = hand.build(range(1, 3))
     bones = rig.pose.bones
@@ -170,7 +170,7 @@ def test_hand_fingers_carry_finger_limits():
 
 def test_hexapod_feet_stay_planted_in_stance():
     """A planted foot's target does not slide while the body moves on; the tripods alternate."""
-    import hexapod
+    from samples import hexapod
 
     frames = range(1, 25)
     rig = hexapod.build(frames)
@@ -194,7 +194,7 @@ def test_hexapod_feet_stay_planted_in_stance():
 
 def test_humanoid_chains_leave_the_spine_alone():
     """Arms and legs are two-bone chains with poles; the head chain stops at the neck; no chain reaches the spine."""
-    import humanoid
+    from samples import humanoid
 
     rig = humanoid.build(range(1, 3))
     chains = {e.bone: rigbuild.chain_of(rig, e) for e in rig.fabrik.effectors}
@@ -207,7 +207,7 @@ def test_humanoid_chains_leave_the_spine_alone():
 
 def test_ur5_dh_forward_kinematics():
     """The UR5's zero configuration from its DH table: the arm lies along -X; bones run between joint origins."""
-    import ur5
+    from samples import ur5
 
     frames = ur5.dh_frames(ur5.UR5)
     assert len(frames) == 7
@@ -222,7 +222,7 @@ def test_ur5_dh_forward_kinematics():
 
 def test_ur5_flange_follows_position_and_rotation():
     """The effector is on the tool flange with all six joints in its chain and a full rotation goal; it is met."""
-    import ur5
+    from samples import ur5
 
     frames = range(1, 13)
     rig = ur5.build(frames)
@@ -245,7 +245,7 @@ def test_ur5_flange_follows_position_and_rotation():
 
 def test_dh_bones_merge_zero_length_links():
     """Links of zero length (intersecting axes, as in a wrist) are merged: no zero-length bones, every joint kept."""
-    import ur5
+    from samples import ur5
 
     table = (
         ur5.DH(0.3, 0.0, math.pi / 2),
@@ -366,7 +366,7 @@ def test_motion_operator_is_undoable_and_needs_an_object():
 
 def test_render_one_tiny_frame(tmp_path):
     """The demo's render path: staging, a 64x48 Workbench frame, a contact sheet (quick, so it stays in the suite)."""
-    import ur5
+    from samples import ur5
 
     demo = load_demo()
     began = time.perf_counter()
@@ -391,7 +391,7 @@ def test_render_one_tiny_frame(tmp_path):
 
 def test_demo_counts_a_pair_reached_only_within_tolerance_and_by_the_panel():
     """The demo's "reached": distance and rotation goal within the sample's tolerance, and the panel said reached."""
-    import ur5
+    from samples import ur5
 
     from fabrik_addon.blender.rig.status import statuses
 

@@ -58,7 +58,7 @@ def object_property_left() -> bool:
 
 def solve_a_chain() -> tuple[dict, object, object]:
     """Build a 3-bone chain with an empty as target and run fabrik.solve; the findings, the rig and the target."""
-    import rigbuild  # samples/, also on sys.path
+    from samples import rigbuild  # samples/, also on sys.path
 
     rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(3, 1.0, prefix="b"))
     target = rigbuild.make_target("Target", (1.5, 0.3, 1.5))

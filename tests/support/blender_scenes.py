@@ -7,7 +7,7 @@ from pathlib import Path
 
 import bpy
 import numpy as np
-import rigbuild
+from samples import rigbuild
 
 #: The repository's root.
 ROOT = Path(__file__).resolve().parents[2]

@@ -141,7 +141,7 @@ def run_driver(
     screen: str = SCREEN, event_simulate: bool = True,
 ) -> tuple[dict, str]:
     """Run a driver in the GUI with the profile of `prepare_profile`; its result (with `wall_seconds`) and the
-    run's log. The driver gets the result path, `output` (a screenshot path or folder) and samples/."""
+    run's log. The driver gets the result path, `output` (a screenshot path or folder) and the checkout (`samples.rigbuild` builds its rigs)."""
     blender, xvfb_run = gui_tools
     copied = tmp / "driver.py"
     shutil.copyfile(driver, copied)
@@ -152,7 +152,7 @@ def run_driver(
     command = ["timeout", "-k", "10", str(timeout), xvfb_run, "-a", "-s", f"-screen 0 {screen}",
                blender, "-noaudio", *(["--enable-event-simulate"] if event_simulate else []),
                "--python-exit-code", "1",
-               "--python", str(copied), "--", str(result_path), str(output), str(ROOT / "samples")]
+               "--python", str(copied), "--", str(result_path), str(output), str(ROOT)]
     began = time.monotonic()
     run = run_process(command, env, timeout + 30)
     log = f"exit {run.returncode}\n--- stdout\n{run.stdout[-6000:]}\n--- stderr\n{run.stderr[-6000:]}"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import addon_utils  # noqa: E402  (only importable once bpy is)
 import bpy
 import numpy as np
-import rigbuild
+from samples import rigbuild
 from walk_clip import bvh_hierarchy
 
 #: Bones: (name, parent, offset from the parent's joint in BVH axes, in a T pose).

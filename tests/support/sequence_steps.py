@@ -13,7 +13,7 @@ from typing import Iterable
 
 import bpy
 import numpy as np
-import rig_classes  # noqa: E402  (blender_scenes puts samples/ on the path)
+from samples import rig_classes  # noqa: E402  (blender_scenes puts samples/ on the path)
 from blender_scenes import rigbuild
 from mathutils import Vector
 

@@ -8,7 +8,7 @@ import math
 
 import addon_utils  # noqa: E402  (only importable once bpy is)
 import bpy
-import rigbuild
+from samples import rigbuild
 
 #: The clip: thigh and shin lengths, hip height, the walk's step and its frames (24 a cycle: 12 standing).
 THIGH, SHIN, HIP_HEIGHT, STEP, FRAMES = 0.45, 0.45, 0.82, 0.5, 72

@@ -88,8 +88,10 @@ class Baker(stepping.SceneWork):
 
     noun = "the bake"
 
-    def __init__(self, scene: bpy.types.Scene, obj: bpy.types.Object, frames: list[int], bones: list[str], warm_start: bool = True,
-                 cleanup: float | None = None) -> None:
+    def __init__(
+        self, scene: bpy.types.Scene, obj: bpy.types.Object, frames: list[int], bones: list[str],
+        warm_start: bool = True, cleanup: float | None = None
+    ) -> None:
         refused = refusal(obj)
         if refused:
             raise ValueError(refused)

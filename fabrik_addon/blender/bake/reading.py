@@ -48,7 +48,8 @@ class FrameRows:
 
     @classmethod
     def start(
-        cls, obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, bake_bones: list[str], in_turn: bool = False, carry: Carry | None = None
+        cls, obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, bake_bones: list[str], in_turn: bool = False,
+        carry: Carry | None = None
     ) -> "FrameRows | None":
         """A reader for this rig, or None where a whole read of each frame must solve it: another solver or IK
         stretch, a bone baked that the solve does not move, a fixed bone between two moving ones, an influence
@@ -72,7 +73,9 @@ class FrameRows:
             return None  # blended with the animator's pose: frame by frame
         return cls(obj, plan, goals, used, problems, in_turn, carry)
 
-    def __init__(self, obj: bpy.types.Object, plan, goals, used, problems, in_turn: bool, carry: Carry | None = None) -> None:
+    def __init__(
+        self, obj: bpy.types.Object, plan, goals, used, problems, in_turn: bool, carry: Carry | None = None
+    ) -> None:
         skeleton = plan.skeleton
         self.obj, self.plan, self.goals, self.used, self.in_turn = obj, plan, goals, used, in_turn
         #: Whether the frames read are solved together (`solve`), else each as it is read (`solve_last`, `solve_own`).

@@ -59,8 +59,10 @@ class ContactFinder(stepping.SceneWork):
 
     noun = "Find Contacts"
 
-    def __init__(self, scene: bpy.types.Scene, obj: bpy.types.Object, indices: list[int], frames: range, speed: float = SPEED, height: float = HEIGHT,
-                 shortest: int = SHORTEST, blend: int = BLEND, source: str = 'TARGETS') -> None:
+    def __init__(
+        self, scene: bpy.types.Scene, obj: bpy.types.Object, indices: list[int], frames: range, speed: float = SPEED,
+        height: float = HEIGHT, shortest: int = SHORTEST, blend: int = BLEND, source: str = 'TARGETS'
+    ) -> None:
         if len(frames) < 2:
             raise ValueError("the frame range needs at least two frames")
         if not (math.isfinite(speed) and math.isfinite(height) and speed >= 0.0 and height >= 0.0):

@@ -46,7 +46,8 @@ class EffectorError(ValueError):
 
 
 def gather_goals(
-    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, skeleton: Skeleton, checked: list[EffectorValues] | None = None
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, skeleton: Skeleton,
+    checked: list[EffectorValues] | None = None
 ) -> tuple[list[Goal], list[int], dict[int, str]]:
     """Goals (armature space) for the enabled effectors; problems are reported per effector, not raised.
     `checked` is the effectors as live solving read and checked them (with their problems and matrices), where
@@ -69,7 +70,10 @@ def gather_goals(
     return goals, used, problems
 
 
-def _goal_of(obj: bpy.types.Object, effector: FabrikEffector, depsgraph: bpy.types.Depsgraph, skeleton: Skeleton, to_armature: Matrix) -> Goal:
+def _goal_of(
+    obj: bpy.types.Object, effector: FabrikEffector, depsgraph: bpy.types.Depsgraph, skeleton: Skeleton,
+    to_armature: Matrix
+) -> Goal:
     """One effector as a core goal, or EffectorError saying what is wrong."""
     if not effector.bone:
         raise EffectorError("no tip bone set")
@@ -185,7 +189,10 @@ class Gathered(NamedTuple):
     began: float
 
 
-def gather(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None, checked: list[EffectorValues] | None = None) -> Gathered:
+def gather(
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None,
+    checked: list[EffectorValues] | None = None
+) -> Gathered:
     """Read a rig's skeleton and goals (raises ValueError for problems with the rig as a whole); `checked` as for
     `gather_goals`."""
     began = time.perf_counter()
@@ -193,7 +200,9 @@ def gather(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None, 
     return Gathered(skeleton, *gather_goals(obj, depsgraph, skeleton, checked), began)
 
 
-def influences(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, tree: MovingTree, used: list[int]) -> list[float] | None:
+def influences(
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, tree: MovingTree, used: list[int]
+) -> list[float] | None:
     """Per moving node, how much of the solve it takes: the rig's influence times the largest influence of the
     effectors whose chains hold it (evaluated: animation and drivers count); None when every node takes all."""
     settings = (obj.evaluated_get(depsgraph) if depsgraph is not None else obj).fabrik

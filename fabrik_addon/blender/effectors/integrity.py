@@ -42,7 +42,9 @@ def _armature_of(obj: bpy.types.Object, effector: FabrikEffector, field: str):
     return holder.data
 
 
-def missing_bones(obj: bpy.types.Object, effector: FabrikEffector, fields=("bone", "subtarget", "pole_subtarget")) -> list[str]:
+def missing_bones(
+    obj: bpy.types.Object, effector: FabrikEffector, fields=("bone", "subtarget", "pole_subtarget")
+) -> list[str]:
     """The effector's bone fields (of `fields`) that name a bone its armature does not have (fields left empty, and
     armatures in Edit Mode, whose bones are out of date, are not judged)."""
     missing = []
@@ -261,7 +263,10 @@ def _gone(target, layer_objects) -> str | None:
     return "was deleted" if _deleted(target) else "is in no scene"
 
 
-def effector_problem(obj: bpy.types.Object, index: int, depsgraph: bpy.types.Depsgraph | None = None, evaluated=None, effector: FabrikEffector | None = None) -> str | None:
+def effector_problem(
+    obj: bpy.types.Object, index: int, depsgraph: bpy.types.Depsgraph | None = None, evaluated=None,
+    effector: FabrikEffector | None = None
+) -> str | None:
     """Why effector `index` cannot be solved as it stands, in the user's words, or None.
 
     Covers what Blender's raw errors would otherwise tell: a bone that is not

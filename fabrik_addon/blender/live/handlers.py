@@ -184,7 +184,10 @@ def solve_live(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph, only_if_i
         _busy = False
 
 
-def _solve(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, inputs: tuple, values: list[EffectorValues], pose: PoseRead | None = None) -> None:
+def _solve(
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, inputs: tuple, values: list[EffectorValues],
+    pose: PoseRead | None = None
+) -> None:
     """Solve one rig whole from its effectors as its inputs read them (and its pose as read, where it was), and
     keep the inputs with the channels as the solve left them, and what the next frames may go on from."""
     kept = memory.of(obj)

@@ -106,7 +106,10 @@ class Kept:
     pinned: bool = False
 
 
-def keepable(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, inputs: tuple, values: list[EffectorValues], result: RigStatus, read_: solve.Read):
+def keepable(
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, inputs: tuple, values: list[EffectorValues],
+    result: RigStatus, read_: solve.Read
+):
     """What the next frames may go on from after a whole live solve (`Kept`), or None where they may not: the
     solve reached no error, solved every effector, wrote no IK stretch and started where the next frame starts;
     the rig's animation, if any, reaches no chain bone and no setting."""
@@ -162,7 +165,10 @@ def _animation(obj: bpy.types.Object, names: list[str]) -> tuple[frozenset, int]
     return animdata.fcurve_paths(obj), len(animation_data.drivers)
 
 
-def reused(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, updated: Updates, watched: bool, memory_: memory.RigMemory) -> tuple | None:
+def reused(
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, updated: Updates, watched: bool,
+    memory_: memory.RigMemory
+) -> tuple | None:
     """Solve a frame of obj from what the last frame read, where nothing the solve reads can have changed but
     what is read here (see the module): the live inputs as the whole read would have read them, with the
     channels as the solve left them (what live solving compares its next update with); None, having written

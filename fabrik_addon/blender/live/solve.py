@@ -150,7 +150,8 @@ def rig_size(plan: Plan) -> float:
 
 
 def read(
-    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, gathered: Gathered, pose: PoseRead, previous: dict | None = None
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, gathered: Gathered, pose: PoseRead,
+    previous: dict | None = None
 ) -> tuple[Read | None, RigStatus]:
     """Read one rig's solve from Blender (`gathered`: its goals, read and checked): the read, or None where there
     is nothing to solve; and the status it starts with (each effector left out says why). With `previous` (a
@@ -265,7 +266,9 @@ def not_finite(read_: Read, solved: Solution) -> str | None:
     return None
 
 
-def write(obj: bpy.types.Object, read_: Read, solved: Solution, hold: bool, kept: memory.RigMemory | None = None) -> None:
+def write(
+    obj: bpy.types.Object, read_: Read, solved: Solution, hold: bool, kept: memory.RigMemory | None = None
+) -> None:
     """Set the moving bones' rotation channels to the solve in bulk (one foreach_set per channel kind that
     changed) and hold the animator's values under them, or without `hold` let them go (the solved pose becomes
     the animator's); write IK stretch; keep the solution for the next solve to go on from (in `kept`, the rig's
@@ -304,23 +307,15 @@ def scale_channels(skeleton: Skeleton, scales: np.ndarray, inherits: dict[int, b
 
 
 def solve_object(
-    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None, hold: bool = True, checked: list[EffectorValues] | None = None, pose: PoseRead | None = None
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None, hold: bool = True,
+    checked: list[EffectorValues] | None = None, pose: PoseRead | None = None
 ) -> tuple[RigStatus, Read | None]:
-    """Solve one armature's effectors and write the pose; the status (kept for the panel: `status.show`) and what
-    was read (None where nothing was solved). Raises on rig errors.
+    """Solve one armature's effectors and write the pose; the status (also kept for the panel) and what was read
+    (None where nothing was solved).
 
-    With `hold` the animator's rotations under the solution are kept (live
-    solving: off gives them back); without, the solved pose becomes the
-    animator's own (a one-off solve while live solving is off).
-
-    Input that cannot be solved (a linked rig, a transform or channel that is
-    not a number, a bone above a chain scaled to zero) is a status, not an
-    error: nothing is written, and the next solve after it is fixed works.
-    `checked` is the effectors as live solving read and checked them for its
-    inputs (`effector_values`), where it has; `pose`, what it read of the pose
-    (the solve reads the rest into it, and leaves it holding the channels as
-    the solve left them).
-    """
+    With `hold` the animator's rotations stay under the solution (live solving); without, the solve becomes the
+    animator's pose. Input that cannot be solved is a status, not an error, and nothing is written. `checked` and
+    `pose`: the effectors and pose live solving has read already."""
     kept = memory.of(obj)
     kept.again, kept.root_away = False, None
     refused = editable.editable(obj) or effector_goals.unusable_rig(obj, depsgraph)
@@ -389,7 +384,9 @@ def _put_off(obj: bpy.types.Object, result: RigStatus) -> RigStatus:
     )
 
 
-def compute(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, previous: dict | None = None, carry: Carry | None = None) -> tuple[RigStatus, Read | None, Solution | None]:
+def compute(
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, previous: dict | None = None, carry: Carry | None = None
+) -> tuple[RigStatus, Read | None, Solution | None]:
     """Solve one armature's effectors without touching its pose (a bake's frame): the status, what was read and
     the solve (None where nothing was solved). `previous` (each moving bone's local rotation) starts the moving
     bones where a continuous bake's last frame left them."""

@@ -34,7 +34,9 @@ class Retargeting(stepping.SceneWork):
 
     noun = "the retarget"
 
-    def __init__(self, scene: bpy.types.Scene, obj: bpy.types.Object, hold_feet: bool = True, bake_it: bool = True) -> None:
+    def __init__(
+        self, scene: bpy.types.Scene, obj: bpy.types.Object, hold_feet: bool = True, bake_it: bool = True
+    ) -> None:
         refused = setup.refusal(obj)
         if refused:
             raise ValueError(refused)

@@ -273,7 +273,9 @@ def nearest_axis(direction: np.ndarray) -> np.ndarray:
     return axis
 
 
-def limb_lengths(obj: bpy.types.Object, source, pairs: dict, clip: Side | None = None, rig_side: Side | None = None) -> dict:
+def limb_lengths(
+    obj: bpy.types.Object, source, pairs: dict, clip: Side | None = None, rig_side: Side | None = None
+) -> dict:
     """Each limb's length at rest, its two bones end to end in world units: per ("leg" or "arm", side, 0 for the
     clip or 1 for the rig)."""
     clip, rig_side = clip or Side.of(source), rig_side or Side.of(obj)

@@ -106,7 +106,10 @@ class Channels:
     held_rows: list[int] | None = None
 
 
-def read_channels(obj: bpy.types.Object, names: list[str], at: list[int], depsgraph: bpy.types.Depsgraph | None = None, pose: PoseRead | None = None) -> Channels:
+def read_channels(
+    obj: bpy.types.Object, names: list[str], at: list[int], depsgraph: bpy.types.Depsgraph | None = None,
+    pose: PoseRead | None = None
+) -> Channels:
     """The named bones' rotation channels (at these pose-bone indices), modes and FK values, read in bulk (from
     `pose`, where the solve has read some already)."""
     pose = pose or PoseRead(obj)
@@ -145,7 +148,9 @@ def channel_values(modes: list[str], solved: list, current: list) -> list:
     return [rotation_channels.channel_from_quaternion(mode, q, now) for q, now, mode in zip(solved, current, modes)]
 
 
-def write_channels(obj: bpy.types.Object, at, modes: list[str], arrays: dict, current: list, values: list) -> list[tuple[float, ...]]:
+def write_channels(
+    obj: bpy.types.Object, at, modes: list[str], arrays: dict, current: list, values: list
+) -> list[tuple[float, ...]]:
     """Set the rotation channels of the pose bones at `at` (each in its mode) to `values` in bulk, one foreach_set
     per channel kind that changed; `arrays` and `current` are what `_rotation_values` read. A channel that
     already holds its value in single precision is left alone, so an unchanged pose does not tag the rig for an
@@ -190,7 +195,9 @@ def _tag_written(obj: bpy.types.Object) -> None:
     obj.update_tag(refresh={'OBJECT'})
 
 
-def fk_channels(obj: bpy.types.Object, names: list[str], depsgraph: bpy.types.Depsgraph | None = None) -> dict[str, tuple[str, tuple[float, ...]]]:
+def fk_channels(
+    obj: bpy.types.Object, names: list[str], depsgraph: bpy.types.Depsgraph | None = None
+) -> dict[str, tuple[str, tuple[float, ...]]]:
     """Per named bone, its rotation mode and its FK rotation this frame as a value of its rotation channel,
     ignoring our own last write, read in bulk (the depsgraph, when given, tells the frame keyed channels are
     evaluated at).

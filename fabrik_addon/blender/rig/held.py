@@ -305,7 +305,10 @@ def entries_of(held: HeldBones):
     return index, rotated, written, fk, scaled, set()
 
 
-def animator_values(obj: bpy.types.Object, held: HeldBones, names, modes, current, entries, depsgraph: bpy.types.Depsgraph | None = None) -> list[tuple[float, ...]]:
+def animator_values(
+    obj: bpy.types.Object, held: HeldBones, names, modes, current, entries,
+    depsgraph: bpy.types.Depsgraph | None = None
+) -> list[tuple[float, ...]]:
     """`channels.fk_channels` from channels and held entries read in bulk (`modes`: each bone's rotation mode); the
     depsgraph, when there is one, tells the frame keyed channels are evaluated at."""
     if entries is None:

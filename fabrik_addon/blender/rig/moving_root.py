@@ -113,7 +113,9 @@ def usable(obj: bpy.types.Object, plan, goals) -> tuple[str | None, str | None]:
     return name, None
 
 
-def read(obj: bpy.types.Object, skeleton: Skeleton, name: str, depsgraph: bpy.types.Depsgraph | None = None) -> tuple[Root, tuple]:
+def read(
+    obj: bpy.types.Object, skeleton: Skeleton, name: str, depsgraph: bpy.types.Depsgraph | None = None
+) -> tuple[Root, tuple]:
     """The root as the solve takes it (`core.root.Root`): where the pose has it now, and its home where the
     animator's channel values put it; and those values (location, rotation), which `write` holds. ValueError
     where its pose gives no frame (scaled to zero, not a number)."""
@@ -153,7 +155,9 @@ def channel_values(obj: bpy.types.Object, name: str, move: Move) -> tuple[tuple[
     return tuple(location), rotation_channels.channel_from_quaternion(pose_bone.rotation_mode, q, current)
 
 
-def write(obj: bpy.types.Object, name: str | None, values: tuple | None, animator: tuple | None, hold: bool = True) -> None:
+def write(
+    obj: bpy.types.Object, name: str | None, values: tuple | None, animator: tuple | None, hold: bool = True
+) -> None:
     """Set the root's channels to `values` (`channel_values`) and hold the animator's (`animator`, as `read` read
     them) under them (without `hold`, the moved root becomes the animator's); with none, or for any other bone
     moved before, give the animator's back (`let_go`)."""
@@ -206,7 +210,9 @@ def _under(now, written, fk) -> tuple[float, ...]:
     return tuple(f if held.same((n,), (w,)) else n for n, w, f in zip(now, written, fk))
 
 
-def _animator_values(obj: bpy.types.Object, pose_bone: bpy.types.PoseBone, depsgraph: bpy.types.Depsgraph | None = None) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def _animator_values(
+    obj: bpy.types.Object, pose_bone: bpy.types.PoseBone, depsgraph: bpy.types.Depsgraph | None = None
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The root's location and rotation as the animator has them this frame: the channels' own, or, component by
     component, where they still hold what live solving wrote, the values held under them (or what their keys give
     this frame)."""

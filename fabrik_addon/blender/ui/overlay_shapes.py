@@ -281,8 +281,8 @@ def marker(point: Vector, size: float, color, owner) -> list[Segment]:
 
 
 def build(
-    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, rig_status: RigStatus, options, facing: Matrix | None = None, traces: dict | None = None,
-    views: list[EffectorView] | None = None,
+    obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, rig_status: RigStatus, options,
+    facing: Matrix | None = None, traces: dict | None = None, views: list[EffectorView] | None = None
 ) -> Drawing:
     """What the overlay draws for one armature, given its last solve's status (`status.statuses`) and the
     switches in `options` (show_targets, show_poles, show_reach, show_limits, show_trace, show_readout).

@@ -105,7 +105,10 @@ def _split(layout: bpy.types.UILayout):
 class FABRIK_UL_effectors(UIList):
     """Effectors of an armature: the name (double-click renames it) and an icon for the last solve's status."""
 
-    def draw_item(self, context: bpy.types.Context, layout: bpy.types.UILayout, data, item, icon, active_data, active_propname, index):
+    def draw_item(
+        self, context: bpy.types.Context, layout: bpy.types.UILayout, data, item, icon, active_data,
+        active_propname, index
+    ):
         obj = data.id_data
         kind, _message = effector_state(obj, index)
         status_icon, alert = STATUS_ICONS[kind]
@@ -130,7 +133,10 @@ class FABRIK_UL_effectors(UIList):
 class FABRIK_UL_retarget_bones(UIList):
     """A retarget's mapping: each body part with the clip's bone and the rig's (red where one is missing)."""
 
-    def draw_item(self, context: bpy.types.Context, layout: bpy.types.UILayout, data, item, icon, active_data, active_propname, index):
+    def draw_item(
+        self, context: bpy.types.Context, layout: bpy.types.UILayout, data, item, icon, active_data,
+        active_propname, index
+    ):
         row = layout.row(align=True)
         row.alert = not (item.source and item.target)
         row.label(text=item.name)

@@ -259,7 +259,9 @@ def _pole_frame(obj: bpy.types.Object, context: bpy.types.Context, effector: Fab
     return joints, first.col[0].to_3d(), first.col[2].to_3d(), reach
 
 
-def pole_angle_for(obj: bpy.types.Object, context: bpy.types.Context, effector: FabrikEffector, frame, pole_armature) -> float | None:
+def pole_angle_for(
+    obj: bpy.types.Object, context: bpy.types.Context, effector: FabrikEffector, frame, pole_armature
+) -> float | None:
     """The pole angle that leaves a chain (its `_pole_frame`) as it starts with its pole at that armature-space
     point; where each solve goes on from the previous one, as such a solve turns it (`auto_pole_angle_warm`)."""
     joints, x_axis, z_axis, _reach = frame
@@ -279,7 +281,9 @@ def pole_angle_for(obj: bpy.types.Object, context: bpy.types.Context, effector: 
     return None if angle is None else max(-math.pi, min(math.pi, angle))
 
 
-def _solve_starts_elsewhere(obj: bpy.types.Object, context: bpy.types.Context, effector: FabrikEffector, start_joints, reach: float) -> bool:
+def _solve_starts_elsewhere(
+    obj: bpy.types.Object, context: bpy.types.Context, effector: FabrikEffector, start_joints, reach: float
+) -> bool:
     """Whether the rig's live solve starts the effector's chain from a pose other than the one shown (Start From
     This Frame's Pose, after the target moved away from the tip): there the new pole's turn moves the chain."""
     if not (obj.fabrik.live and obj.fabrik.start == 'FK'):

@@ -81,7 +81,9 @@ def _font_measure(preferences, scale: float) -> Callable[[str], float]:
     return lambda text: blf.dimensions(0, text)[0]
 
 
-def draw_wrapped(layout: bpy.types.UILayout, text: str, room: Room, icon: str = 'NONE', alert: bool = False, active: bool = True):
+def draw_wrapped(
+    layout: bpy.types.UILayout, text: str, room: Room, icon: str = 'NONE', alert: bool = False, active: bool = True
+):
     """A message as label lines that fit the room: the icon on the first, the rest indented under it; red for
     `alert`, greyed out unless `active`."""
     column = layout.column(align=True)

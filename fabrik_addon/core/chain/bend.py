@@ -220,7 +220,9 @@ def turned_frames(frames: list[Quat], axis: Vec, delta: float, turn: Quat) -> li
     ]
 
 
-def spread_rows(heads: np.ndarray, tails: np.ndarray, length: np.ndarray, target: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+def spread_rows(
+    heads: np.ndarray, tails: np.ndarray, length: np.ndarray, target: np.ndarray, chosen: np.ndarray
+) -> np.ndarray:
     """`spread` for the chosen frames of many: a chain's heads and tails (n, 3, F), base first, moved in place where
     a bend is found; the target (3, F). Which frames it moved (F,)."""
     n = len(length)

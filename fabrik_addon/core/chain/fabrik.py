@@ -276,21 +276,11 @@ def solve_from(
     halving: bool = False,
     window: int = 0,
 ) -> tuple[Joints | None, SolveReport]:
-    """FABRIK from one start: the joints it leaves (None: the start itself, which reaches every goal as it is) and
-    the report.
+    """FABRIK from one start: the joints it leaves (None: the start itself reaches every goal) and the report.
 
-    First what the paper and Blender's rules do before iterating: poles turn
-    their chains (`pole.holds`), a straight chain with its target on its line
-    is bent, a single free chain out of reach is stretched straight at its
-    target, two free bones start on their triangle, and a chain of three or
-    more bones has its bend spread evenly onto its target (`spread_evenly`,
-    counted as one iteration). Then the iterations,
-    by the stopping rules (`stopping`); a `careful` descent (where frames are
-    carried) undoes an iteration that makes things worse and tries again
-    reaching part of the way. With `halving` the iterations hand over at the
-    first one that does not halve the error, and with a `window` once the best
-    error has not halved over that many iterations: another method finishes.
-    """
+    Before the iterations come the starts the paper leaves open (`starts`) and the poles' turns (`pole.holds`); a
+    `careful` descent undoes an iteration that makes things worse, and `halving` or a `window` hands over to another
+    method once the error stops halving."""
     framed = False
     for goal in goals:  # (a loop, not any() over a generator: every solve asks)
         if goal.rotation is not None or goal.pole is not None:

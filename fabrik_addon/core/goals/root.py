@@ -256,7 +256,9 @@ def _size(points: Sequence[Vec]) -> float:
     return max((vec.norm(p) for p in points), default=0.0)
 
 
-def carried(move: Move, goals: Sequence[Goal], which: Sequence[bool], floor: Floor | None) -> tuple[list[Goal], Floor | None]:
+def carried(
+    move: Move, goals: Sequence[Goal], which: Sequence[bool], floor: Floor | None
+) -> tuple[list[Goal], Floor | None]:
     """The goals (those `which` says hang below the root) and the floor, carried back by the root's move: what
     the chains below it must reach from where the start has them, so that moved with the root they reach the
     goals themselves."""

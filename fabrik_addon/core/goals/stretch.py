@@ -189,17 +189,9 @@ def solve(
 ) -> tuple[Pose, SolveReport]:
     """Solve with IK stretch: grow the bones (`stretched`), solve on them, then close what is left.
 
-    The first solve aims each grown chain a hair beyond its target, so every
-    solver takes it as out of reach and brings the chain as straight at it as
-    it can, quickly (a target at exactly full reach is where iterative
-    solvers crawl: no small turn moves the tip outwards). Then a free
-    connected chain is laid straight at its target, which its grown length
-    reaches exactly (`_lay_straight`), and a chain held bent (joint limits,
-    a rotation goal) grows by what it still lacks and is solved again, a few
-    rounds at most, with what is left of the iteration budget. The solver
-    sees the goals without their stretch flag; the pose carries every bone's
-    length.
-    """
+    The first solve aims each grown chain a hair beyond its target, so every solver brings it straight quickly (at
+    exactly full reach iterative solvers crawl); then a free chain is laid straight (`_lay_straight`) and a chain
+    held bent grows by what it lacks and is solved again, a few rounds at most."""
     start, nothing_to_do = begin(skeleton, goals, start, settings)
     if nothing_to_do:
         return nothing_to_do

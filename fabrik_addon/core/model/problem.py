@@ -12,34 +12,23 @@ from .skeleton import Pose, Skeleton
 
 @dataclass(frozen=True)
 class Goal:
-    """An end effector: the tail of `bone` should reach `target` (armature space).
-
-    `chain_length` counts the bones that may move, from `bone` upwards
-    (0 = all the way to the root); the bone above the chain stays fixed.
-    `weight` is the branch weight: where branches meet, it decides how hard
-    this effector pulls the shared bones compared with the others.
-
-    Optionally the tip bone also turns to match `rotation` (a unit quaternion
-    w, x, y, z: the target's frame in armature space; Y is the bone direction)
-    by `rotation_weight`, and a `pole` point decides which way the chain turns
-    about the line from its base to the target, exactly as Blender's IK pole
-    does (see `pole`): the first bone's up vector X cos(pole_angle) +
-    Z sin(pole_angle) (`pole_angle` in radians, X and Z of that bone in the
-    start pose) is turned, seen along the chain, to point at the pole.
-
-    With `stretch`, a target beyond the chain's reach makes the chain's bones
-    that have a stretch factor (`Skeleton.stretch`) longer, as Blender's IK
-    Stretch does (see `stretch`).
-    """
+    """An end effector: the tail of `bone` should reach `target` (armature space)."""
 
     bone: int
     target: tuple[float, float, float]
+    #: The branch weight: where branches meet, how hard this effector pulls the shared bones against the others.
     weight: float = 1.0
+    #: The bones that may move, from `bone` upwards (0: up to the root); the bone above the chain stays fixed.
     chain_length: int = 0
+    #: The tip bone's wanted frame (a unit quaternion w, x, y, z in armature space; Y along the bone), and how
+    #: much it counts.
     rotation: tuple[float, float, float, float] | None = None
     rotation_weight: float = 1.0
+    #: A pole point: the chain turns about its base-target line so that its first bone's up vector,
+    #: X cos(pole_angle) + Z sin(pole_angle) in the start pose, faces it, as Blender's IK pole does (`pole`).
     pole: tuple[float, float, float] | None = None
     pole_angle: float = 0.0
+    #: IK stretch: beyond reach, the chain's bones that have a stretch factor grow, as Blender's do (`stretch`).
     stretch: bool = False
 
 

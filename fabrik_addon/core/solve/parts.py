@@ -154,7 +154,9 @@ def hinged(tree: MovingTree) -> bool:
     )
 
 
-def above_floor(tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings, solved: Solved) -> Solved:
+def above_floor(
+    tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings, solved: Solved
+) -> Solved:
     """A part's pose held above the floor (`floor`): where `solved` leaves a joint deeper below it than the
     tolerance, the refinement goes on from that pose with the joints' depths as errors besides the goals', within
     what is left of the iteration cap."""
