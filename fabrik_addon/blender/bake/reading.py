@@ -51,13 +51,11 @@ class FrameRows:
         cls, obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, bake_bones: list[str], in_turn: bool = False,
         carry: Carry | None = None
     ) -> "FrameRows | None":
-        """A reader for this rig, or None where a whole read of each frame must solve it: another solver or IK
-        stretch, a bone baked that the solve does not move, a fixed bone between two moving ones, an influence
-        below 1 (the blend is per frame); a Root that moves (its channels are read and written with each frame's
-        whole read). `in_turn`: a continuous bake's (each frame solved as it is read, from the one before); a
-        per-frame bake's frames are solved together where the plan solves on numpy rows (`together`), else each
-        from its own pose as it is read. `carry`: what continuity mode carries from frame to frame, shared with
-        the frames the bake reads whole."""
+        """A reader for this rig, or None where a whole read of each frame must solve it (another solver, IK
+        stretch, a fixed bone between moving ones, an influence below 1, a Root that moves).
+
+        `in_turn`: a continuous bake's, each frame solved as it is read; a per-frame bake's frames are solved
+        together on numpy rows where the plan allows. `carry`: what continuity mode carries from frame to frame."""
         if obj.fabrik.root_mode != 'OFF':
             return None
         skeleton = armature.skeleton_of(obj)

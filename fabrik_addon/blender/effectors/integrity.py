@@ -267,15 +267,10 @@ def effector_problem(
     obj: bpy.types.Object, index: int, depsgraph: bpy.types.Depsgraph | None = None, evaluated=None,
     effector: FabrikEffector | None = None
 ) -> str | None:
-    """Why effector `index` cannot be solved as it stands, in the user's words, or None.
+    """Why effector `index` cannot be solved as it stands, in the user's words, or None (a switched-off effector's
+    reason starts with "disabled": it is no fault).
 
-    Covers what Blender's raw errors would otherwise tell: a bone that is not
-    in its armature, a target that was deleted or is in no scene, and a rig's
-    own switch (a converted constraint's driver) that has turned it off; the
-    latter start with "disabled", as a switched-off effector is no fault.
-    `evaluated` is the evaluated rig's effectors, when the caller has them; `effector` the effector's values
-    (`effector_values.EffectorValues`), when the caller has read them.
-    """
+    `evaluated`: the evaluated rig's effectors; `effector`: its values as read, where the caller has them."""
     if effector is None:
         effector = obj.fabrik.effectors[index]
     layer = _layer_objects(depsgraph)

@@ -169,11 +169,12 @@ def reused(
     obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, updated: Updates, watched: bool,
     memory_: memory.RigMemory
 ) -> tuple | None:
-    """Solve a frame of obj from what the last frame read, where nothing the solve reads can have changed but
-    what is read here (see the module): the live inputs as the whole read would have read them, with the
-    channels as the solve left them (what live solving compares its next update with); None, having written
-    nothing, where the whole read must run. `watched`: whether live solving saw the rig at the evaluation
-    before. The frame's read is a new one (the last one with what changed), which the next frame goes on from."""
+    """Solve a frame of obj from what the last frame read, where only what is read here can have changed (see the
+    module): the live inputs, with the channels as the solve left them; None, having written nothing, where the
+    whole read must run.
+
+    `watched`: whether live solving saw the rig at the evaluation before. The frame's read is a new one, which the
+    next frame goes on from."""
     kept = memory_.read
     if kept is None:
         return None

@@ -198,15 +198,11 @@ def _tag_written(obj: bpy.types.Object) -> None:
 def fk_channels(
     obj: bpy.types.Object, names: list[str], depsgraph: bpy.types.Depsgraph | None = None
 ) -> dict[str, tuple[str, tuple[float, ...]]]:
-    """Per named bone, its rotation mode and its FK rotation this frame as a value of its rotation channel,
-    ignoring our own last write, read in bulk (the depsgraph, when given, tells the frame keyed channels are
-    evaluated at).
+    """Per named bone, its rotation mode and its FK rotation this frame as a channel value, ignoring our own last
+    write, read in bulk (`depsgraph`: the frame keyed channels are evaluated at).
 
-    A bone that holds what live solving wrote has the FK value that write
-    replaced, except where animation keys the channel: there the FK value is
-    what the animation gives this frame (it is re-evaluated on every frame, so
-    the held value must not override it).
-    """
+    Where animation keys a channel, the FK value is the animation's this frame, not the one held under live
+    solving's write."""
     channels = read_channels(obj, names, pose_bone_indices(obj, names), depsgraph)
     return {name: (mode, value) for name, mode, value in zip(names, channels.modes, channels.fk_values)}
 

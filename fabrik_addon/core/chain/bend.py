@@ -324,15 +324,12 @@ def _rotated(q: np.ndarray, vectors: np.ndarray) -> np.ndarray:
 def spread_within(
     points: list[Vec], length: Sequence[float], target: Vec, frames: list[Quat], zero: list[Quat], cones: Sequence,
 ) -> list[Vec] | None:
-    """`spread` for a chain whose joints swing in cones (`cones`: each bone's `limits.JointLimit` or None; `frames`:
-    its start frames, `zero`: `tree.Start.zero`): where the even bend takes a joint out of its cone (the first
-    joints take the whole turn towards the target), that joint stops on its cone's rim and the bones after it
-    bend evenly onto the target; and so on down the chain. The joints, or None where no such bend lands its tip
-    on the target.
+    """`spread` for a chain whose joints swing in cones: where the even bend takes a joint out of its cone, that
+    joint stops on the rim and the bones after it bend evenly onto the target. The joints, or None where no such
+    bend lands the tip on the target.
 
-    A joint's rotation is read as the passes leave it (its start frame turned the shortest way onto its bone:
-    `tree.swung_frames`), and where the even bend keeps it inside, nothing changes: the pose moves on smoothly
-    where a cone begins to bind."""
+    Where the even bend keeps a joint inside, nothing changes, so the pose moves on smoothly where a cone begins to
+    bind."""
     n = len(length)
     placed = [tuple(p) for p in points]
     parent_frame = None

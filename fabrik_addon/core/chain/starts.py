@@ -116,15 +116,8 @@ def settle_two_bones(tree: MovingTree, joints: Joints, target: Vec) -> bool:
 
 
 def bend_if_straight_at(tree: MovingTree, joints: Joints, chain: tuple[int, ...], goal: Goal, tolerance: float) -> None:
-    """Bend a straight chain a little when its target lies on its own line (and not on its tip already).
-
-    FABRIK moves joints along lines; with every joint and the target on one
-    line no pass can bend the chain (the paper's degenerate case), so it is
-    started bent a little about its first bone's X axis. Two bones are
-    straight where the middle joint is on the line, whatever their tip (the
-    forward pass puts it on the target): they turn about their base, towards
-    the side their tip bends to where it does.
-    """
+    """Bend a straight chain a little about its first bone's X axis when its target lies on its own line (and not on
+    its tip already): there no pass of FABRIK can bend it, the paper's degenerate case."""
     if len(chain) < 2:
         return
     top = chain[-1]

@@ -26,17 +26,12 @@ __all__ = ["Effectors", "Rig", "pose_with", "solve_iteratively"]
 
 
 class Rig:
-    """The moving bones of a solve, posed by their local rotations, with their heads and frames kept by FK.
+    """The moving bones of a solve, posed by their local rotations, with their heads and frames kept by forward
+    kinematics.
 
-    Nodes are the bones of the moving tree, parents first. A node's frame is
-    `zero_frames[k] @ local[k]`, where the zero frame (the frame the bone has
-    with no rotation of its own) is its moving parent's frame times a fixed
-    `zero[k]` -- that folds in the rest relation and any unmoving bones in
-    between -- or a fixed frame for a base node, whose parent never moves. A
-    node's head sits at a fixed offset `link[k]` in its moving parent's frame;
-    a base node's head never moves. `local` is exactly what
-    `Skeleton.local_rotations` gives for the node's bone, so limits apply to it.
-    """
+    A node's frame is `zero_frames[k] @ local[k]` (its moving parent's frame times the fixed `zero[k]`), its head
+    sits at `link[k]` in that parent's frame; `local` is what `Skeleton.local_rotations` gives, so limits apply to
+    it."""
 
     def __init__(self, skeleton: Skeleton, tree: MovingTree, start: Pose) -> None:
         bones = list(tree.bones)

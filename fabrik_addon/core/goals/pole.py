@@ -99,14 +99,9 @@ def _turn(base: Vec, end: Vec, up: Vec, target: Vec, pole: Vec) -> tuple[Vec, Ve
 def blender_turn(
     base: np.ndarray, end: np.ndarray, frame: np.ndarray, target: np.ndarray, pole: np.ndarray, pole_angle: float
 ) -> np.ndarray | None:
-    """The rotation (3x3, about `base`) Blender's IK gives a chain before solving, or None where it is undefined.
-
-    `base` is the first bone's head, `end` the last bone's tail and `frame`
-    the first bone's frame, all in the pose the solve starts from. None when
-    the target sits on the base, the pole on the line to the target, or the
-    up vector along the chain: Blender's own turn is degenerate there (it
-    collapses the chain), so the caller keeps the chain as it is.
-    """
+    """The rotation (3x3, about `base`) Blender's IK gives a chain before solving (`base`, `end` and `frame`: its
+    first head, last tail and first frame in the start pose), or None where Blender's own turn is degenerate and the
+    caller keeps the chain as it is."""
     points = [tuple(float(c) for c in v) for v in (base, end, up_vector(np.asarray(frame, float), pole_angle), target, pole)]
     turn = _turn(*points)
     return None if turn is None else np.array(turn)
@@ -166,31 +161,12 @@ class PoleHold:
 def holds(
     tree: MovingTree, joints: Joints, goals: Sequence[Goal], tolerance: float = 0.0, warm: bool = False
 ) -> list[PoleHold]:
-    """Apply Blender's pole rule to the start pose (see `pole`) and return what holds it during the solve.
+    """Apply Blender's pole rule to the start pose (see the module) and return what holds each chain's plane while
+    it solves.
 
-    Each chain with a pole is turned as one body about its base, as Blender
-    turns it before solving, when nothing else hangs below its first bone
-    (another goal's branch would be swung with it). A straight chain, which
-    Blender leaves straight, is then bent into an arc towards its turned up
-    vector (`bend_towards`), so its knees face the pole: where Blender puts
-    the knee of the same chain bent a hair that way, the way a pole angle is
-    chosen for a knee. The turn is of the start pose only: the tip is then
-    pulled to its target as ever, so it costs no reach. What the turn does
-    to the chain's bend plane is kept as a vector fixed in the first bone
-    (`held_vector`) that should face a given way; each iteration turns the chain
-    about its base-target line back to it (`turn_about_pole`), which never
-    moves a tip that is on its target. A straight chain whose tip is already
-    on its target (within `tolerance`) is left straight: bent, it would only
-    crawl back. Blender drops the pole when the chain's tree carries two or
-    more position goals; here every goal's pole counts.
-
-    From the last frame's pose (`warm`), Blender's rule is applied to the
-    chain as if at rest with its first bone where it stands (applied to a
-    chain bent far from rest it swings the up vector across the line to the
-    chain's end, and the knee with it to the other side), and the chain
-    takes the shortest turn that points its end at the target and its held
-    vector the way that asks (`warm_turn`).
-    """
+    A straight chain is bent towards its turned up vector (`bend_towards`), unless its tip is on its target already;
+    each iteration turns a chain about its base-target line back to its held vector (`turn_about_pole`), which moves
+    no tip on its target. From the last frame's pose (`warm`) the chain takes the shortest such turn (`warm_turn`)."""
     holds = []
     for g, goal in enumerate(goals):
         if goal.pole is None:

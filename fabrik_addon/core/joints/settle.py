@@ -131,15 +131,9 @@ def settle(
 ) -> int:
     """Turn the joints the goals leave free towards `aim`, keeping every goal reached; the iterations used.
 
-    A chain with more joints than its goals need reaches each target with
-    many poses. Each step moves only in the directions that change no goal
-    (to first order; corrections then put the goals back), so the pose
-    slides along the poses that reach towards the aimed one: rest, so that a
-    warm-started chain does not drift and a closed path brings it back, or
-    the plane a pole asks for. It stops once `STALLED` steps in a row are
-    undone or crawl (each leaving more than `crawl` of the squared distance
-    to the aim: 1 lets it crawl on, as into a pole's plane).
-    """
+    Each step moves only in directions that change no goal (to first order, then corrected), so the pose slides
+    along those that reach; it stops once `STALLED` steps in a row are undone or keep more than `crawl` of the
+    squared distance to the aim."""
     free = freedom(rig, problem)
     if not free.coordinates:
         return 0
@@ -193,18 +187,11 @@ def _settling_step(
     rig: AngleRig, problem: TreeGoals, free: Freedom, aim: Aim, gain: float, damping: float, tolerance: float,
     max_iterations: int, settled: float, away: float | None = None,
 ) -> tuple[int, bool | None, float | None]:
-    """One step of `settle`: the iterations used; whether every goal is reached after it and, where `away` (the
-    joints' distance from the aim, `_away`) is given, the joints are nearer the aim (else the rig is put back),
-    None, nothing moved, where the pull the goals leave free is under `settled` already; and the distance after
-    it.
+    """One step of `settle`: the iterations used; whether every goal is still reached and the joints came nearer the
+    aim (else the rig is put back; None where the free pull is under `settled` already); and the distance after it.
 
-    Stiffness weighs both parts of the step, as it weighs the refinement's:
-    the goals' correction and what keeps the goals where the pull would move
-    them fall on the pliant joints (a least-squares step in the metric of the
-    squared pliancies, relative to the most pliant joint's, so that equal
-    stiffness everywhere changes nothing), so a stiff joint settles towards
-    its rest while the others make up for it.
-    """
+    Stiffness weighs the step as it weighs the refinement's, so a stiff joint settles towards its rest while the
+    others make up for it."""
     step = _plain_step if len(free.coordinates) <= refine.PLAIN_COORDINATES else _numpy_step
     wanted = aim(rig, free)
     free_pull, reaching, correct = step(rig, problem, free, wanted, gain, damping)
@@ -231,12 +218,8 @@ def _put_back(
     """Up to `most` corrections of the goals' errors after a settling step: the corrections taken, and whether every
     goal is reached.
 
-    The error left is second order in the step, so the step's own Jacobian
-    (`correct`; None: none to reuse) still corrects it well: it serves while
-    each correction cuts the squared error to `SHRINK` of what it was. After
-    one that does not, a Jacobian is made afresh; where even its correction
-    does not, the goals are too far to put back from here.
-    """
+    The step's own Jacobian (`correct`) serves while each correction cuts the squared error to `SHRINK`; then a
+    fresh one is made, and where even that does not, the goals are too far to put back."""
     used = 0
     last = math.inf
     renewed = False  # whether the last correction made its Jacobian afresh

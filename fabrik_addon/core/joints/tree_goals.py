@@ -111,14 +111,11 @@ class TreeGoals:
         self, heads: Sequence[Vec], skeleton: Skeleton, tolerance: float
     ) -> dict[int, tuple[float, float, float]]:
         """Goals whose target lies beyond all their chain could reach from a base that never moves, each with the
-        nearest point it could reach instead: on the line to the target, the tolerance inside the chain's reach.
-        `heads`: each node's head as the solve starts (a `Start`'s, or an `AngleRig`'s).
+        nearest point it could reach instead, the tolerance inside that reach (`heads`: each node's head as the
+        solve starts).
 
-        The chain's reach here is the longest it could be: bones and rigid
-        offsets laid end to end. No pose inside any limits gets further, and
-        aiming a hair inside it keeps the chain off the straight pose, where
-        no small turn moves the tip outwards and every method crawls.
-        """
+        Aiming a hair inside keeps the chain off the straight pose, where no small turn moves the tip outwards and
+        every method crawls."""
         aims = {}
         tree = self.tree
         longest_of = tree.kept.longest_reach  # (per chain: it depends on the tree alone)

@@ -152,11 +152,9 @@ ALIKE = 0.5
 
 def hinged(upper: np.ndarray, lower: np.ndarray, relative: np.ndarray, axis: int, low: float, high: float
            ) -> tuple[np.ndarray, np.ndarray]:
-    """A limb whose lower joint is a hinge about its own X (`axis` 0) or Z (2) axis, posed as nearly as the hinge
-    allows as `upper` and `lower` (F, 3, 3) pose it: both bones point the same way, the upper one turned about
-    its length so that the hinge stands across the plane they bend in, the lower one turned about the hinge
-    alone (within `low`..`high`). `relative`: the lower bone's rest rotation in the upper's. Where the limb is
-    straight, the plane it last (or next) bent in."""
+    """A limb whose lower joint is a hinge about its own X (`axis` 0) or Z (2), posed as nearly as the hinge allows
+    as `upper` and `lower` (F, 3, 3) pose it, the hinge across the plane they bend in (`relative`: the lower bone's
+    rest in the upper's)."""
     along_upper, along_lower = upper[:, :, 1], lower[:, :, 1]
     normal = np.cross(along_upper, along_lower)
     size = np.linalg.norm(normal, axis=1)

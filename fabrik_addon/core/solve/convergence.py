@@ -47,18 +47,11 @@ def error_curves(
     iterations: int = 30,
     floor: float | None = None,
 ) -> dict[str, list[float]]:
-    """Per solver, the summed tip-to-target distance of all goals after 0, 1, ... `iterations` iterations.
+    """Per solver, the summed tip-to-target distance of all goals after 0, 1, ... `iterations` iterations (an empty
+    list for a solver that cannot take the problem).
 
-    The error is the sum over goals of each tip's distance to its target
-    (rotation goals are not counted: only FABRIK follows them). Entry k is
-    what the solver returns when capped at k iterations from `start`, so it
-    is exact for every solver without hooks into their loops, at a cost
-    quadratic in `iterations`. The solvers keep their best pose, so a curve
-    does not rise; one that stalls stays flat. They stop early only below
-    `floor` (default: a ten-thousandth of `settings.tolerance`), so the
-    curve shows how far below the tolerance each gets. A solver that cannot
-    take the problem (two-bone on a longer chain) gets an empty list.
-    """
+    Entry k is the solver's answer when capped at k iterations, so it is exact for every solver without hooks into
+    its loop; solvers stop early only below `floor`, so a curve shows how far below the tolerance each gets."""
     floor = settings.tolerance * 1e-4 if floor is None else floor
     curves: dict[str, list[float]] = {}
     for name in solvers:

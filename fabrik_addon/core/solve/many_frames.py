@@ -151,11 +151,9 @@ def _spread_within(
     plan: Plan, tree: MovingTree, targets: np.ndarray, spread_heads: np.ndarray, spread_frames: np.ndarray,
     frames: np.ndarray, fixed: dict[int, np.ndarray], chosen: np.ndarray, solved: tuple,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Where the even bend (its heads and frames, (F, m, 3) and (F, m, 3, 3)) took a joint of a chain in open
-    cones out of its cone, the joint on its rim and the bones after it bent evenly (`bend.spread_within_rows`,
-    as `stages.free_passes` does alone; `frames`: the start frames): the frames where that lands on the
-    target inside every cone take that pose (`solved`: the solve's heads, frames, local rotations and the
-    frames inside, changed in place). Which frames did, and their tips' distances."""
+    """`stages.free_passes`'s bend within the cones on rows: where the even bend took a joint out of its cone, the
+    joint on its rim and the bones after it bent evenly (`bend.spread_within_rows`). The frames where that lands
+    inside every cone take that pose (`solved`, changed in place); which frames did, and their tips' distances."""
     placed_heads, placed, local, good = solved
     if not chosen.any():
         return chosen, np.zeros(0)

@@ -91,12 +91,9 @@ def wandered(s: Solving) -> None:
 def _crawls(
     skeleton: Skeleton, tree: MovingTree, goals: Sequence[Goal], start: Start, settings: SolveSettings
 ) -> TreeGoals | None:
-    """The goals as the refinement sees them where FABRIK's passes crawl on the tree and the refinement finishes
-    (else None): branches with poles that share a sub-base (each pass moves the sub-base a share of the way its
-    branches ask, so the error falls by a steady share per iteration), every target in reach (beyond it,
-    stretching towards the targets is FABRIK's own move), each frame solved from its own pose (from the previous
-    solution the passes start near the answer, and the refinement's steps on many coordinates cost more than the
-    passes they save)."""
+    """The goals as the refinement sees them where FABRIK's passes crawl and the refinement finishes, else None:
+    branches with poles that share a sub-base (each pass moves the sub-base only a share of the way), every target
+    in reach, each frame solved from its own pose."""
     if not settings.explore or len(goals) < 2 or any(g.rotation is not None for g in goals) or all(
         g.pole is None for g in goals
     ):

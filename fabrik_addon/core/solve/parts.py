@@ -90,20 +90,11 @@ def parts_of(tree: MovingTree, goals: Sequence[Goal]) -> tuple[Part, ...]:
 
 
 def limited_stages(tree: MovingTree, goals: Sequence[Goal], explore: bool) -> tuple[Stage, ...]:
-    """A limited part's stages (`stages`), from its joints and goals: for a frame that searches from its own start
-    (`explore`), or for one that goes on from the last frame's pose.
+    """A limited part's stages, from its joints and goals: for a frame that searches from its own start (`explore`),
+    or for one that goes on from the last frame's pose.
 
-    A two-bone limb first takes its exact answer, from its own start where the
-    free passes do not take it, from the last frame's pose where a pole holds
-    its plane (without one, settling pulls its swivel towards rest). A tree
-    in open cones pulled by positions runs the free passes first. Where every
-    joint is a hinge or a roll (a robot arm), FABRIK's moves of points leave
-    the hinges' planes at every pass, so the start is refined as it is first
-    and the passes follow where that stalls; elsewhere the passes go first.
-    From the last frame's pose, a start near its targets settles one step
-    onto them, else is refined as it is; where every attempt misses a target
-    in reach, the frame's whole search follows.
-    """
+    On a robot arm (every joint a hinge or a roll) FABRIK's moves of points leave the hinges' planes, so the start
+    is refined first and the passes follow; elsewhere the passes go first."""
     plain = all(g.rotation is None and g.pole is None for g in goals)
     poled = any(g.pole is not None for g in goals)
     free = plain and open_cones_as_free(tree) is not None
