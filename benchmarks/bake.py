@@ -24,11 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import bpy  # noqa: E402
+import rigs  # noqa: E402
 
 import fabrik_addon  # noqa: E402
-import rigs  # noqa: E402
 from fabrik_addon.blender.bake import baking  # noqa: E402
-
 
 #: The rigs that are not layouts, by builder (`rigs`): the tentacle of samples/tentacle.py, the rig classes of
 #: samples/rig_classes.py and the motion-capture character, each a rig with joint limits or poles.

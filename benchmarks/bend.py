@@ -37,10 +37,10 @@ import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
 import fabrik_addon  # noqa: E402
-from samples import rigbuild  # noqa: E402
-from samples.rig_classes import planar_chain  # noqa: E402
 from fabrik_addon.blender.rig import armature, props  # noqa: E402
 from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
+from samples import rigbuild  # noqa: E402
+from samples.rig_classes import planar_chain  # noqa: E402
 
 #: A solve reaches when its tip is within this fraction of the reach.
 REACHED = 1e-3

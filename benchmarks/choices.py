@@ -39,20 +39,20 @@ sys.path[:0] = [str(ROOT)]  # (run as a script: the add-on and the rig builders)
 
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
+import rigs  # noqa: E402
+from limits import pole_points  # noqa: E402
 from mathutils import Matrix  # noqa: E402
 
 import fabrik_addon  # noqa: E402
+from fabrik_addon.blender.bake import baking  # noqa: E402
 from fabrik_addon.blender.live import handlers  # noqa: E402
 from fabrik_addon.blender.rig import armature  # noqa: E402
-from fabrik_addon.blender.bake import baking  # noqa: E402
 from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
 from fabrik_addon.core.joints import refine  # noqa: E402
 from fabrik_addon.core.math import lsq  # noqa: E402
-from fabrik_addon.core.solve import many_frames  # noqa: E402
-from fabrik_addon.core.solve.plan import plan_for  # noqa: E402
-from limits import pole_points  # noqa: E402
+from fabrik_addon.core.solving import many_frames  # noqa: E402
+from fabrik_addon.core.solving.plan import plan_for  # noqa: E402
 from samples.rig_classes import RIG_CLASSES, random_targets  # noqa: E402
-import rigs  # noqa: E402
 
 #: How the small systems are worked out: (refine.PLAIN_COORDINATES, lsq.PLAIN_ENTRIES, lsq.PLAIN_STEP_ROWS).
 VARIANTS = {

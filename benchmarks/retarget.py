@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]  # (the clips are the tests')
 
 import bpy  # noqa: E402
-
-import fabrik_addon  # noqa: E402
 import mocap_clips  # noqa: E402
 import retarget_measures  # noqa: E402
 from rigs import quiet  # noqa: E402
 from walk_clip import stocky_rig  # noqa: E402
-from fabrik_addon.blender.retarget import setup, job  # noqa: E402
+
+import fabrik_addon  # noqa: E402
+from fabrik_addon.blender.retarget import job, setup  # noqa: E402
 
 #: The rig the timing runs on: the clip's shape with longer legs and shorter arms, hinges and fingers.
 PROPORTIONS = dict(legs=1.2, arms=0.9)

@@ -17,8 +17,8 @@ from typing import Callable
 import bpy
 import numpy as np
 
-from samples import rigbuild
 from fabrik_addon.blender.effectors import constraints
+from samples import rigbuild
 
 #: FABRIK's iteration cap on every rig but the 1000-bone chain (which keeps the add-on's defaults).
 ITERATIONS = 100
@@ -188,8 +188,9 @@ def class_rigs(build: str, note: str, jump_every: int = 0) -> Callable:
     With `jump_every`, the target moves smoothly from one such pose to the next over that many frames, then jumps
     to a third one."""
     def builder(frames: range) -> tuple[list, str]:
-        from samples import rig_classes
         from mathutils import Matrix
+
+        from samples import rig_classes
 
         case = getattr(rig_classes, build)()
         rig = case.obj

@@ -44,18 +44,31 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import bpy  # noqa: E402
-import numpy as np  # noqa: E402
-
-import fabrik_addon  # noqa: E402
 import live_memory  # noqa: E402
 import mocap  # noqa: E402
+import numpy as np  # noqa: E402
+from rigs import (  # noqa: E402
+    ITERATIONS,
+    chain_layout,
+    chain_reach,
+    class_rigs,
+    convert_from_blender_ik,
+    hand_layout,
+    hinged_hand_rigs,
+    humanoid_rigs,
+    layout_rigs,
+    live_layout,
+    mocap_rigs,
+    quiet,
+    rigify_rigs,
+    robot_arm_rigs,
+    set_mode,
+    tentacle_rigs,
+)
+
+import fabrik_addon  # noqa: E402
 from fabrik_addon.blender.effectors import pins  # noqa: E402
 from fabrik_addon.blender.rig import props
-from rigs import (  # noqa: E402
-    ITERATIONS, chain_layout, chain_reach, class_rigs, convert_from_blender_ik, hand_layout, hinged_hand_rigs,
-    humanoid_rigs, layout_rigs, live_layout, mocap_rigs, quiet, rigify_rigs, robot_arm_rigs,
-    set_mode, tentacle_rigs,
-)
 from fabrik_addon.blender.rig.status import statuses  # noqa: E402
 
 #: The three scenes of a rig, in their first order.

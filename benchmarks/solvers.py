@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points  # noqa: E402
 from fabrik_addon.core.math.matrix_rows import quaternion_to_matrix  # noqa: E402
-from fabrik_addon.core.solve.solvers import DESCRIPTIONS, SOLVERS  # noqa: E402
+from fabrik_addon.core.solving.solvers import DESCRIPTIONS, SOLVERS  # noqa: E402
 
 
 def chain(count: int, reach: float = 4.0):

@@ -3,8 +3,8 @@
 
 from .model.problem import Goal, SolveReport, SolveSettings
 from .model.skeleton import Pose, Skeleton, skeleton_from_points
-from .solve.plan import solve
-from .solve.solvers import DESCRIPTIONS, SOLVERS
+from .solving.plan import solve
+from .solving.solvers import DESCRIPTIONS, SOLVERS
 
 __all__ = [
     "DESCRIPTIONS", "Goal", "Pose", "SOLVERS", "Skeleton", "SolveReport", "SolveSettings", "skeleton_from_points", "solve",

@@ -8,8 +8,10 @@ import subprocess
 import sys
 import time
 
-import addon_utils  # noqa: E402  (only importable once bpy is)
 import bpy
+
+# isort: split
+import addon_utils  # (importable only once bpy is)
 import numpy as np
 import pytest
 from blender_scenes import ROOT, chain_rig, empty_scene, rigbuild
@@ -513,8 +515,8 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
     no goal moves, kept from its FK pose), then where the even bend left a cone its joints stop on their rims
     in bulk too (`bend.spread_within_rows`), and the others are solved again alone, limits and all. The keys replay
     the live solve, twists included (1e-5)."""
-    from fabrik_addon.core.solve import many_frames, solving
-    from fabrik_addon.core.solve.parts import LIMITED
+    from fabrik_addon.core.solving import many_frames, progress
+    from fabrik_addon.core.solving.parts import LIMITED
 
     rig = chain_in_cones(degrees)
     rig.fabrik.start = "FK"
@@ -530,7 +532,7 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
     live = pose_matrices(rig)
     fk_pose()
     solved_alone = []
-    whole, together, in_rows = solving.run, many_frames.solve_rows, []
+    whole, together, in_rows = progress.run, many_frames.solve_rows, []
 
     def rows(*args, **options):  # (only the frames the rows hand on are counted, not the live solves)
         in_rows.append(True)
@@ -540,7 +542,7 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
             in_rows.pop()
 
     monkeypatch.setattr(many_frames, "solve_rows", rows)
-    monkeypatch.setattr(solving, "run", lambda *args, **options: (in_rows and solved_alone.append(1)) or whole(*args, **options))
+    monkeypatch.setattr(progress, "run", lambda *args, **options: (in_rows and solved_alone.append(1)) or whole(*args, **options))
     baker = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()
@@ -664,7 +666,7 @@ def test_continuous_bakes_of_limited_rigs_follow_each_frame_from_the_last_and_re
     the whole solve (a target thrown far) are solved as live solving does. The keys replay the live solve, twists
     included (1e-5)."""
     from fabrik_addon.core.joints import settle
-    from fabrik_addon.core.solve.parts import LIMITED
+    from fabrik_addon.core.solving.parts import LIMITED
 
     followed = []  # (whether each settling step of `stages.followed` reached)
     follow = settle.follow
@@ -828,8 +830,8 @@ def test_a_bake_says_how_much_of_its_time_the_solver_took(build, continuous, mon
     """The bake's result gives the time the rig's plan spent solving, every solve counted once, whichever way
     the frames were solved: together, one by one from their own pose or the last, or read whole. (The clock
     here moves only while the plan solves, a second a solve, so the result must count those seconds exactly.)"""
-    from fabrik_addon.core.solve import many_frames
-    from fabrik_addon.core.solve.plan import Plan
+    from fabrik_addon.core.solving import many_frames
+    from fabrik_addon.core.solving.plan import Plan
 
     clock = [0.0]
     solves = []

@@ -13,7 +13,7 @@ from blender_scenes import RecordingLayout, chain_rig
 
 from fabrik_addon.blender.rig import memory
 from fabrik_addon.blender.ui import compare
-from fabrik_addon.core.solve.convergence import COLOURS
+from fabrik_addon.core.solving.convergence import COLOURS
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

@@ -17,11 +17,11 @@ import bpy
 import numpy as np
 import pytest
 from mathutils import Matrix, Quaternion
-from samples.rig_classes import RIG_CLASSES, ik_limits, sample_local, swing_twist
 
 from fabrik_addon.blender.rig import armature
 from fabrik_addon.core import Goal, SolveSettings, solve
-from fabrik_addon.core.solve.solving import JUMP
+from fabrik_addon.core.solving.progress import JUMP
+from samples.rig_classes import RIG_CLASSES, ik_limits, sample_local, swing_twist
 
 FRAMES = 121
 #: How far the animator's pose lies from the path, on every coordinate its limits leave free (radians).

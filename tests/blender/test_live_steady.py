@@ -508,7 +508,7 @@ def test_a_deferred_status_is_put_into_words_once_when_first_read():
 def test_the_status_times_the_solver_apart_from_reading_and_writing(steady_frames, monkeypatch):
     """Every live frame's status, the whole read's and a steady frame's, gives the solver's own time (the plan's
     solve) as a part of the frame's: more than nothing, less than reading, solving and writing together."""
-    from fabrik_addon.core.solve.plan import Plan
+    from fabrik_addon.core.solving.plan import Plan
 
     solving = []
     plan_solve = Plan.solve

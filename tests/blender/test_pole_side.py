@@ -12,10 +12,10 @@ from dataclasses import replace
 import bpy
 import numpy as np
 import pytest
-from samples.rig_classes import build_arm_hand_pole, random_targets
 
 from fabrik_addon.blender.rig import armature, props
 from fabrik_addon.core import Goal, SolveSettings, solve
+from samples.rig_classes import build_arm_hand_pole, random_targets
 
 COUNT = 24
 #: Frames between two targets along a smooth path.

@@ -24,7 +24,7 @@ from mathutils import Euler
 from fabrik_addon.blender.rig import armature
 from fabrik_addon.core import Goal, SolveSettings
 from fabrik_addon.core.compared import two_bone
-from fabrik_addon.core.solve import plan
+from fabrik_addon.core.solving import plan
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 

@@ -21,6 +21,7 @@ import math
 
 import limits as limits_benchmark
 import pytest
+
 from samples.rig_classes import RIG_CLASSES
 
 COUNT = 20

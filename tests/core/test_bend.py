@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A chain's bend spread along it (`core.bend`), and the exact answer of a two-bone limb inside its limits
-(`core.limb`)."""
+"""A chain's bend spread along it (`core.chain.bend`), and the exact answer of a two-bone limb inside its limits
+(`core.solving.limb`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from fabrik_addon.core.chain import bend
 from fabrik_addon.core.math import quat
 from fabrik_addon.core.model import limits
 from fabrik_addon.core.model.limits import JointLimit
-from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.solving.plan import plan_for
 
 SETTINGS = SolveSettings(max_iterations=200, tolerance=1e-4)
 
@@ -243,7 +243,7 @@ def test_the_hinge_sets_how_near_and_how_far_the_limbs_tip_can_be(axis):
     range: random rests bent out of line and random ranges, some of which fold the forearm fully back or take it
     straight (the bend between the range's ends), most of which do not."""
     from fabrik_addon.core.model.tree import Start, moving_tree
-    from fabrik_addon.core.solve import limb
+    from fabrik_addon.core.solving import limb
 
     rng = np.random.default_rng(3 if axis == "x" else 4)
     for sample in range(20):

@@ -11,9 +11,9 @@ from skeletons import straight_chain
 from fabrik_addon.core import Goal, SolveSettings
 from fabrik_addon.core.math import blas, quat
 from fabrik_addon.core.model.tree import Start
-from fabrik_addon.core.solve import many_frames
-from fabrik_addon.core.solve import plan as plan_module
-from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.solving import many_frames
+from fabrik_addon.core.solving import plan as plan_module
+from fabrik_addon.core.solving.plan import plan_for
 
 
 def numpys_blas() -> dict | None:

@@ -9,7 +9,7 @@ from skeletons import straight_chain
 
 from fabrik_addon.core import Pose
 from fabrik_addon.core.model.problem import Goal, SolveSettings
-from fabrik_addon.core.solve.convergence import COLOURS, COMPARED, error_curves, plot_rgba, reached_at
+from fabrik_addon.core.solving.convergence import COLOURS, COMPARED, error_curves, plot_rgba, reached_at
 
 SETTINGS = SolveSettings(tolerance=1e-4)
 ITERATIONS = 20

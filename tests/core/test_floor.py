@@ -19,7 +19,7 @@ from fabrik_addon.core.goals import floor
 from fabrik_addon.core.goals.floor import Floor
 from fabrik_addon.core.model.limits import JointLimit
 from fabrik_addon.core.model.tree import moving_tree
-from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.solving.plan import plan_for
 
 LEVEL = Floor((0.0, 0.0, 0.8), (0.0, 0.0, 1.0))
 

@@ -13,7 +13,7 @@ from skeletons import facing_error_degrees, straight_chain
 
 from fabrik_addon.core import Goal, SolveSettings, solve
 from fabrik_addon.core.math import quat
-from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.solving.plan import plan_for
 
 
 def up_vector(pose, angle: float) -> np.ndarray:
@@ -198,7 +198,7 @@ def _torso():
 def test_a_poled_torso_with_a_target_beyond_reach_stretches_as_fabrik_does(monkeypatch):
     """With the head's target beyond all its chain could reach, stretching towards it is FABRIK's own move: the
     refinement does not take over (it would stop short of the best stretch), and the solve is FABRIK's."""
-    from fabrik_addon.core.solve import methods
+    from fabrik_addon.core.solving import methods
 
     skeleton = _torso()
     goals = [

@@ -16,10 +16,10 @@ from fabrik_addon.core.math import matrix_rows, quat
 from fabrik_addon.core.model import tree as tree_types
 from fabrik_addon.core.model.limits import JointLimit
 from fabrik_addon.core.model.tree import Start, components, moving_tree
-from fabrik_addon.core.solve import many_frames
-from fabrik_addon.core.solve.parts import FREE, LIMITED, OFFSETS, open_cones_as_free
-from fabrik_addon.core.solve.plan import plan_for
-from fabrik_addon.core.solve.stages import local_rotations_inside
+from fabrik_addon.core.solving import many_frames
+from fabrik_addon.core.solving.parts import FREE, LIMITED, OFFSETS, open_cones_as_free
+from fabrik_addon.core.solving.plan import plan_for
+from fabrik_addon.core.solving.stages import local_rotations_inside
 
 
 def solve_both(skeleton, goals, rotations, locations, solve_settings):

@@ -17,7 +17,7 @@ from fabrik_addon.core.joints import refine, settle
 from fabrik_addon.core.joints.angles import AngleRig, freedom
 from fabrik_addon.core.joints.tree_goals import TreeGoals, goal_errors_of
 from fabrik_addon.core.model.tree import Start, moving_tree
-from fabrik_addon.core.solve import plan
+from fabrik_addon.core.solving import plan
 
 R = math.radians
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Retargeting's arithmetic on numpy rows (`core.retarget`), without Blender: spans sampled, alignments, hinged
+"""Retargeting's arithmetic on numpy rows (`core.motion.retarget`), without Blender: spans sampled, alignments, hinged
 limbs, contacts held heel and toe, the floor and the hips lowered for a leg that cannot reach."""
 
 from __future__ import annotations

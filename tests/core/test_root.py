@@ -16,8 +16,8 @@ from fabrik_addon.core.goals import root
 from fabrik_addon.core.goals.floor import Floor
 from fabrik_addon.core.math import quat
 from fabrik_addon.core.model.skeleton import skeleton_from_points
-from fabrik_addon.core.solve import rooted
-from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.solving import rooted
+from fabrik_addon.core.solving.plan import plan_for
 
 HIPS, CHEST, ARM_L, FOREARM_L, ARM_R, FOREARM_R, THIGH_L, SHIN_L, THIGH_R, SHIN_R = range(10)
 

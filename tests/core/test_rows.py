@@ -15,9 +15,9 @@ from fabrik_addon.core.math import quat
 from fabrik_addon.core.model import limits
 from fabrik_addon.core.model.limits import JointLimit
 from fabrik_addon.core.model.tree import Start, moving_tree
-from fabrik_addon.core.solve import many_frames
-from fabrik_addon.core.solve.parts import open_cones_as_free
-from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.solving import many_frames
+from fabrik_addon.core.solving.parts import open_cones_as_free
+from fabrik_addon.core.solving.plan import plan_for
 
 
 def frames_of(skeleton, tips, count, seed, scale_every=7):

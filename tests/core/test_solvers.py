@@ -27,8 +27,8 @@ from fabrik_addon.core.compared.two_bone import solve as two_bone
 from fabrik_addon.core.goals import pole
 from fabrik_addon.core.math import quat
 from fabrik_addon.core.model.limits import JointLimit
-from fabrik_addon.core.solve import plan
-from fabrik_addon.core.solve.solvers import DESCRIPTIONS, SOLVERS
+from fabrik_addon.core.solving import plan
+from fabrik_addon.core.solving.solvers import DESCRIPTIONS, SOLVERS
 
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ITERATIVE = ["CCD", "JACOBIAN_TRANSPOSE", "DLS"]

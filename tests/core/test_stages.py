@@ -17,10 +17,10 @@ from fabrik_addon.core.model.limits import JointLimit
 from fabrik_addon.core.model.problem import SolveReport
 from fabrik_addon.core.model.stopping import Budget
 from fabrik_addon.core.model.tree import Joints, Start
-from fabrik_addon.core.solve import methods, stages
-from fabrik_addon.core.solve.parts import limited_stages
-from fabrik_addon.core.solve.plan import plan_for
-from fabrik_addon.core.solve.solving import JUMP, Solved, Solving
+from fabrik_addon.core.solving import methods, stages
+from fabrik_addon.core.solving.parts import limited_stages
+from fabrik_addon.core.solving.plan import plan_for
+from fabrik_addon.core.solving.progress import JUMP, Solved, Solving
 
 R = math.radians
 

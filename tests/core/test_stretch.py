@@ -13,8 +13,8 @@ from skeletons import random_chain, straight_chain, unit_vectors
 from fabrik_addon.core import SOLVERS, Goal, Skeleton, SolveSettings, skeleton_from_points, solve
 from fabrik_addon.core.goals import stretch
 from fabrik_addon.core.model.limits import JointLimit
-from fabrik_addon.core.solve import many_frames
-from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.solving import many_frames
+from fabrik_addon.core.solving.plan import plan_for
 
 
 def with_stretch(skeleton: Skeleton, factors, limits=None) -> Skeleton:

@@ -53,8 +53,9 @@ def load_rgb(path: str):
 def build_scene() -> None:
     """A live chain and its target, nothing selected (no outline colours), a fixed view of both."""
     sys.path.insert(0, CHECKOUT)
-    from samples import rigbuild
     from mathutils import Euler, Vector
+
+    from samples import rigbuild
 
     kit.clear_startup_scene()
     rig = rigbuild.make_armature("Rig", rigbuild.chain_bones(4, 0.5))

@@ -525,8 +525,9 @@ def make_root_steps():
 
     def set_state():
         result["stage"] = "root: set"
-        from samples import rigbuild
         import walk_clip
+
+        from samples import rigbuild
 
         body = walk_clip.stocky_rig()
         body.name = "Body"

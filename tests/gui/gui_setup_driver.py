@@ -161,8 +161,9 @@ def step_setup() -> float:
     if not result["addon_enabled"]:
         raise RuntimeError(f"{MODULE} is not enabled in the GUI session")
     sys.path.insert(0, CHECKOUT)
-    from samples import rigbuild
     from mathutils import Euler
+
+    from samples import rigbuild
 
     kit.clear_startup_scene()
     scene = bpy.context.scene

@@ -92,7 +92,7 @@ def test_modules_are_read():
     """The walk sees the add-on's modules in both layers (so the checks below have something to check)."""
     assert "fabrik_addon.core.chain.fabrik" in MODULES and "fabrik_addon.blender.live.handlers" in MODULES
     graph = _graph()
-    assert "fabrik_addon.core.model.problem" in graph["fabrik_addon.core.solve.plan"]
+    assert "fabrik_addon.core.model.problem" in graph["fabrik_addon.core.solving.plan"]
 
 
 def test_no_module_imports_itself_round_a_loop():

@@ -391,9 +391,8 @@ def test_render_one_tiny_frame(tmp_path):
 
 def test_demo_counts_a_pair_reached_only_within_tolerance_and_by_the_panel():
     """The demo's "reached": distance and rotation goal within the sample's tolerance, and the panel said reached."""
-    from samples import ur5
-
     from fabrik_addon.blender.rig.status import statuses
+    from samples import ur5
 
     demo = load_demo()
     frames = range(1, 4)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import bpy
 import numpy as np
+
 from samples import rigbuild
 
 #: The repository's root.

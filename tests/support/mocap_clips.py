@@ -14,11 +14,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import addon_utils  # noqa: E402  (only importable once bpy is)
 import bpy
+
+# isort: split
+import addon_utils  # (importable only once bpy is)
 import numpy as np
-from samples import rigbuild
 from walk_clip import bvh_hierarchy
+
+from samples import rigbuild
 
 #: Bones: (name, parent, offset from the parent's joint in BVH axes, in a T pose).
 SKELETON = [

@@ -13,11 +13,11 @@ from typing import Iterable
 
 import bpy
 import numpy as np
-from samples import rig_classes  # noqa: E402  (blender_scenes puts samples/ on the path)
 from blender_scenes import rigbuild
 from mathutils import Vector
 
 from fabrik_addon.blender.rig.held import held_bones
+from samples import rig_classes  # noqa: E402  (blender_scenes puts samples/ on the path)
 
 #: Frames the scene's animation covers; steps also visit a few frames outside it.
 FRAMES = range(1, 21)

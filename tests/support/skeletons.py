@@ -14,8 +14,8 @@ from fabrik_addon.core.math.matrix_rows import quaternion_to_matrix
 from fabrik_addon.core.model.limits import JointLimit
 from fabrik_addon.core.model.skeleton import pose_with
 from fabrik_addon.core.model.tree import Start
-from fabrik_addon.core.solve import many_frames
-from fabrik_addon.core.solve.plan import plan_for
+from fabrik_addon.core.solving import many_frames
+from fabrik_addon.core.solving.plan import plan_for
 
 R = math.radians
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import math
 
-import addon_utils  # noqa: E402  (only importable once bpy is)
 import bpy
+
+# isort: split
+import addon_utils  # (importable only once bpy is)
+
 from samples import rigbuild
 
 #: The clip: thigh and shin lengths, hip height, the walk's step and its frames (24 a cycle: 12 standing).

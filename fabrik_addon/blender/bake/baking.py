@@ -18,7 +18,7 @@ import numpy as np
 from mathutils import Matrix
 
 from ...core.math import matrix_rows, quat
-from ...core.solve.plan import Carry, plan_for
+from ...core.solving.plan import Carry, plan_for
 from .. import stepping
 from ..effectors import effector_goals, integrity
 from ..live import solve
@@ -81,7 +81,7 @@ class Baker(stepping.SceneWork):
 
     Continuous bakes solve each frame as they read it, starting from the
     previous frame's solution. Per-frame bakes read every frame; where the
-    rig's plan solves many frames together (`FrameRows`, `core.solve.many_frames`)
+    rig's plan solves many frames together (`FrameRows`, `core.solving.many_frames`)
     they solve them after the last frame is read, else each frame as it is
     read. Nothing is written to the file before `finish`.
     """

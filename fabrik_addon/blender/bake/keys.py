@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Pose keys written in bulk: one F-curve's keys at once, linear, and where a clean-up asks, only the keys linear
-interpolation between the others cannot give back."""
+"""Keys written in bulk: one F-curve's keys at once, linear, and where a clean-up asks, only the keys linear
+interpolation between the others cannot give back; an object's location keyed along a path."""
 
 from __future__ import annotations
 
 import bpy
 import numpy as np
 
-__all__ = ["check_cleanup", "needed_keys", "write_keys"]
+from ..rig import animdata
+
+__all__ = ["check_cleanup", "key_path", "needed_keys", "write_keys"]
 
 
 def write_keys(fcurve, frames: np.ndarray, values: np.ndarray, span: tuple[float, float], spare=()) -> None:
@@ -75,3 +77,15 @@ def check_cleanup(cleanup) -> None:
     real = isinstance(cleanup, (int, float, np.integer, np.floating)) and not isinstance(cleanup, bool)
     if not (real and np.isfinite(cleanup) and cleanup >= 0.0):
         raise ValueError(f"the clean-up tolerance must be a finite number of 0 or more, not {cleanup!r}")
+
+
+def key_path(obj: bpy.types.Object, frames: list[int], points: np.ndarray) -> None:
+    """Key obj's location at each frame to the matching row of points, replacing its location keys in that span."""
+    animdata.ensure_action(obj, False, f"{obj.name}Action")
+    collection = animdata.fcurves(obj, create=True)
+    frame_array = np.asarray(frames, dtype=np.float64)
+    span = (float(frames[0]), float(frames[-1]))
+    for axis in range(3):
+        # One key per frame, so the in-between interpolation hardly matters; write_keys makes them linear.
+        fcurve = animdata.ensure_fcurve(collection, "location", axis, "Object Transforms")
+        write_keys(fcurve, frame_array, points[:, axis], span)

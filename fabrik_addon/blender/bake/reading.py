@@ -5,8 +5,8 @@ Reading a frame here is the targets' and poles' world matrices and, where
 animation may change them, every pose bone's rotation and location channels
 (one `foreach_get` each) and the frames of the fixed bones the chains hang
 from. A per-frame bake then solves many frames at once through the plan on
-numpy rows (`core.solve.many_frames`): the start poses' forward
-kinematics once per distinct pose (`core.local.start_rows`), FABRIK, and the
+numpy rows (`core.solving.many_frames`): the start poses' forward
+kinematics once per distinct pose (`core.chain.local.start_rows`), FABRIK, and the
 local rotations, for all frames together. A continuous bake cannot wait, as
 each frame starts from the one before: each frame read is solved at once
 through the plan on plain floats, from the previous frame's solution, with
@@ -31,9 +31,9 @@ from ...core.math import matrix_rows, rotation_channels
 from ...core.math.quat import Quat
 from ...core.math.rotation_channels import channel_to_quaternion
 from ...core.model.tree import Start
-from ...core.solve import many_frames
-from ...core.solve.parts import layout_of
-from ...core.solve.plan import Carry, plan_for
+from ...core.solving import many_frames
+from ...core.solving.parts import layout_of
+from ...core.solving.plan import Carry, plan_for
 from ..effectors import effector_goals, pins
 from ..effectors.effector_values import EffectorValues
 from ..live import solve

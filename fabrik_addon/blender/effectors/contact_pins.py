@@ -4,7 +4,7 @@
 The sampling runs in steps, so a modal operator shows progress and Esc
 cancels between them (`stepping`); nothing is keyed before `finish`, and the
 frame and live solving go back as they were. Finding the contacts in the
-samples is `core.contacts`; keying the pins is `pins`.
+samples is `core.motion.contacts`; keying the pins is `pins`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .effector_goals import EffectorError, world_matrix
 
 #: Where Find Contacts looks: the targets' animation, or the tips as the scene plays them.
 SOURCES = ('TARGETS', 'TIPS')
-#: Its defaults (`core.contacts`): speed a frame and height above the lowest point (shares of the chain's length),
+#: Its defaults (`core.motion.contacts`): speed a frame and height above the lowest point (shares of the chain's length),
 #: the shortest contact and the blend frames.
 SPEED, HEIGHT, SHORTEST, BLEND = contacts.SPEED, contacts.HEIGHT, contacts.SHORTEST, contacts.BLEND
 

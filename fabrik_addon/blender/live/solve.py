@@ -2,7 +2,7 @@
 """One solve of a rig: one read, one solve, one write.
 
 `read` takes from Blender what a solve needs: the goals in armature space
-(`goals`), the rig's plan (`core.plan`, kept with its skeleton), and the
+(`goals`), the rig's plan (`core.solving.plan`, kept with its skeleton), and the
 moving bones' rotation channels with the animator's values under them
 (`channels`), all in bulk. `solve` runs the plan from the animator's pose, or
 from the previous solution, on plain floats. `write` sets the solved rotations
@@ -27,7 +27,7 @@ from ...core.goals.root import away
 from ...core.math import quat, rotation_channels
 from ...core.math.quat import Quat
 from ...core.model.tree import Start, chain_reach
-from ...core.solve.plan import Carry, Plan, plan_for
+from ...core.solving.plan import Carry, Plan, plan_for
 from ..effectors import effector_goals
 from ..effectors.effector_goals import Gathered
 from ..effectors.effector_values import EffectorValues
@@ -89,7 +89,7 @@ class Read:
     _start: object = None
 
     def start(self):
-        """Where the solve starts (`core.plan.Plan.start`): the previous solution, or the animator's pose (kept
+        """Where the solve starts (`core.solving.plan.Plan.start`): the previous solution, or the animator's pose (kept
         while what it is made from stays: `moved` says it did)."""
         if self.previous is None and self._start is not None:
             return self._start

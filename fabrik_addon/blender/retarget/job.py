@@ -22,7 +22,6 @@ from ...core.math.matrix_rows import continuous_quaternions
 from .. import stepping
 from ..bake import baking, keys
 from ..rig import animdata, armature
-from ..ui import motion
 from . import setup
 from .clip_pose import Copy, hold_of
 from .rests import Layout
@@ -136,7 +135,7 @@ class Retargeting(stepping.SceneWork):
             fcurve = animdata.ensure_fcurve(collection, f'pose.bones["{hips}"].location', index, copy.hips)
             keys.write_keys(fcurve, frames, copy.hips_location[:, index], span)
         for name in self.made:
-            motion.key_path(self.obj.fabrik.effectors[name].target, self.frames, copy.goals[name])
+            keys.key_path(self.obj.fabrik.effectors[name].target, self.frames, copy.goals[name])
 
     def cancel(self) -> None:
         if self.baker is not None:

@@ -21,7 +21,7 @@ import numpy as np
 from ...core.math.matrix_rows import unit_frames
 from ...core.motion import retarget
 from ...core.motion.naming import fingers_of
-from ...core.solve.limb import hinge_axis
+from ...core.solving.limb import hinge_axis
 from ..rig import armature
 from . import setup
 from .setup import LIMBS
@@ -228,7 +228,7 @@ class Layout:
                 self.aligned[name] = turn
 
     def _fingers(self, obj: bpy.types.Object, source: bpy.types.Object, pairs: dict) -> None:
-        """The fingers both skeletons have (`core.naming.fingers_of`): each finger's bones take its clip finger's
+        """The fingers both skeletons have (`core.motion.naming.fingers_of`): each finger's bones take its clip finger's
         turns, sampled along it from the hand, aligned as the whole finger (from its first joint to its last)."""
         clip_fingers = fingers_of([b.name for b in source.data.bones])
         rig_fingers = {key: [n for n in names if not n.startswith(_MECHANISM)
@@ -258,7 +258,7 @@ class Layout:
 
 
 def _hinge(limit) -> tuple[int, float, float] | None:
-    """Where a joint's limit makes it a hinge (`core.limb.hinge_axis`): its axis (0 for X, 2 for Z) and range."""
+    """Where a joint's limit makes it a hinge (`core.solving.limb.hinge_axis`): its axis (0 for X, 2 for Z) and range."""
     axis = hinge_axis(limit)
     if axis is None:
         return None

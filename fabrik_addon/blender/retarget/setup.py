@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Retarget: a captured clip's motion onto a rig of other proportions, the clip's pose first.
 
-The clip's bones and the rig's are mapped by their names (`core.naming`);
+The clip's bones and the rig's are mapped by their names (`core.motion.naming`);
 `refusal` says why a mapping cannot be used. The clip's pose is put on the
 rig bone by bone and FABRIK corrects the ends (`retarget_pose`,
 `retarget_work`); what this module makes for that is an effector per limb

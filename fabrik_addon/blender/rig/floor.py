@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A rig's Floor as the solve takes it: the chosen object's XY plane in the rig's armature space (`core.floor`)."""
+"""A rig's Floor as the solve takes it: the chosen object's XY plane in the rig's armature space (`core.goals.floor`)."""
 
 from __future__ import annotations
 

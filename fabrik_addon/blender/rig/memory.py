@@ -45,7 +45,7 @@ class RigMemory:
     #: Each moving bone's local rotation from the last solve (a unit quaternion), before any influence blend:
     #: where Start From: Previous Solution and continuous bakes go on from.
     solution: dict | None = None
-    #: What continuity mode carries from one frame to the next (`core.plan.Carry`).
+    #: What continuity mode carries from one frame to the next (`core.solving.plan.Carry`).
     carry: object = None
     #: How far the last solve moved the rig's root from its animated place (scene units) and turned it (radians),
     #: where its Root moves (`root`); None where it does not.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A rig's root that moves, as the solve takes it (`core.root`) and as its channels take the move.
+"""A rig's root that moves, as the solve takes it (`core.goals.root`) and as its channels take the move.
 
 The root is the bone named in the rig's Root settings, or else the top bone
 above the first effector's chain. The solve sees it where the pose has it
@@ -22,7 +22,7 @@ from ...core import Skeleton
 from ...core.goals.root import Move, Root
 from ...core.math import rotation_channels
 from ...core.math.quat import Quat
-from ...core.solve import rooted
+from ...core.solving import rooted
 from . import armature, held
 from .armature import usable_frame
 
@@ -116,7 +116,7 @@ def usable(obj: bpy.types.Object, plan, goals) -> tuple[str | None, str | None]:
 def read(
     obj: bpy.types.Object, skeleton: Skeleton, name: str, depsgraph: bpy.types.Depsgraph | None = None
 ) -> tuple[Root, tuple]:
-    """The root as the solve takes it (`core.root.Root`): where the pose has it now, and its home where the
+    """The root as the solve takes it (`core.goals.root.Root`): where the pose has it now, and its home where the
     animator's channel values put it; and those values (location, rotation), which `write` holds. ValueError
     where its pose gives no frame (scaled to zero, not a number)."""
     settings = obj.fabrik

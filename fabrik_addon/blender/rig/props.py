@@ -18,7 +18,7 @@ from bpy.props import (
 )
 from bpy.types import PropertyGroup
 
-from ...core.solve.solvers import DESCRIPTIONS
+from ...core.solving.solvers import DESCRIPTIONS
 
 #: The update callbacks that reach above this module (the live handler, the overlay, the effectors' records), by
 #: name: `ui.updates` fills it when it registers, so that the properties stand below everything that reads them.
@@ -247,7 +247,7 @@ class FabrikEffector(PropertyGroup):
 
 
 class FabrikRetargetBone(PropertyGroup):
-    """One row of a retarget's mapping: a body part (the item's name, `core.naming.ROLES`) and its bone in the
+    """One row of a retarget's mapping: a body part (the item's name, `core.motion.naming.ROLES`) and its bone in the
     captured clip and in the rig."""
 
     source: StringProperty(name="Source Bone", description="The clip's bone for this part (empty: none)")

@@ -8,8 +8,8 @@ import numpy as np
 from bpy.props import IntProperty
 from bpy.types import Operator
 
-from ...core.solve.convergence import COLOUR_NAMES, COMPARED, error_curves, plot_rgba, reached_at
-from ...core.solve.solvers import DESCRIPTIONS
+from ...core.solving.convergence import COLOUR_NAMES, COMPARED, error_curves, plot_rgba, reached_at
+from ...core.solving.solvers import DESCRIPTIONS
 from ..effectors import effector_goals
 from ..live import solve
 from ..rig import memory

@@ -12,7 +12,6 @@ from bpy.types import Operator
 from mathutils import Vector
 
 from ..bake import keys
-from ..rig import animdata
 from .setup_ops import rig_for_panel
 
 PRESETS = (
@@ -54,18 +53,6 @@ def preset_point(kind: str, t: float, radius: float, plane: str) -> tuple[float,
 def scene_fps(scene: bpy.types.Scene) -> float:
     """The scene's real frame rate (fps divided by its base, so 29.97 stays 29.97)."""
     return scene.render.fps / scene.render.fps_base
-
-
-def key_path(obj: bpy.types.Object, frames: list[int], points: np.ndarray) -> None:
-    """Key obj's location at each frame to the matching row of points, replacing its location keys in that span."""
-    animdata.ensure_action(obj, False, f"{obj.name}Action")
-    collection = animdata.fcurves(obj, create=True)
-    frame_array = np.asarray(frames, dtype=np.float64)
-    span = (float(frames[0]), float(frames[-1]))
-    for axis in range(3):
-        # One key per frame, so the in-between interpolation hardly matters; write_keys makes them linear.
-        fcurve = animdata.ensure_fcurve(collection, "location", axis, "Object Transforms")
-        keys.write_keys(fcurve, frame_array, points[:, axis], span)
 
 
 class FABRIK_OT_target_motion(Operator):
@@ -120,7 +107,7 @@ class FABRIK_OT_target_motion(Operator):
             center = Vector(obj.location)
             phases = [self.phase + self.speed * (f - first) / fps for f in frames]
             points = np.array([center + Vector(preset_point(self.preset, t, self.radius, self.plane)) for t in phases])
-            key_path(obj, frames, points)
+            keys.key_path(obj, frames, points)
         # Show the new keys at once (and let live rigs follow their moved targets).
         scene.frame_set(scene.frame_current)
         turns = abs(self.speed) * (len(frames) - 1) / fps
