@@ -232,11 +232,9 @@ class FrameRows:
         return solved.rotations, solved.iterations, solved.errors
 
     def solve_last(self, index: int, previous: dict | None) -> RigStatus | None:
-        """Solve the frame read last (the bake's frame `index`) from `previous` (each moving bone's local rotation:
-        a continuous bake's previous solution), or without it from this reader's own solve of the frame before,
-        with what continuity mode carries; the status. None where this read does not do (a bone without a
-        previous rotation, a bone above a chain without a usable frame, a result that is not a number: the
-        whole read says why); `last_rotations` then still gives the solve before."""
+        """Solve the frame read last (the bake's frame `index`) from `previous` (a continuous bake's last solution)
+        or this reader's own solve of the frame before; the status, or None where the whole read must do it (it says
+        why)."""
         began = time.perf_counter()
         plan = self.plan
         last, self._last = self._last, None

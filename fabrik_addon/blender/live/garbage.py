@@ -12,15 +12,9 @@ __all__ = ["collection_deferred"]
 
 @contextlib.contextmanager
 def collection_deferred() -> Iterator[None]:
-    """Hold off automatic garbage collection for one frame's work, and let it run again after (where it ran).
-
-    A large rig's solve keeps thousands of objects alive at once, so the
-    collector would run mid-frame and move them into its older generations,
-    and every few dozen frames that sets off a full collection of all of
-    Blender's Python objects (a visible hitch: docs/benchmarks.md). What a frame
-    makes is freed by reference counting when the frame ends, so after it
-    the collector finds little to do.
-    """
+    """Hold off automatic garbage collection for one frame's work, and let it run again after: mid-frame, the
+    objects a large solve keeps alive would set off full collections of all of Blender's Python objects, a visible
+    hitch."""
     enabled = gc.isenabled()
     gc.disable()
     try:

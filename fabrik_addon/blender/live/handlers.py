@@ -35,15 +35,10 @@ _armatures_in: dict[int, tuple] = {}
 
 
 def live_rigs(scene: bpy.types.Scene, rescan: bool = True, objects: int | None = None) -> list:
-    """Armature objects in the scene with live solving on (not while in Edit Mode: their bones are out of date).
+    """Armature objects in the scene with live solving on (not in Edit Mode: their bones are out of date).
 
-    Without `rescan` (a frame change) the scene's armature objects from the
-    last scan are used while the file and the scene hold as many objects as
-    then: scanning every object of a large scene on every frame costs more
-    than the counts (docs/benchmarks.md, the choices' section), and a file
-    without armatures costs nothing. `objects` is the file's object count,
-    where the caller has it.
-    """
+    Without `rescan` (a frame change) the last scan's armatures serve while the file holds as many objects as then
+    (`objects`: that count, where the caller has it): scanning every object each frame costs more."""
     if not len(bpy.data.armatures):
         return []
     counts = (len(bpy.data.objects) if objects is None else objects, len(scene.objects))
@@ -89,16 +84,11 @@ def _inputs_of(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> tuple[t
 
 
 def _unchanged_parts(obj: bpy.types.Object, updated: "onwards.Updates | None") -> frozenset[str]:
-    """The parts of obj's structure (`armature.BONES`, `armature.SETTINGS`) this evaluation left as they were when last
-    checked: none unless the rig was watched and the evaluation's updates are known.
+    """The parts of obj's structure (`armature.BONES`, `armature.SETTINGS`) this evaluation left as they were when
+    last checked: none unless the rig was watched and the evaluation's updates are known.
 
-    An edit of a pose bone's IK setting tags the object's geometry, and
-    Blender then tags its armature data as well (its legacy tag for object
-    data); an animated rig's object is updated on every frame without that. So
-    where the data was not updated and no animation or driver reaches an IK
-    setting, the settings are as they were, though the object was updated
-    (the bulk reads of both are skipped: docs/benchmarks.md, the choices' section).
-    """
+    An edit of an IK setting tags the armature data too, so where the data was not updated and nothing animates an
+    IK setting, the settings are as they were, though the object was updated."""
     if updated is None or not memory.of(obj).watched:
         return frozenset()
     parts = set()

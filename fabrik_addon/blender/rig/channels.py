@@ -151,11 +151,11 @@ def channel_values(modes: list[str], solved: list, current: list) -> list:
 def write_channels(
     obj: bpy.types.Object, at, modes: list[str], arrays: dict, current: list, values: list
 ) -> list[tuple[float, ...]]:
-    """Set the rotation channels of the pose bones at `at` (each in its mode) to `values` in bulk, one foreach_set
-    per channel kind that changed; `arrays` and `current` are what `_rotation_values` read. A channel that
-    already holds its value in single precision is left alone, so an unchanged pose does not tag the rig for an
-    update. Returns the values the channels now hold. (Bones all in one mode, the common case, are compared and
-    set as one array.)"""
+    """Set the rotation channels of the pose bones at `at` to `values` in bulk, one foreach_set per channel kind
+    that changed; the values they now hold.
+
+    A channel that already holds its value in single precision is left alone, so an unchanged pose does not tag the
+    rig for an update."""
     pose_bones = obj.pose.bones
     if modes and len(set(modes)) == 1:
         channel = armature.rotation_channel(modes[0])[0]

@@ -109,15 +109,8 @@ def forward_reaching(
     branch: list[float],
     turns: Sequence[tuple[Quat, float] | None] = (),
 ) -> None:
-    """Tips to root: each bone goes where its goals and child branches ask; its head follows on the line.
-
-    Every goal on a bone and every child branch asks for one point of the bone
-    to be somewhere: a goal wants the tail on its target, a child wants the
-    point it hangs from (the tail, or the tail plus the child's offset) on the
-    child's new head. The weighted centroid of those points goes to the
-    weighted centroid of the asks -- the paper's sub-base rule -- and the head
-    is placed on the line back to where it was.
-    """
+    """Tips to root: each bone goes where its goals and child branches ask, the weighted centroid of what they ask
+    (the paper's sub-base rule); its head follows on the line back to where it was."""
     heads, tails, length = joints.heads, joints.tails, tree.length
     framed = joints.frames is not None
     carried = joints.carried

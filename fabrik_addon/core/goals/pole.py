@@ -284,15 +284,8 @@ def turn_rigidly(joints: Joints, nodes: Sequence[int], centre: Vec, turn: Quat) 
 
 
 def bend_towards(tree: MovingTree, joints: Joints, chain: tuple[int, ...], side: Vec, span: float) -> None:
-    """Bend a straight chain into an even arc, its knees on `side` (a vector across the chain), its ends about
-    `span` apart (a shallow bow when `span` is out of reach).
-
-    Every joint turns by the same angle and the first bone tilts back by half
-    the sum, so every joint between base and tip leaves the line on that side.
-    FABRIK moves joints along lines: a joint left on the line to the target
-    (the knee of a two-bone chain bent only there) would be put straight back,
-    and a chain pulled far in from nearly straight tends to end in an S.
-    """
+    """Bend a straight chain into an even arc, its knees on `side`, its ends about `span` apart: every joint leaves
+    the line on that side, since FABRIK would put a joint left on the line to the target straight back."""
     top = chain[-1]
     axis = cross(side, sub(joints.tails[top], joints.heads[top]))  # turning about side x Y takes Y towards -side
     size = norm(axis)

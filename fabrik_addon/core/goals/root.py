@@ -196,11 +196,10 @@ def _held(
 def shortened(
     branches: Sequence[Branch], move: Move, tips: Sequence[Vec], errors: Sequence[float], tolerance: float
 ) -> list[Branch] | None:
-    """The branches with the reach each really had, where a solve against the goals `move` carried back left its
-    tip (`tips`, in that space) short of its target by more than the tolerance and nearer its base than its
-    bones reach (its limits); None where none was. The reach taken is what it reached less what it missed by:
-    brought nearer, a limited chain mostly reaches less far again (its bend takes more of it), and this way the
-    next round mostly reaches."""
+    """The branches with the reach each really had, where the last round left a tip short of its target by more than
+    the tolerance and nearer its base than its bones reach (its limits); None where none was.
+
+    The reach taken is what it reached less what it missed by, so the next round mostly reaches."""
     out, changed = [], False
     for branch, tip, error in zip(branches, tips, errors):
         reached = vec.dist(branch.base, tip)

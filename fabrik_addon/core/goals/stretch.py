@@ -152,14 +152,8 @@ def _grown_bones(skeleton: Skeleton, goals: Sequence[Goal]) -> tuple[frozenset[i
 
 
 def with_lengths(skeleton: Skeleton, goals: Sequence[Goal], pose: Pose, lengths: np.ndarray) -> tuple[Skeleton, Pose]:
-    """The skeleton with the stretching chains' bones at these lengths, and the pose on it, turned as it was.
-
-    Bones below a grown bone follow it: their heads stay where they hang from
-    its tail, at offsets scaled with it. Bones whose scale the stretch sets
-    (`scalable`) take the lengths given; every other bone inherits its
-    parent's scale, as Blender's bones do (a hand below a stretched forearm
-    grows with it). `skeleton` is the rest skeleton, `pose` on any lengths.
-    """
+    """The skeleton with the stretching chains' bones at these lengths, and the pose on it, turned as it was: the
+    bones below a grown bone follow it and inherit its scale, as Blender's do."""
     own, grown = _grown_bones(skeleton, goals)
     below = set(grown)
     scale = np.ones(len(skeleton))  # each bone's length over its rest length
@@ -242,15 +236,9 @@ def solve(
 
 
 def _lay_straight(skeleton: Skeleton, goals: Sequence[Goal], stretching: list[int], pose: Pose) -> Pose:
-    """Lay each stretching chain that nothing holds bent straight at its target: grown to the target's
-    distance, that is exactly where its tip reaches it (the solve only gets near, crawling).
-
-    Only connected chains without a rotation goal, sharing no bone with
-    another goal's chain, and only where the straight pose keeps every joint
-    limit (a hinge bent in the plane of its target straightens about its own
-    axis). Each bone turns the shortest way, so the roll (and a pole's turn)
-    stays.
-    """
+    """Lay each stretching chain that nothing holds bent straight at its target, where its grown length reaches it
+    exactly (the solve only gets near, crawling): connected chains without a rotation goal or a shared bone, where
+    the straight pose keeps every limit."""
     for g in stretching:
         goal, chain = goals[g], chain_of(skeleton, goals[g])
         others = {b for h, other in enumerate(goals) if h != g for b in chain_of(skeleton, other)}
