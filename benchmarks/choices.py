@@ -52,6 +52,7 @@ from fabrik_addon.core.joints import refine  # noqa: E402
 from fabrik_addon.core.math import lsq  # noqa: E402
 from fabrik_addon.core.solving import many_frames  # noqa: E402
 from fabrik_addon.core.solving.plan import plan_for  # noqa: E402
+from samples import humanoid  # noqa: E402
 from samples.rig_classes import RIG_CLASSES, random_targets  # noqa: E402
 
 #: How the small systems are worked out: (refine.PLAIN_COORDINATES, lsq.PLAIN_ENTRIES, lsq.PLAIN_STEP_ROWS).
@@ -161,8 +162,6 @@ def _built(rigs, layout, frames: range):
 
 def bridge_rows(runs: int) -> list[list[str]]:
     """The bridge's choices on the humanoid sample (159 bones) and in a scene of 3000 objects."""
-    from samples import humanoid
-
     with rigs.quiet():  # (Rigify and the samples' operators print a line a step)
         bpy.ops.wm.read_factory_settings(use_empty=True)
         rig = humanoid.build(range(1, 3))

@@ -19,6 +19,7 @@ import math
 import bpy
 from mathutils import Vector
 
+from fabrik_addon.blender.effectors import pins
 from samples import rigbuild
 
 #: Seconds a walk cycle takes, and frames a second.
@@ -129,8 +130,6 @@ def build(frames: range, name: str = "Mocap"):
 def pin_feet(rig, frames: range) -> None:
     """Pin each foot where its target is when it sets down, over the frames it stands (the half cycle it stays
     on the ground), as Find Contacts would plant a captured walk's feet; two frames to take hold and let go."""
-    import fabrik_addon.blender.effectors.pins as pins
-
     scene = bpy.context.scene
     cycle = round(CYCLE * FPS)
     for effector in rig.fabrik.effectors:

@@ -68,8 +68,10 @@ from rigs import (  # noqa: E402
 
 import fabrik_addon  # noqa: E402
 from fabrik_addon.blender.effectors import pins  # noqa: E402
-from fabrik_addon.blender.rig import props
+from fabrik_addon.blender.rig import props  # noqa: E402
 from fabrik_addon.blender.rig.status import statuses  # noqa: E402
+from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve  # noqa: E402
+from fabrik_addon.core.math.matrix_rows import quaternion_to_matrix  # noqa: E402
 
 #: The three scenes of a rig, in their first order.
 MODES = ("none", "blender", "fabrik")
@@ -538,11 +540,6 @@ def pick(specs: list[RigSpec], wanted: str | None) -> list[RigSpec]:
 
 def paper_setting(trials: int = 500) -> str:
     """The paper's own test: a 10-joint chain, random reachable targets, tolerance 0.01; core only, no Blender."""
-    import numpy as np
-
-    from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
-    from fabrik_addon.core.math.matrix_rows import quaternion_to_matrix
-
     n = 10
     skeleton = skeleton_from_points([-1] + list(range(n - 1)), [(0, 0, i) for i in range(n)], [(0, 0, i + 1) for i in range(n)])
     rng = np.random.default_rng(2011)

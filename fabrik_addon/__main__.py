@@ -179,7 +179,7 @@ def main(argv: list[str]) -> int:
     try:
         import bpy  # (here: without bpy the command still explains itself)
 
-        from . import register
+        from . import register  # (with bpy: it registers the bridge)
         from .blender.bake import baking
     except ImportError as error:
         if debug:
@@ -209,7 +209,7 @@ def main(argv: list[str]) -> int:
     finally:
         # Leaving the add-on registered at interpreter exit crashes the bpy 4.2 module.
         if registered_here:
-            from . import unregister  # (as `register` above)
+            from . import unregister  # (with bpy, as `register` above)
 
             unregister()
 

@@ -27,7 +27,9 @@ live, the panel's status said "reached" for that effector.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import math
 import os
 import shutil
 import statistics
@@ -176,7 +178,6 @@ def step_install(zip_path: str) -> dict:
 
 def step_sample(name: str, render: bool = True) -> dict:
     """Inside Blender: build one sample, play it with live solving, bake it, measure both, save, render."""
-    import importlib
 
     import bpy
 
@@ -273,7 +274,6 @@ def play(rig, frames, rigbuild, tolerance: float = 1e-3, on_frame=None, status=N
     None without rotation goals) over reachable pairs, how many pairs were
     checked, in reach and reached, and a line per missed reachable pair.
     """
-    import math
 
     import bpy
     from mathutils import Vector

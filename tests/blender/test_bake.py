@@ -333,7 +333,7 @@ def open_hand():
     """The hand sample without its joint limits: fingers hang off the palm at offsets, every chain shares it.
 
     Rigs without limits are the ones a per-frame bake solves many frames at
-    once (the plan on numpy rows: core/rows.py), which is what the tests using it look at.
+    once (the plan on numpy rows: core/chain/rows.py), which is what the tests using it look at.
     """
     rig = animated_hand()
     for pose_bone in rig.pose.bones:
@@ -763,7 +763,7 @@ def test_per_frame_bakes_of_limited_rigs_solve_each_frame_from_its_own_pose_as_t
     after the first; the fixed bones' frames made again only where their matrices changed); its keys replay the
     live solve (1e-5)."""
     from fabrik_addon.blender.bake import reading
-    from fabrik_addon.blender.live import solve
+    from fabrik_addon.blender import solve
 
     rig = build()
     rig.fabrik.start = "FK"

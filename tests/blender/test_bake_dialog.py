@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The bake operator as Blender's Bake Action (issue 15 item 5), in the real bpy module: the scene's range filled
 in, clear labels in the split-label layout, explicit values (negative frames too) and the execute path that the
-redo panel re-runs. The dialog itself needs a window: tests/test_gui_bake_dialog.py opens it in Blender 3.4."""
+redo panel re-runs. The dialog itself needs a window: tests/gui/test_setup.py opens it in Blender 3.4."""
 
 from __future__ import annotations
 

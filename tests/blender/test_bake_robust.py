@@ -332,7 +332,7 @@ MODES = ["QUATERNION", "AXIS_ANGLE", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"]
 @pytest.mark.parametrize("mode", MODES)
 def test_a_tiny_rotation_survives_the_round_trip_in_every_mode(mode):
     """A 1e-5 rad turn, from its channel value to a matrix and back (`channels.channel_matrix`,
-    `rig.channel_value`), keeps its angle to 1e-12 relative, in every rotation mode."""
+    `armature.channel_value`), keeps its angle to 1e-12 relative, in every rotation mode."""
     angle = 1e-5
     axis = np.array([0.6, 0.0, 0.8])
     value = {

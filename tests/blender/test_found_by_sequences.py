@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The bugs the seeded sequence test (test_blender_sequences.py) found, each as a regression test of its own."""
+"""The bugs the seeded sequence test (tests/blender/test_sequences.py) found, each as a regression test of its own."""
 
 from __future__ import annotations
 

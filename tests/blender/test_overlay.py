@@ -13,7 +13,7 @@ import pytest
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 from mathutils import Euler, Vector
 
-from fabrik_addon.blender.live import solve
+from fabrik_addon.blender import solve
 from fabrik_addon.blender.rig import animdata, compat, memory
 from fabrik_addon.blender.rig.status import statuses
 from fabrik_addon.blender.ui import overlay, overlay_shapes

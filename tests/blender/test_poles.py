@@ -3,7 +3,7 @@
 
 Each case builds one rig, lets Blender's IK constraint (with a pole) solve
 it, then mutes the constraint and solves the same goal from the same start
-pose with ours. Blender's rule (fabrik_addon/core/pole.py) turns the chain
+pose with ours. Blender's rule (fabrik_addon/core/goals/pole.py) turns the chain
 as one body before solving, so a chain bent in a plane ends in that plane
 turned; our solvers must bend to the same side, in the same plane (within
 1 degree). Where the in-plane shape of a chain of three bones is not fixed

@@ -316,7 +316,7 @@ def test_two_bone_pole_follows_blenders_convention_like_fabrik(pole_angle):
     """With a pole the chain bends in its start's bend plane turned as Blender's IK turns it before solving
     (`pole.blender_turn`), the knee bending the way it did; FABRIK lands on the very same pose.
 
-    (Blender's own solves are compared in test_blender_poles.py.) Both
+    (Blender's own solves are compared in tests/blender/test_poles.py.) Both
     solvers start from that turn, which points the chain at its target, so
     FABRIK no longer flips the bend over for targets across the knee's line.
     """

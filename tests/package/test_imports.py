@@ -29,6 +29,15 @@ INSIDE_FUNCTIONS = {
     ("fabrik_addon/blender/ui/wrapping.py", "blf"),
 }
 
+#: Each layer's folders (or modules beside them) from the bottom up: a module imports none of a folder above its
+#: own, so the tree reads as the architecture (docs/solver.md's layer tables, top down).
+LEVELS = {
+    "core": {"math": 1, "model": 2, "motion": 2, "goals": 3, "chain": 4, "joints": 4, "compared": 5, "solving": 6},
+    "blender": {
+        "rig": 1, "stepping": 1, "effectors": 2, "solve": 3, "live": 4, "bake": 5, "retarget": 6, "ui": 7,
+    },
+}
+
 #: What `core` never imports: it is the solver library, tested and benchmarked without Blender.
 NOT_IN_CORE = ("bpy", "mathutils", "gpu", "blf", "bpy_extras", "gpu_extras", "fabrik_addon.blender")
 
@@ -116,6 +125,35 @@ def test_no_module_imports_itself_round_a_loop():
     for name in sorted(graph):
         if name not in state:
             visit(name)
+
+
+def _folder(name: str) -> tuple[str, str] | None:
+    """A module's layer and the folder (or module beside the folders) it is in, for `LEVELS`."""
+    parts = name.split(".")
+    return (parts[1], parts[2]) if len(parts) > 2 and parts[1] in LEVELS else None
+
+
+def test_every_folder_is_placed_in_its_layer():
+    """Every folder and module of both layers has its level (a new one must be placed in the picture)."""
+    for name in MODULES:
+        where = _folder(name)
+        if where is not None:
+            layer, folder = where
+            assert folder in LEVELS[layer], f"{name}: place '{folder}' in LEVELS['{layer}']"
+
+
+def test_imports_point_down_the_layers():
+    """No module imports one of a folder above its own, nor one of another folder on its level."""
+    for name, targets in _graph().items():
+        here = _folder(name)
+        if here is None:
+            continue
+        for target in targets:
+            there = _folder(target)
+            if there is None or there[0] != here[0] or there[1] == here[1]:
+                continue
+            levels = LEVELS[here[0]]
+            assert levels[there[1]] < levels[here[1]], f"{name} imports {target}, which is not below it"
 
 
 def test_core_never_imports_blender():

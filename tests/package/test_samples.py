@@ -16,7 +16,7 @@ from mathutils import Vector
 
 import fabrik_addon
 from fabrik_addon.blender.bake import baking
-from fabrik_addon.blender.ui import motion
+from fabrik_addon.blender.ui import target_motion
 
 SAMPLES = ("chain", "robot_arm", "tentacle", "hand", "hexapod", "humanoid", "ur5")
 #: Frames per sample in the tests: each sample fits its whole loop into them, so this covers it coarsely.
@@ -267,22 +267,22 @@ def test_dh_bones_merge_zero_length_links():
 def test_preset_point():
     """Circles start on the first axis and keep their radius; figure eights pass their center twice per loop."""
     r = 0.7
-    assert motion.preset_point('CIRCLE', 0.0, r, 'XY') == pytest.approx((r, 0.0, 0.0))
-    assert motion.preset_point('CIRCLE', 0.25, r, 'XY') == pytest.approx((0.0, r, 0.0))
-    assert motion.preset_point('CIRCLE', 0.25, r, 'XZ') == pytest.approx((0.0, 0.0, r))
-    assert motion.preset_point('CIRCLE', 0.5, r, 'YZ') == pytest.approx((0.0, -r, 0.0))
+    assert target_motion.preset_point('CIRCLE', 0.0, r, 'XY') == pytest.approx((r, 0.0, 0.0))
+    assert target_motion.preset_point('CIRCLE', 0.25, r, 'XY') == pytest.approx((0.0, r, 0.0))
+    assert target_motion.preset_point('CIRCLE', 0.25, r, 'XZ') == pytest.approx((0.0, 0.0, r))
+    assert target_motion.preset_point('CIRCLE', 0.5, r, 'YZ') == pytest.approx((0.0, -r, 0.0))
     for t in np.linspace(0.0, 1.0, 17):
-        assert Vector(motion.preset_point('CIRCLE', t, r, 'YZ')).length == pytest.approx(r)
-        assert motion.preset_point('FIGURE_EIGHT', t, r, 'XY')[2] == 0.0
+        assert Vector(target_motion.preset_point('CIRCLE', t, r, 'YZ')).length == pytest.approx(r)
+        assert target_motion.preset_point('FIGURE_EIGHT', t, r, 'XY')[2] == 0.0
     for t in (0.0, 0.5, 1.0):
-        assert motion.preset_point('FIGURE_EIGHT', t, r, 'XZ') == pytest.approx((0.0, 0.0, 0.0), abs=1e-12)
-    assert motion.preset_point('FIGURE_EIGHT', 0.25, r, 'XZ') == pytest.approx((r, 0.0, 0.0), abs=1e-12)
-    assert motion.preset_point('FIGURE_EIGHT', 0.75, r, 'XZ') == pytest.approx((-r, 0.0, 0.0), abs=1e-12)
-    assert motion.preset_point('FIGURE_EIGHT', 0.125, r, 'XZ')[2] == pytest.approx(r)
+        assert target_motion.preset_point('FIGURE_EIGHT', t, r, 'XZ') == pytest.approx((0.0, 0.0, 0.0), abs=1e-12)
+    assert target_motion.preset_point('FIGURE_EIGHT', 0.25, r, 'XZ') == pytest.approx((r, 0.0, 0.0), abs=1e-12)
+    assert target_motion.preset_point('FIGURE_EIGHT', 0.75, r, 'XZ') == pytest.approx((-r, 0.0, 0.0), abs=1e-12)
+    assert target_motion.preset_point('FIGURE_EIGHT', 0.125, r, 'XZ')[2] == pytest.approx(r)
     with pytest.raises(ValueError):
-        motion.preset_point('SQUARE', 0.0, r, 'XY')
+        target_motion.preset_point('SQUARE', 0.0, r, 'XY')
     with pytest.raises(ValueError):
-        motion.preset_point('CIRCLE', 0.0, r, 'XW')
+        target_motion.preset_point('CIRCLE', 0.0, r, 'XW')
 
 
 def keyed_object(location=(1.0, 2.0, 3.0)):
@@ -358,8 +358,8 @@ def test_motion_operator_keys_only_its_range(scene):
 
 def test_motion_operator_is_undoable_and_needs_an_object():
     """Registered with REGISTER and UNDO (so the redo panel and Ctrl+Z work); nothing to key without an object."""
-    assert {'REGISTER', 'UNDO'} <= motion.FABRIK_OT_target_motion.bl_options
-    assert motion.FABRIK_OT_target_motion.__doc__.strip()
+    assert {'REGISTER', 'UNDO'} <= target_motion.FABRIK_OT_target_motion.bl_options
+    assert target_motion.FABRIK_OT_target_motion.__doc__.strip()
     assert hasattr(bpy.types, "FABRIK_OT_target_motion")
     assert not bpy.ops.fabrik.target_motion.poll()
 

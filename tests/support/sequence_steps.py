@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Helpers for the sequence test (`test_blender_sequences.py`): the scene it plays on, and what it measures.
+"""Helpers for the sequence test (`tests/blender/test_sequences.py`): the scene it plays on, and what it measures.
 
 Everything here names Blender data by name, never by a Python reference kept
 across steps: undo and file loads replace the data, and old references then

@@ -13,7 +13,7 @@ from fabrik_addon.core import Pose, Skeleton, SolveSettings, skeleton_from_point
 from fabrik_addon.core.math.matrix_rows import quaternion_to_matrix
 from fabrik_addon.core.model.limits import JointLimit
 from fabrik_addon.core.model.skeleton import pose_with
-from fabrik_addon.core.model.tree import Start
+from fabrik_addon.core.model.tree import Start, moving_tree
 from fabrik_addon.core.solving import many_frames
 from fabrik_addon.core.solving.plan import plan_for
 
@@ -117,8 +117,6 @@ def random_chain(rng: np.random.Generator, n: int):
 
 def assert_unmoved_outside_chains(skeleton: Skeleton, goals, start: Pose, pose: Pose) -> None:
     """Bones neither in a goal's chain nor below one are exactly where they were."""
-    from fabrik_addon.core.model.tree import moving_tree
-
     moved = set(moving_tree(skeleton, goals).bones)
     for bone in range(len(skeleton)):
         if not any(a in moved for a in skeleton.path_to_root(bone)):

@@ -19,9 +19,8 @@ from mathutils import Matrix
 
 from ...core.math import matrix_rows, quat
 from ...core.solving.plan import Carry, plan_for
-from .. import stepping
+from .. import solve, stepping
 from ..effectors import effector_goals, integrity
-from ..live import solve
 from ..rig import animdata, armature, moving_root
 from ..rig.editable import action_editable, editable
 from ..rig.status import switched_off

@@ -34,9 +34,9 @@ from ...core.model.tree import Start
 from ...core.solving import many_frames
 from ...core.solving.parts import layout_of
 from ...core.solving.plan import Carry, plan_for
+from .. import solve
 from ..effectors import effector_goals, pins
 from ..effectors.effector_values import EffectorValues
-from ..live import solve
 from ..rig import animdata, armature
 from ..rig.channels import fixed_frame
 from ..rig.floor import floor_plane

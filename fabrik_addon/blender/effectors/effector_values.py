@@ -2,8 +2,8 @@
 """An effector's settings read once, as plain values, for one live solve.
 
 A live frame checks each effector (`integrity.problems_of`), snapshots it
-for the next update to compare with (`live._inputs_of`) and makes it a goal
-(`goals.gather_goals`). Each property read of an add-on's property group
+for the next update to compare with (`handlers._inputs_of`) and makes it a goal
+(`effector_goals.gather_goals`). Each property read of an add-on's property group
 goes through RNA; reading them once and handing the values on halves that
 work. Each of those functions takes either this or the effector itself.
 """
@@ -15,7 +15,7 @@ from mathutils import Matrix
 
 from ..rig.props import FabrikEffector
 
-#: The effector properties a solve reads (the order of `live._inputs_of`'s snapshot; the pin's last, as
+#: The effector properties a solve reads (the order of `handlers._inputs_of`'s snapshot; the pin's last, as
 #: `pins.read_again` replaces them).
 SOLVED = (
     "enabled", "bone", "chain_length", "weight", "influence", "use_rotation", "rotation_weight", "pole_angle",

@@ -13,12 +13,13 @@ import traceback
 import bpy
 from bpy.app.handlers import persistent
 
+from .. import solve
 from ..effectors import effector_values, integrity
 from ..effectors.effector_values import EffectorValues, comparable
 from ..rig import animdata, armature, memory, moving_root
 from ..rig.channels import PoseRead, read_pose
 from ..rig.status import RigStatus, show
-from . import garbage, onwards, solve
+from . import garbage, onwards
 
 # Our own pose writes tag the rig for another depsgraph update; this guard and the inputs kept with each rig's
 # memory keep us from reacting to them.

@@ -37,15 +37,15 @@ from dataclasses import dataclass, replace
 
 import bpy
 
+from .. import solve
 from ..effectors import effector_goals, pins
 from ..effectors.effector_values import EffectorValues, comparable
 from ..rig import animdata, armature, held, memory, moving_root
 from ..rig.channels import PoseRead, hung_frames
 from ..rig.floor import floor_plane
 from ..rig.status import RigStatus
-from . import solve
 
-__all__ = ["Kept", "Updates", "keepable", "reused", "world_or_none"]
+__all__ = ["LastRead", "Updates", "keepable", "reused", "world_or_none"]
 
 
 def world_or_none(target, subtarget: str, depsgraph: bpy.types.Depsgraph):
@@ -82,7 +82,7 @@ class Updates:
 
 
 @dataclass
-class Kept:
+class LastRead:
     """What a live frame of one rig goes on from while only its targets move (see the module): the last whole
     read and what it was read with."""
 
@@ -92,7 +92,7 @@ class Kept:
     values: list[EffectorValues]
     solved: list[tuple]
     to_armature: object
-    #: The rig's transform as read, and the live inputs' snapshot before its per-effector part (`_inputs_of`).
+    #: The rig's transform as read, and the live inputs' snapshot before its per-effector part (`handlers._inputs_of`).
     world: object
     prefix: tuple
     #: How many held entries there were.
@@ -110,7 +110,7 @@ def keepable(
     obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, inputs: tuple, values: list[EffectorValues],
     result: RigStatus, read_: solve.Read
 ):
-    """What the next frames may go on from after a whole live solve (`Kept`), or None where they may not: the
+    """What the next frames may go on from after a whole live solve (`LastRead`), or None where they may not: the
     solve reached no error, solved every effector, wrote no IK stretch and started where the next frame starts;
     the rig's animation, if any, reaches no chain bone and no setting."""
     found, gathered, plan = read_.channels, read_.gathered, read_.plan
@@ -132,7 +132,7 @@ def keepable(
             return None
     world = obj.evaluated_get(depsgraph).matrix_world
     pinned = animation is not None and any(pins.is_pin_path(path) for path in _paths(obj))
-    return Kept(
+    return LastRead(
         obj, read_, values, [value.solved() for value in values], armature.world_to_armature(obj.evaluated_get(depsgraph)),
         comparable(world), inputs[: len(inputs) - len(values)], len(index), animation, pinned,
     )
@@ -152,7 +152,7 @@ def _paths(obj: bpy.types.Object) -> list[str]:
 
 
 def _animation(obj: bpy.types.Object, names: list[str]) -> tuple[frozenset, int] | None:
-    """An animated rig's F-curve paths and driver count (`Kept.animation`), where its animation reaches no chain
+    """An animated rig's F-curve paths and driver count (`LastRead.animation`), where its animation reaches no chain
     bone's channel (`names`) and no setting but the effectors' pins, which each frame reads again (the others
     change what the whole read reads: None)."""
     animation_data = obj.animation_data
@@ -252,10 +252,10 @@ def reused(
     return (prefix + tuple(tails), read_.pose.snapshot())
 
 
-def _read_again(kept: Kept, obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> tuple[dict, tuple] | None:
+def _read_again(kept: LastRead, obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> tuple[dict, tuple] | None:
     """What an update of the rig object (not of its data) can change of what the solve reads, read again: the
     channels the rig's own animation moves (where it has any), the frames of the bones the chains hang from, the
-    rig's transform. The read's fields that changed, and the rig's transform (`Kept.to_armature`, `world`,
+    rig's transform. The read's fields that changed, and the rig's transform (`LastRead.to_armature`, `world`,
     `prefix`); None where the whole read must run (it says why)."""
     last = kept.read
     changed = {}
@@ -292,10 +292,10 @@ def _fixed_again(read_: solve.Read, obj: bpy.types.Object) -> dict | None:
     return {} if fixed == read_.fixed else {"fixed": fixed, "_start": None}
 
 
-def _read_animated(kept: Kept, obj: bpy.types.Object) -> PoseRead | None:
+def _read_animated(kept: LastRead, obj: bpy.types.Object) -> PoseRead | None:
     """Read again what animation moves of a rig, where it animates what it did (keys inserted on a chain bone
     update the rig as animation does): the pose, the chain bones' channels as they were written and every chain
-    usable as the whole read judges it (`goals.usable_goals`). The pose read, or None where the whole read must
+    usable as the whole read judges it (`effector_goals.usable_goals`). The pose read, or None where the whole read must
     run (it says why)."""
     read_ = kept.read
     animation_data = obj.animation_data

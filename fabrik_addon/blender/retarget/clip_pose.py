@@ -3,7 +3,7 @@
 
 `hold_of` finds how the rig's driven bones hang on each other (constraints
 and all); `Copy.make` takes the clip's posed bones over all frames (read by
-`retarget_work`) through the `retarget_layout.Layout` to the rig's local
+`job`) through the `rests.Layout` to the rig's local
 rotations and hips locations (`core.motion.retarget`), and to the ends' goals:
 each wrist from its shoulder scaled by the arms' lengths, each ankle from
 its hip by the legs', the feet held where they stand, heel and toe,

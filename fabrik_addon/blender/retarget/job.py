@@ -4,7 +4,7 @@
 In steps, so the operator shows progress from the first frame and Esc
 cancels (`stepping`): every frame of the clip is read (its posed bones, one
 `foreach_get` a frame); the clip's pose is worked out for all frames at once
-(`retarget_pose.Copy`) and keyed in bulk on the rig's action (every mapped
+(`clip_pose.Copy`) and keyed in bulk on the rig's action (every mapped
 bone's rotation and the hips' location), the ends' goals keyed on empties,
 and an effector made per limb; then FABRIK's bake solves each frame from
 that pose (This Frame's Pose), and the hands and feet are turned back to the

@@ -8,7 +8,7 @@ sides, each rig bone's alignment to its clip bone's rest direction (a T-pose
 clip raises an A-pose rig's arms for the mapping only), and the space: the
 clip's body turned to face and stand as the rig's, its hips' motion scaled
 by the legs, each hand's reach by its arm, on the rig's floor. Also each
-limb's reach and each hinged knee or elbow, which `retarget_pose` keeps.
+limb's reach and each hinged knee or elbow, which `clip_pose` keeps.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 
 The clip's bones and the rig's are mapped by their names (`core.motion.naming`);
 `refusal` says why a mapping cannot be used. The clip's pose is put on the
-rig bone by bone and FABRIK corrects the ends (`retarget_pose`,
-`retarget_work`); what this module makes for that is an effector per limb
+rig bone by bone and FABRIK corrects the ends (`clip_pose`,
+`job`); what this module makes for that is an effector per limb
 (`LIMBS`) on the forearm or shin, whose target is an empty keyed where the
 limb's end must go, in one collection per rig, which a second retarget
 replaces; on a rig Rigify generated, its limbs' IK/FK switches set to FK

@@ -328,9 +328,9 @@ def animator_values(
                 matched.add(i)
                 value = tuple(fk[i][:size])
                 if keyed is None:
-                    keyed = _keyed_channels(obj, depsgraph)
+                    keyed = keyed_channels(obj, depsgraph)
                 if keyed:
-                    value = _animated(keyed, name, armature.rotation_channel(mode)[0], value)
+                    value = animated(keyed, name, armature.rotation_channel(mode)[0], value)
         values.append(value)
     return values
 
@@ -417,7 +417,7 @@ def write_stretch(obj: bpy.types.Object, skeleton: Skeleton, scales: dict[int, f
             entry.written_scale = tuple(obj.pose.bones[skeleton.names[b]].scale)
 
 
-def _keyed_channels(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None) -> tuple | None:
+def keyed_channels(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None) -> tuple | None:
     """(the F-curves of the rig's active action, this frame, the data paths they animate) when it has any, else
     an empty tuple. The frame is the depsgraph's scene's; without one, that of the first scene the rig is in
     (`users_scene` searches them all)."""
@@ -430,7 +430,7 @@ def _keyed_channels(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None
     return collection, obj.users_scene[0].frame_current_final if obj.users_scene else 0.0, paths
 
 
-def _animated(keyed: tuple, name: str, channel: str, value: tuple[float, ...]) -> tuple[float, ...]:
+def animated(keyed: tuple, name: str, channel: str, value: tuple[float, ...]) -> tuple[float, ...]:
     """The channel value with each keyed component replaced by what its F-curve gives this frame."""
     collection, frame, paths = keyed
     path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{channel}'

@@ -26,7 +26,7 @@ class RigMemory:
     """Everything remembered about one rig (see the module)."""
 
     name: str
-    # The structure, as `rig.skeleton_of` last read and checked it.
+    # The structure, as `armature.skeleton_of` last read and checked it.
     #: What the skeleton was made from (bones, then IK settings), and the skeleton.
     signature: tuple | None = None
     skeleton: object = None
@@ -34,7 +34,7 @@ class RigMemory:
     pose_order: object = None
     limit_problems: list[str] = field(default_factory=list)
     #: The data paths the rig's F-curves animate, with what they were read from (`animdata.fcurve_paths`), and
-    #: whether the animation or drivers may set an IK setting (`live`).
+    #: whether the animation or drivers may set an IK setting (`handlers`).
     fcurve_paths: tuple | None = None
     ik_animation: tuple | None = None
     #: Whether the structure is read once and not checked again for a while (`armature.frozen_structure`).
@@ -48,18 +48,18 @@ class RigMemory:
     #: What continuity mode carries from one frame to the next (`core.solving.plan.Carry`).
     carry: object = None
     #: How far the last solve moved the rig's root from its animated place (scene units) and turned it (radians),
-    #: where its Root moves (`root`); None where it does not.
+    #: where its Root moves (`moving_root`); None where it does not.
     root_away: tuple[float, float] | None = None
     #: Whether the last solve was put off to the next update (`solve.solve_object`): nothing counts as solved.
     again: bool = False
     # Live solving.
-    #: Whether live solving checked the rig at the last evaluation its handlers were told of (`live`): then an
+    #: Whether live solving checked the rig at the last evaluation its handlers were told of (`handlers`): then an
     #: evaluation that updated neither its object nor its data changed no structure.
     watched: bool = False
     #: What the last live solve read, with the channels as it left them (an update that changes none of it is
     #: no reason to solve again).
     inputs: tuple | None = None
-    #: The last live frame's read, which a frame where only the targets moved goes on from (`live`).
+    #: The last live frame's read, which a frame where only the targets moved goes on from (`handlers`).
     read: object = None
     #: A library override's held entries (`held`): Blender keeps no property of ours in an override's file.
     held: object = None

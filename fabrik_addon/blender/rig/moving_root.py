@@ -224,10 +224,10 @@ def _animator_values(
     location = _under(location, entry.written_location, entry.fk_location)
     if pose_bone.rotation_mode == entry.mode:
         turn = _under(turn, entry.written_turn[:size], entry.fk_turn[:size])
-    keyed = held._keyed_channels(obj, depsgraph)
+    keyed = held.keyed_channels(obj, depsgraph)
     if keyed:
-        location = held._animated(keyed, pose_bone.name, "location", location)
-        turn = held._animated(keyed, pose_bone.name, channel, turn)
+        location = held.animated(keyed, pose_bone.name, "location", location)
+        turn = held.animated(keyed, pose_bone.name, channel, turn)
     return tuple(location), tuple(turn)
 
 

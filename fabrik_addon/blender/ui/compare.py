@@ -10,8 +10,8 @@ from bpy.types import Operator
 
 from ...core.solving.convergence import COLOUR_NAMES, COMPARED, error_curves, plot_rgba, reached_at
 from ...core.solving.solvers import DESCRIPTIONS
+from .. import solve
 from ..effectors import effector_goals
-from ..live import solve
 from ..rig import memory
 from ..rig.channels import read_pose
 from .setup_ops import rig_for_panel

@@ -7,9 +7,9 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 from bpy.types import Operator
 
+from .. import solve
 from ..bake import baking
 from ..effectors import constraints, pins
-from ..live import solve
 from ..rig import editable, props, status
 from ..stepping import SteppedOperator
 from .setup_ops import rig_for_panel

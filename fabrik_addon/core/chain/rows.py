@@ -12,7 +12,7 @@ at an offset are carried, as quaternions). The joints are node-major arrays,
 contiguous row, which keeps numpy's cost per call low on these small arrays.
 Each frame stops by the same rules as one solved alone (`stopping`), so the
 two agree to rounding; what FABRIK leaves short where another method
-finishes, the plan finishes frame by frame (`plan.Plan.solve_rows`).
+finishes, the plan finishes frame by frame (`many_frames.solve_rows`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 """Rotation matrices as numpy rows (N, 3, 3): bone frames, shortest swings, quaternions to matrices and back.
 
 The twin of `quat_rows` for matrices; `quat` holds one quaternion on plain
-floats, `channels` a pose bone's rotation channel values.
+floats, `rotation_channels` a pose bone's rotation channel values.
 """
 
 from __future__ import annotations

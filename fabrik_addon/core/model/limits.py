@@ -160,7 +160,7 @@ def allows(limit: JointLimit, local: Quat) -> bool:
 
 def allows_rows(limit: JointLimit, local: np.ndarray) -> np.ndarray:
     """`allows` for many local rotations at once ((N, 4) unit quaternions), for a limit whose ranges all contain
-    the rest (an open cone, as `fabrik.open_cones_as_free` asks; no stiffness): the same swing and twist
+    the rest (an open cone, as `parts.open_cones_as_free` asks; no stiffness): the same swing and twist
     arithmetic row by row, and `allows` itself for the rows within a hair of the limit."""
     lo_x, hi_x = limit.x_range
     lo_z, hi_z = limit.z_range

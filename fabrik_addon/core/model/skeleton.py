@@ -39,7 +39,7 @@ class ShapeKept:
 
 
 @dataclass
-class Kept:
+class SkeletonKept:
     """What solving works out from a skeleton once and keeps with it, each under its own name."""
 
     shape: ShapeKept = field(default_factory=ShapeKept)
@@ -139,7 +139,7 @@ class Skeleton:
         ).reshape(n, 3)
         #: `rest_in_parent` as quaternions, for the solver's inner loops.
         self.rest_relative: tuple[quat.Quat, ...] = tuple(quat.from_matrix(m) for m in self.rest_in_parent.tolist())
-        self.kept = Kept()
+        self.kept = SkeletonKept()
 
     def with_limits(self, limits: Sequence[JointLimit | None] | dict[int, JointLimit]) -> "Skeleton":
         """The same skeleton with other joint limits (a list per bone, or a dict bone -> limit)."""
@@ -169,7 +169,7 @@ class Skeleton:
                 heads[b] = heads[p] + self.rest_frames[p] @ grown.head_in_parent[b]
         grown.rest_heads = heads
         grown.rest_tails = heads + grown.lengths[:, None] * self.rest_frames[:, :, 1]
-        grown.kept = Kept(shape=self.kept.shape)
+        grown.kept = SkeletonKept(shape=self.kept.shape)
         return grown
 
     def __len__(self) -> int:

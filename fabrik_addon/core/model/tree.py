@@ -43,9 +43,9 @@ class TreeKept:
     branch: tuple | None = None
     #: Per goal: whether no other goal hangs below its pole's chain (`pole`).
     pole_alone: dict = field(default_factory=dict)
-    #: Per set of nodes with rotation goals: the goals' structure (`angles.TreeGoals`).
+    #: Per set of nodes with rotation goals: the goals' structure (`tree_goals.TreeGoals`).
     goal_structures: dict = field(default_factory=dict)
-    #: Per chain: its longest reach from its fixed base (`angles.TreeGoals`).
+    #: Per chain: its longest reach from its fixed base (`tree_goals.TreeGoals`).
     longest_reach: dict = field(default_factory=dict)
     #: Per (idle twists, goal nodes): the coordinates a solve may move (`angles.freedom`).
     freedoms: dict = field(default_factory=dict)

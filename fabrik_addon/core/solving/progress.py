@@ -62,7 +62,7 @@ class Solved:
     pose: Pose | None = None
     rotations: list[Quat] | None = None
     root: object = None
-    #: Where this frame's whole search (`searched`) found no pose that reaches: the targets it searched for.
+    #: Where this frame's whole search (`stages.searched`) found no pose that reaches: the targets it searched for.
     vain: tuple[Vec, ...] | None = None
 
 
@@ -99,7 +99,7 @@ class Solving:
         self.budget = Budget(settings.max_iterations)
         #: The rig the last frame left, in continuity mode (where the caller keeps it).
         self.kept = None if settings.explore else kept
-        #: The tree without its open cones (`free_passes`), and the stages of the frame's whole search.
+        #: The tree without its open cones (`stages.free_passes`), and the stages of the frame's whole search.
         self.free, self.search = free, search
         #: Whether other starts go on past one that reaches but jumps (the search of a frame that goes on from the
         #: last one, where a jump shows), to keep the nearest.

@@ -2,7 +2,7 @@
 """One solve of a rig: one read, one solve, one write.
 
 `read` takes from Blender what a solve needs: the goals in armature space
-(`goals`), the rig's plan (`core.solving.plan`, kept with its skeleton), and the
+(`effector_goals`), the rig's plan (`core.solving.plan`, kept with its skeleton), and the
 moving bones' rotation channels with the animator's values under them
 (`channels`), all in bulk. `solve` runs the plan from the animator's pose, or
 from the previous solution, on plain floats. `write` sets the solved rotations
@@ -20,19 +20,19 @@ from dataclasses import dataclass, replace
 import bpy
 import numpy as np
 
-from ...core import DESCRIPTIONS, Goal, Skeleton, SolveReport, SolveSettings
-from ...core.goals import stretch
-from ...core.goals.floor import Floor
-from ...core.goals.root import away
-from ...core.math import quat, rotation_channels
-from ...core.math.quat import Quat
-from ...core.model.tree import Start, chain_reach
-from ...core.solving.plan import Carry, Plan, plan_for
-from ..effectors import effector_goals
-from ..effectors.effector_goals import Gathered
-from ..effectors.effector_values import EffectorValues
-from ..rig import armature, editable, held, memory, moving_root
-from ..rig.channels import (
+from ..core import DESCRIPTIONS, Goal, Skeleton, SolveReport, SolveSettings
+from ..core.goals import stretch
+from ..core.goals.floor import Floor
+from ..core.goals.root import away
+from ..core.math import quat, rotation_channels
+from ..core.math.quat import Quat
+from ..core.model.tree import Start, chain_reach
+from ..core.solving.plan import Carry, Plan, plan_for
+from .effectors import effector_goals
+from .effectors.effector_goals import Gathered
+from .effectors.effector_values import EffectorValues
+from .rig import armature, editable, held, memory, moving_root
+from .rig.channels import (
     Channels,
     PoseRead,
     channel_values,
@@ -45,10 +45,10 @@ from ..rig.channels import (
     start_pose,
     write_channels,
 )
-from ..rig.floor import floor_plane
-from ..rig.status import DeferredStatus, RigStatus, concluded, say_influence, show, switched_off
+from .rig.floor import floor_plane
+from .rig.status import DeferredStatus, RigStatus, concluded, say_influence, show, switched_off
 
-__all__ = ["Read", "Solution", "compute", "read", "solve", "solve_object", "write"]
+__all__ = ["Read", "Solution", "compute", "not_finite", "read", "solve", "solve_object", "write"]
 
 
 @dataclass
@@ -80,11 +80,11 @@ class Read:
     limit_problems: list[str]
     #: IK stretch: per bone whose scale a stretch may set, whether it inherits its parent's scale in Blender.
     inherits_scale: dict[int, bool]
-    #: The root that moves (`root`), where the rig's Root is on: its bone's name; and why a Root that is on does
+    #: The root that moves (`moving_root`), where the rig's Root is on: its bone's name; and why a Root that is on does
     #: not move (the rig is solved with it where it stands).
     root: str | None = None
     root_problem: str | None = None
-    #: The root's location and rotation as the animator has them (`root.read`), which the write holds.
+    #: The root's location and rotation as the animator has them (`moving_root.read`), which the write holds.
     root_fk: tuple | None = None
     _start: object = None
 
@@ -98,7 +98,7 @@ class Read:
 
     @property
     def held_root(self) -> bool:
-        """Whether live solving holds a root it moved (`root`)."""
+        """Whether live solving holds a root it moved (`moving_root`)."""
         stored = self.channels.held
         return len(stored) > 0 and bool(stored.column("moved").any())
 
@@ -125,7 +125,7 @@ class Solution:
     rotations: list[Quat]
     scales: dict[int, float]
     report: SolveReport
-    #: The root's location and rotation channel values where it moves (`root.channel_values`), else None; and
+    #: The root's location and rotation channel values where it moves (`moving_root.channel_values`), else None; and
     #: how far that is from its animated place (armature units) and turned from it (radians).
     root: tuple | None = None
     away: tuple[float, float] | None = None
@@ -135,7 +135,7 @@ class Solution:
 
 def settings_of(obj: bpy.types.Object, warm: bool, size: float, floor: Floor | None = None) -> SolveSettings:
     """Core settings for a rig of this size: the tolerance is a fraction of it; starting from a previous
-    solution favours continuity over exploring; `floor`: its Floor in armature space (`floor.plane`)."""
+    solution favours continuity over exploring; `floor`: its Floor in armature space (`floor.floor_plane`)."""
     settings = obj.fabrik
     return SolveSettings(
         max_iterations=settings.iterations, tolerance=settings.tolerance * size, explore=not warm, floor=floor,
@@ -174,7 +174,7 @@ def read(
     fk = [rotation_channels.channel_to_quaternion(m, v) for m, v in zip(read_channels_.modes, read_channels_.fk_values)]
     translations = [tuple(t) if any(t) else None for t in pose.channel("location", 3)[at].tolist()]
     # (None where a bone above a chain has no usable frame: live solving refuses such chains first
-    # (`goals.usable_goals`); a bake solves them from the whole pose, and leaves what is not finite unkeyed)
+    # (`effector_goals.usable_goals`); a bake solves them from the whole pose, and leaves what is not finite unkeyed)
     fixed = hung_frames(obj, skeleton, plan.tree, plan.local)
     solve_settings = settings_of(obj, start is not None, rig_size(plan))
     # (a Root that cannot move is said, and the rig solved as if it were off: the chains fit where it stands)
@@ -182,7 +182,7 @@ def read(
     root_fk = None
     try:
         plane = floor_plane(obj, depsgraph)
-    except ValueError as exc:  # (`goals.unusable_rig` says so before anything is read; a script may not ask)
+    except ValueError as exc:  # (`effector_goals.unusable_rig` says so before anything is read; a script may not ask)
         result.message, result.ok = str(exc), False
         return None, result
     if root_name is not None:
