@@ -153,10 +153,9 @@ def read(
     obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, gathered: Gathered, pose: PoseRead,
     previous: dict | None = None
 ) -> tuple[Read | None, RigStatus]:
-    """Read one rig's solve from Blender (`gathered`: its goals, read and checked): the read, or None where there
-    is nothing to solve; and the status it starts with (each effector left out says why). With `previous` (a
-    continuous bake's previous solution: each moving bone's local rotation) or where the rig starts from its
-    previous solution, the moving bones start where that solution left them."""
+    """Read one rig's solve from Blender (`gathered`: its goals, read and checked): the read, or None where there is
+    nothing to solve, and the status it starts with; with `previous` (a continuous bake's last solution) the moving
+    bones start there."""
     skeleton, goals, used, problems, began = gathered
     result = RigStatus(effectors=dict(problems))
     if not goals:
@@ -269,10 +268,9 @@ def not_finite(read_: Read, solved: Solution) -> str | None:
 def write(
     obj: bpy.types.Object, read_: Read, solved: Solution, hold: bool, kept: memory.RigMemory | None = None
 ) -> None:
-    """Set the moving bones' rotation channels to the solve in bulk (one foreach_set per channel kind that
-    changed) and hold the animator's values under them, or without `hold` let them go (the solved pose becomes
-    the animator's); write IK stretch; keep the solution for the next solve to go on from (in `kept`, the rig's
-    memory, where the caller has it)."""
+    """Set the moving bones' rotation channels to the solve in bulk and hold the animator's values under them
+    (without `hold`, the solve becomes the animator's pose); write IK stretch; keep the solution for the next solve
+    (in `kept`, the rig's memory)."""
     found = read_.channels
     values = channel_values(found.modes, shown(read_, solved), found.current)
     written = write_channels(obj, found.at, found.modes, found.arrays, found.current, values)
@@ -310,12 +308,9 @@ def solve_object(
     obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None, hold: bool = True,
     checked: list[EffectorValues] | None = None, pose: PoseRead | None = None
 ) -> tuple[RigStatus, Read | None]:
-    """Solve one armature's effectors and write the pose; the status (also kept for the panel) and what was read
-    (None where nothing was solved).
-
-    With `hold` the animator's rotations stay under the solution (live solving); without, the solve becomes the
-    animator's pose. Input that cannot be solved is a status, not an error, and nothing is written. `checked` and
-    `pose`: the effectors and pose live solving has read already."""
+    """Solve one armature's effectors and write the pose; the status (kept for the panel) and what was read (None
+    where nothing was solved). With `hold` the animator's rotations stay under the solution; input that cannot be
+    solved is a status, and nothing is written."""
     kept = memory.of(obj)
     kept.again, kept.root_away = False, None
     refused = editable.editable(obj) or effector_goals.unusable_rig(obj, depsgraph)

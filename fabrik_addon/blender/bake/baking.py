@@ -76,14 +76,11 @@ CONVERT_CHUNK = 5_000
 
 
 class Baker(stepping.SceneWork):
-    """One bake, in steps (so a modal operator can show progress and cancel between them).
+    """One bake, in steps, so a modal operator can show progress and cancel between them; nothing is written to the
+    file before `finish`.
 
-    Continuous bakes solve each frame as they read it, starting from the
-    previous frame's solution. Per-frame bakes read every frame; where the
-    rig's plan solves many frames together (`FrameRows`, `core.solving.many_frames`)
-    they solve them after the last frame is read, else each frame as it is
-    read. Nothing is written to the file before `finish`.
-    """
+    A continuous bake solves each frame as it reads it, from the one before; a per-frame bake solves its frames
+    together after reading them where the plan allows (`many_frames`)."""
 
     noun = "the bake"
 
@@ -541,16 +538,9 @@ def bake_object(
     keep_live: bool = False,
     warm_start: bool | None = None,
 ) -> BakeResult:
-    """Bake an armature's FABRIK solution without any UI (scripts, the command line, render farms).
-
-    `warm_start`: True starts each frame from the previous frame's solution
-    (continuous), False from this frame's pose; None (the default) starts where
-    the rig's live solving does.
-
-    Raises ValueError, before any work, for frames that are not whole numbers
-    in increasing order (a step below 1) or outside Blender's frame range, and
-    for a clean-up tolerance that is not a finite number of 0 or more.
-    """
+    """Bake an armature's FABRIK solution without any UI (scripts, the command line, render farms); `warm_start`
+    None starts as the rig's live solving does. ValueError, before any work, for frames or a clean-up tolerance it
+    cannot take."""
     # Checked here, not deep in the bake: a bad value would otherwise be clamped after the whole bake had run
     # (the clean-up tolerance: the Baker, before it sets anything up).
     if isinstance(bones, str) and bones not in ('CHAINS', 'SELECTED'):

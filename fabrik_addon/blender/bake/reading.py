@@ -52,10 +52,8 @@ class FrameRows:
         carry: Carry | None = None
     ) -> "FrameRows | None":
         """A reader for this rig, or None where a whole read of each frame must solve it (another solver, IK
-        stretch, a fixed bone between moving ones, an influence below 1, a Root that moves).
-
-        `in_turn`: a continuous bake's, each frame solved as it is read; a per-frame bake's frames are solved
-        together on numpy rows where the plan allows. `carry`: what continuity mode carries from frame to frame."""
+        stretch, a fixed bone between moving ones, an influence below 1, a Root that moves); `in_turn`: a continuous
+        bake's, each frame solved as it is read."""
         if obj.fabrik.root_mode != 'OFF':
             return None
         skeleton = armature.skeleton_of(obj)

@@ -53,14 +53,11 @@ def effector_name(bone: str, pole: bool) -> str:
 
 
 def convert_ik_constraints(obj: bpy.types.Object) -> tuple[list[str], list[str]]:
-    """Add an effector for each IK constraint of the armature, mute the constraint and set its targets aside.
+    """Add an effector for each IK constraint of the armature, mute the constraint and set its targets aside; what
+    was converted and what was skipped, and why.
 
-    Returns (what was converted, with what was done to it; what was skipped
-    and why). Constraints whose mute or influence is driven (a rig's switch)
-    are converted whatever their state, with their drivers moved onto the
-    effector, so the switch turns the effector on and off instead. Nothing
-    else on the rig changes; `restore_ik_constraints` undoes it.
-    """
+    A driven mute or influence (a rig's switch) moves onto the effector; nothing else on the rig changes, and
+    `restore_ik_constraints` undoes it."""
     converted, skipped = [], []
     settings = obj.fabrik
     effectors = settings.effectors

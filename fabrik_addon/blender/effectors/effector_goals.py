@@ -122,10 +122,9 @@ def _goal_of(
 
 
 def goal_at(goal: Goal, world: Matrix, pole_world: Matrix | None, to_armature: Matrix, names=("", "")) -> Goal:
-    """The goal where its target (`world`, as its pins hold it) and its pole stand, in armature space, with its
-    rotation read again where it has one: what every read of a goal ends in, the live frame's, the next frames'
-    and the bake's. EffectorError where a place is not finite or the target's rotation has no frame (`names`: the
-    target's and the pole's, for the message)."""
+    """The goal where its target (`world`, as its pins hold it) and its pole stand, in armature space: the one read
+    of a goal the live frame, the next frames and the bake share. EffectorError where a place is not finite or the
+    rotation has no frame (`names` for the message)."""
     point = (to_armature @ world.translation)[:]
     if not math.isfinite(sum(point)):
         raise EffectorError(f"target '{names[0]}' is not at a finite location")

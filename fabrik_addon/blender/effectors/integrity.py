@@ -117,14 +117,8 @@ def _ref(refs, field: str):
 
 
 def follow_renames(obj: bpy.types.Object, full: bool = False) -> list[str]:
-    """Make the effectors (and the records of converted constraints) follow their bones' renames; what changed.
-
-    Cheap when nothing changed (a lookup per name, nothing written), so the
-    live path can call it before every solve; `full` also notes again where
-    each bone sits (done before saving: a bone moved in Edit Mode and renamed
-    later is then still found). Names that cannot be followed stay as they
-    are: `effector_problem` says so.
-    """
+    """Make the effectors and the converted constraints' records follow their bones' renames; what changed. Cheap
+    when nothing did, so the live path calls it before every solve; `full` also notes again where each bone sits."""
     if obj.type != 'ARMATURE' or obj.data.is_editmode:
         return []
     if not full and _all_there(obj):
@@ -228,11 +222,9 @@ def _layer_objects(depsgraph: bpy.types.Depsgraph):
 
 
 def untidy(obj: bpy.types.Object, values) -> bool:
-    """Whether `tidy` may have something to do, judged from the effectors as read and checked (`problems_of` with
-    `values`): a renamed bone and a deleted target are problems of their effector (a rig's switch turning one off,
-    which starts with "disabled", is none it can mend); a converted constraint's record and an effector's source
-    bone (which no problem covers) may name a renamed bone. (Where nothing is wrong, which is every frame of
-    playback, the checks are not made twice.)"""
+    """Whether `tidy` may have something to do, judged from the effectors as read and checked (`values`): a renamed
+    bone or a deleted target is its effector's problem, and a converted record or a source bone may name a renamed
+    bone (so every frame of playback checks once)."""
     if any(value.problem is not None and not switched_off(value.problem) for value in values):
         return True
     if any(value.pin_key and value.pin_key != value.name for value in values):

@@ -85,11 +85,9 @@ def _inputs_of(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> tuple[t
 
 
 def _unchanged_parts(obj: bpy.types.Object, updated: "onwards.Updates | None") -> frozenset[str]:
-    """The parts of obj's structure (`armature.BONES`, `armature.SETTINGS`) this evaluation left as they were when
-    last checked: none unless the rig was watched and the evaluation's updates are known.
-
-    An edit of an IK setting tags the armature data too, so where the data was not updated and nothing animates an
-    IK setting, the settings are as they were, though the object was updated."""
+    """The parts of obj's structure (`armature.BONES`, `SETTINGS`) this evaluation left as they were: an IK
+    setting's edit tags the armature data too, so where that was not updated and nothing animates a setting, they
+    stand (none unless the rig was watched)."""
     if updated is None or not memory.of(obj).watched:
         return frozenset()
     parts = set()

@@ -169,12 +169,9 @@ def reused(
     obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, updated: Updates, watched: bool,
     memory_: memory.RigMemory
 ) -> tuple | None:
-    """Solve a frame of obj from what the last frame read, where only what is read here can have changed (see the
-    module): the live inputs, with the channels as the solve left them; None, having written nothing, where the
-    whole read must run.
-
-    `watched`: whether live solving saw the rig at the evaluation before. The frame's read is a new one, which the
-    next frame goes on from."""
+    """Solve a frame from what the last frame read, where only what is read here can have changed (see the module):
+    the live inputs, with the channels as the solve left them; None, having written nothing, where the whole read
+    must run."""
     kept = memory_.read
     if kept is None:
         return None
@@ -253,10 +250,9 @@ def reused(
 
 
 def _read_again(kept: LastRead, obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> tuple[dict, tuple] | None:
-    """What an update of the rig object (not of its data) can change of what the solve reads, read again: the
-    channels the rig's own animation moves (where it has any), the frames of the bones the chains hang from, the
-    rig's transform. The read's fields that changed, and the rig's transform (`LastRead.to_armature`, `world`,
-    `prefix`); None where the whole read must run (it says why)."""
+    """Read again what an update of the rig object (not its data) can change: the channels its own animation moves,
+    the frames the chains hang from, its transform. The read's fields that changed and the transform (`LastRead`),
+    or None where the whole read must run."""
     last = kept.read
     changed = {}
     if kept.animation is not None:
@@ -293,10 +289,8 @@ def _fixed_again(read_: solve.Read, obj: bpy.types.Object) -> dict | None:
 
 
 def _read_animated(kept: LastRead, obj: bpy.types.Object) -> PoseRead | None:
-    """Read again what animation moves of a rig, where it animates what it did (keys inserted on a chain bone
-    update the rig as animation does): the pose, the chain bones' channels as they were written and every chain
-    usable as the whole read judges it (`effector_goals.usable_goals`). The pose read, or None where the whole read must
-    run (it says why)."""
+    """Read again what animation moves of a rig where it animates what it did: the pose read, or None where the
+    whole read must run (the chain's channels not as written, or a chain the whole read would judge unusable)."""
     read_ = kept.read
     animation_data = obj.animation_data
     if (

@@ -201,10 +201,9 @@ class Copy:
 
     @staticmethod
     def _goals(obj: bpy.types.Object, layout: Layout, pairs, index, posed, clip_world, at) -> tuple[dict, dict]:
-        """Each limb's goal in world space: the rig's joint at the limb's top (as the copy poses it) plus the
-        clip's reach from its own, turned into the rig's space and scaled by the limbs' lengths, for the rig's
-        wrist or ankle; the goal is where the forearm's or shin's tail goes with it (the effector's tip, on most
-        rigs the same point). And each foot's toe (its tail) where the copy puts it beside its ankle."""
+        """Each limb's goal in world space: the rig's joint at the limb's top plus the clip's reach from its own,
+        turned into the rig's space and scaled by the limbs' lengths; and each foot's toe where the copy puts it
+        beside its ankle."""
         world = layout.rig.world
         rig_turn = unit_frames(world)
         source = obj.fabrik.retarget_source.data.bones

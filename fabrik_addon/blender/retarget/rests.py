@@ -126,9 +126,8 @@ class Layout:
         return float(np.mean(list(self.leg.values())))
 
     def _place(self, obj: bpy.types.Object, source, pairs: dict) -> None:
-        """The space: the clip's body frame (its left from the right hip to the left, its up the world axis nearest
-        the way from its hips to its head) onto the rig's, the hips' middles on each other, scaled by the legs.
-        (The nearest axis, not the way itself: a head carried a little forward must not tip the clip's path.)"""
+        """The space: the clip's body frame (left from hip to hip, up the world axis nearest hips to head, so a head
+        carried forward does not tip the path) onto the rig's, the hips' middles on each other, scaled by the legs."""
         frames = []
         for side, k in ((self.clip, 0), (self.rig, 1)):
             left, right = side.head(pairs["thigh.L"][k]), side.head(pairs["thigh.R"][k])

@@ -33,10 +33,8 @@ POSE_CHANNELS = (
 
 
 class PoseRead:
-    """A rig's pose channels as one solve reads them: each channel of every pose bone read once, in bulk, when
-    first asked for, and the rotation modes. The solve's rotation write sets its values in these arrays as well,
-    and what is written by other means is forgotten (read again when next asked for), so after a solve they are
-    the channels as it left them, which live solving keeps to compare its next update with (`snapshot`)."""
+    """A rig's pose channels as one solve reads them, each read once in bulk when first asked for; the solve's write
+    updates them, so after a solve they hold the channels as it left them (`snapshot`)."""
 
     def __init__(self, obj: bpy.types.Object, count: int | None = None) -> None:
         self.pose_bones = obj.pose.bones

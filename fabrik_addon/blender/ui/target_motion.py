@@ -27,14 +27,8 @@ _PLANE_AXES = {'XY': (0, 1), 'XZ': (0, 2), 'YZ': (1, 2)}
 
 
 def preset_point(kind: str, t: float, radius: float, plane: str) -> tuple[float, float, float]:
-    """Offset from the path's center after t turns (t = 0..1 is one full loop) of a preset path.
-
-    'CIRCLE' starts at (radius, 0) and runs anticlockwise in the plane's two
-    axes. 'FIGURE_EIGHT' is the 1:2 Lissajous curve (r sin a, r sin 2a): it
-    starts at the center, loops out to +radius along the first axis, crosses
-    the center again at half a turn and loops out to -radius; both axes span
-    -radius..radius.
-    """
+    """Offset from the path's center after t turns (0..1 one loop) of a preset path: 'CIRCLE' from (radius, 0)
+    anticlockwise, 'FIGURE_EIGHT' the 1:2 Lissajous curve (r sin a, r sin 2a) from the center."""
     if plane not in _PLANE_AXES:
         raise ValueError(f"unknown plane {plane!r}; expected one of {', '.join(_PLANE_AXES)}")
     angle = 2.0 * math.pi * t

@@ -68,10 +68,9 @@ def pole_changed(effector: FabrikEffector, context: bpy.types.Context) -> None:
 
 
 def active_effector_changed(settings, _context: bpy.types.Context) -> None:
-    """An effector picked in the list: its tip bone becomes the armature's active bone, and selected (the other
-    bones' selection stays). Nothing changes when the active bone already leads to this effector (picking the
-    effector by clicking its bone, or its target bone, comes here too), or when the tip bone would lead the
-    selection handler (`setup_ops.on_selection_change`) to another effector: so the two never bounce."""
+    """An effector picked in the list: its tip bone becomes the armature's active bone, and selected; nothing
+    changes where that bone leads to this effector already or to another, so the list and the selection handler
+    never bounce."""
     overlay.redraw_viewports(None, _context)  # the overlay draws the active chain's limits
     obj = settings.id_data
     index = settings.active_effector

@@ -324,12 +324,9 @@ def _rotated(q: np.ndarray, vectors: np.ndarray) -> np.ndarray:
 def spread_within(
     points: list[Vec], length: Sequence[float], target: Vec, frames: list[Quat], zero: list[Quat], cones: Sequence,
 ) -> list[Vec] | None:
-    """`spread` for a chain whose joints swing in cones: where the even bend takes a joint out of its cone, that
-    joint stops on the rim and the bones after it bend evenly onto the target. The joints, or None where no such
-    bend lands the tip on the target.
-
-    Where the even bend keeps a joint inside, nothing changes, so the pose moves on smoothly where a cone begins to
-    bind."""
+    """`spread` for a chain whose joints swing in cones: a joint the even bend takes out of its cone stops on the
+    rim and the bones after it bend evenly onto the target. The joints, or None where no such bend lands the tip on
+    the target."""
     n = len(length)
     placed = [tuple(p) for p in points]
     parent_frame = None
@@ -369,9 +366,9 @@ def spread_within_rows(
     points: np.ndarray, length: np.ndarray, target: np.ndarray, frames: np.ndarray, zero: np.ndarray,
     rest: np.ndarray, cones: Sequence, chosen: np.ndarray,
 ) -> np.ndarray:
-    """`spread_within` for the chosen frames of many: the chain's joints (n + 1, 3, F), moved in place where a bend
-    is found; the target (3, F), the start frames (F, n, 3, 3), the first bone's zero frame (F, 3, 3) and each
-    bone's rest in its parent (n, 3, 3). Which frames it moved (F,): those whose tip landed on the target."""
+    """`spread_within` for the chosen frames of many: the joints (n + 1, 3, F) moved in place where a bend is found,
+    with the targets (3, F), start frames, first bone's zero frame and rests; which frames it moved (those whose tip
+    landed)."""
     n = len(length)
     moved = np.zeros(len(chosen), dtype=bool)
     active = np.flatnonzero(chosen)

@@ -69,9 +69,8 @@ def start_of(
     fixed: Sequence[tuple[Quat, Vec] | None],
     pose: Pose | Callable[[], Pose],
 ) -> Start:
-    """The tree's start from its nodes' local rotations and location channels (None for none), and per node the
-    frame and head of the fixed bone it hangs from (`fixed`: None for a node with a moving parent, or a root
-    bone); `pose` is the whole start pose, or what makes it where a method asks. Only for a tree whose nodes
+    """The tree's start by forward kinematics from its nodes' local rotations and location channels and the fixed
+    bones' frames they hang from (`fixed`); `pose` makes the whole start pose where a method asks. For a tree
     forward kinematics places (`LocalTree.placed`)."""
     rotations, translations, fixed = list(rotations), list(translations), list(fixed)
 

@@ -75,16 +75,9 @@ def is_two_bone_chain(tree: MovingTree, goals: Sequence[Goal]) -> bool:
 
 
 def two_bone_triangle(base: Vec, middle: Vec, target: Vec, l1: float, l2: float) -> Vec | None:
-    """Where FABRIK's passes leave the middle joint of two bones in the end: the triangle of the two bones and
-    the base-target line, in the plane of base, middle joint and target, on the middle joint's side.
-
-    Both passes move the middle joint along lines through points of that plane
-    and never across the base-target line, so the iterations stay in it and
-    close in on this one triangle; near full reach they crawl (at 99.9 % of
-    the reach, hundreds of iterations). None where there is no triangle (out
-    of reach, or folded closer than the bones allow) or no plane (the middle
-    joint on the line).
-    """
+    """Where FABRIK's passes leave the middle joint of two bones in the end: the triangle of the two bones and the
+    base-target line, on the middle joint's side (near full reach the passes crawl there). None where there is no
+    triangle or no plane."""
     d = dist(base, target)
     if not abs(l1 - l2) < d < l1 + l2:
         return None

@@ -67,10 +67,8 @@ def joints(tree: MovingTree) -> list[tuple[int, bool]]:
 
 
 def liftable(floor: Floor, tree: MovingTree, heads: Sequence[Vec], tails: Sequence[Vec]) -> list[tuple[int, bool]]:
-    """The joints (`joints`) that some pose lifts above the floor, judged from a pose of the tree (its nodes'
-    heads and tails): a joint as far from its part's fixed base as its bones and offsets reach, straight up, is
-    above it. The others are under it by the rig's own build (a base below the floor), and are left where the
-    goals put them rather than pulling every goal away for a height they never reach."""
+    """The joints that some pose lifts above the floor: those as far from their part's fixed base as the bones
+    reach, straight up, are above it; the others are under it by the rig's build and stay where the goals put them."""
     out, reach = [], {}
     for k, tail in joints(tree):
         p = tree.parent[k]

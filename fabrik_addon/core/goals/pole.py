@@ -132,13 +132,8 @@ def _bend_normal(points: Sequence[Vec]) -> Vec | None:
 
 
 def bend_normal(points: Sequence[Sequence[float]]) -> np.ndarray | None:
-    """The unit normal of the plane a chain bends in, or None when it is straight.
-
-    `points` are the first bone's head and then each bone's tail, in chain
-    order. The plane is the one through the first and last point and the
-    joint farthest from the line between them, which for a chain bent in
-    one plane is that plane; its sign follows that joint's side.
-    """
+    """The unit normal of the plane a chain bends in (through its first and last point and the joint farthest from
+    the line between them; `points`: the first head, then each tail), or None when it is straight."""
     normal = _bend_normal([tuple(float(c) for c in point) for point in points])
     return None if normal is None else np.array(normal)
 
@@ -162,11 +157,8 @@ def holds(
     tree: MovingTree, joints: Joints, goals: Sequence[Goal], tolerance: float = 0.0, warm: bool = False
 ) -> list[PoleHold]:
     """Apply Blender's pole rule to the start pose (see the module) and return what holds each chain's plane while
-    it solves.
-
-    A straight chain is bent towards its turned up vector (`bend_towards`), unless its tip is on its target already;
-    each iteration turns a chain about its base-target line back to its held vector (`turn_about_pole`), which moves
-    no tip on its target. From the last frame's pose (`warm`) the chain takes the shortest such turn (`warm_turn`)."""
+    it solves: a straight chain is bent towards its turned up vector, and from the last frame's pose (`warm`) a
+    chain takes the shortest turn (`warm_turn`)."""
     holds = []
     for g, goal in enumerate(goals):
         if goal.pole is None:
@@ -250,10 +242,9 @@ def _rest_points(tree: MovingTree, joints: Joints, chain: tuple[int, ...]) -> li
 
 
 def held_vector(points: Sequence[Vec], pole_angle: float) -> Vec:
-    """The vector a hold keeps facing its way, in the chain's first bone, from its rest points there
-    (`_rest_points`): the normal of the plane the chain bends in at rest, or where it is straight at rest, that of
-    a bend towards its up vector (one bone: its up vector). Fixed by the rig, not by the pose a solve starts
-    from, so a hand bent at the wrist does not tip the plane."""
+    """The vector a hold keeps facing its way, in the chain's first bone: the normal of the plane the chain bends in
+    at rest (or bends towards its up vector), fixed by the rig so that a hand bent at the wrist does not tip the
+    plane."""
     c, s = math.cos(pole_angle), math.sin(pole_angle)
     if len(points) == 2:
         return (c, 0.0, s)

@@ -153,10 +153,9 @@ def _stepped(
     root: Root, branches: Sequence[Branch], arms: Sequence[Vec], asks: Sequence[Vec], share: float, every: bool,
     shift: Vec, turn: Vec,
 ) -> tuple[Vec, Vec]:
-    """One step of the sub-base rule: the root shifts by the weighted centroid of what the branches ask (at the
-    points `arms`, from the pivot), within its distance, and turns by the weighted turn that best gives them the
-    rest, within its angle; `share` of each, among every branch or (not `every`) among those that ask
-    something, as a sub-base weighs only the branches that pull it."""
+    """One step of the sub-base rule: the root shifts by the weighted centroid of what the branches ask and turns by
+    the weighted turn that best gives them the rest, each within its bound; `share` of each, among every branch or
+    (not `every`) those that pull."""
     counted = [every or a != (0.0, 0.0, 0.0) for a in asks]
     total = sum(b.weight for b, c in zip(branches, counted) if c)
     if total <= 0.0:

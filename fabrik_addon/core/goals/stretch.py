@@ -181,11 +181,8 @@ def stretched(skeleton: Skeleton, goals: Sequence[Goal], start: Pose) -> tuple[S
 def solve(
     solver: Solver, skeleton: Skeleton, goals: Sequence[Goal], start: Pose | None, settings: SolveSettings
 ) -> tuple[Pose, SolveReport]:
-    """Solve with IK stretch: grow the bones (`stretched`), solve on them, then close what is left.
-
-    The first solve aims each grown chain a hair beyond its target, so every solver brings it straight quickly (at
-    exactly full reach iterative solvers crawl); then a free chain is laid straight (`_lay_straight`) and a chain
-    held bent grows by what it lacks and is solved again, a few rounds at most."""
+    """Solve with IK stretch: grow the bones, solve aimed a hair beyond the targets (at exactly full reach solvers
+    crawl), then lay free chains straight and grow a chain held bent by what it lacks, a few rounds at most."""
     start, nothing_to_do = begin(skeleton, goals, start, settings)
     if nothing_to_do:
         return nothing_to_do

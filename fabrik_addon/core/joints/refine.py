@@ -265,13 +265,8 @@ def _bounded_step(
     cones: list,
     pliancy: np.ndarray,
 ) -> np.ndarray:
-    """A damped least-squares step (in coordinates scaled by `pliancy`) that respects the bounds it is held
-    against, then clamps into the limits.
-
-    A coordinate on a bound of its range that the step would push past is
-    left out; a swing on the rim of its elliptical cone that the step would
-    push outwards may only slide along the rim. Then the step is recomputed.
-    """
+    """A damped least-squares step (in coordinates scaled by `pliancy`) that leaves out a coordinate a bound holds
+    and slides a swing along its cone's rim (`held_basis`), then clamps into the limits."""
     n = j.shape[1]
     basis = None  # columns: the directions the step may take (None: every coordinate's own, until one is held)
     held: set[int] = set()
@@ -298,9 +293,8 @@ def held_basis(
     hi: np.ndarray, cones: list, scale: np.ndarray,
 ) -> tuple[np.ndarray | None, bool]:
     """The directions a step may take, as columns (None: every coordinate's own), once a step `moved` is held: a
-    coordinate on a bound it would push past is left out, and a swing on its cone's rim it would push outwards
-    may only slide along the rim (the tangent in coordinates divided by `scale`, as the step is taken in).
-    `held` and `rims` keep what is held; the basis (made where first needed), and whether it changed."""
+    coordinate on a bound it would push past is left out, a swing on its cone's rim slides along it. The basis, and
+    whether it changed (`held`, `rims`: what is held so far)."""
     pushed = np.flatnonzero(((values <= lo + ON_BOUND) & (moved < 0.0)) | ((values >= hi - ON_BOUND) & (moved > 0.0)))
     changed = False
     for i in pushed.tolist():

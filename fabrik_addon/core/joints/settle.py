@@ -129,11 +129,9 @@ def pole_aim(tree: MovingTree, holds: Sequence[pole.PoleHold], anchor: AngleRig 
 def settle(
     rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: int, aim: Aim = rest_aim, crawl: float = CRAWL
 ) -> int:
-    """Turn the joints the goals leave free towards `aim`, keeping every goal reached; the iterations used.
-
-    Each step moves only in directions that change no goal (to first order, then corrected), so the pose slides
-    along those that reach; it stops once `STALLED` steps in a row are undone or keep more than `crawl` of the
-    squared distance to the aim."""
+    """Turn the joints the goals leave free towards `aim`, keeping every goal reached, in steps that change no goal
+    to first order; the iterations used. It stops once `STALLED` steps in a row are undone or keep more than `crawl`
+    of the squared distance."""
     free = freedom(rig, problem)
     if not free.coordinates:
         return 0
@@ -188,10 +186,8 @@ def _settling_step(
     max_iterations: int, settled: float, away: float | None = None,
 ) -> tuple[int, bool | None, float | None]:
     """One step of `settle`: the iterations used; whether every goal is still reached and the joints came nearer the
-    aim (else the rig is put back; None where the free pull is under `settled` already); and the distance after it.
-
-    Stiffness weighs the step as it weighs the refinement's, so a stiff joint settles towards its rest while the
-    others make up for it."""
+    aim (else the rig is put back; None where the free pull is under `settled`); and the distance after it.
+    Stiffness weighs it as it weighs the refinement."""
     step = _plain_step if len(free.coordinates) <= refine.PLAIN_COORDINATES else _numpy_step
     wanted = aim(rig, free)
     free_pull, reaching, correct = step(rig, problem, free, wanted, gain, damping)

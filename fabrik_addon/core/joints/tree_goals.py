@@ -111,11 +111,8 @@ class TreeGoals:
         self, heads: Sequence[Vec], skeleton: Skeleton, tolerance: float
     ) -> dict[int, tuple[float, float, float]]:
         """Goals whose target lies beyond all their chain could reach from a base that never moves, each with the
-        nearest point it could reach instead, the tolerance inside that reach (`heads`: each node's head as the
-        solve starts).
-
-        Aiming a hair inside keeps the chain off the straight pose, where no small turn moves the tip outwards and
-        every method crawls."""
+        nearest point it could reach, the tolerance inside (off the straight pose, where every method crawls);
+        `heads`: the nodes' heads as the solve starts."""
         aims = {}
         tree = self.tree
         longest_of = tree.kept.longest_reach  # (per chain: it depends on the tree alone)

@@ -50,16 +50,9 @@ class SkeletonKept:
 
 
 class Skeleton:
-    """A bone hierarchy in armature space, held in arrays and validated once.
-
-    Each bone has a parent index (-1 for a root), a rest head, a rest frame
-    (3x3, columns are the bone's X, Y, Z axes; Y points from head to tail, as
-    in Blender) and a length. A child's head need not sit on its parent's tail:
-    `offsets[i]` is where bone i's head lies relative to its parent's tail, in
-    the parent's rest frame, so the offset moves rigidly with the parent.
-    `stretch[i]` is the bone's IK stretch factor (0..1, Blender's `ik_stretch`):
-    how readily it grows towards a goal out of reach that asks for stretch.
-    """
+    """A bone hierarchy in armature space, held in arrays and validated once: per bone a parent (-1 for a root),
+    rest head, rest frame (Y from head to tail, as in Blender), length, head offset from its parent's tail
+    (`offsets`) and IK stretch factor."""
 
     def __init__(
         self,
@@ -226,13 +219,9 @@ class Skeleton:
     def with_local_rotations(
         self, pose: "Pose", rotations: dict[int, np.ndarray], translations: dict[int, np.ndarray] | None = None
     ) -> "Pose":
-        """The pose with some bones' local rotations (and translations) replaced; bones below follow rigidly.
-
-        The replaced bones are placed by forward kinematics from their parent
-        and the rest pose, as Blender composes them (pose = parent pose @
-        parent rest^-1 @ rest @ basis), not from where they were, so the
-        result does not depend on the pose it started from.
-        """
+        """The pose with some bones' local rotations (and translations) replaced, placed by forward kinematics as
+        Blender composes them (so the result does not depend on the pose it started from); bones below follow
+        rigidly."""
         heads = pose.heads.copy()
         frames = pose.frames.copy()
         translations = translations or {}
@@ -289,13 +278,9 @@ class Pose:
 
 
 def zero_links(skeleton: "Skeleton", bones: Sequence[int], parents: Sequence[int], start: "Pose") -> list[quat.Quat]:
-    """Per moving bone, Q such that the frame it has with no rotation of its own is its moving parent's frame
-    times Q (or Q itself for a bone without a moving parent, whose parent stays put).
-
-    `parents` gives each bone's moving parent as an index into `bones` (-1
-    for none); the bones between a bone and its moving parent do not move,
-    so they are folded into Q, as they stand in the start pose.
-    """
+    """Per moving bone, Q such that its frame with no rotation of its own is its moving parent's frame times Q (Q
+    alone without a moving parent); `parents` index into `bones`, and the bones in between fold into Q as they
+    stand."""
     bones, parents = tuple(bones), tuple(parents)
     key = bones, parents
     rest_links = skeleton.kept.shape.zero_links.get(key)

@@ -134,10 +134,9 @@ class MovingTree:
         return tuple(any(not self.connected[c] for c in children) for children in self.children)
 
     def carried_frames(self, framed: bool) -> tuple[bool, ...] | None:
-        """Per node, whether FABRIK's passes turn its frame as it moves; None for every node, where limits, or
-        goals that read frames (`framed`: poles, rotation goals), need them all. Otherwise only the frames
-        children hang from at an offset are needed on the way; the others turn once, the shortest way, when the
-        passes are done (`Joints.final_frames`), as every bone of a free chain does."""
+        """Per node, whether FABRIK's passes turn its frame as it moves (None: all of them, where limits or goals
+        that read frames need them); the others turn once, the shortest way, when the passes are done, as every bone
+        of a free chain does."""
         if framed or self.is_limited:
             return None
         return self.offset_parents
@@ -243,17 +242,9 @@ def pulls(tree: MovingTree, weights: list[float]) -> list[tuple[float, list[tupl
 
 
 class Start:
-    """Where one solve of a moving tree starts: each node's frame (a unit quaternion), head and tail in armature
-    space, and `zero` (per node, the turn from its moving parent's frame, or for a base node from nothing, to the
-    frame it has with no rotation of its own: `skeleton.zero_links`). The whole pose is made only where a method
-    asks for it (`pose`).
-
-    Made from a pose (`of_pose`), or from the nodes' local rotations by
-    forward kinematics on plain floats (`local.start_of`), which also keeps
-    the rotations and location channels it was made from (`rotations`,
-    `translations`) and the frames of the bones the base nodes hang from
-    (`fixed`).
-    """
+    """Where one solve of a moving tree starts: each node's frame, head and tail, and `zero` (the turn to its frame
+    with no rotation of its own); made from a pose (`of_pose`) or by forward kinematics (`local.start_of`), the
+    whole pose only where asked (`pose`)."""
 
     __slots__ = (
         "frames", "heads", "tails", "zero", "rotations", "fixed", "translations", "_pose", "_make_pose", "_place",

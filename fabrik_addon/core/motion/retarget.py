@@ -92,10 +92,9 @@ def sampled(span: np.ndarray, count: int) -> np.ndarray:
 
 @dataclass
 class Hold:
-    """How the rig's driven bones hang on each other, as the bridge finds it on the rig (`hold_of`): per bone, its
-    frame (4, 4, armature space) with every driven bone at its rest, and the driven bone (an index, parents
-    first; -1 none) whose turn it takes and whose move carries its head. A plain hierarchy takes both from the
-    parent; a generated rig's constraints may hold a limb's turn to the root while its shoulder carries it."""
+    """How the rig's driven bones hang on each other (`hold_of`): per bone, its frame with every driven bone at
+    rest, and the driven bone whose turn it takes and whose move carries its head (a generated rig's constraints may
+    hold a limb's turn to the root while its shoulder carries it)."""
 
     frames: np.ndarray
     turns_with: list[int]

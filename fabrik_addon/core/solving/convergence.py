@@ -47,11 +47,9 @@ def error_curves(
     iterations: int = 30,
     floor: float | None = None,
 ) -> dict[str, list[float]]:
-    """Per solver, the summed tip-to-target distance of all goals after 0, 1, ... `iterations` iterations (an empty
-    list for a solver that cannot take the problem).
-
-    Entry k is the solver's answer when capped at k iterations, so it is exact for every solver without hooks into
-    its loop; solvers stop early only below `floor`, so a curve shows how far below the tolerance each gets."""
+    """Per solver, the summed tip-to-target distance after 0, 1, ... `iterations` iterations, each its answer capped
+    there (exact for every solver without hooks into its loop); an empty list for a solver that cannot take the
+    problem."""
     floor = settings.tolerance * 1e-4 if floor is None else floor
     curves: dict[str, list[float]] = {}
     for name in solvers:
@@ -80,13 +78,9 @@ def reached_at(curve: Sequence[float], tolerance: float) -> int | None:
 def plot_rgba(
     curves: dict[str, Sequence[float]], width: int = 480, height: int = 270, tolerance: float | None = None
 ) -> np.ndarray:
-    """Rasterise the curves (log10 error against iteration) into a top-down RGBA float32 image (height, width, 4).
-
-    One colour per solver (`COLOURS`), a grid line per decade and per tenth
-    of the iterations, axes, a dashed line at `tolerance` when given, and a
-    legend of coloured boxes in the top right, in the order of `curves`
-    (the names go in the caller's text: there is no font here).
-    """
+    """Rasterise the curves (log10 error against iteration) into a top-down RGBA float32 image (height, width, 4): a
+    colour per solver, a grid, a dashed line at `tolerance` and a legend of boxes (the names are the caller's text:
+    there is no font here)."""
     width, height = max(int(width), 32), max(int(height), 32)
     image = np.empty((height, width, 4), np.float32)
     image[..., :3] = _BACKGROUND

@@ -59,15 +59,9 @@ def solve_rows(
     start_of: Callable[[int], Start],
     floors: Sequence | None = None,
 ) -> SolvedRows:
-    """Solve F frames of a plan that `rows`: targets (F, G, 3) for the goals' layout, the nodes' start heads
-    (F, m, 3) and frames (F, m, 3, 3), and the frames of the fixed bones the base nodes hang from (`fixed`,
-    by bone: (F, 3, 3)); `floors`: each frame's floor (`floor.Floor` or None), where they differ from the
-    settings' (a floor or rig that moves). What each frame alone gives.
-
-    FABRIK runs on numpy rows (`rows`); the frames where a method goes on
-    from FABRIK (the refinement, the limits) are solved one by one from
-    their own start (`start_of(f)`), as one frame alone is.
-    """
+    """Solve F frames of a plan that `on_rows` (targets (F, G, 3), start heads and frames, the fixed bones' frames,
+    each frame's floor where it moves): FABRIK on numpy rows, and the frames a method goes on with solved one by
+    one, so each gets what it alone would."""
     if not on_rows(plan):
         raise ValueError(
             "many frames solve together only where FABRIK alone takes every part: position goals, and no joint "

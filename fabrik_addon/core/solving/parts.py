@@ -90,11 +90,9 @@ def parts_of(tree: MovingTree, goals: Sequence[Goal]) -> tuple[Part, ...]:
 
 
 def limited_stages(tree: MovingTree, goals: Sequence[Goal], explore: bool) -> tuple[Stage, ...]:
-    """A limited part's stages, from its joints and goals: for a frame that searches from its own start (`explore`),
-    or for one that goes on from the last frame's pose.
-
-    On a robot arm (every joint a hinge or a roll) FABRIK's moves of points leave the hinges' planes, so the start
-    is refined first and the passes follow; elsewhere the passes go first."""
+    """A limited part's stages, from its joints and goals: for a frame that searches from its own start (`explore`)
+    or one that goes on from the last; on a robot arm (hinges and rolls) the start is refined before FABRIK's passes
+    move points off the hinges' planes."""
     plain = all(g.rotation is None and g.pole is None for g in goals)
     poled = any(g.pole is not None for g in goals)
     free = plain and open_cones_as_free(tree) is not None
@@ -120,10 +118,9 @@ def limited_stages(tree: MovingTree, goals: Sequence[Goal], explore: bool) -> tu
 
 
 def open_cones_as_free(tree: MovingTree) -> MovingTree | None:
-    """The tree without its limits, where every bone hangs from its parent's tail and every limit leaves the rest
-    direction a cone to swing in and the rest twist a range to turn in (no lock, hinge or stiffness); else None.
-    Where no limit binds, a limited pass moves every joint as the free pass does, so such a chain (a tentacle, a
-    spine) is solved as the free one first."""
+    """The tree without its limits where every limit is an open cone and twist range around rest on connected bones,
+    else None: where no limit binds, a limited pass moves every joint as the free pass does, so such a chain is
+    solved as the free one first."""
     if not all(c for c, p in zip(tree.connected, tree.parent) if p >= 0):
         return None
     for limit in tree.limits:

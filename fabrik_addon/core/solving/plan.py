@@ -86,10 +86,9 @@ class Plan:
         fixed: Sequence[tuple[Quat, Vec] | None],
         pose: Callable[[], Pose],
     ) -> Start:
-        """Where a solve starts, from the nodes' local rotations and location channels (None for none), and per
-        node the frame and head of the fixed bone it hangs from (None for a node with a moving parent, or a root
-        bone): forward kinematics on plain floats, or, where a fixed bone lies between two moving ones, the whole
-        pose (`pose` makes it, with the nodes at those rotations)."""
+        """Where a solve starts, from the nodes' local rotations and location channels and the frames of the fixed
+        bones they hang from: by forward kinematics on plain floats, or from the whole pose where a fixed bone lies
+        between moving ones (`pose` makes it)."""
         if self.local.placed and not self.whole:
             return start_of(self.local, rotations, translations, fixed, pose)
         return Start.of_pose(self.skeleton, self.tree, pose())
@@ -104,10 +103,9 @@ class Plan:
     def start_after(
         self, start: Start, solved: Solved, translations: Sequence[Vec | None], fixed: Sequence[tuple[Quat, Vec] | None]
     ) -> Start | None:
-        """The start of a frame that goes on from `solved` (a solve from `start`, a start forward kinematics
-        made), where what the nodes hang from has not moved (the same fixed frames and location channels, none
-        on a node below another): the nodes where that solve left them, their local rotations worked out only
-        where a method asks. None where that does not hold, or where the solve worked out its rotations itself."""
+        """The start of a frame that goes on from `solved` where what the nodes hang from has not moved: the nodes
+        where that solve left them; None where that does not hold, or where the solve worked out its rotations
+        itself."""
         if not self.goes_on(start, solved) or list(fixed) != start.fixed or list(translations) != start.translations:
             return None
         if solved.root is not None:

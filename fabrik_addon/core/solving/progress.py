@@ -48,12 +48,9 @@ VAIN = 0.05
 
 @dataclass
 class Solved:
-    """What a solve made of a tree (a stage, a method of one part, or the plan of a whole rig): the report, and the
-    nodes' frames (unit quaternions) and heads (None: the nodes stay where they start); where it ended in the
-    limits' coordinates, that rig (`rig`); where a method of the whole rig made the whole pose (IK stretch, another
-    solver), that pose (`pose`); the nodes' local rotations where they are worked out (`rotations`); where the rig's
-    root moved (`root`), its move (`root.Move`): the rest is where the chains stand before it moves them; and where
-    a whole search found nothing, the targets it searched for (`vain`)."""
+    """What a solve made of a tree (a stage, a part's method, or a whole rig's plan): the report, and the nodes'
+    frames and heads (None: they stay where they start); with what some solves leave besides (`rig`, `pose`,
+    `rotations`, `root`, `vain`: see each field)."""
 
     report: SolveReport
     frames: list[Quat] | None = None

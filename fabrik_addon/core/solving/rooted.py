@@ -25,10 +25,9 @@ __all__ = ["below", "moved_pose", "solve"]
 
 
 def solve(plan: Plan, goals: Sequence[Goal], start: Start, settings: SolveSettings, carry: Carry | None) -> Solved:
-    """Solve with a root that may move (`root`): where the branches below it put it, then the parts against
-    the goals that move carries back (the parts not below it as they are). Where a branch's limits keep it
-    shorter of its target than its reach, the root goes on as far as that branch really reached, a few
-    rounds (each round's iterations counted)."""
+    """Solve with a root that may move: where the branches below it put it, then the parts against the goals the
+    move carries back; where a branch's limits keep it short, the root goes on as far as that branch really reached,
+    a few rounds."""
     moving = settings.root
     if moving is not plan.checked_root:
         root.validate(moving)

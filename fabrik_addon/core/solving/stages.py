@@ -68,10 +68,9 @@ def exact_limb(s: Solving) -> None:
 
 
 def free_passes(s: Solving) -> None:
-    """FABRIK's passes on the tree without its open cones: a pose they converge to inside every limit is the
-    answer; where the chain's even bend leaves a cone, that joint stops on its rim and the bones after it bend
-    evenly. Else the attempts go on from FABRIK's pose, so that where the limits begin to bind from one frame to
-    the next, the pose moves on from where the free passes had it."""
+    """FABRIK's passes on the tree without its open cones: a pose inside every limit is the answer, and so is the
+    even bend stopped on a cone's rim; else the attempts go on from FABRIK's pose, so the pose moves on smoothly
+    where the limits begin to bind."""
     tree, free, start, settings = s.tree, s.free, s.start, s.settings
     joints, report = fabrik.solve_from(free, s.asked, start, settings, careful=True, window=SLOW_WINDOW)
     solved = of_joints(free, start, joints, report)
