@@ -5,11 +5,23 @@ from . import stepping
 from .effectors import integrity
 from .live import handlers
 from .rig import props
-from .ui import compare, ops, overlay, panels, pin_ops, presets, retarget_ops, setup_ops, target_motion, updates
+from .ui import (
+    bone_panel,
+    compare,
+    ops,
+    overlay,
+    panels,
+    pin_ops,
+    presets,
+    retarget_ops,
+    setup_ops,
+    target_motion,
+    updates,
+)
 
 _modules = (
-    props, updates, stepping, ops, pin_ops, retarget_ops, setup_ops, presets, target_motion, compare, panels, overlay,
-    handlers, integrity,
+    props, updates, stepping, ops, pin_ops, retarget_ops, setup_ops, presets, target_motion, compare, panels, bone_panel,
+    overlay, handlers, integrity,
 )
 
 

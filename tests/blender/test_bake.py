@@ -762,8 +762,8 @@ def test_per_frame_bakes_of_limited_rigs_solve_each_frame_from_its_own_pose_as_t
     of the rig (a frame that reads as the one before starts where it started: on the unanimated chain, every frame
     after the first; the fixed bones' frames made again only where their matrices changed); its keys replay the
     live solve (1e-5)."""
-    from fabrik_addon.blender.bake import reading
     from fabrik_addon.blender import solve
+    from fabrik_addon.blender.bake import reading
 
     rig = build()
     rig.fabrik.start = "FK"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from blender_scenes import chain_rig, rigbuild, tip_world
 
-from fabrik_addon.blender.bake import baking
 from fabrik_addon.blender import solve
+from fabrik_addon.blender.bake import baking
 from fabrik_addon.blender.rig import status
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")

@@ -116,7 +116,7 @@ def test_nonsense_limits_are_ignored_with_a_message():
 
 def test_bone_limits_panel_shows_blenders_ik_settings():
     """The Bone properties sub-panel draws Blender's own IK settings of the active pose bone (fake layout)."""
-    from fabrik_addon.blender.ui.panels import BONE_PT_fabrik_limits
+    from fabrik_addon.blender.ui.bone_panel import BONE_PT_fabrik_limits
 
     rig, _ = chain_rig(count=2, live=False)
     pose_bone = rig.pose.bones["bone1"]

@@ -12,8 +12,8 @@ import pytest
 from blender_scenes import RecordingLayout, chain_rig, rigbuild, target_world, tip_world
 from mathutils import Euler, Vector
 
-from fabrik_addon.blender.live import handlers, onwards
 from fabrik_addon.blender import solve
+from fabrik_addon.blender.live import handlers, onwards
 from fabrik_addon.blender.rig import memory
 from fabrik_addon.blender.rig.channels import read_pose
 from fabrik_addon.blender.rig.held import held_bones

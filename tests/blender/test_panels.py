@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fabrik_addon.blender.rig.status import RigStatus, statuses
-from fabrik_addon.blender.ui import overlay_shapes, panels, presets, setup_ops, wrapping
+from fabrik_addon.blender.ui import bone_panel, overlay_shapes, panels, presets, setup_ops, wrapping
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -162,7 +162,7 @@ def test_the_sidebar_is_a_panel_with_sub_panels_and_the_limits_sit_under_blender
     assert bpy.types.VIEW3D_PT_fabrik_testing.bl_options == {'DEFAULT_CLOSED'}
     assert bpy.types.BONE_PT_fabrik_limits.bl_parent_id == "BONE_PT_inverse_kinematics"
     parent = bpy.types.BONE_PT_inverse_kinematics  # Blender's own panel, in this bpy
-    assert parent.bl_context == panels.BONE_PT_fabrik_limits.bl_context == "bone"
+    assert parent.bl_context == bone_panel.BONE_PT_fabrik_limits.bl_context == "bone"
     if BLENDER34_BONE_UI.is_file():  # the same id in Debian's Blender 3.4 (the GUI test checks it live)
         assert "class BONE_PT_inverse_kinematics(" in BLENDER34_BONE_UI.read_text()
 
@@ -179,7 +179,7 @@ def test_every_panel_splits_labels_from_values_and_has_keyframe_dots():
     rig, _target = chain_rig()
     bpy.context.view_layer.update()
     context = context_for(rig, 300, bone=rig.data.bones["bone1"], active_pose_bone=rig.pose.bones["bone1"])
-    for panel in (bpy.types.VIEW3D_PT_fabrik, *(getattr(bpy.types, n) for n in SUBPANELS), panels.BONE_PT_fabrik_limits):
+    for panel in (bpy.types.VIEW3D_PT_fabrik, *(getattr(bpy.types, n) for n in SUBPANELS), bone_panel.BONE_PT_fabrik_limits):
         log = draw(panel, context)
         assert log.root.use_property_split and log.root.use_property_decorate, panel.__name__
         drawn = [e for e in log if e.call in {"prop", "prop_search"} and e.args[1] not in {"enabled"}]
@@ -413,7 +413,7 @@ def test_the_limits_sub_panel_draws_every_ik_setting_and_help_that_fits():
     rigbuild.set_limits(rig, "bone1", x=(-60, 60))
     width = 320
     context = context_for(rig, width, bone=rig.data.bones["bone1"], active_pose_bone=rig.pose.bones["bone1"])
-    log = draw(panels.BONE_PT_fabrik_limits, context)
+    log = draw(bone_panel.BONE_PT_fabrik_limits, context)
     expected = {f"{kind}_{axis}" for kind in ("lock_ik", "use_ik_limit", "ik_min", "ik_max", "ik_stiffness")
                 for axis in "xyz"} | {"ik_stretch"}
     drawn = props(log)
@@ -422,6 +422,6 @@ def test_the_limits_sub_panel_draws_every_ik_setting_and_help_that_fits():
     room = wrapping.room_for(context)
     texts = [e.kwargs["text"] for e in labels(log)]
     assert all(room.measure(text) <= room.width for text in texts)
-    assert " ".join(panels.LIMITS_HELP.split()) in " ".join(texts), "the whole help, wrapped"
+    assert " ".join(bone_panel.LIMITS_HELP.split()) in " ".join(texts), "the whole help, wrapped"
     assert any(text.startswith("In the chain of") for text in texts)
     assert any(e.call == "menu" and e.args[0] == presets.FABRIK_MT_bone_limits_presets.__name__ for e in log)

@@ -11,9 +11,9 @@ import pytest
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 
 import fabrik_addon
+from fabrik_addon.blender import solve
 from fabrik_addon.blender.bake import baking
 from fabrik_addon.blender.effectors import constraints
-from fabrik_addon.blender import solve
 from fabrik_addon.blender.rig import memory
 from fabrik_addon.blender.rig.status import statuses
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The FABRIK tab in the 3D viewport sidebar and the FABRIK sub-panel of Bone properties > Inverse Kinematics.
+"""The FABRIK tab in the 3D viewport sidebar (the Bone properties' sub-panel: `bone_panel`).
 
 Laid out as Blender's own property panels are: labels left of their values (`use_property_split`), keyframe
 dots beside what can be animated (`use_property_decorate`), and sub-panels (`bl_parent_id`) instead of one
@@ -19,14 +19,7 @@ from ..rig import armature, memory, moving_root
 from ..rig.props import FabrikEffector
 from ..rig.status import DISABLED, RigStatus, statuses
 from . import compare, presets, setup_ops
-from .wrapping import MARGIN_PIXELS, draw_wrapped, room_for
-
-#: The limits sub-panel's help (wrapped to the editor's width).
-LIMITS_HELP = (
-    "X and Z swing the bone: together an elliptical cone round its rest direction. "
-    "Lock one of them for a hinge. Y twists it about itself. "
-    "Stiffness makes it turn less; the rest of the chain makes up for it."
-)
+from .wrapping import MARGIN_PIXELS, draw_wrapped, room_for, split
 
 #: Per effector status kind: (icon, alert). Reached: a check mark; a miss (solved, but farther than the
 #: tolerance): a warning in red; bad input or a refusal (nothing solved): a cancel sign in red.
@@ -93,13 +86,6 @@ def _stacked(layout: bpy.types.UILayout, label: str, alert: bool = False):
     row = column.row(align=True)
     row.alert = alert
     return row
-
-
-def _split(layout: bpy.types.UILayout):
-    """Labels left of their values and keyframe dots beside animatable values, as Blender's property panels."""
-    layout.use_property_split = True
-    layout.use_property_decorate = True
-    return layout
 
 
 class FABRIK_UL_effectors(UIList):
@@ -186,7 +172,7 @@ class VIEW3D_PT_fabrik(FabrikSidebarPanel, Panel):
         column.separator()
         column.operator("fabrik.effector_move", icon='TRIA_UP', text="").direction = 'UP'
         column.operator("fabrik.effector_move", icon='TRIA_DOWN', text="").direction = 'DOWN'
-        _split(layout)
+        split(layout)
         column = layout.column(heading="Live")  # ("Live Solving" whole would be cut at the default width)
         column.prop(settings, "live", text="Solving")
         column.prop(settings, "influence", slider=True)
@@ -205,7 +191,7 @@ class VIEW3D_PT_fabrik_status(FabrikSidebarPanel, Panel):
     bl_parent_id = "VIEW3D_PT_fabrik"
 
     def draw(self, context: bpy.types.Context):
-        layout = _split(self.layout)
+        layout = split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         room = room_for(context)
         rig_status = statuses.get(obj.name)
@@ -241,7 +227,7 @@ class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
         self.layout.prop(obj.fabrik.effectors[obj.fabrik.active_effector], "enabled", text="")
 
     def draw(self, context: bpy.types.Context):
-        layout = _split(self.layout)
+        layout = split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         effector = obj.fabrik.effectors[obj.fabrik.active_effector]
         bad = invalid_fields(obj, effector)
@@ -304,7 +290,7 @@ class VIEW3D_PT_fabrik_pins(FabrikSidebarPanel, Panel):
         return VIEW3D_PT_fabrik_effector.poll(context)
 
     def draw(self, context: bpy.types.Context):
-        layout = _split(self.layout)
+        layout = split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         effector = obj.fabrik.effectors[obj.fabrik.active_effector]
         layout.prop(effector, "pin", slider=True)
@@ -332,7 +318,7 @@ class VIEW3D_PT_fabrik_solver(FabrikSidebarPanel, Panel):
         layout = self.layout
         settings = setup_ops.rig_for_panel(context).fabrik
         presets.draw_preset_header(layout, presets.FABRIK_MT_rig_settings_presets, "fabrik.rig_settings_preset_add")
-        _split(layout)
+        split(layout)
         _stacked(layout, "Solver").prop(settings, "solver", text="")
         column = layout.column(align=True)
         column.prop(settings, "iterations")
@@ -350,7 +336,7 @@ class VIEW3D_PT_fabrik_root(FabrikArmaturePanel, Panel):
     bl_options = {'DEFAULT_CLOSED'}
 
     def draw(self, context: bpy.types.Context):
-        layout = _split(self.layout)
+        layout = split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         settings = obj.fabrik
         _stacked(layout, "Moves").prop(settings, "root_mode", text="")
@@ -385,7 +371,7 @@ class VIEW3D_PT_fabrik_testing(FabrikSidebarPanel, Panel):
     bl_options = {'DEFAULT_CLOSED'}
 
     def draw(self, context: bpy.types.Context):
-        layout = _split(self.layout)
+        layout = split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         settings = obj.fabrik
         effector = None
@@ -410,7 +396,7 @@ class VIEW3D_PT_fabrik_retarget(FabrikArmaturePanel, Panel):
     bl_options = {'DEFAULT_CLOSED'}
 
     def draw(self, context: bpy.types.Context):
-        layout = _split(self.layout)
+        layout = split(self.layout)
         obj = setup_ops.rig_for_panel(context)
         settings = obj.fabrik
         _stacked(layout, "Source").prop(settings, "retarget_source", text="")
@@ -441,69 +427,6 @@ class VIEW3D_PT_fabrik_retarget(FabrikArmaturePanel, Panel):
         row.operator("fabrik.retarget_remove", icon='X', text="Remove")
 
 
-class BONE_PT_fabrik_limits(Panel):
-    """The bone's IK limits and stretch as FABRIK uses them: Blender's own settings (the panel above greys them
-    out for bones outside an IK constraint's chain; FABRIK chains read them all the same)"""
-
-    bl_space_type = 'PROPERTIES'
-    bl_region_type = 'WINDOW'
-    bl_context = "bone"
-    bl_label = "FABRIK Limits"
-    bl_parent_id = "BONE_PT_inverse_kinematics"  # Blender's own panel, with this id in 3.4 through 5.0
-
-    @classmethod
-    def poll(cls, context: bpy.types.Context):
-        return cls.pose_bone(context) is not None
-
-    @staticmethod
-    def pose_bone(context: bpy.types.Context):
-        """The pose bone the Bone properties show (their bone, else the active pose bone)."""
-        obj = getattr(context, "object", None)
-        if obj is None or obj.type != 'ARMATURE' or obj.pose is None:
-            return None
-        bone = getattr(context, "bone", None)
-        if bone is not None and bone.name in obj.pose.bones:
-            return obj.pose.bones[bone.name]
-        return getattr(context, "active_pose_bone", None)
-
-    def draw(self, context: bpy.types.Context):
-        layout = self.layout
-        pose_bone = BONE_PT_fabrik_limits.pose_bone(context)
-        obj = context.object
-        room = room_for(context)
-        users = [e.name or e.bone for e in obj.fabrik.effectors
-                 if pose_bone.name in armature.chain_bones(obj, e.bone, e.chain_length)]
-        if users:
-            draw_wrapped(layout, f"In the chain of {', '.join(users)}", room, 'CON_KINEMATIC')
-        draw_wrapped(layout, LIMITS_HELP, room, 'INFO')
-        presets.draw_preset_header(layout, presets.FABRIK_MT_bone_limits_presets, "fabrik.bone_limits_preset_add")
-        _split(layout)
-        layout.prop(pose_bone, "ik_stretch", text="IK Stretch", slider=True)
-        column = layout.column(align=True)
-        column.prop(pose_bone, "lock_ik_x", text="Lock Swing X")
-        column.prop(pose_bone, "lock_ik_y", text="Twist Y")
-        column.prop(pose_bone, "lock_ik_z", text="Swing Z")
-        column = layout.column(align=True)
-        for axis, label in (("x", "Stiffness X"), ("y", "Y"), ("z", "Z")):
-            sub = column.column(align=True)
-            sub.active = not getattr(pose_bone, f"lock_ik_{axis}")
-            sub.prop(pose_bone, f"ik_stiffness_{axis}", text=label, slider=True)
-        column = layout.column(align=True)
-        for axis, label in (("x", "Limit Swing X"), ("y", "Limit Twist Y"), ("z", "Limit Swing Z")):
-            locked = getattr(pose_bone, f"lock_ik_{axis}")
-            sub = column.column()
-            sub.active = not locked
-            sub.prop(pose_bone, f"use_ik_limit_{axis}", text=label)
-            sub = column.column(align=True)
-            sub.active = not locked and getattr(pose_bone, f"use_ik_limit_{axis}")
-            sub.prop(pose_bone, f"ik_min_{axis}", text="Min")
-            sub.prop(pose_bone, f"ik_max_{axis}", text="Max")
-            column.separator()
-        problems = [p for p in armature.limit_problems(obj) if p.startswith(f"bone '{pose_bone.name}'")]
-        for problem in problems:
-            draw_wrapped(layout, problem, room, 'ERROR', True)
-
-
 classes = (
     FABRIK_UL_effectors,
     FABRIK_UL_retarget_bones,
@@ -515,7 +438,6 @@ classes = (
     VIEW3D_PT_fabrik_root,
     VIEW3D_PT_fabrik_retarget,
     VIEW3D_PT_fabrik_testing,
-    BONE_PT_fabrik_limits,
 )
 
 register, unregister = bpy.utils.register_classes_factory(classes)

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Status text fitted to the sidebar: lines wrapped to the room a panel has, measured with the interface font,
-so the whole message can be read."""
+"""Text fitted to a panel: lines wrapped to the room it has, measured with the interface font, so the whole
+message can be read; and the property layout of Blender's own panels (`split`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Callable, NamedTuple
 
 import bpy
 
-__all__ = ["Room", "draw_wrapped", "room_for", "wrap"]
+__all__ = ["Room", "draw_wrapped", "room_for", "split", "wrap"]
 
 
 #: Pixels of a sidebar line that text cannot use at interface scale 1: the tab column (22), the panel's left
@@ -92,3 +92,10 @@ def draw_wrapped(
     for number, line in enumerate(room.lines(text)):
         column.label(text=line, icon=icon if number == 0 else ('BLANK1' if icon != 'NONE' else 'NONE'))
     return column
+
+
+def split(layout: bpy.types.UILayout):
+    """Labels left of their values and keyframe dots beside animatable values, as Blender's property panels."""
+    layout.use_property_split = True
+    layout.use_property_decorate = True
+    return layout
