@@ -303,9 +303,9 @@ class FrameRows:
         return self._fixed_read[1]
 
     def _fixed(self, matrix_of, nan: bool = False) -> list | None:
-        """Per node, the frame and head of the fixed bone it hangs from (`matrix_of(j)`: the pose matrix of the
-        j-th fixed parent), None for none; where such a bone has no usable frame (scaled to zero, not a number),
-        None, or with `nan` a frame that is not a number (what it makes is left unkeyed)."""
+        """Per node, the frame and head of the fixed bone it hangs from (`matrix_of(j)`: the j-th fixed parent's
+        pose matrix), None for none; None too where one has no usable frame, or with `nan` a frame that is not a
+        number (left unkeyed)."""
         plan = self.plan
         fixed = [None] * len(self.moving)
         for k, (p, b) in enumerate(zip(plan.tree.parent, plan.local.parent_bone)):

@@ -56,15 +56,9 @@ BONES, SETTINGS = "bones", "settings"
 
 
 def skeleton_of(obj: bpy.types.Object, unchanged: frozenset[str] = frozenset()) -> Skeleton:
-    """The core skeleton of an armature object (rest pose in armature space, joint limits), cached.
-
-    The parts of the structure in `unchanged` (`BONES`, `SETTINGS`) are taken
-    from the last check instead of being read again; the caller knows Blender
-    changed neither since.
-
-    Bones whose limit settings make no sense (NaN, say) are solved without
-    limits; `limit_problems(obj)` says which and why.
-    """
+    """The core skeleton of an armature object (rest pose in armature space, joint limits), cached; the parts in
+    `unchanged` (`BONES`, `SETTINGS`) are taken from the last check. Bones whose limits make no sense are solved
+    without them (`limit_problems` says why)."""
     kept = memory.of(obj)
     if kept.frozen:
         return kept.skeleton

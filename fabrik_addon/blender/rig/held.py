@@ -379,12 +379,8 @@ def let_go(obj: bpy.types.Object, names: list[str]) -> None:
 
 
 def write_stretch(obj: bpy.types.Object, skeleton: Skeleton, scales: dict[int, float], pose=None) -> None:
-    """Write IK stretch as the bones' uniform scale; bones stretched before and no longer get their own scale back
-    (the animator's, kept with the rig: 1 unless they set another). `pose`, the solve's read of the pose, reads
-    the scale again when next asked.
-
-    Bones whose scale stays 1 and that we did not stretch are never touched.
-    """
+    """Write IK stretch as the bones' uniform scale, and give bones stretched before and no longer their own scale
+    back (the animator's, kept with the rig); a bone that keeps scale 1 and was never stretched is never touched."""
     if pose is not None:
         pose.forget("scale")
     wanted = {skeleton.names[b]: value for b, value in scales.items()}

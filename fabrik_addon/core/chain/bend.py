@@ -121,8 +121,7 @@ def spread(
     points: list[Vec], length: Sequence[float], target: Vec
 ) -> tuple[list[Vec], Vec, float, Quat] | None:
     """One chain's joints p_0..p_n with its bend spread until its tip is on the target (see the module): the new
-    joints, the axis, the angle each joint turned by, and the turn about the base after (bone k's frame turns by
-    `turn` after `delta * k` about the axis). None where no such bend exists."""
+    joints, the axis, each joint's turn and the turn about the base after; None where no such bend exists."""
     n = len(length)
     if min(length) <= 0.0:
         return None  # (a bone of no length has no direction to turn)

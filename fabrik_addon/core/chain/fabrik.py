@@ -212,12 +212,9 @@ def _respect_child_limit(tree: MovingTree, joints: Joints, k: int, c: int) -> No
 
 
 def backward_reaching(tree: MovingTree, joints: Joints, before_pass: list[Quat] | None = None) -> None:
-    """Root to tips: each base goes back to its fixed place, each head onto its parent, each tail on the line.
-
-    A limited bone's direction is then projected into what its limit allows
-    relative to its parent, which is already final; `before_pass` (the frames
-    at the start of the iteration) lets stiffness hold part of the turn back.
-    """
+    """Root to tips: each base goes back to its fixed place, each head onto its parent, each tail on the line; a
+    limited bone's direction is then held within its limit relative to its final parent (`before_pass` lets
+    stiffness hold part of the turn back)."""
     heads, tails, length = joints.heads, joints.tails, tree.length
     framed = joints.frames is not None
     carried = joints.carried
@@ -269,11 +266,9 @@ def solve_from(
     halving: bool = False,
     window: int = 0,
 ) -> tuple[Joints | None, SolveReport]:
-    """FABRIK from one start: the joints it leaves (None: the start itself reaches every goal) and the report.
-
-    Before the iterations come the starts the paper leaves open (`starts`) and the poles' turns (`pole.holds`); a
-    `careful` descent undoes an iteration that makes things worse, and `halving` or a `window` hands over to another
-    method once the error stops halving."""
+    """FABRIK from one start: the joints it leaves (None: the start reaches every goal) and the report. The starts
+    the paper leaves open and the poles' turns come first; `careful`, `halving` and `window` decide when an
+    iteration is undone or handed over."""
     framed = False
     for goal in goals:  # (a loop, not any() over a generator: every solve asks)
         if goal.rotation is not None or goal.pole is not None:

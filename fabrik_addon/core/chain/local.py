@@ -93,13 +93,8 @@ def _forward(
     translations: Sequence[Vec | None],
     fixed: Sequence[tuple[Quat, Vec] | None],
 ) -> tuple[list[Quat], list[Vec], list[Vec]]:
-    """Forward kinematics of the moving nodes: their frames, heads and tails (`start_of`).
-
-    `rotations` and `translations` are each node's local rotation and location
-    channel (None for none); `fixed` gives each base node whose bone has a
-    parent that parent's frame and head (None for root bones), as Blender
-    composes them: pose = parent pose @ (parent rest^-1 @ rest) @ basis.
-    """
+    """Forward kinematics of the moving nodes from their local rotations and location channels and the fixed bones
+    they hang from (`fixed`), as Blender composes them: their frames, heads and tails (`start_of`)."""
     # (quaternion products written out: on every live frame this runs once per moving bone, and the calls of
     # quat.mul, rotate and y_axis cost more than their arithmetic)
     tree = local.tree
@@ -202,9 +197,8 @@ def rotation_rows_from_zero(tree: MovingTree, zero: np.ndarray, frames: np.ndarr
 def start_rows(
     skeleton: Skeleton, tree: MovingTree, rotations: np.ndarray, translations: np.ndarray, fixed: dict[int, tuple]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`start_of` for F frames at once: the nodes' heads (F, m, 3) and frames (F, m, 3, 3) from their local
-    rotations (F, m, 3, 3) and location channels (F, m, 3), and per fixed bone a base node hangs from, its heads
-    (F, 3) and frames (F, 3, 3) (`fixed`, by bone). Only for trees `LocalTree.placed`."""
+    """`start_of` for F frames at once: the nodes' heads and frames from their local rotations, location channels
+    and the fixed bones' heads and frames (`fixed`), for trees forward kinematics places (`LocalTree.placed`)."""
     count, m = rotations.shape[:2]
     frames = np.empty((count, m, 3, 3))
     heads = np.empty((count, m, 3))
@@ -228,9 +222,8 @@ def rotation_rows(
     skeleton: Skeleton, tree: MovingTree, frames: np.ndarray, fixed: dict[int, np.ndarray],
     nodes: Sequence[int] | None = None,
 ) -> np.ndarray:
-    """`rotations_from_zero` for F frames at once: each node's local rotation rest_b^T rest_p F_p^T F_b (F, m, 3, 3)
-    from the nodes' frames (F, m, 3, 3), F_p its moving parent's frame, or the fixed bone's it hangs from
-    (`fixed`, by bone: (F, 3, 3)), or none for a root bone; with `nodes`, those nodes' only (F, len(nodes), 3, 3)."""
+    """`rotations_from_zero` for F frames at once: each node's local rotation (F, m, 3, 3) from the nodes' frames
+    and those of the fixed bones they hang from (`fixed`); with `nodes`, those nodes' only."""
     picked = frames if nodes is None else frames[:, list(nodes)]
     nodes = range(len(tree.bones)) if nodes is None else nodes
     parent_of = np.empty((len(frames), len(nodes), 3, 3))

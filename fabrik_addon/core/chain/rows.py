@@ -90,9 +90,9 @@ def solve(
     settings: SolveSettings,
     window: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """`fabrik.solve_from` for F frames: targets (F, G, 3), start heads (F, m, 3) and frames (F, m, 3, 3) in;
-    the solved heads (F, m, 3) and frames (F, m, 3, 3), the iterations (F,), the errors (F, G) and which frames
-    converged (F,) out. Trees with offsets are descended carefully, as one frame alone is."""
+    """`fabrik.solve_from` for F frames: targets (F, G, 3), start heads and frames in; the solved heads and frames,
+    the iterations (F,), the errors (F, G) and which frames converged out (trees with offsets descended carefully,
+    as one frame alone is)."""
     count = len(targets)
     length = np.asarray(tree.length)
     node_of_goal = list(tree.tips)
@@ -353,9 +353,7 @@ def _bend_if_straight_at(
     tree: MovingTree, joints: JointRows, chain: tuple[int, ...], target: np.ndarray, tolerance: float
 ) -> None:
     """Where a chain is straight with its target on its own line (off its tip), bend it as
-    `starts.bend_if_straight_at` does: the whole branch below the chain's first bone (of two bones, the chain)
-    turns 0.2 rad about the joint it hangs from, about the first bone's X axis where frames are carried, else a
-    fixed perpendicular."""
+    `starts.bend_if_straight_at` does: the branch below its first bone turns 0.2 rad about the joint it hangs from."""
     if len(chain) < 2:
         return
     columns = np.flatnonzero(straight_at(joints, chain, target, tolerance))

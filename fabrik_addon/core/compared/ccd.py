@@ -41,12 +41,8 @@ __all__ = ["solve"]
 
 
 def ccd_sweep(rig: Rig, effectors: Effectors) -> None:
-    """One CCD iteration: every moving bone from the tips up turns its effectors towards their targets.
-
-    Bones are visited children first, so when a bone turns none of its
-    ancestors has turned yet in this sweep and its own head and frame are
-    still current; only the effector tips below it have to follow each turn.
-    """
+    """One CCD iteration: every moving bone, children first, turns its effectors towards their targets; no ancestor
+    has turned yet when a bone does, so only the tips below it follow each turn."""
     tips = [tuple(tip) for tip in rig.tips(effectors.nodes).tolist()]
     targets = [tuple(target) for target in effectors.targets.tolist()]
     for k in reversed(range(len(rig.bones))):

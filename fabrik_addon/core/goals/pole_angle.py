@@ -101,9 +101,9 @@ def auto_pole_angle_warm(
 
 def pole_point(joints: Sequence[Sequence[float]], x_axis: Sequence[float], z_axis: Sequence[float],
                distance: float) -> np.ndarray | None:
-    """Where a new pole goes for the chain through `joints` (base first, tip last): `distance` from its knee (the
-    joint furthest from the base-tip line) on the side it bends; a straight chain gets it off its middle joint on
-    its first bone's -Z side (where FABRIK bends a straight chain), or +X if Z runs along the chain."""
+    """Where a new pole goes for the chain through `joints`: `distance` from its knee on the side it bends; a
+    straight chain gets it off its middle joint on its first bone's -Z side, where FABRIK bends it (+X if Z runs
+    along the chain)."""
     points = np.asarray(joints, float)
     base = points[0]
     axis = _unit(points[-1] - base)

@@ -195,10 +195,8 @@ def _held(
 def shortened(
     branches: Sequence[Branch], move: Move, tips: Sequence[Vec], errors: Sequence[float], tolerance: float
 ) -> list[Branch] | None:
-    """The branches with the reach each really had, where the last round left a tip short of its target by more than
-    the tolerance and nearer its base than its bones reach (its limits); None where none was.
-
-    The reach taken is what it reached less what it missed by, so the next round mostly reaches."""
+    """The branches with the reach each really had where the last round left a tip short of its target within its
+    bones' reach (its limits), or None: what it reached less what it missed by, so the next round mostly reaches."""
     out, changed = [], False
     for branch, tip, error in zip(branches, tips, errors):
         reached = vec.dist(branch.base, tip)

@@ -251,12 +251,8 @@ FRAME_AXES = (quat.x_axis, quat.y_axis, quat.z_axis)
 
 
 def _swing_derivatives(sx: np.ndarray, sz: np.ndarray, about_x: np.ndarray) -> np.ndarray:
-    """The angular velocities (in the zero frame) of exp(sx X + sz Z) per unit change of sx (where `about_x`)
-    or sz, one row per swing.
-
-    d exp(v) = [J(v) dv] exp(v) with the left Jacobian
-    J(v) = I + (1 - cos a) / a^2 [v]x + (a - sin a) / a^3 [v]x^2,  a = |v|.
-    """
+    """The angular velocities (in the zero frame) of exp(sx X + sz Z) per unit change of sx (where `about_x`) or sz,
+    one row per swing, by the left Jacobian J(v) = I + (1 - cos a) / a^2 [v]x + (a - sin a) / a^3 [v]x^2."""
     a2 = sx * sx + sz * sz
     turned = a2 >= 1e-12  # (no swing: the derivative is the axis itself)
     safe = np.where(turned, a2, 1.0)

@@ -211,11 +211,8 @@ def _put_back(
     rig: AngleRig, problem: TreeGoals, free: Freedom, step: Step, correct: Correct | None, damping: float,
     tolerance: float, most: int,
 ) -> tuple[int, bool]:
-    """Up to `most` corrections of the goals' errors after a settling step: the corrections taken, and whether every
-    goal is reached.
-
-    The step's own Jacobian (`correct`) serves while each correction cuts the squared error to `SHRINK`; then a
-    fresh one is made, and where even that does not, the goals are too far to put back."""
+    """Up to `most` corrections of the goals' errors after a settling step, reusing the step's Jacobian (`correct`)
+    while each cuts the squared error to `SHRINK`: the corrections taken, and whether every goal is reached."""
     used = 0
     last = math.inf
     renewed = False  # whether the last correction made its Jacobian afresh

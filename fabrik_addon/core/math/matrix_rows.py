@@ -57,12 +57,8 @@ def quaternion_to_matrix(q: np.ndarray) -> np.ndarray:
 
 
 def swung_frames(frames: np.ndarray, directions: np.ndarray) -> np.ndarray:
-    """Frames (m, 3, 3) turned the shortest way so their Y axes point along unit `directions` (m, 3), made exact.
-
-    The same as `orthonormalized(swing_matrix(Y, direction, X) @ frame)` per frame, but
-    only the X axis is turned (Rodrigues' formula on the swing's axis c = Y x d):
-    Y becomes the direction itself and Z follows from the two.
-    """
+    """Frames (m, 3, 3) turned the shortest way so their Y axes point along unit `directions` (m, 3), made exact:
+    only X is turned (Rodrigues on the swing's axis), Y becomes the direction and Z follows."""
     y, x = frames[:, :, 1], frames[:, :, 0]
     d = np.einsum("ij,ij->i", y, directions)
     c = np.cross(y, directions)

@@ -55,12 +55,8 @@ class TreeKept:
 
 @dataclass(frozen=True)
 class MovingTree:
-    """The bones some goal may move, as a tree of their own (nodes in parent-first order).
-
-    A node's parent is its nearest moving ancestor; bones between the two
-    stay as they are, so they act as a rigid offset. A node without a moving
-    ancestor keeps its head where it is: that is the fixed base of a chain.
-    """
+    """The bones some goal may move, as a tree of their own (parents first): a node's parent is its nearest moving
+    ancestor, the bones in between a rigid offset; a node without one keeps its head, the fixed base of a chain."""
 
     bones: tuple[int, ...]
     parent: tuple[int, ...]

@@ -30,9 +30,8 @@ class Contact(NamedTuple):
 
 
 def find(points: np.ndarray, speed: float, height: float, shortest: int = 3) -> list[Contact]:
-    """The contacts of a point sampled once a frame (`points`: (F, 3)): moving at most `speed` a frame (the smaller
-    of its steps to the frames on either side: a contact's first and last frames are still on one side) and at
-    most `height` above its lowest; runs of fewer than `shortest` frames left out."""
+    """The contacts of a point sampled once a frame (`points`: (F, 3)): runs of at least `shortest` frames where it
+    moves at most `speed` a frame and stays within `height` of its lowest."""
     points = np.asarray(points, dtype=float)
     if points.ndim != 2 or points.shape[1] != 3:
         raise ValueError("points must be one 3D point per frame")

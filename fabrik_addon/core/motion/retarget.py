@@ -252,8 +252,8 @@ def held(ankle: np.ndarray, toe: np.ndarray, runs: tuple[list, list], floor: flo
 
 def _holds(points: np.ndarray, runs: list, blend: int, count: int) -> tuple[np.ndarray, np.ndarray]:
     """Per frame, how much a point is held (0 to 1) and where: where it stood over each run, taking hold over the
-    run's first `blend` frames and letting go over its last (inside the run, where the clip's point hardly
-    moves: outside it, a hold would pull a foot that has begun to lift back to the floor)."""
+    run's first `blend` frames and letting go over its last, inside the run, so a foot that begins to lift is not
+    pulled back."""
     weight = np.zeros(count)
     where = points.copy()
     for run in runs:

@@ -69,9 +69,8 @@ def finished(s: Solving) -> None:
 
 
 def wandered(s: Solving) -> None:
-    """Where frames are carried and the careful descent stopped short of a target this frame searches for from
-    its own start: plain FABRIK from there, kept where it is better by more than the stall fraction (what the
-    stopping rules count as progress: two attempts that both stopped at a pose agree to rounding). The answer."""
+    """Where frames are carried and the careful descent stopped short in a frame that searches from its own start:
+    plain FABRIK from there, kept where it is better by more than the stall fraction. The answer."""
     tree, goals, settings, solved = s.tree, s.goals, s.settings, s.best
     report = solved.report
     s.answer = solved

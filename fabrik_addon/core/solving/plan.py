@@ -38,8 +38,8 @@ __all__ = ["Carry", "Plan", "Solved", "plan_for", "solve"]
 
 class Carry:
     """What continuity mode keeps from one frame to the next for a rig: per limited part, the rig the last solve
-    left in the limits' coordinates, with what it was made from (the nodes' local rotations, the frames they hang
-    from and their location channels), so the next frame goes on from it where it starts from that."""
+    left in the limits' coordinates and what it was made from, so the next frame that starts from there goes on from
+    it."""
 
     def __init__(self) -> None:
         self.rigs: dict[int, tuple[tuple, AngleRig]] = {}

@@ -153,10 +153,9 @@ class Solving:
         return self.best is not None and self.best.report.converged
 
     def may_try(self, nearer: bool = False) -> bool:
-        """Whether another attempt runs: the first does; then only where none reached (or, `nearer`, the pose that
-        reached jumps), iterations are left and every target is in reach (beyond it, stretching is FABRIK's own
-        move): FABRIK's after the start refined as it was, and further ones only where this frame searches
-        (`settings.explore`), up to `restarts`."""
+        """Whether another attempt runs: the first does; then only where none reached (or, `nearer`, the one that
+        reached jumped), iterations are left and every target is in reach; and further starts only where this frame
+        searches, up to `restarts`."""
         self.aim()
         if self.attempts == 0:
             return True
