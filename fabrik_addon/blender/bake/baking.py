@@ -336,12 +336,9 @@ class Baker(stepping.SceneWork):
         self.let_go()
 
     def finish(self, new_action: bool, keep_live: bool) -> BakeResult:
-        """Solve what is left, write all keys in bulk; switch live solving off unless asked to keep it.
-
-        Keys that would not be finite are not written: those frames keep the
-        keys they had, and the result says which bone and why. Whatever goes
-        wrong, live solving and the frame are put back.
-        """
+        """Solve what is left, write all keys in bulk, and switch live solving off unless asked to keep it; a key
+        that would not be finite is not written (the result says which bone and why), and whatever goes wrong, live
+        solving and the frame are put back."""
         live = self._live_before
         try:
             action = None if new_action or self.obj.animation_data is None else self.obj.animation_data.action

@@ -230,12 +230,8 @@ def _records(settings) -> list:
 
 
 def restore_ik_constraints(obj: bpy.types.Object) -> tuple[list[str], list[str]]:
-    """Switch the converted IK constraints back on (their targets and drivers back onto them), remove their effectors.
-
-    Returns (what was restored, what could not be and why). A constraint that
-    cannot be found leaves its effector in place, as an ordinary one, so the
-    chain is not left without IK.
-    """
+    """Switch the converted IK constraints back on (their targets and drivers back onto them) and remove their
+    effectors; what was restored and what could not be, whose effector stays as an ordinary one."""
     restored, problems = [], []
     settings = obj.fabrik
     integrity.follow_renames(obj)  # records follow their bones' renames

@@ -36,10 +36,8 @@ _armatures_in: dict[int, tuple] = {}
 
 
 def live_rigs(scene: bpy.types.Scene, rescan: bool = True, objects: int | None = None) -> list:
-    """Armature objects in the scene with live solving on (not in Edit Mode: their bones are out of date).
-
-    Without `rescan` (a frame change) the last scan's armatures serve while the file holds as many objects as then
-    (`objects`: that count, where the caller has it): scanning every object each frame costs more."""
+    """Armature objects in the scene with live solving on (not in Edit Mode); without `rescan` (a frame change) the
+    last scan's serve while the file holds as many objects as then (`objects`), as scanning every object costs more."""
     if not len(bpy.data.armatures):
         return []
     counts = (len(bpy.data.objects) if objects is None else objects, len(scene.objects))

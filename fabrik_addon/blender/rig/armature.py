@@ -264,9 +264,8 @@ def single_precision(value) -> tuple[float, ...]:
 
 
 def holds_already(stored, value) -> bool:
-    """Whether a channel already holds `value` once it is rounded to single precision (then writing it would
-    change nothing but tag the rig for an update). Any looser test drops real changes, which add up along a long
-    chain: a 1e-7 threshold left a 1000-bone chain's tip 1.2e-5 from where the solve put it."""
+    """Whether a channel already holds `value` once rounded to single precision, so writing it would change nothing
+    but tag the rig; any looser test drops real changes, which add up along a long chain."""
     return single_precision(value) == tuple(stored)
 
 

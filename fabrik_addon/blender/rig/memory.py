@@ -94,9 +94,8 @@ def names() -> set[str]:
 
 
 def forget_reads(name: str | None = None) -> None:
-    """Forget what the next live frame of one rig, or of every rig, could have gone on from (its last read and
-    inputs, what continuity mode carries): the next frame reads and solves it whole. Undo, redo and live
-    solving switched off or on do this; the rest (its structure, its last status) stays."""
+    """Forget what the next live frame of one rig, or of every rig, could have gone on from, so it reads and solves
+    whole (undo, redo, live solving switched); the rest of the memory stays."""
     for memory in _memories.values() if name is None else filter(None, [_memories.get(name)]):
         memory.read = memory.inputs = memory.ik_animation = None
         memory.watched = False

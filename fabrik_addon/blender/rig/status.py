@@ -25,12 +25,8 @@ def switched_off(line: str) -> bool:
 
 @dataclass
 class RigStatus:
-    """What the last solve of one rig did, for the panel (kept in memory, never in the file).
-
-    Three states, drawn differently: something is wrong with the input (`ok`
-    False: the message says what), the solve stopped short of some target
-    (`missed`: how far, and why), or every effector reached its target.
-    """
+    """What the last solve of one rig did, for the panel (in memory, never in the file): the input is wrong (`ok`
+    False, the message says what), the solve stopped short of a target (`missed`), or every effector reached."""
 
     message: str = ""
     ok: bool = True

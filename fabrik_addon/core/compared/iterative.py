@@ -26,12 +26,8 @@ __all__ = ["Effectors", "Rig", "pose_with", "solve_iteratively"]
 
 
 class Rig:
-    """The moving bones of a solve, posed by their local rotations, with their heads and frames kept by forward
-    kinematics.
-
-    A node's frame is `zero_frames[k] @ local[k]` (its moving parent's frame times the fixed `zero[k]`), its head
-    sits at `link[k]` in that parent's frame; `local` is what `Skeleton.local_rotations` gives, so limits apply to
-    it."""
+    """The moving bones of a solve, posed by their local rotations (what `Skeleton.local_rotations` gives, so limits
+    apply to them), with their heads and frames kept by forward kinematics."""
 
     def __init__(self, skeleton: Skeleton, tree: MovingTree, start: Pose) -> None:
         bones = list(tree.bones)
@@ -91,12 +87,8 @@ class Rig:
             self.forward()
 
     def turn(self, k: int, turn: np.ndarray) -> np.ndarray:
-        """Turn node k by a world rotation about its head, apply its limit, and return the turn it really made.
-
-        Only node k's local rotation changes here; the nodes below it are
-        brought along by the next `forward`. Until then the caller moves
-        whatever points below k it still needs by the returned rotation.
-        """
+        """Turn node k by a world rotation about its head, apply its limit, and return the turn it really made; the
+        nodes below follow at the next `forward`, and until then the caller moves the points it needs."""
         wanted = self.zero_frames[k].T @ turn @ self.frames[k]
         limit = self.limits[k]
         if limit is None:
@@ -108,12 +100,8 @@ class Rig:
         return applied
 
     def rotate_all(self, angles: np.ndarray) -> None:
-        """Turn every node by a small world rotation vector (m, 3) about its head at once, then apply limits.
-
-        Each node's turn is taken relative to its parent, so the turns add up
-        along the chain as the Jacobian assumes: to first order each one
-        moves the effectors by angle x (tip - head).
-        """
+        """Turn every node by a small world rotation vector (m, 3) about its head at once, each relative to its
+        parent so the turns add up as the Jacobian assumes, then apply limits."""
         turns = matrix_rows.rotation_vector_matrices(angles)
         wanted = _orthonormal(np.swapaxes(self.zero_frames, 1, 2) @ turns @ self.frames)
         for k, limit in enumerate(self.limits):

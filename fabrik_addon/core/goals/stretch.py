@@ -113,12 +113,8 @@ def _reach(skeleton: Skeleton, lengths: np.ndarray, chain: list[int]) -> float:
 
 
 def stretched_lengths(skeleton: Skeleton, goals: Sequence[Goal], start: Pose) -> np.ndarray | None:
-    """Every bone's length for this solve (rest lengths where nothing grows); None when nothing grows.
-
-    A chain grows by what its target, seen from its base in the start pose,
-    lies beyond its longest reach. Where goals share bones, a bone takes the
-    longest length any of them asks for.
-    """
+    """Every bone's length for this solve, or None when nothing grows: a chain grows by what its target lies beyond
+    its longest reach, and a bone shared by goals takes the longest length any asks for."""
     lengths = skeleton.lengths.copy()
     grown = False
     for goal in goals:

@@ -167,12 +167,8 @@ def into_poles(
 def follow(
     rig: AngleRig, problem: TreeGoals, tolerance: float, max_iterations: int, aim: Aim = rest_aim
 ) -> tuple[int, bool]:
-    """From a pose near its targets (a warm start), one settling step that also reaches them: the iterations
-    it took, and whether it did (else the rig is put back).
-
-    A warm-started solve that reaches and then settles spends an iteration
-    on each; from the pose the last frame settled, one step does both.
-    """
+    """From a pose near its targets (a warm start), one settling step that also reaches them, where a solve would
+    spend an iteration on each: the iterations it took, and whether it did (else the rig is put back)."""
     free = freedom(rig, problem)
     if not free.coordinates or max_iterations < 1:
         return 0, False

@@ -86,13 +86,8 @@ def _half_turns(a: np.ndarray, axis: np.ndarray) -> np.ndarray:
 
 
 def reach(fixed: np.ndarray, toward: np.ndarray, length, fallback, out: np.ndarray | None = None) -> np.ndarray:
-    """FABRIK's move for every column: the point at `length` from `fixed` towards `toward`, written into `out`
-    where given (which may be `toward` itself).
-
-    Where the two points meet (the line is undefined) the result is
-    `fixed + fallback()`, as one frame alone keeps the bone's previous vector;
-    `fallback` is called before `out` is written.
-    """
+    """FABRIK's move for every column: the point at `length` from `fixed` towards `toward`, written into `out` where
+    given; where the two points meet, `fixed + fallback()`, as one frame alone keeps the bone's previous vector."""
     d = toward - fixed
     n = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
     if n.size and n.min() < EPSILON:

@@ -161,12 +161,8 @@ class Iterations(Protocol):
 
 
 def iterate(iterations: Iterations, stopping: Stopping, careful: bool = False) -> None:
-    """Run a solver's iterations until `stopping` says so, and leave the best of them in its state.
-
-    A `careful` descent undoes an iteration that is not the best so far and
-    tries again reaching half as far; each one that is lets the reach grow
-    back towards the whole way.
-    """
+    """Run a solver's iterations until `stopping` says so, and leave the best of them in its state; a `careful`
+    descent undoes an iteration that is not the best and tries again reaching half as far."""
     best = iterations.snapshot()
     reach = 1.0
     while stopping.going:

@@ -101,9 +101,9 @@ def _signed_angle(a: Vec, b: Vec, axis: Vec) -> float:
 
 
 def _ways(tree: MovingTree, start: Start, frames: list[Quat], axis: Vec | None) -> list[tuple[list[Quat], Quat]]:
-    """The limb's frames and the lower bone's local rotation, each way that keeps the lower joint's limit: the
-    frames as they are, or with a hinge (its `axis`) the upper bone turned about itself so that the hinge's axis
-    stands across the bend plane, either way round (the turn that needs less first)."""
+    """The limb's frames and the lower bone's local rotation, each way that keeps the lower joint's limit: as they
+    are, or with a hinge the upper bone turned about itself so the hinge stands across the bend plane (the smaller
+    turn first)."""
     limit = tree.limits[1]
     if axis is None:
         lower = quat.normalized(quat.mul(quat.conj(quat.mul(frames[0], start.zero[1])), frames[1]))

@@ -185,10 +185,8 @@ def _inside_cones(
     plan: Plan, tree: MovingTree, solved: np.ndarray, begun: np.ndarray, fixed: dict[int, np.ndarray],
     converged: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Which frames of the free passes on a limited part's open cones are the answer (`stages.free_passes`):
-    converged with every joint inside its limit; and the local rotations the limits read (F, m, 3, 3). The
-    answer's leaves' twists, which move no goal, go back to where they began (in `solved` and the
-    rotations)."""
+    """Which frames of the free passes on a limited part's open cones are the answer (converged, every joint inside
+    its limit), and the local rotations the limits read; the answer's leaves' twists go back to where they began."""
     skeleton = plan.skeleton
     count = len(solved)
     rotations = rotation_rows(skeleton, tree, solved, fixed)
