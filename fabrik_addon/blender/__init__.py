@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The bridge to Blender: properties, rig reading and pose writing, operators, panels, handlers."""
 
-from . import stepping
+from . import long_work
 from .effectors import integrity
 from .live import handlers
 from .rig import props
@@ -20,7 +20,7 @@ from .ui import (
 )
 
 _modules = (
-    props, updates, stepping, ops, pin_ops, retarget_ops, setup_ops, presets, target_motion, compare, panels, bone_panel,
+    props, updates, long_work, ops, pin_ops, retarget_ops, setup_ops, presets, target_motion, compare, panels, bone_panel,
     overlay, handlers, integrity,
 )
 

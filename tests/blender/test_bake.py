@@ -333,7 +333,7 @@ def open_hand():
     """The hand sample without its joint limits: fingers hang off the palm at offsets, every chain shares it.
 
     Rigs without limits are the ones a per-frame bake solves many frames at
-    once (the plan on numpy rows: core/chain/rows.py), which is what the tests using it look at.
+    once (the plan on numpy rows: core/chain/fabrik_rows.py), which is what the tests using it look at.
     """
     rig = animated_hand()
     for pose_bone in rig.pose.bones:
@@ -419,10 +419,10 @@ def test_frames_the_batch_leaves_short_are_solved_again_as_live_solving_does(bui
     """Where FABRIK's phase (all frames at once) ends short of a target, live solving goes on with its
     refinement: the bake solves those frames again from their own start poses, and still replays the live
     solve to 1e-5. Here every frame is made to count as short, so every one takes that way."""
-    from fabrik_addon.core.chain import rows
+    from fabrik_addon.core.chain import fabrik_rows
 
     rig, scene, live = played_from_fk(build)
-    framed = rows.solve
+    framed = fabrik_rows.solve
     short = []
 
     def nothing_converges(*args):
@@ -430,7 +430,7 @@ def test_frames_the_batch_leaves_short_are_solved_again_as_live_solving_does(bui
         short.append(len(converged))
         return (*out, np.zeros_like(converged))
 
-    monkeypatch.setattr(rows, "solve", nothing_converges)
+    monkeypatch.setattr(fabrik_rows, "solve", nothing_converges)
     baker = baking.Baker(scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 
-from fabrik_addon.blender import stepping
+from fabrik_addon.blender import long_work
 from fabrik_addon.blender.bake import baking, keys
 from fabrik_addon.blender.rig import animdata, armature, memory
 from fabrik_addon.blender.rig.channels import channel_matrix
@@ -223,7 +223,7 @@ def test_a_bake_dropped_by_a_file_load_leaves_nothing_behind(tmp_path):
     baker = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"))
     for _ in range(4):
         baker.step()  # what the modal operator does on its timer events
-    assert stepping.drop_running in bpy.app.handlers.load_pre
+    assert long_work.drop_running in bpy.app.handlers.load_pre
     assert callable(getattr(bpy.types.FABRIK_OT_bake, "cancel", None)), "Blender cancels a modal operator on load"
     bpy.ops.wm.open_mainfile(filepath=path)
     assert baker.abandoned and not _frozen()

@@ -13,7 +13,7 @@ import pytest
 from blender_scenes import RecordingLayout, chain_rig, rigbuild, tip_world
 from mathutils import Euler, Vector
 
-from fabrik_addon.blender import stepping
+from fabrik_addon.blender import long_work
 from fabrik_addon.blender.bake import baking
 from fabrik_addon.blender.effectors import contact_pins, pins
 from fabrik_addon.blender.rig import animdata, status
@@ -394,7 +394,7 @@ def test_find_contacts_dropped_by_a_file_load_touches_nothing_of_the_new_file(tm
     finder = contact_pins.ContactFinder(bpy.context.scene, rig, [0], range(1, 61))
     for _ in range(5):
         finder.step()
-    assert stepping.drop_running in bpy.app.handlers.load_pre
+    assert long_work.drop_running in bpy.app.handlers.load_pre
     bpy.ops.wm.open_mainfile(filepath=path)
     assert finder.abandoned
     finder.cancel()

@@ -452,7 +452,7 @@ def test_esc_during_the_bake_keeps_the_clips_pose_with_live_solving_correcting_t
         work.step()
     work.cancel()
     assert rig.fabrik.live and len(rig.fabrik.effectors) == 4 and rig.animation_data.action is not None
-    assert not list(job.stepping.running)
+    assert not list(job.long_work.running)
 
 
 def test_remove_takes_the_retarget_away_and_leaves_the_keys_and_the_animators_effectors(tmp_path):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from skeletons import hand, random_rotations, skeletons, solve_frames, straight_chain
 
 from fabrik_addon.core import Goal, SolveSettings, skeleton_from_points, solve
-from fabrik_addon.core.chain import fabrik, rows
+from fabrik_addon.core.chain import fabrik, fabrik_rows
 from fabrik_addon.core.math import quat
 from fabrik_addon.core.model import limits
 from fabrik_addon.core.model.limits import JointLimit
@@ -92,7 +92,7 @@ def test_batched_trees_with_offsets_agree_with_the_per_frame_solver():
     bones = list(tree.bones)
     heads = np.stack([p.heads[bones] for p in starts])
     frames = np.stack([p.frames[bones] for p in starts])
-    *_, converged = rows.solve(tree, goals, targets, heads, frames, run, fabrik.SLOW_WINDOW)
+    *_, converged = fabrik_rows.solve(tree, goals, targets, heads, frames, run, fabrik.SLOW_WINDOW)
     assert not converged.any()
     _, _, errors = solve_frames(skeleton, goals, targets, starts, run)
     reached = errors.max(axis=1) <= run.tolerance
@@ -109,9 +109,9 @@ def test_batched_trees_with_offsets_agree_with_the_per_frame_solver():
 
 @pytest.mark.parametrize("at_once", [1, 70])
 def test_solved_frames_turned_a_few_nodes_at_a_time_are_the_same(monkeypatch, at_once):
-    """The end of a solve turns the nodes' frames in groups (`rows._ROWS_AT_ONCE` frames x nodes): one node at a
+    """The end of a solve turns the nodes' frames in groups (`fabrik_rows._ROWS_AT_ONCE` frames x nodes): one node at a
     time, and groups that split the hand's carried and swung nodes unevenly, give each frame its lone solve."""
-    monkeypatch.setattr(rows, "_ROWS_AT_ONCE", at_once)
+    monkeypatch.setattr(fabrik_rows, "_ROWS_AT_ONCE", at_once)
     skeleton, tips = hand()
     targets, starts = frames_of(skeleton, tips, 20, 4)
     goals = [Goal(tip, (0.0, 0.0, 0.0), chain_length=4) for tip in tips]
@@ -188,7 +188,7 @@ def test_batched_free_passes_on_open_cones_stop_where_the_per_frame_solver_hands
         targets[f, 0] = skeleton.rest_heads[0] + 4.8 * 0.999 * direction / np.linalg.norm(direction)
     bones = list(tree.bones)
     settings = SolveSettings(tolerance=1e-6)
-    _, solved, iterations, errors, _ = rows.solve(
+    _, solved, iterations, errors, _ = fabrik_rows.solve(
         free, goals, targets, np.stack([p.heads[bones] for p in starts]), np.stack([p.frames[bones] for p in starts]),
         settings, fabrik.SLOW_WINDOW,
     )

@@ -44,7 +44,7 @@ def rig():
 
 def running():
     """The retarget under way (the add-on keeps its long work while it runs, the bake inside it too), or None."""
-    works = sys.modules[kit.MODULE + ".fabrik_addon.blender.stepping"].running
+    works = sys.modules[kit.MODULE + ".fabrik_addon.blender.long_work"].running
     return next((work for work in works if type(work).__name__ == "Retargeting"), None)
 
 

@@ -19,7 +19,7 @@ from mathutils import Matrix
 
 from ...core.math import matrix_rows, quat
 from ...core.solving.plan import Carry, plan_for
-from .. import solve, stepping
+from .. import long_work, solve
 from ..effectors import effector_goals, integrity
 from ..rig import animdata, armature, moving_root
 from ..rig.editable import action_editable, editable
@@ -75,7 +75,7 @@ CHUNK = 100_000
 CONVERT_CHUNK = 5_000
 
 
-class Baker(stepping.SceneWork):
+class Baker(long_work.SceneWork):
     """One bake, in steps, so a modal operator can show progress and cancel between them; nothing is written to the
     file before `finish`.
 

@@ -2,7 +2,7 @@
 """Find Contacts in the scene: sample the effectors' targets (or tips) frame by frame and pin each contact.
 
 The sampling runs in steps, so a modal operator shows progress and Esc
-cancels between them (`stepping`); nothing is keyed before `finish`, and the
+cancels between them (`long_work`); nothing is keyed before `finish`, and the
 frame and live solving go back as they were. Finding the contacts in the
 samples is `core.motion.contacts`; keying the pins is `pins`.
 """
@@ -16,7 +16,7 @@ import numpy as np
 from mathutils import Matrix
 
 from ...core.motion import contacts
-from .. import stepping
+from .. import long_work
 from ..rig import armature
 from ..rig.props import FabrikEffector
 from . import integrity, pins
@@ -54,7 +54,7 @@ def _unusable(obj: bpy.types.Object, index: int, depsgraph: bpy.types.Depsgraph,
     return integrity.effector_problem(obj, index, depsgraph)
 
 
-class ContactFinder(stepping.SceneWork):
+class ContactFinder(long_work.SceneWork):
     """Find Contacts, in steps (see the module)."""
 
     noun = "Find Contacts"

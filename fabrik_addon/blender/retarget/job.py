@@ -2,7 +2,7 @@
 """A retarget as one piece of long work: read the clip, key its pose on the rig, then let FABRIK correct the ends.
 
 In steps, so the operator shows progress from the first frame and Esc
-cancels (`stepping`): every frame of the clip is read (its posed bones, one
+cancels (`long_work`): every frame of the clip is read (its posed bones, one
 `foreach_get` a frame); the clip's pose is worked out for all frames at once
 (`clip_pose.Copy`) and keyed in bulk on the rig's action (every mapped
 bone's rotation and the hips' location), the ends' goals keyed on empties,
@@ -19,7 +19,7 @@ import bpy
 import numpy as np
 
 from ...core.math.matrix_rows import continuous_quaternions
-from .. import stepping
+from .. import long_work
 from ..bake import baking, keys
 from ..rig import animdata, armature
 from . import setup
@@ -28,7 +28,7 @@ from .rests import Layout
 from .setup import LIMBS
 
 
-class Retargeting(stepping.SceneWork):
+class Retargeting(long_work.SceneWork):
     """One retarget (see the module): `step()` until `done`, then `finish()`."""
 
     noun = "the retarget"

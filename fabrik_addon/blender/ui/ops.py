@@ -10,8 +10,8 @@ from bpy.types import Operator
 from .. import solve
 from ..bake import baking
 from ..effectors import constraints, pins
+from ..long_work import SteppedOperator
 from ..rig import editable, props, status
-from ..stepping import SteppedOperator
 from .setup_ops import rig_for_panel
 
 

@@ -9,8 +9,8 @@ from bpy.types import Operator
 
 from ..effectors import contact_pins, pins
 from ..effectors.effector_goals import EffectorError, world_matrix
+from ..long_work import SteppedOperator
 from ..rig import editable
-from ..stepping import SteppedOperator
 from .ops import FRAME_MAX, FRAME_MIN, fill_frame_range
 from .setup_ops import rig_and_effector, rig_for_panel
 

@@ -7,9 +7,9 @@ import bpy
 from bpy.props import BoolProperty
 from bpy.types import Operator
 
+from ..long_work import SteppedOperator
 from ..retarget import job, setup
 from ..rig import editable
-from ..stepping import SteppedOperator
 from .setup_ops import rig_for_panel
 
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Many frames of a plan solved at once: FABRIK's passes on numpy rows (`chain.rows`) for every frame together,
+"""Many frames of a plan solved at once: FABRIK's passes on numpy rows (`chain.fabrik_rows`) for every frame together,
 and the frames where a method goes on from FABRIK solved one by one, as each alone is. A per-frame bake takes
 this way where every part is FABRIK's alone: position goals, free or in open cones."""
 
@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..chain import bend, rows, starts
+from ..chain import bend, fabrik_rows, starts
 from ..chain.fabrik import SLOW_WINDOW
 from ..chain.local import rotation_rows, with_start_twist
 from ..goals import floor
@@ -89,7 +89,7 @@ def solve_rows(
             free, window = part.free if settings.explore else None, SLOW_WINDOW  # (`stages.free_passes`)
         again = np.ones(count, dtype=bool)  # (continuity mode: a limited part settles frame by frame)
         if free is not None:
-            placed_heads, placed, counted, missed, converged = rows.solve(
+            placed_heads, placed, counted, missed, converged = fabrik_rows.solve(
                 free, own, targets[:, group], heads[:, nodes], frames[:, nodes], settings, window
             )
             iterations, errors[:, group] = np.maximum(iterations, counted), missed

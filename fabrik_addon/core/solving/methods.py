@@ -149,7 +149,7 @@ def _finished(
 
 def offset_passes(s: Solving) -> None:
     """FABRIK's careful descent, handing over once its best error has not halved over `SLOW_WINDOW` iterations;
-    FABRIK's part is what the passes on numpy rows give too (`rows`). Converged, pulled by no goal, or with a
+    FABRIK's part is what the passes on numpy rows give too (`fabrik_rows`). Converged, pulled by no goal, or with a
     target beyond reach (FABRIK's stretch towards it is as good an answer): the answer."""
     tree, goals, start, settings = s.tree, s.goals, s.start, s.settings
     joints, report = fabrik.solve_from(
