@@ -46,19 +46,9 @@ BUILT = {
 }
 
 
-def build(layout, solver: str, frames: range):
-    """The rig of a layout, or of a builder (`BUILT`), set up for a solver, as `rigs.build` does."""
-    if not callable(layout):
-        return rigs.build(layout, solver, frames)[0]
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    (rig,), _ = layout(frames)
-    rigs.set_mode(rig, solver)
-    return rig
-
-
 def time_ours(layout, frames: range, continuous: bool) -> tuple[float, float]:
     """Seconds for FABRIK's bake of the rig, and the part of them its solver took."""
-    rig = build(layout, "fabrik", frames)
+    rig = rigs.built(layout, "fabrik", frames)
     began = time.perf_counter()
     result = baking.bake_object(rig, frames, warm_start=continuous)
     return time.perf_counter() - began, result.solver_seconds
@@ -66,7 +56,7 @@ def time_ours(layout, frames: range, continuous: bool) -> tuple[float, float]:
 
 def time_blender(layout, frames: range) -> float:
     """Seconds for Blender's visual-keying bake of the rig driven by its own IK constraint."""
-    rig = build(layout, "blender", frames)
+    rig = rigs.built(layout, "blender", frames)
     bpy.context.view_layer.objects.active = rig
     bpy.ops.object.mode_set(mode="POSE")
     bpy.ops.pose.select_all(action="SELECT")

@@ -40,14 +40,13 @@ sys.path[:0] = [str(ROOT)]  # (run as a script: the add-on and the rig builders)
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 import rigs  # noqa: E402
-from limits import pole_points  # noqa: E402
-from mathutils import Matrix  # noqa: E402
+from limits import FabrikSolver  # noqa: E402
 
 import fabrik_addon  # noqa: E402
 from fabrik_addon.blender.bake import baking  # noqa: E402
 from fabrik_addon.blender.live import handlers  # noqa: E402
 from fabrik_addon.blender.rig import armature  # noqa: E402
-from fabrik_addon.core import Goal, SolveSettings, solve  # noqa: E402
+from fabrik_addon.core import SolveSettings, solve  # noqa: E402
 from fabrik_addon.core.joints import refine  # noqa: E402
 from fabrik_addon.core.math import lsq  # noqa: E402
 from fabrik_addon.core.solving import many_frames  # noqa: E402
@@ -68,18 +67,6 @@ LIMITED = ("finger", "arm6", "ur5", "ur5_rot", "tentacle", "hand", "arm_hand_pol
 def _set(variant: tuple) -> None:
     """Work the small systems out as `variant` says."""
     refine.PLAIN_COORDINATES, lsq.PLAIN_ENTRIES, lsq.PLAIN_STEP_ROWS = variant
-
-
-def _goals(case, skeleton, sample) -> list[Goal]:
-    """One sample's goals (`rig_classes.random_targets`) on the skeleton read from the rig."""
-    out = []
-    for effector, pole, (location, rotation) in zip(case.effectors, pole_points(case), sample):
-        out.append(Goal(
-            skeleton.index(effector.bone), tuple(location), chain_length=effector.chain_length,
-            rotation=tuple(Matrix(rotation).to_quaternion().normalized()) if rotation is not None else None,
-            pole=pole, pole_angle=effector.pole_angle,
-        ))
-    return out
 
 
 def _timed_solves(skeleton, goal_sets, settings: SolveSettings) -> tuple[float, float]:
@@ -104,8 +91,9 @@ def limited_rows(runs: int, count: int) -> list[list[str]]:
         with rigs.quiet():
             bpy.ops.wm.read_factory_settings(use_empty=True)
             case = RIG_CLASSES[name]()
-        skeleton = armature.skeleton_of(case.obj)
-        goal_sets = [_goals(case, skeleton, s) for s in random_targets(case, np.random.default_rng(3), count)]
+        fabrik = FabrikSolver(case, SolveSettings())
+        skeleton = fabrik.skeleton
+        goal_sets = [fabrik.goals(s) for s in random_targets(case, np.random.default_rng(3), count)]
         reach = max(np.linalg.norm(np.asarray(g.target)) for goals in goal_sets for g in goals)
         settings = SolveSettings(tolerance=5e-4 * reach, max_iterations=100)
         plan = plan_for(skeleton, goal_sets[0])
@@ -140,7 +128,7 @@ def bake_rows(runs: int, frames: int) -> list[list[str]]:
                 many_frames.on_rows = rows
                 try:
                     with rigs.quiet():  # (the samples' operators print a line per target)
-                        rig = _built(rigs, layout, span)
+                        rig = rigs.built(layout, "fabrik", span)
                     began = time.perf_counter()
                     baking.bake_object(rig, span, warm_start=False)
                     times.append((time.perf_counter() - began) / frames * 1e3)
@@ -148,16 +136,6 @@ def bake_rows(runs: int, frames: int) -> list[list[str]]:
                     many_frames.on_rows = chosen
         out.append([label, _span(together), _span(alone), _span([a / t for a, t in zip(alone, together)], "x")])
     return out
-
-
-def _built(rigs, layout, frames: range):
-    """A bake benchmark rig in an empty file, set up for FABRIK."""
-    if not callable(layout):
-        return rigs.build(layout, "fabrik", frames)[0]
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    (rig,), _ = layout(frames)
-    rigs.set_mode(rig, "fabrik")
-    return rig
 
 
 def bridge_rows(runs: int) -> list[list[str]]:

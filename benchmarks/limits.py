@@ -171,9 +171,9 @@ class FabrikSolver:
         self.tops = [self.skeleton.index(case.chain(e)[-1]) for e in case.effectors]
         self.poles = pole_points(case)
 
-    def solve(self, sample, moving: Sequence[str]) -> Solved:
-        """Solve from the rest pose."""
-        goals = [
+    def goals(self, sample) -> list[Goal]:
+        """A sample's goals (`rig_classes.random_targets`) on the skeleton read from the rig."""
+        return [
             Goal(
                 bone=tip, target=tuple(location), chain_length=effector.chain_length,
                 rotation=tuple(Matrix(rotation).to_quaternion().normalized()) if rotation is not None else None,
@@ -181,6 +181,10 @@ class FabrikSolver:
             )
             for tip, effector, pole, (location, rotation) in zip(self.tips, self.effectors, self.poles, sample)
         ]
+
+    def solve(self, sample, moving: Sequence[str]) -> Solved:
+        """Solve from the rest pose."""
+        goals = self.goals(sample)
         began = time.perf_counter()
         pose, _ = solve(self.skeleton, goals, self.skeleton.rest_pose(), self.settings)
         seconds = time.perf_counter() - began

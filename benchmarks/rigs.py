@@ -84,6 +84,17 @@ def build(layout, solver: str, frames: range):
     return rig, pairs
 
 
+def built(layout, solver: str, frames: range):
+    """The rig of a layout, or of a builder (a rig maker such as `tentacle_rigs`), in a fresh file, set up for a
+    solver as `build` sets a layout's."""
+    if not callable(layout):
+        return build(layout, solver, frames)[0]
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    (rig,), _ = layout(frames)
+    set_mode(rig, solver)
+    return rig
+
+
 def set_mode(rig, mode: str) -> None:
     """Make a rig with FABRIK effectors the mode's: live ('fabrik'), Blender IK instead ('blender'), bare ('none')."""
     # Blender's constraints get the effectors' targets, chains and poles; limits are the pose bones' own, shared.

@@ -100,12 +100,14 @@ def _goal_of(
         raise EffectorError(pinned)
     world = pins.held_world(_world_of(effector, "target", depsgraph), effector)
     poled = effector.pole_target is not None
+    # (the goal as the effector asks for it, placed where its target and pole stand: `goal_at`)
+    asked = Goal(
+        bone, ORIGIN, float(effector.weight), int(effector.chain_length),
+        quat.IDENTITY if effector.use_rotation else None, float(effector.rotation_weight), ORIGIN if poled else None,
+        float(effector.pole_angle), bool(effector.use_stretch),
+    )
     goal = goal_at(
-        Goal(
-            bone, ORIGIN, 1.0, int(effector.chain_length), rotation=quat.IDENTITY if effector.use_rotation else None,
-            pole=ORIGIN if poled else None,
-        ),
-        world, _world_of(effector, "pole", depsgraph) if poled else None, to_armature,
+        asked, world, _world_of(effector, "pole", depsgraph) if poled else None, to_armature,
         (target.name, effector.pole_target.name if poled else ""),
     )
     if poled and not math.isfinite(effector.pole_angle):
@@ -115,10 +117,7 @@ def _goal_of(
         raise EffectorError("its weight is not a number of 0 or more")
     if effector.use_rotation and not 0.0 <= effector.rotation_weight <= 1.0:
         raise EffectorError("its rotation weight is not a number from 0 to 1")
-    return Goal(
-        bone, goal.target, float(effector.weight), goal.chain_length, goal.rotation, float(effector.rotation_weight),
-        goal.pole, float(effector.pole_angle), bool(effector.use_stretch),
-    )
+    return goal
 
 
 def goal_at(goal: Goal, world: Matrix, pole_world: Matrix | None, to_armature: Matrix, names=("", "")) -> Goal:

@@ -33,7 +33,6 @@ def _on(name: str):
         if callback is not None:
             callback(owner, context)
 
-    changed.__name__ = f"_{name}_changed"
     return changed
 
 
