@@ -17,6 +17,8 @@ import time
 import bpy
 from bpy.app.handlers import persistent
 
+from . import app_handlers
+
 __all__ = ["SceneWork", "SteppedOperator", "drop_running", "running"]
 
 #: Seconds of work between two looks at the events.
@@ -156,11 +158,9 @@ class SteppedOperator:
 
 def register() -> None:
     """Watch file loads: work in progress must let go of the file it works on."""
-    if drop_running not in bpy.app.handlers.load_pre:
-        bpy.app.handlers.load_pre.append(drop_running)
+    app_handlers.install([(bpy.app.handlers.load_pre, drop_running)])
 
 
 def unregister() -> None:
     """Stop watching file loads."""
-    while drop_running in bpy.app.handlers.load_pre:
-        bpy.app.handlers.load_pre.remove(drop_running)
+    app_handlers.remove([(bpy.app.handlers.load_pre, drop_running)])

@@ -7,7 +7,7 @@ moving bones' rotation channels with the animator's values under them
 (`channels`), all in bulk. `solve` runs the plan from the animator's pose, or
 from the previous solution, on plain floats. `write` sets the solved rotations
 in one bulk write per channel kind, holds the animator's values under them
-(`held`) and writes IK stretch. `solve_object` is the three for one rig; live
+(`held_bones`) and writes IK stretch. `solve_object` is the three for one rig; live
 solving (`live`) and the bake (`bake`) use them too.
 """
 
@@ -31,7 +31,7 @@ from ..core.solving.plan import Carry, Plan, plan_for
 from .effectors import effector_goals
 from .effectors.effector_goals import Gathered
 from .effectors.effector_values import EffectorValues
-from .rig import armature, editable, held, memory, moving_root
+from .rig import armature, editable, held_bones, memory, moving_root
 from .rig.channels import (
     Channels,
     PoseRead,
@@ -256,7 +256,7 @@ def not_finite(read_: Read, solved: Solution) -> str | None:
     fk_values = read_.channels.fk_values
     if not math.isfinite(sum(map(sum, fk_values))):
         for b, value in zip(bones, fk_values):
-            if not held.finite(value):
+            if not held_bones.finite(value):
                 return f"bone '{names[b]}' is keyed to a rotation that is not a number on this frame: nothing written"
     if not math.isfinite(sum(map(sum, solved.rotations))):
         for b, q in zip(bones, solved.rotations):
@@ -279,13 +279,13 @@ def write(
         # A later frame that goes on from the same read: the animator's values are the ones held already.
         found.held.vectors("written", found.held_rows, written)
     elif hold:
-        found.entries = held.hold(obj, found.held, found.names, found.modes, written, found.fk_values, found.entries)
+        found.entries = held_bones.hold(obj, found.held, found.names, found.modes, written, found.fk_values, found.entries)
         index = found.entries[0]
         found.held_rows = [index[name] for name in found.names]
     else:
-        held.let_go(obj, found.names)
+        held_bones.let_go(obj, found.names)
     if solved.scales or (found.entries is not None and found.entries[4].any()):
-        held.write_stretch(obj, read_.plan.skeleton, solved.scales, read_.pose)  # (bones stretched before go back)
+        held_bones.write_stretch(obj, read_.plan.skeleton, solved.scales, read_.pose)  # (bones stretched before go back)
     if solved.root is not None or read_.held_root:  # (a root moved before and no longer moving goes back)
         moving_root.write(obj, read_.root, solved.root, read_.root_fk, hold)
         read_.pose.forget()
@@ -318,7 +318,7 @@ def solve_object(
         return show(obj.name, RigStatus(message=refused, ok=False)), None
     gathered = effector_goals.gather(obj, depsgraph, checked)
     pose = pose or read_pose(obj)
-    held.follow_renames(obj, gathered.skeleton.positions)
+    held_bones.follow_renames(obj, gathered.skeleton.positions)
     gathered, refusals = effector_goals.usable_goals(obj, gathered, pose)
     released = False
     if hold and not refusals:  # (a chain left out for bad input keeps its pose: nothing it should not change does)
@@ -349,7 +349,7 @@ def solve_object(
     if read_ is None and refusals and not gathered.goals:
         result.message = "; ".join(dict.fromkeys(refusals))  # nothing solved: say why, once per cause
         if hold:
-            held.write_stretch(obj, gathered.skeleton, {}, pose)  # (what IK stretch wrote before goes back all the same)
+            held_bones.write_stretch(obj, gathered.skeleton, {}, pose)  # (what IK stretch wrote before goes back all the same)
     if released:
         result = _put_off(obj, result)
     return show(obj.name, result), read_

@@ -515,7 +515,7 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
     no goal moves, kept from its FK pose), then where the even bend left a cone its joints stop on their rims
     in bulk too (`bend.spread_within_rows`), and the others are solved again alone, limits and all. The keys replay
     the live solve, twists included (1e-5)."""
-    from fabrik_addon.core.solving import many_frames, progress
+    from fabrik_addon.core.solving import loop, many_frames
     from fabrik_addon.core.solving.parts import LIMITED
 
     rig = chain_in_cones(degrees)
@@ -532,7 +532,7 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
     live = pose_matrices(rig)
     fk_pose()
     solved_alone = []
-    whole, together, in_rows = progress.run, many_frames.solve_rows, []
+    whole, together, in_rows = loop.run, many_frames.solve_rows, []
 
     def rows(*args, **options):  # (only the frames the rows hand on are counted, not the live solves)
         in_rows.append(True)
@@ -542,7 +542,7 @@ def test_per_frame_bakes_of_a_chain_in_open_cones_solve_frames_together(degrees,
             in_rows.pop()
 
     monkeypatch.setattr(many_frames, "solve_rows", rows)
-    monkeypatch.setattr(progress, "run", lambda *args, **options: (in_rows and solved_alone.append(1)) or whole(*args, **options))
+    monkeypatch.setattr(loop, "run", lambda *args, **options: (in_rows and solved_alone.append(1)) or whole(*args, **options))
     baker = baking.Baker(bpy.context.scene, rig, list(FRAMES), baking.bake_bones(rig, "CHAINS"), warm_start=False)
     while not baker.done:
         baker.step()

@@ -11,7 +11,7 @@ import sequence_steps as steps
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
 
 from fabrik_addon.blender.bake import baking
-from fabrik_addon.blender.rig.held import held_bones
+from fabrik_addon.blender.rig.held_bones import held_bones
 from fabrik_addon.blender.rig.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")

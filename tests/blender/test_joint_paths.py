@@ -20,7 +20,7 @@ from mathutils import Matrix, Quaternion
 
 from fabrik_addon.blender.rig import armature
 from fabrik_addon.core import Goal, SolveSettings, solve
-from fabrik_addon.core.solving.progress import JUMP
+from fabrik_addon.core.solving.loop import JUMP
 from samples.rig_classes import RIG_CLASSES, ik_limits, sample_local, swing_twist
 
 FRAMES = 121

@@ -16,7 +16,7 @@ from fabrik_addon.blender import solve
 from fabrik_addon.blender.live import handlers, onwards
 from fabrik_addon.blender.rig import memory
 from fabrik_addon.blender.rig.channels import read_pose
-from fabrik_addon.blender.rig.held import held_bones
+from fabrik_addon.blender.rig.held_bones import held_bones
 from fabrik_addon.blender.rig.status import statuses
 
 TOLERANCE = 1e-3

@@ -16,7 +16,7 @@ from blender_scenes import rigbuild
 
 from fabrik_addon.blender.live import handlers, onwards
 from fabrik_addon.blender.rig import animdata, memory
-from fabrik_addon.blender.rig.held import held_bones
+from fabrik_addon.blender.rig.held_bones import held_bones
 from fabrik_addon.blender.rig.status import statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")

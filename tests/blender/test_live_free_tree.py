@@ -12,10 +12,10 @@ import pytest
 from blender_scenes import rigbuild, rotation_channels
 
 from fabrik_addon.blender.rig import memory
-from fabrik_addon.blender.rig.held import held_bones
+from fabrik_addon.blender.rig.held_bones import held_bones
 from fabrik_addon.blender.rig.status import statuses
 from fabrik_addon.core.model.tree import Start
-from fabrik_addon.core.solving import progress, stages
+from fabrik_addon.core.solving import loop, stages
 from fabrik_addon.core.solving.plan import Plan
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
@@ -133,7 +133,7 @@ def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str],
 
     rigbuild.key_path(target, frames, lambda f: (2.9 * math.sin(angle(f)), 0.2, 2.9 * math.cos(angle(f))))
     count_bulk(general, monkeypatch)
-    answered, inside, limited = [], stages.local_rotations_inside, progress.run
+    answered, inside, limited = [], stages.local_rotations_inside, loop.run
     kept = []  # (whether each pose checked kept inside every limit, in the solve under way: the free passes' first)
 
     def checked(*args):
@@ -148,7 +148,7 @@ def play_cones(general: bool, monkeypatch) -> tuple[list[np.ndarray], list[str],
         return result
 
     monkeypatch.setattr(stages, "local_rotations_inside", checked)
-    monkeypatch.setattr(progress, "run", solved)
+    monkeypatch.setattr(loop, "run", solved)
     rig.fabrik.live = True
     seen, messages = [], []
     for frame in frames:

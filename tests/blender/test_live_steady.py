@@ -15,7 +15,7 @@ from blender_scenes import chain_rig, rigbuild, rotation_channels, target_world,
 from fabrik_addon.blender.effectors import pins
 from fabrik_addon.blender.live import handlers, onwards
 from fabrik_addon.blender.rig import animdata, memory
-from fabrik_addon.blender.rig.held import held_bones
+from fabrik_addon.blender.rig.held_bones import held_bones
 from fabrik_addon.blender.rig.status import DeferredStatus, RigStatus, statuses
 
 pytestmark = pytest.mark.usefixtures("clean_scene")

@@ -175,10 +175,10 @@ def test_a_saved_limit_preset_carries_the_active_bone_to_other_bones(user_preset
 
 def test_the_preset_text_round_trips_every_limit_setting() -> None:
     """The file a limit preset writes names every one of Blender's per-bone IK limit settings."""
-    text = presets.limit_preset_text({name: 0.0 if name.startswith("ik_") else False for name in presets.LIMIT_SETTINGS})
-    for name in presets.LIMIT_SETTINGS:
+    text = presets.limit_preset_text({name: 0.0 if name.startswith("ik_") else False for name in presets.LIMIT_NAMES})
+    for name in presets.LIMIT_NAMES:
         assert f"bone.{name} = " in text
-    assert len(presets.LIMIT_SETTINGS) == 15
+    assert len(presets.LIMIT_NAMES) == 15
 
 
 def test_the_add_operators_are_blenders_preset_operators() -> None:

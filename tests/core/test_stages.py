@@ -20,7 +20,7 @@ from fabrik_addon.core.model.tree import Joints, Start
 from fabrik_addon.core.solving import methods, stages
 from fabrik_addon.core.solving.parts import limited_stages
 from fabrik_addon.core.solving.plan import plan_for
-from fabrik_addon.core.solving.progress import JUMP, Solved, Solving
+from fabrik_addon.core.solving.loop import JUMP, Solved, Solving
 
 R = math.radians
 

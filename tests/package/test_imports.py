@@ -34,7 +34,7 @@ INSIDE_FUNCTIONS = {
 LEVELS = {
     "core": {"math": 1, "model": 2, "motion": 2, "goals": 3, "chain": 4, "joints": 4, "compared": 5, "solving": 6},
     "blender": {
-        "rig": 1, "long_work": 1, "effectors": 2, "solve": 3, "live": 4, "bake": 5, "retarget": 6, "ui": 7,
+        "app_handlers": 0, "rig": 1, "long_work": 1, "effectors": 2, "solve": 3, "live": 4, "bake": 5, "retarget": 6, "ui": 7,
     },
 }
 

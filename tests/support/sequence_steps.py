@@ -16,7 +16,7 @@ import numpy as np
 from blender_scenes import rigbuild
 from mathutils import Vector
 
-from fabrik_addon.blender.rig.held import held_bones
+from fabrik_addon.blender.rig.held_bones import held_bones
 from samples import rig_classes  # noqa: E402  (blender_scenes puts samples/ on the path)
 
 #: Frames the scene's animation covers; steps also visit a few frames outside it.

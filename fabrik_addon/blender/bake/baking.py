@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
-from mathutils import Matrix
 
-from ...core.math import matrix_rows, quat
+from ...core.math import quat
 from ...core.solving.plan import Carry, plan_for
 from .. import long_work, solve
 from ..effectors import effector_goals, integrity
@@ -26,25 +24,7 @@ from ..rig.editable import action_editable, editable
 from ..rig.status import switched_off
 from . import keys
 from .reading import FrameRows
-
-
-@dataclass
-class BakeResult:
-    """What a bake did."""
-
-    frames: int = 0
-    bones: int = 0
-    keys: int = 0
-    removed_by_cleanup: int = 0
-    action: str = ""
-    seconds: float = 0.0
-    #: The part of `seconds` the rig's plan spent solving (the rest: going to each frame, reading it, writing keys).
-    solver_seconds: float = 0.0
-    #: Frames on which some effector could not be solved or missed its target, and bones left unkeyed on some
-    #: frames, with the reason.
-    problems: list[str] = field(default_factory=list)
-    #: Per bone: the frames it got no key on because its pose there is not finite (a parent scaled to zero...).
-    skipped: dict[str, list[int]] = field(default_factory=dict)
+from .writing import BakeResult, KeyWriter
 
 
 def bake_bones(obj: bpy.types.Object, which: str) -> list[str]:
@@ -71,9 +51,6 @@ def bake_bones(obj: bpy.types.Object, which: str) -> list[str]:
 #: Frames x moving bones solved together in one step of a per-frame bake: large enough for numpy to pay,
 #: small enough that a step takes well under a second and Esc is heard between steps.
 CHUNK = 100_000
-#: Bone-frames of rotation channels converted in one step (about 10 microseconds each in Euler or axis-angle).
-CONVERT_CHUNK = 5_000
-
 
 class Baker(long_work.SceneWork):
     """One bake, in steps, so a modal operator can show progress and cancel between them; nothing is written to the
@@ -149,18 +126,12 @@ class Baker(long_work.SceneWork):
         self._carry = Carry()
         #: Work left once every frame is read, a unit a step, each returning how many frames' worth it did: the
         #: frames solved together, then the channels converted, then the keys the clean-up keeps chosen; each
-        #: phase queues its units when the one before is done (`_phases`).
+        #: phase leaves its units when the one before is done (`_phases`: the KeyWriter's).
         self._queue: list = []
-        self._phases = [self._queue_conversion, self._queue_cleanup]
+        self._keys = KeyWriter(self)
+        self._phases = [self._keys.conversion, self._keys.cleanup]
         #: Frames' worth of queued work done, and of the frames solved alone as they were read.
         self._units_done = 0
-        #: The rotation channels' values per baked bone (F, size), and the mode each was converted in.
-        self._values: list[np.ndarray] = []
-        self._modes: list[str] = []
-        #: Per channel column (bone, data path, size, values, good frames); per column and index the keys the
-        #: clean-up keeps.
-        self._channels: list = []
-        self._keeps: dict[tuple[int, int], np.ndarray] = {}
         self._began = time.perf_counter()
         #: Seconds the rig's plan spent solving the frames read whole (`BakeResult.solver_seconds`, with the
         #: FrameRows' own).
@@ -210,7 +181,9 @@ class Baker(long_work.SceneWork):
         elif self._queue:
             self._units_done += self._queue.pop(0)()
         elif self._phases:
-            self._units_done += self._phases.pop(0)()
+            done, later = self._phases.pop(0)()
+            self._queue += later
+            self._units_done += done
 
     def _read(self) -> None:
         """Go to the next frame; solve it (continuous) or read what its solve needs (per frame)."""
@@ -347,7 +320,7 @@ class Baker(long_work.SceneWork):
                 raise ValueError(refused)
             while not self.done:
                 self.step()
-            result = self._write(new_action)
+            result = self._keys.write(new_action)
             live = self._live_before and keep_live
         finally:
             self.let_go(live)
@@ -355,158 +328,18 @@ class Baker(long_work.SceneWork):
         result.solver_seconds = self.solver_seconds + (self._batch.solver_seconds if self._batch is not None else 0.0)
         return result
 
-    def _queue_cleanup(self) -> int:
-        """The channel columns to key, each with the frames it has a finite value for; with a clean-up, queue
-        the choice of each column's keys in steps (the choice runs along the keys one by one). Nothing done yet."""
-        # (the mode each channel was converted in: the mode may have changed during a modal bake's steps)
-        columns = [(name, *armature.rotation_channel(mode), channel)
-                   for name, mode, channel in zip(self.bones, self._modes, self._values)]
-        for j in sorted(self.scaled):
-            # Blender's IK stretch scales a bone uniformly: all three channels.
-            scale = np.array([
-                (self.scales[i, j],) * 3 if self.solved[i] else self.scale_as_was[i][j] for i in range(len(self.frames))
-            ], dtype=np.float64)
-            columns.append((self.bones[j], "scale", 3, scale))
-        if self.keys_root:
-            turn, size = armature.rotation_channel(self.obj.pose.bones[self.root].rotation_mode)
-            turns = [value if len(value) == size else (np.nan,) * size for _, value in self.root_values]
-            columns.append((self.root, "location", 3, np.array([loc for loc, _ in self.root_values], dtype=np.float64)))
-            columns.append((self.root, turn, size, np.array(turns, dtype=np.float64)))
-        bad = {}
-        for name, _, _, channel in columns:
-            finite = np.isfinite(channel).all(axis=1)
-            bad[name] = bad.get(name, np.zeros(len(self.frames), dtype=bool)) | ~finite
-        self._channels = [(name, data_path, size, channel, ~bad[name]) for name, data_path, size, channel in columns]
-        if self.cleanup is None:
-            return 0
-        count = sum(size for _, _, size, _, _ in self._channels)
-        share = [len(self.frames) * (k + 1) // count - len(self.frames) * k // count for k in range(count)]
-        units = [(c, index) for c, (_, _, size, _, _) in enumerate(self._channels) for index in range(size)]
-        for (c, index), frames in zip(units, share):
-            self._queue.append(lambda c=c, index=index, frames=frames: self._clean(c, index, frames))
-        return 0
-
-    def _clean(self, c: int, index: int, frames: int) -> int:
-        """Choose the keys of one column's channel that the clean-up keeps; return its share of the frames."""
-        _, _, _, channel, good = self._channels[c]
-        if good.any():
-            self._keeps[c, index] = keys.needed_keys(np.asarray(self.frames, dtype=np.float64)[good],
-                                                 channel[good, index], self.cleanup)
-        return frames
-
-    def _write(self, new_action: bool) -> BakeResult:
-        """Write every finite key in bulk (an action is made only when there is a key to write)."""
-        result = BakeResult(frames=len(self.frames), bones=len(self.bones) + self.keys_root)
-        frames = np.asarray(self.frames, dtype=np.float64)
-        for name, _, _, _, good in self._channels:
-            if not good.all() and name not in result.skipped:
-                result.skipped[name] = [self.frames[i] for i in np.flatnonzero(~good).tolist()]
-        collection = None
-        if any(good.any() for *_, good in self._channels):
-            action = animdata.ensure_action(self.obj, new_action, f"{self.obj.name}_FABRIK")
-            result.action = action.name
-            collection = animdata.fcurves(self.obj, create=True)
-        for c, (name, data_path, size, channel, good) in enumerate(self._channels):
-            if not good.any():
-                continue
-            path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].{data_path}'
-            for index in range(size):
-                fcurve = animdata.ensure_fcurve(collection, path, index, name)
-                column = channel[good, index]
-                keep = self._keeps[c, index] if self.cleanup is not None else np.ones(len(column), bool)
-                result.removed_by_cleanup += int((~keep).sum())
-                keys.write_keys(fcurve, frames[good][keep], column[keep], (frames[0], frames[-1]), frames[~good])
-                result.keys += int(keep.sum())
-        # Bones left unkeyed first: there are few such lines, and they say what the per-frame lines cannot.
-        result.problems = [
-            f"'{name}': no finite pose at frames {_frame_ranges(frames)} ({self._why_not_finite(name, frames[0])}); "
-            "those frames keep the keys they had"
-            for name, frames in result.skipped.items()
-        ] + self.problems
-        return result
-
-    def _why_not_finite(self, name: str, frame: int) -> str:
-        """Why a bone has no finite pose on a frame: the rig, the bone or one of its parents scaled to zero, or a
-        bone's rotation that is not a number (the bone's own first, else the first such bone of the rig: a chain's
-        solve takes every bone of it)."""
-        self.scene.frame_set(frame)
-        if not _invertible(self.obj.matrix_world):
-            return "the rig is scaled to zero"
-        pose_bone = self.obj.pose.bones[name]
-        for bone in reversed([pose_bone, *pose_bone.parent_recursive]):  # the topmost cause first
-            if not _invertible(bone.matrix):
-                return "it is scaled to zero" if bone == pose_bone else f"its parent '{bone.name}' is scaled to zero"
-        for bone in [pose_bone, *self.obj.pose.bones]:
-            if not all(math.isfinite(c) for c in armature.rotation_value(bone)):
-                where = "its rotation" if bone == pose_bone else f"bone '{bone.name}' has a rotation that"
-                return f"{where} is not a number there"
-        return "its rotation there is not finite"
-
-    def _queue_conversion(self) -> int:
-        """Convert the quaternion bones' channels at once where every frame is solved; queue the others' frame by
-        frame conversion in steps (so progress and Esc work through it, as through the solve). The frames' worth
-        done at once."""
-        pose_bones = [self.obj.pose.bones[name] for name in self.bones]
-        count = len(self.frames)
-        values: list[np.ndarray | None] = [None] * len(self.bones)
-        quaternion = [j for j, pb in enumerate(pose_bones) if pb.rotation_mode == 'QUATERNION']
-        if quaternion and self.solved.all() and np.isfinite(self.locals[:, quaternion]).all():
-            # All frames solved: convert at once and keep the signs continuous (q and -q are the same turn).
-            q = matrix_rows.continuous_quaternions(self.locals[:, quaternion])
-            for column, j in enumerate(quaternion):
-                values[j] = q[:, column]
-        left = [j for j in range(len(self.bones)) if values[j] is None]
-        previous = {}
-        for j in left:
-            mode = pose_bones[j].rotation_mode
-            values[j] = np.empty((count, armature.rotation_channel(mode)[1]))
-            previous[j] = (mode, armature.rotation_value(pose_bones[j]))
-        self._values = values
-        self._modes = [pb.rotation_mode for pb in pose_bones]
-        if not left:
-            return count
-        size = max(1, CONVERT_CHUNK // len(left))
-        for first in range(0, count, size):
-            rows = range(first, min(count, first + size))
-            self._queue.append(lambda rows=rows: self._convert(rows, left, previous))
-        return 0
-
-    def _convert(self, rows: range, bones: list[int], previous: dict) -> int:
-        """Convert some frames of the given bones' channels, each continuous with the bone's value on the frame
-        before (`previous`, updated); return how many frames."""
-        for j in bones:
-            mode, value_before = previous[j]
-            channel = self._values[j]
-            size = channel.shape[1]
-            name = self.bones[j]
-            for i in rows:
-                value = self.as_was[i][name] if not self.solved[i] else armature.channel_value(
-                    mode, self.locals[i, j], value_before
-                )
-                if len(value) != size:  # the mode changed since the frame was read: that value is no use
-                    value = (np.nan,) * size
-                if all(np.isfinite(value)):
-                    value_before = value  # continuity skips the frames that will not be keyed
-                channel[i] = value
-            previous[j] = mode, value_before
-        return len(rows)
 
 
-def _frame_ranges(frames: list[int]) -> str:
-    """Frames as runs: '3-10, 14'."""
-    runs: list[list[int]] = []
-    for frame in frames:
-        if runs and frame == runs[-1][-1] + 1:
-            runs[-1].append(frame)
-        else:
-            runs.append([frame])
-    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
 
 
-def _invertible(matrix: Matrix) -> bool:
-    """Whether a Blender matrix is finite with a 3x3 part that is not flat (no axis scaled to zero)."""
-    m = np.array(matrix, dtype=np.float64)[:3, :3]
-    return bool(np.isfinite(m).all() and abs(np.linalg.det(m)) > 1e-12)
+
+
+
+
+
+
+
+
 
 
 def refusal(obj: bpy.types.Object) -> str | None:

@@ -26,7 +26,7 @@ from ..rig import armature
 from ..rig.armature import finite_matrix, usable_frame
 from ..rig.channels import PoseRead
 from ..rig.floor import floor_problem
-from ..rig.held import finite, held_bones, same
+from ..rig.held_bones import finite, held_bones, same
 from ..rig.props import FabrikEffector
 from ..rig.status import DISABLED
 from . import integrity, pins

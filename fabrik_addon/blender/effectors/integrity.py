@@ -19,6 +19,7 @@ from __future__ import annotations
 import bpy
 from bpy.app.handlers import persistent
 
+from .. import app_handlers
 from ..rig.props import FabrikEffector
 from ..rig.status import DISABLED, switched_off
 from . import pins
@@ -332,13 +333,9 @@ _handlers = ((bpy.app.handlers.save_pre, on_save), (bpy.app.handlers.load_post, 
 
 def register() -> None:
     """Install the handlers (once)."""
-    for handler_list, function in _handlers:
-        if function not in handler_list:
-            handler_list.append(function)
+    app_handlers.install(_handlers)
 
 
 def unregister() -> None:
     """Remove the handlers."""
-    for handler_list, function in _handlers:
-        while function in handler_list:
-            handler_list.remove(function)
+    app_handlers.remove(_handlers)

@@ -13,13 +13,13 @@ import traceback
 import bpy
 from bpy.app.handlers import persistent
 
-from .. import solve
+from .. import app_handlers, solve
 from ..effectors import effector_values, integrity
 from ..effectors.effector_values import EffectorValues, comparable
 from ..rig import animdata, armature, memory, moving_root
 from ..rig.channels import PoseRead, read_pose
 from ..rig.status import RigStatus, show
-from . import garbage, onwards
+from . import gc_off, onwards
 
 # Our own pose writes tag the rig for another depsgraph update; this guard and the inputs kept with each rig's
 # memory keep us from reacting to them.
@@ -120,7 +120,7 @@ def _ik_animated(obj: bpy.types.Object) -> bool:
     return animated
 
 
-@garbage.collection_deferred()  # (what a frame makes is freed when it ends)
+@gc_off.collection_deferred()  # (what a frame makes is freed when it ends)
 def solve_live(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph, only_if_inputs_changed: bool) -> None:
     """Solve every live rig of the scene; a rig that fails is switched off with its error shown."""
     global _busy
@@ -261,16 +261,12 @@ _handlers = (
 
 def register() -> None:
     """Install the handlers (once)."""
-    for handler_list, function in _handlers:
-        if function not in handler_list:
-            handler_list.append(function)
+    app_handlers.install(_handlers)
 
 
 def unregister() -> None:
     """Remove the handlers and the timer, and forget all state."""
-    for handler_list, function in _handlers:
-        while function in handler_list:
-            handler_list.remove(function)
+    app_handlers.remove(_handlers)
     if bpy.app.timers.is_registered(tag_put_off):
         bpy.app.timers.unregister(tag_put_off)
     on_load(None)

@@ -40,7 +40,7 @@ import bpy
 from .. import solve
 from ..effectors import effector_goals, pins
 from ..effectors.effector_values import EffectorValues, comparable
-from ..rig import animdata, armature, held, memory, moving_root
+from ..rig import animdata, armature, held_bones, memory, moving_root
 from ..rig.channels import PoseRead, hung_frames
 from ..rig.floor import floor_plane
 from ..rig.status import RigStatus
@@ -178,7 +178,7 @@ def reused(
     began = time.perf_counter()
     if not watched or kept.obj != obj or updated.has(obj.data) or len(obj.fabrik.effectors) != len(kept.values):
         return None
-    if len(held.held_bones(obj)) != kept.held:
+    if len(held_bones.held_bones(obj)) != kept.held:
         return None  # (entries removed by a script: no tag either)
     last = kept.read
     changed: dict = {}

@@ -3,7 +3,7 @@
 
 A solve reads each channel kind of every pose bone once (`PoseRead`), the
 moving bones' rotation channels with the animator's values under what live
-solving wrote (`read_channels`, from what the rig holds: `held`), and the
+solving wrote (`read_channels`, from what the rig holds: `held_bones`), and the
 frames of the fixed bones the chains hang from (`hung_frames`); it writes the
 solved rotations back in one `foreach_set` per channel kind that changed
 (`write_channels`). Live solving off gives the animator's values back
@@ -24,7 +24,7 @@ from ...core.math import matrix_rows, quat, rotation_channels
 from ...core.model.tree import MovingTree
 from . import armature, memory, moving_root
 from .armature import usable_frame
-from .held import animator_values, entries_of, finite, follow_renames, held_bones, same
+from .held_bones import animator_values, entries_of, finite, follow_renames, held_bones, same
 
 #: Pose-bone channels that make a pose (the rotation of every mode, location, scale) and their sizes.
 POSE_CHANNELS = (
@@ -94,7 +94,7 @@ class Channels:
     #: Each rotation channel kind read: (number of pose bones, size) values.
     arrays: dict[str, np.ndarray]
     current: list[tuple[float, ...]]
-    #: The rig's held entries (`held.held_bones`), and them in bulk (`held.entries_of`; its last item: the entries
+    #: The rig's held entries (`held_bones.held_bones`), and them in bulk (`held_bones.entries_of`; its last item: the entries
     #: the FK read matched).
     held: object
     entries: tuple | None

@@ -6,7 +6,7 @@ above the first effector's chain. The solve sees it where the pose has it
 now, with its home -- where the animator's own location and rotation put
 it -- as a move from there (`read`). Its move becomes the root's location
 and rotation channels (`channel_values`), written by live solving with the
-animator's values held under them as the chains' are (`held`), so live
+animator's values held under them as the chains' are (`held_bones`), so live
 solving off, Root Off or another root bone gives them back (`let_go`), and
 keyed by the bake.
 """
@@ -23,7 +23,7 @@ from ...core.goals.root import Move, Root
 from ...core.math import rotation_channels
 from ...core.math.quat import Quat
 from ...core.solving import rooted
-from . import armature, held
+from . import armature, held_bones
 from .armature import usable_frame
 
 __all__ = ["bone_of", "channel_values", "inputs", "let_go", "problem", "read", "top_bone", "usable", "write"]
@@ -169,8 +169,8 @@ def write(
     channel = armature.rotation_channel(pose_bone.rotation_mode)[0]
     pose_bone.location, value = values
     setattr(pose_bone, channel, value)
-    stored = held.held_bones(obj)
-    entry = stored.get(name) or held.new_entries(obj, stored, [name])[0]
+    stored = held_bones.held_bones(obj)
+    entry = stored.get(name) or held_bones.new_entries(obj, stored, [name])[0]
     entry.fk_location, entry.fk_turn = location, _four(turn)
     entry.written_location, entry.written_turn = tuple(pose_bone.location), _four(getattr(pose_bone, channel))
     if not entry.rotated:  # (its mode string is the chains' where the bone is one of them: not a root then)
@@ -182,7 +182,7 @@ def let_go(obj: bpy.types.Object, keep: str | None = None) -> bool:
     """Give every root moved before (but `keep`) the animator's channel values back, where they still hold what
     was written (each component alone: one may be keyed and the others not), and stop holding them; whether a
     channel changed."""
-    stored = held.held_bones(obj)
+    stored = held_bones.held_bones(obj)
     if not len(stored) or not stored.column("moved").any():
         return False
     changed = False
@@ -207,7 +207,7 @@ def let_go(obj: bpy.types.Object, keep: str | None = None) -> bool:
 
 def _under(now, written, fk) -> tuple[float, ...]:
     """A channel's value with each component that still holds what was written given its held value back."""
-    return tuple(f if held.same((n,), (w,)) else n for n, w, f in zip(now, written, fk))
+    return tuple(f if held_bones.same((n,), (w,)) else n for n, w, f in zip(now, written, fk))
 
 
 def _animator_values(
@@ -217,17 +217,17 @@ def _animator_values(
     component, where they still hold what live solving wrote, the values held under them (or what their keys give
     this frame)."""
     location, turn = tuple(pose_bone.location), _rotation(pose_bone)
-    entry = held.held_bones(obj).get(pose_bone.name)
+    entry = held_bones.held_bones(obj).get(pose_bone.name)
     if entry is None or not entry.moved:
         return location, turn
     channel, size = armature.rotation_channel(pose_bone.rotation_mode)
     location = _under(location, entry.written_location, entry.fk_location)
     if pose_bone.rotation_mode == entry.mode:
         turn = _under(turn, entry.written_turn[:size], entry.fk_turn[:size])
-    keyed = held.keyed_channels(obj, depsgraph)
+    keyed = held_bones.keyed_channels(obj, depsgraph)
     if keyed:
-        location = held.animated(keyed, pose_bone.name, "location", location)
-        turn = held.animated(keyed, pose_bone.name, channel, turn)
+        location = held_bones.animated(keyed, pose_bone.name, "location", location)
+        turn = held_bones.animated(keyed, pose_bone.name, channel, turn)
     return tuple(location), tuple(turn)
 
 

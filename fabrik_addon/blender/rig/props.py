@@ -88,7 +88,7 @@ DEFAULT_ITERATIONS = 200
 
 
 class FabrikHeldBone(PropertyGroup):
-    """One bone live solving had written, as files saved before `held.py`'s layout keep it: the values it wrote
+    """One bone live solving had written, as files saved before `held_bones.py`'s layout keep it: the values it wrote
     and the animator's values they replaced (the item's name is the bone's). Read once, to move them there."""
 
     rotated: BoolProperty(name="Rotated", description="Live solving wrote this bone's rotation")
@@ -372,7 +372,7 @@ class FabrikSettings(PropertyGroup):
         update=_on("active_effector"),
     )
     #: What live solving wrote and what the animator had there before, per bone, in files saved before
-    #: `held.py`'s layout (which holds it now, beside these settings).
+    #: `held_bones.py`'s layout (which holds it now, beside these settings).
     held: CollectionProperty(type=FabrikHeldBone)
     #: The IK constraints "Convert IK Constraints" muted, for Restore (see FabrikConverted).
     converted: CollectionProperty(type=FabrikConverted)

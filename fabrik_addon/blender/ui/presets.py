@@ -27,8 +27,8 @@ SHIPPED_ROOT = Path(__file__).resolve().parents[2] / "presets"
 #: The rig settings a rig preset holds (FabrikSettings properties): the stopping rules and where solves start.
 RIG_SETTINGS = ("solver", "iterations", "tolerance", "start")
 #: Blender's own per-bone IK settings a limit preset holds (the same ones Blender's IK constraint reads).
-LIMIT_SETTINGS = tuple(name for name, _ in armature.LIMIT_SETTINGS)
-_ANGLES = frozenset(name for name in LIMIT_SETTINGS if name.startswith(("ik_min", "ik_max")))
+LIMIT_NAMES = tuple(name for name, _ in armature.LIMIT_SETTINGS)
+_ANGLES = frozenset(name for name in LIMIT_NAMES if name.startswith(("ik_min", "ik_max")))
 
 
 def search_paths(subdir: str) -> list[str]:
@@ -44,7 +44,7 @@ def search_paths(subdir: str) -> list[str]:
 
 
 def limit_preset_text(values: dict) -> str:
-    """The text of a bone limit preset file: `values` (LIMIT_SETTINGS names; angles in radians) set on the
+    """The text of a bone limit preset file: `values` (by the LIMIT_NAMES; angles in radians) set on the
     active pose bone and every other selected one."""
     lines = [
         "import bpy",
@@ -59,7 +59,7 @@ def limit_preset_text(values: dict) -> str:
         "        bones.append(bone)",
         "for bone in bones:",
     ]
-    for name in LIMIT_SETTINGS:
+    for name in LIMIT_NAMES:
         value = values[name]
         if name in _ANGLES:
             # Degrees, so a shared file reads as what the Bone properties show.
@@ -133,7 +133,7 @@ class FABRIK_OT_bone_limits_preset_add(AddPresetBase, Operator):
     preset_subdir = LIMITS_SUBDIR
     # AddPresetBase reads these only when there is no add(); kept so the class is complete as Blender defines it.
     preset_defines = ["bone = bpy.context.active_pose_bone"]
-    preset_values = [f"bone.{name}" for name in LIMIT_SETTINGS]
+    preset_values = [f"bone.{name}" for name in LIMIT_NAMES]
 
     @classmethod
     def poll(cls, context: bpy.types.Context):
@@ -143,7 +143,7 @@ class FABRIK_OT_bone_limits_preset_add(AddPresetBase, Operator):
         """Write the active bone's limits in the form that also applies to the other selected bones."""
         bone = context.active_pose_bone
         with open(filepath, "w", encoding="utf-8") as handle:
-            handle.write(limit_preset_text({name: getattr(bone, name) for name in LIMIT_SETTINGS}))
+            handle.write(limit_preset_text({name: getattr(bone, name) for name in LIMIT_NAMES}))
 
 
 def draw_preset_header(layout: bpy.types.UILayout, menu: type[Menu], add_operator: str) -> None:

@@ -8,7 +8,7 @@ import bpy
 
 from ..effectors import integrity
 from ..live import handlers
-from ..rig import animdata, armature, channels, held, props, status
+from ..rig import animdata, armature, channels, held_bones, props, status
 from ..rig.props import FabrikEffector
 from . import overlay, setup_ops
 
@@ -21,7 +21,7 @@ def stretch_changed(effector: FabrikEffector, context: bpy.types.Context) -> Non
         if obj.fabrik.live:
             handlers.solve_now(obj, context.evaluated_depsgraph_get())
         elif not any(e.use_stretch for e in obj.fabrik.effectors):
-            held.write_stretch(obj, armature.skeleton_of(obj), {})
+            held_bones.write_stretch(obj, armature.skeleton_of(obj), {})
     except Exception as exc:  # never raise into Blender's UI; the panel shows why
         status.show(obj.name, status.RigStatus(message=f"solve after a stretch change failed: {exc}", ok=False))
 

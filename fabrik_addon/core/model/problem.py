@@ -81,7 +81,7 @@ class SolveReport:
     restarts: int = 0
     #: Per goal, the angle (radians) between the tip bone and its rotation goal; 0 for goals without one.
     rotation_errors: list[float] = field(default_factory=list)
-    #: Whether a solve that went on from the last frame's pose turned some joint far from it (`progress.JUMP`).
+    #: Whether a solve that went on from the last frame's pose turned some joint far from it (`loop.JUMP`).
     jumped: bool = False
 
     @property

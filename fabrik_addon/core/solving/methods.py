@@ -2,7 +2,7 @@
 """The stages of a part without joint limits, as the plan (`parts.FREE_STAGES`) names them.
 
 Like a limited part's (`stages`), each is a small function of the solve in
-progress (`progress.Solving`) that gives the whole answer or leaves it to the
+progress (`loop.Solving`) that gives the whole answer or leaves it to the
 next, and one budget carries the iterations through them.
 
 - `passes`: FABRIK's careful descent (`fabrik.solve_from`). Where branches
@@ -39,7 +39,7 @@ from ..model.problem import Goal, SolveReport, SolveSettings
 from ..model.skeleton import Skeleton
 from ..model.stopping import unreached
 from ..model.tree import Joints, MovingTree, Start
-from .progress import Solved, Solving, after, of_joints, of_rig
+from .loop import Solved, Solving, after, of_joints, of_rig
 
 __all__ = ["CRAWL_WINDOW", "finished", "offset_passes", "offsets_refined", "passes", "wandered"]
 

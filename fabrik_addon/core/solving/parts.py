@@ -22,7 +22,7 @@ from ..joints.tree_goals import TreeGoals
 from ..model.problem import Goal, SolveSettings
 from ..model.tree import MovingTree, Start, components
 from . import limb, methods, stages
-from .progress import Solved, Stage
+from .loop import Solved, Stage
 
 __all__ = [
     "FREE", "LIMITED", "OFFSETS", "FREE_STAGES", "Part", "above_floor", "hinged", "layout_of", "limited_stages",

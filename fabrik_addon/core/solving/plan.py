@@ -29,9 +29,9 @@ from ..math.vec import Vec
 from ..model.problem import Goal, SolveReport, SolveSettings, begin, joined_report, validate_goals, validate_settings
 from ..model.skeleton import Pose, Skeleton
 from ..model.tree import Start, moving_tree, posed, tails_of
-from . import progress, rooted
+from . import loop, rooted
 from .parts import LIMITED, Part, above_floor, layout_of, part_start, parts_of
-from .progress import Solved
+from .loop import Solved
 
 __all__ = ["Carry", "Plan", "Solved", "plan_for", "solve"]
 
@@ -177,7 +177,7 @@ class Plan:
         """One part by its stages (`kept`: the rig the last frame left; `vain`: the targets a recent whole search
         found nothing for)."""
         chosen = part.stages if settings.explore else part.warm
-        return progress.run(
+        return loop.run(
             chosen, self.skeleton, part.tree, goals, start, settings, kept, part.free, part.stages, vain=vain
         )
 

@@ -16,7 +16,7 @@ from ..math.vec import Vec
 from ..model.problem import Goal, SolveReport, SolveSettings
 from ..model.skeleton import Pose, Skeleton
 from ..model.tree import MovingTree, Start
-from .progress import Solved
+from .loop import Solved
 
 if TYPE_CHECKING:  # (the plan calls this module: it is named here for the type hints alone)
     from .plan import Carry, Plan

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The stages of a limited solve (`progress` runs them).
+"""The stages of a limited solve (`loop` runs them).
 
 A part is solved by a short list of stages that its plan names (for a part
 with joint limits, `parts.limited_stages`; without, `methods`). Each stage is a
@@ -43,8 +43,8 @@ from ..math.vec import dist
 from ..model import limits
 from ..model.problem import Goal, SolveReport, warm_poles
 from ..model.tree import Joints, MovingTree, Start
-from . import limb, progress
-from .progress import VAIN, Solved, Solving, after, of_joints, of_rig
+from . import limb, loop
+from .loop import VAIN, Solved, Solving, after, of_joints, of_rig
 
 __all__ = [
     "exact_limb", "followed", "free_passes", "other_starts", "passes", "refined", "refined_if_near", "searched",
@@ -186,7 +186,7 @@ def searched(s: Solving) -> None:
         dist(a, b) <= VAIN * size for a, b, size in zip(targets, s.vain, s.problem.reach)
     ):
         return  # (a search for targets this near found nothing lately: they lie outside what the limits reach)
-    found = progress.run(
+    found = loop.run(
         s.search, s.skeleton, s.tree, s.asked, s.start, replace(s.settings, explore=True, max_iterations=s.budget.left),
         free=s.free, nearest=True,
     )
