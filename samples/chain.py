@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Sample: a six-bone arm whose tip follows a target around a circle.
 
-Run with the bpy module (`python samples/chain.py`) or inside Blender
-(`blender --python samples/chain.py`), with the add-on enabled.
+Run with Blender's Python module: `.venv/bin/python samples/chain.py` saves the
+scene to out/chain.blend (`--save PATH`, `--no-save`, `--help`); or inside
+Blender with the add-on enabled: `blender --python samples/chain.py` (options
+after `--`).
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from __future__ import annotations
 import os
 import sys
 
-import bpy
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # (Blender's --python adds no folder)
 from samples import rigbuild  # noqa: E402
+
+import bpy  # noqa: E402
 
 FRAMES = range(1, 49)
 

@@ -10,6 +10,11 @@ hinges (X only, 0..100 and 0..80), so a finger curls one way only; the
 thumb's base turns further both ways; the palm, which every chain shares,
 may tip a little. Each fingertip's path lies in its finger's own plane, on
 poses inside these limits.
+
+Run with Blender's Python module: `.venv/bin/python samples/hand.py` saves the
+scene to out/hand.blend (`--save PATH`, `--no-save`, `--help`); or inside
+Blender with the add-on enabled: `blender --python samples/hand.py` (options
+after `--`).
 """
 
 from __future__ import annotations
@@ -18,11 +23,11 @@ import math
 import os
 import sys
 
-import bpy  # noqa: F401  (first: the bpy module makes mathutils importable)
-from mathutils import Vector
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # (Blender's --python adds no folder)
 from samples import rigbuild  # noqa: E402
+
+import bpy  # noqa: E402,F401  (the bpy module makes mathutils importable)
+from mathutils import Vector  # noqa: E402
 
 FRAMES = range(1, 49)
 TOLERANCE = 1e-3

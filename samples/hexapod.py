@@ -8,6 +8,11 @@ side with the middle leg of the other) take turns. Each leg is its own chain
 of three bones under the body (chain length 3), so the body is never pulled.
 Targets live in world space, so this also shows targets and rig moving
 independently.
+
+Run with Blender's Python module: `.venv/bin/python samples/hexapod.py` saves the
+scene to out/hexapod.blend (`--save PATH`, `--no-save`, `--help`); or inside
+Blender with the add-on enabled: `blender --python samples/hexapod.py` (options
+after `--`).
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ elbows towards poles behind), and lets the head look around (neck and head,
 chain length 3). No chain reaches into the spine, so the torso moves only
 as the animation says. The hand, head and elbow targets hang from the chest
 bone, so they crouch with the body.
+
+Run with Blender's Python module: `.venv/bin/python samples/humanoid.py` saves the
+scene to out/humanoid.blend (`--save PATH`, `--no-save`, `--help`); or inside
+Blender with the add-on enabled: `blender --python samples/humanoid.py` (options
+after `--`).
 """
 
 from __future__ import annotations
@@ -18,11 +23,11 @@ import math
 import os
 import sys
 
-import bpy
-from mathutils import Matrix, Vector
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # (Blender's --python adds no folder)
 from samples import rigbuild  # noqa: E402
+
+import bpy  # noqa: E402
+from mathutils import Matrix, Vector  # noqa: E402
 
 FRAMES = range(1, 49)
 TOLERANCE = 1e-3

@@ -9,12 +9,20 @@ installed as an extension.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import sys
 from typing import Callable, Iterable, Sequence
 
-import bpy  # first: the bpy module makes bmesh and mathutils importable
+try:
+    import bpy  # first: the bpy module makes bmesh and mathutils importable
+except ModuleNotFoundError:  # (a sample run with a Python that has no Blender in it)
+    script = f"samples/{os.path.basename(sys.argv[0])}" if sys.argv[0].endswith(".py") else "samples/NAME.py"
+    raise SystemExit(
+        f"The samples need Blender: run them with Blender's Python module (.venv/bin/python {script}, "
+        f"after `python3 tools/dev.py demo` set it up) or inside Blender (blender --python {script})."
+    ) from None
 import bmesh
 from mathutils import Matrix, Vector
 
@@ -39,14 +47,36 @@ def ensure_addon() -> None:
     fabrik_addon.register()
 
 
+#: Where a sample saves its scene unless told otherwise (the checkout's out/, which git ignores).
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "out")
+
+
 def main(build: Callable) -> None:
-    """Run a sample as a script: make sure the add-on is there, build, save to the path after `--save` if given."""
+    """Run a sample as a script: make sure the add-on is there, build, and save where `--save` says (by default
+    out/<sample>.blend, except in a Blender window, which shows the scene and saves nothing unless told)."""
+    module = sys.modules[build.__module__]
+    name = os.path.splitext(os.path.basename(module.__file__))[0]
+    parser = argparse.ArgumentParser(
+        prog=f"samples/{name}.py", description=(module.__doc__ or "").strip().splitlines()[0],
+        epilog=f"Inside Blender, give the options after --:\n  blender --python samples/{name}.py -- --save x.blend",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--save", metavar="PATH", help=f"save the scene here (default: out/{name}.blend; "
+                        "in a Blender window: not saved)")
+    parser.add_argument("--no-save", action="store_true", help="build the scene and save nothing")
+    # Inside Blender, sys.argv is Blender's own command line: the sample's options come after `--`.
+    inside_blender = os.path.abspath(sys.argv[0]) != os.path.abspath(module.__file__)
+    argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else ([] if inside_blender else sys.argv[1:])
+    options = parser.parse_args(argv)
     ensure_addon()
     build()
-    if "--save" in sys.argv[:-1]:
-        path = os.path.abspath(sys.argv[sys.argv.index("--save") + 1])
-        bpy.ops.wm.save_as_mainfile(filepath=path)
-        print(f"saved {path}")
+    if options.no_save or (options.save is None and not bpy.app.background):
+        print(f"built the {name} sample (not saved)")
+        return
+    path = os.path.abspath(options.save or os.path.join(OUT, f"{name}.blend"))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    print(f"saved the {name} sample to {path}")
 
 
 def make_armature(name: str, bones: Sequence[Bone], location=(0.0, 0.0, 0.0)):

@@ -14,8 +14,10 @@ picks its own (joints jump up to 15 degrees between frames here), while
 warm starts follow the target smoothly (under 6 degrees per frame). The
 bake does the same (each frame from the one before).
 
-Run with the bpy module (`python samples/robot_arm.py`) or inside Blender
-(`blender --python samples/robot_arm.py`), with the add-on enabled.
+Run with Blender's Python module: `.venv/bin/python samples/robot_arm.py` saves the
+scene to out/robot_arm.blend (`--save PATH`, `--no-save`, `--help`); or inside
+Blender with the add-on enabled: `blender --python samples/robot_arm.py` (options
+after `--`).
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ Each bone may tip over by at most CONE degrees about its X and Z axes
 (Blender's IK limits with use_ik_limit_x/z), so the tentacle has to spread
 a bend along its whole length. Blender's own IK gives up on chains this long
 (see the README's benchmarks); FABRIK reaches.
+
+Run with Blender's Python module: `.venv/bin/python samples/tentacle.py` saves the
+scene to out/tentacle.blend (`--save PATH`, `--no-save`, `--help`); or inside
+Blender with the add-on enabled: `blender --python samples/tentacle.py` (options
+after `--`).
 """
 
 from __future__ import annotations

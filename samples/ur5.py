@@ -21,6 +21,11 @@ here); solved from the rest pose on every frame, the goal is reached too,
 but the wrist may pick the other of its poses and flip half a turn between
 two frames. The bake does the same as live solving. The iterations and the
 tolerance are the add-on's defaults.
+
+Run with Blender's Python module: `.venv/bin/python samples/ur5.py` saves the
+scene to out/ur5.blend (`--save PATH`, `--no-save`, `--help`); or inside
+Blender with the add-on enabled: `blender --python samples/ur5.py` (options
+after `--`).
 """
 
 from __future__ import annotations
@@ -30,11 +35,11 @@ import os
 import sys
 from typing import NamedTuple, Sequence
 
-import bpy  # noqa: F401  (first: the bpy module makes mathutils importable)
-from mathutils import Matrix, Vector
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # (Blender's --python adds no folder)
 from samples import rigbuild  # noqa: E402
+
+import bpy  # noqa: E402,F401  (the bpy module makes mathutils importable)
+from mathutils import Matrix, Vector  # noqa: E402
 
 FRAMES = range(1, 49)
 TOLERANCE = 1e-3

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Run every benchmark and write what they print into docs/benchmarks.md and the README's short table.
 
-    python3 tools/dev.py bench          # (runs this with the venv's Python)
+    python3 tools/dev.py bench          # (runs this with the venv's Python): into out/bench/
+    python3 tools/dev.py bench --write  # into the tracked docs/benchmarks.md and README.md
     .venv/bin/python tools/benchdocs.py --quick --out DIR   # a few samples each, written into DIR (a check)
     .venv/bin/python tools/benchdocs.py --only benchmarks/retarget.py   # rerun one, rewrite its section alone
 
@@ -123,14 +124,14 @@ def write_readme(readme: Path, table: str, measured_on: str) -> None:
     readme.write_text(pattern.sub(lambda _match: block, text), encoding="utf-8")
 
 
-def rewrite_section(script: str, quick: bool) -> int:
+def rewrite_section(script: str, quick: bool, doc: Path) -> int:
     """Rerun one benchmark and put its output in place of its section in docs/benchmarks.md, marked with what it
     was measured on (the others keep the run that wrote them)."""
     titles = dict(BENCHMARKS)
     if script not in titles:
         raise SystemExit(f"no benchmark {script!r}; one of {', '.join(titles)}")
     output = run(script, QUICK[script] if quick else [])
-    text = DOC.read_text(encoding="utf-8")
+    text = doc.read_text(encoding="utf-8")
     heading = f"## {titles[script]}"
     if heading not in text:
         raise SystemExit(f"docs/benchmarks.md has no section '{heading}': run them all")
@@ -139,8 +140,8 @@ def rewrite_section(script: str, quick: bool) -> int:
     end = len(text) if following < 0 else following + 1
     section = "\n".join([heading, "", f"`{script}`", "", legend(script), "", f"*This section: {machine()}.*", "",
                          output, ""])
-    DOC.write_text(text[:start] + section + ("\n" + text[end:] if end < len(text) else ""), encoding="utf-8")
-    print(f"[bench] rewrote the section '{titles[script]}' of {DOC}", flush=True)
+    doc.write_text(text[:start] + section + ("\n" + text[end:] if end < len(text) else ""), encoding="utf-8")
+    print(f"[bench] rewrote the section '{titles[script]}' of {doc}", flush=True)
     return 0
 
 
@@ -148,16 +149,20 @@ def main(argv: list[str] | None = None) -> int:
     """Run them all, then write the document and the README's table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few samples of each benchmark (a check)")
-    parser.add_argument("--out", type=Path, help="write benchmarks.md and a copy of README.md here instead")
+    parser.add_argument("--out", type=Path, default=ROOT / "out" / "bench",
+                        help="write benchmarks.md and a copy of README.md here (default: out/bench/)")
+    parser.add_argument("--write", action="store_true",
+                        help="write the tracked docs/benchmarks.md and README.md instead of --out")
     parser.add_argument("--only", help="rerun this one benchmark and rewrite its section alone (it says when)")
     args = parser.parse_args(argv)
-    if args.only:
-        return rewrite_section(args.only, args.quick)
     doc, readme = DOC, README
-    if args.out is not None:
+    if not args.write:
         args.out.mkdir(parents=True, exist_ok=True)
         doc, readme = args.out / "benchmarks.md", args.out / "README.md"
-        readme.write_text(README.read_text(encoding="utf-8"), encoding="utf-8")
+        for source, copy in ((DOC, doc), (README, readme)):
+            copy.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    if args.only:
+        return rewrite_section(args.only, args.quick, doc)
     outputs = {script: run(script, QUICK[script] if args.quick else []) for script, _title in BENCHMARKS}
     measured_on = machine()
     parts = [
@@ -173,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text("\n".join(parts) + "\n", encoding="utf-8")
     write_readme(readme, readme_table(outputs["benchmarks/run.py"]), measured_on)
-    print(f"[bench] wrote {doc} and the table in {readme}", flush=True)
+    print(f"[bench] wrote {doc} and the table in {readme}" + ("" if args.write else " (--write: the tracked ones)"),
+          flush=True)
     return 0
 
 

@@ -1,21 +1,25 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """One entry point for a fresh machine: set up the environment, then run a job.
 
+    python3 tools/dev.py build    # dist/fabrik_ik-<version>.zip (extension) and -legacy.zip: no setup, no download
     python3 tools/dev.py demo     # build, install into a throw-away profile, solve sample rigs
-    python3 tools/dev.py test     # the whole test suite (what CI runs), then the Blender tests on bpy 4.2
-    python3 tools/dev.py build    # dist/fabrik_ik-<version>.zip (extension) and -legacy.zip
-    python3 tools/dev.py bench    # every benchmark, written into docs/benchmarks.md and the README's table
+    python3 tools/dev.py test     # the whole test suite (what CI runs): Blender 5.0, the GUI, Blender 4.2
+    python3 tools/dev.py bench    # every benchmark, printed and written into out/bench/ (--write: into the docs)
     python3 tools/dev.py pictures # the README's pictures: the GUI tests' screenshots and the demo's sheets
 
-Only the standard library is used here, so it runs with nothing but Python 3.11 and pip.
-The virtual environment lives in `.venv/` (or `$FABRIK_VENV`) and is reused while
-`requirements.txt` is unchanged.
+`python3 tools/dev.py COMMAND --help` says more about one. Only the standard library
+is used here. `build` runs on any Python 3.9 or newer; the others need Python 3.11
+and pip, and set up a virtual environment in `.venv/` (or `$FABRIK_VENV`) with
+Blender as a Python module (about 370 MB the first time), reused while
+`requirements.txt` and `pyproject.toml` are unchanged; the add-on is installed
+into it, so `.venv/bin/python -m fabrik_addon bake ...` runs from any folder.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,11 +27,37 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "requirements.txt"
+#: The add-on as a Python package: installed into each environment (editable), so `python -m fabrik_addon` runs
+#: from any folder.
+PYPROJECT = ROOT / "pyproject.toml"
 VENV = Path(os.environ.get("FABRIK_VENV", ROOT / ".venv"))
 #: A second environment with Blender 4.2 LTS as a module, for the Blender-facing tests.
 REQUIREMENTS_42 = ROOT / "requirements-bpy42.txt"
 VENV_42 = Path(os.environ.get("FABRIK_VENV_42", ROOT / ".venv-bpy42"))
 DEBIAN_PACKAGES = ("blender", "python3-numpy", "xvfb", "xauth", "nodejs")
+#: What each command does and takes, for `COMMAND --help`.
+HELP = {
+    "build": "python3 tools/dev.py build [--out-dir DIR]\n"
+             "    Make the extension zip (Blender 4.2+) and the legacy zip (Blender 3.4-4.1) in dist/ (or DIR),\n"
+             "    with the standard library alone: any Python 3.9+, no download.",
+    "demo": "python3 tools/dev.py demo [--samples A,B] [--jobs N] [--no-render] [--update-docs]\n"
+            "    Set up, build the add-on, install it into a throw-away Blender profile and solve the sample rigs\n"
+            "    live and baked; each sample's scene and contact sheet go to out/<sample>.blend and .png.",
+    "test": "python3 tools/dev.py test [PYTEST ARGUMENTS]\n"
+            "    The whole suite: tests/ on Blender 5.0 (bpy), the GUI tests in Debian's Blender under xvfb\n"
+            "    (installed with apt-get when run as root; else they skip and say why), and tests/blender on\n"
+            "    Blender 4.2 LTS (bpy). One line per pass at the end, then whether all passed.\n"
+            "    With arguments (files, -k, -x...): that subset, on Blender 5.0 alone.",
+    "bench": "python3 tools/dev.py bench [--write] [--quick] [--only SCRIPT]\n"
+             "    Every benchmark (about 10 minutes); the tables go to out/bench/. --write puts them into the\n"
+             "    tracked docs/benchmarks.md and the README's table instead.",
+    "pictures": "python3 tools/dev.py pictures\n"
+                "    Refresh the README's pictures: the GUI tests' screenshots and the demo's contact sheets.",
+}
+
+
+class SetupError(RuntimeError):
+    """Setting up failed: the message says what failed and what to do, in a line or two."""
 
 
 def log(message: str) -> None:
@@ -41,24 +71,40 @@ def venv_python(venv: Path = VENV) -> Path:
 
 
 def ensure_venv(venv: Path = VENV, requirements: Path = REQUIREMENTS) -> Path:
-    """Create or refresh a virtual environment from a requirements file; return its interpreter."""
+    """Create or refresh a virtual environment from a requirements file; return its interpreter (SetupError,
+    saying what to do, where that fails)."""
     if sys.version_info[:2] != (3, 11):
-        sys.exit(
-            f"Python 3.11 is required (the bpy wheel exists only for 3.11); this is {sys.version.split()[0]}.\n"
-            "Run this script with python3.11."
+        raise SetupError(
+            f"Python 3.11 is needed here (Blender's Python module exists only for 3.11); this is "
+            f"{sys.version.split()[0]}. Run the same command with python3.11 (`build` alone runs on any Python 3.9+)."
         )
-    wanted = hashlib.sha256(requirements.read_bytes()).hexdigest()
+    wanted = hashlib.sha256(requirements.read_bytes() + PYPROJECT.read_bytes()).hexdigest()
     stamp = venv / ".requirements-sha256"
     if venv_python(venv).exists() and stamp.exists() and stamp.read_text().strip() == wanted:
         return venv_python(venv)
-    if not venv_python(venv).exists():
-        log(f"creating virtual environment in {venv}")
-        subprocess.check_call([sys.executable, "-m", "venv", str(venv)])
-    log(f"installing {requirements.name} (a bpy wheel is ~370 MB the first time; pip caches it)")
-    pip = [str(venv_python(venv)), "-m", "pip", "--disable-pip-version-check"]
-    subprocess.check_call(pip + ["install", "--quiet", "--upgrade", "pip"])
-    subprocess.check_call(pip + ["install", "--progress-bar", "off", "-r", str(requirements)])
-    stamp.write_text(wanted + "\n")
+    try:
+        if not venv_python(venv).exists():
+            log(f"creating virtual environment in {venv}")
+            if subprocess.call([sys.executable, "-m", "venv", str(venv)]) != 0:
+                raise SetupError(
+                    f"could not create a virtual environment in {venv} (see above). On Debian or Ubuntu, "
+                    "install python3.11-venv; or set FABRIK_VENV to a folder you can write."
+                )
+        log(f"installing {requirements.name} (a bpy wheel is ~370 MB the first time; pip caches it)")
+        pip = [str(venv_python(venv)), "-m", "pip", "--disable-pip-version-check"]
+        if (subprocess.call(pip + ["install", "--quiet", "--upgrade", "pip"]) != 0
+                or subprocess.call(pip + ["install", "--progress-bar", "off", "-r", str(requirements)]) != 0
+                or subprocess.call(pip + ["install", "--quiet", "--no-deps", "--no-build-isolation", "-e", str(ROOT)],
+                                   cwd=ROOT) != 0):
+            raise SetupError(
+                f"pip could not install {requirements.name} into {venv} (see pip's lines above): check the network "
+                "or proxy (pip needs pypi.org), then run the same command again."
+            )
+        stamp.write_text(wanted + "\n")
+    except OSError as exc:
+        raise SetupError(
+            f"could not set up {venv}: {exc.strerror or exc}. Set FABRIK_VENV to a folder you can write."
+        ) from None
     return venv_python(venv)
 
 
@@ -118,38 +164,94 @@ def run(python: Path, *args: str) -> int:
     return subprocess.call([str(python), *args], cwd=ROOT, env=env)
 
 
-def main(argv: list[str]) -> int:
-    """Dispatch the sub-command."""
-    if not argv or argv[0] not in {"demo", "test", "build", "bench", "pictures"}:
-        print(__doc__)
-        return 2
-    command, rest = argv[0], argv[1:]
+def run_pass(python: Path, *args: str) -> tuple[int, str]:
+    """Run one pytest pass, its output passed through as it comes; return its exit code and its summary (the
+    counts of pytest's last line)."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    summary = "no summary (pytest stopped before the end)"
+    with subprocess.Popen([str(python), *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace", bufsize=1) as process:
+        for line in process.stdout:
+            sys.stdout.write(line)
+            found = re.fullmatch(r"=+ (.*\d.*) =+", line.strip())
+            if found:
+                summary = found.group(1)
+    sys.stdout.flush()
+    return process.returncode, summary
+
+
+def test(rest: list[str]) -> int:
+    """The test command: each pass, then one line per pass and whether all passed."""
     python = ensure_venv()
-    if command == "build":
-        return run(python, "tools/build.py", *rest)
-    if command == "demo":
-        return run(python, "tools/demo.py", *rest)
-    if command == "bench":
-        if rest:  # options for the live benchmark alone: print, write nothing
-            return run(python, "benchmarks/run.py", *rest)
-        return run(python, "tools/benchdocs.py")
     ensure_debian_blender()
     pytest = ["-m", "pytest", "-c", "tests/pytest.ini", "--rootdir", "tests"]
-    if command == "pictures":
+    before = checkout_state()
+    if rest:  # a chosen subset: on the main environment only
+        code = run(python, *pytest, *rest)
+        return code or checkout_unchanged(before)
+    gui = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "gui").glob("test_*.py"))
+    blender = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "blender").glob("test_*.py"))
+    passes = [("Blender 5.0 (bpy module): tests/core, blender, package", python,
+               [*pytest, "tests", *(f"--ignore={path}" for path in gui)])]
+    passes.append(("the GUI (Debian's Blender under xvfb): tests/gui", python, [*pytest, "-p", "no:cacheprovider", *gui]))
+    results = []
+    for name, interpreter, args in passes:
+        log(f"pass: {name}")
+        results.append((name, *run_pass(interpreter, *args)))
+    name = "Blender 4.2 LTS (bpy module): tests/blender"
+    log(f"pass: {name}")
+    try:
+        python_42 = ensure_venv(VENV_42, REQUIREMENTS_42)
+        results.append((name, *run_pass(python_42, *pytest, "-p", "no:cacheprovider", *blender)))
+    except SetupError as exc:
+        results.append((name, 1, f"not run: {exc}"))
+    unchanged = checkout_unchanged(before)
+    print()
+    for name, code, summary in results:
+        log(f"{'passed' if code == 0 else 'FAILED'}  {name}: {summary}")
+    log(f"{'passed' if unchanged == 0 else 'FAILED'}  the checkout: {'as the tests found it' if unchanged == 0 else 'changed'}")
+    failed = [name for name, code, _ in results if code] + (["the checkout"] if unchanged else [])
+    log("ALL PASSED" if not failed else f"FAILED: {'; '.join(failed)} (their output is above)")
+    return 1 if failed else 0
+
+
+def main(argv: list[str]) -> int:
+    """Dispatch the sub-command."""
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print(__doc__)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command not in HELP:
+        print(f"unknown command {command!r}: use one of {', '.join(HELP)} (--help says more)", file=sys.stderr)
+        return 2
+    if {"-h", "--help"} & set(rest):
+        print(HELP[command])
+        return 0
+    if command == "build":  # (the standard library alone: no environment to set up)
+        return run(Path(sys.executable), "tools/build.py", *rest)
+    try:
+        if command == "test":
+            return test(rest)
+        python = ensure_venv()
+        if command == "demo":
+            return run(python, "tools/demo.py", *rest)
+        if command == "bench":
+            return run(python, "tools/benchdocs.py", *rest)
+        if rest:
+            print(f"pictures takes no options: {' '.join(rest)}", file=sys.stderr)
+            return 2
+        ensure_debian_blender()
+        pytest = ["-m", "pytest", "-c", "tests/pytest.ini", "--rootdir", "tests"]
         gui_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "gui").glob("test_*.py"))
         return (run(python, "tools/pictures.py", "--forget") or run(python, *pytest, *gui_tests)
                 or run(python, "tools/pictures.py")
-                or run(python, "tools/demo.py", "--update-docs", *rest))
-    before = checkout_state()
-    code = run(python, *pytest, *(rest or ["tests"]))
-    code = code or checkout_unchanged(before)
-    if rest:
-        return code  # a chosen subset: run it on the main environment only
-    log("the Blender-facing tests again on Blender 4.2 LTS (bpy 4.2 module)")
-    python_42 = ensure_venv(VENV_42, REQUIREMENTS_42)
-    blender_tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "blender").glob("test_*.py"))
-    code_42 = run(python_42, *pytest, "-p", "no:cacheprovider", *blender_tests)
-    return code or code_42 or checkout_unchanged(before)
+                or run(python, "tools/demo.py", "--update-docs"))
+    except SetupError as exc:
+        log(f"setup failed: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        log("stopped (Ctrl+C)")
+        return 130
 
 
 if __name__ == "__main__":

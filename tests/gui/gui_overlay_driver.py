@@ -30,7 +30,7 @@ STATES = [
 ]
 POLL = 0.15
 WAIT_TICKS = 60
-WATCHDOG = 90.0
+WATCHDOG = 150.0  # seconds: it stops a hang, so a loaded machine has room
 #: Pixels round the projected points that count as "around the chain and target".
 MARGIN = 40
 #: Largest per-channel difference (0..1) for a pixel to count as a given colour, and for "unchanged".

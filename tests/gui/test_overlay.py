@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gui
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).resolve().parent / "gui_overlay_driver.py"
-GUI_TIMEOUT = 180
+GUI_TIMEOUT = 240  # seconds for `timeout` around xvfb-run; the driver's own watchdog stops a hang at 150 s
 STATES = {"reached": "REACHED", "missed": "MISSED", "error": "ERROR"}
 
 

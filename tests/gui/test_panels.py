@@ -20,7 +20,7 @@ from gui_session import ARTIFACTS, run_gui_once
 pytestmark = pytest.mark.gui
 
 DRIVER = Path(__file__).resolve().parent / "gui_panels_driver.py"
-GUI_TIMEOUT = 180
+GUI_TIMEOUT = 240  # seconds for `timeout` around xvfb-run; the driver's own watchdog stops a hang at 150 s
 SUBPANELS = ("VIEW3D_PT_fabrik_status", "VIEW3D_PT_fabrik_effector", "VIEW3D_PT_fabrik_pins",
              "VIEW3D_PT_fabrik_solver", "VIEW3D_PT_fabrik_root", "VIEW3D_PT_fabrik_retarget",
              "VIEW3D_PT_fabrik_testing")

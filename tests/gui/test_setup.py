@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).resolve().parent / "gui_setup_driver.py"
 #: Taller than the other GUI tests' screen, so the whole FABRIK sidebar (down to Bake Keyframes) fits.
 SCREEN = "1280x1100x24"
-GUI_TIMEOUT = 180  # seconds for `timeout` around xvfb-run; the driver's own watchdog stops a hang at 150 s
+GUI_TIMEOUT = 240  # seconds for `timeout` around xvfb-run; the driver's own watchdog stops a hang at 150 s
 RANGE = [5, 36]  # the scene's frame range the driver sets (gui_setup_driver.RANGE)
 BONES = ["bone0", "bone1", "bone2", "bone3"]
 SHOTS = ["setup_search.png", "setup_blender34.png", "bake_before_dialog.png", "bake_dialog_blender34.png"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -12,6 +13,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import bpy
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,11 +44,19 @@ def _version() -> str:
         return tomllib.load(fh)["version"]
 
 
+def _extension_cli() -> tuple[Path, Path]:
+    """Blender's extension command line tool and its list of valid tags, both inside the bpy wheel."""
+    scripts = Path(bpy.utils.system_resource('SCRIPTS'))
+    cli = scripts / "addons_core" / "bl_pkg" / "cli" / "blender_ext.py"
+    tags = scripts / "modules" / "_bpy_internal" / "extensions" / "tags.py"
+    assert cli.is_file() and tags.is_file(), f"Blender's extension CLI or tags.py is missing from the bpy wheel ({scripts})"
+    return cli, tags
+
+
 def _run_cli(*args: str) -> subprocess.CompletedProcess:
     """Blender's extension CLI from the bpy wheel, checking tags against Blender's list."""
-    tags = build.valid_tags_file()
-    assert tags is not None, "Blender's tags.py is missing from the bpy wheel"
-    command = [sys.executable, str(build.extension_cli()), *args, "--valid-tags", str(tags)]
+    cli, tags = _extension_cli()
+    command = [sys.executable, str(cli), *args, "--valid-tags", str(tags)]
     return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
 
 
@@ -82,7 +92,7 @@ def test_extension_content(zips: tuple[Path, Path]) -> None:
         names = [n for n in archive.namelist() if not n.endswith("/")]
         shipped_manifest = archive.read("blender_manifest.toml")
     top = {name.split("/")[0] for name in names}
-    assert top == {"blender_manifest.toml", "__init__.py", build.WRONG_PACKAGE_NOTICE, "fabrik_addon", *build.root_documents()}, sorted(top)
+    assert top == {"blender_manifest.toml", "__init__.py", build.WRONG_PACKAGE_NOTICE, "fabrik_addon", "README.md", "LICENSE"}, sorted(top)
     for required in ("fabrik_addon/__init__.py", "fabrik_addon/core/chain/fabrik.py", "fabrik_addon/core/model/skeleton.py",
                      "fabrik_addon/blender/__init__.py", "fabrik_addon/blender/ui/ops.py"):
         assert required in names, f"{required} is missing from the extension zip"
@@ -127,20 +137,39 @@ def test_legacy_content(zips: tuple[Path, Path]) -> None:
 
 
 def test_build_script(tmp_path: Path) -> None:
-    """`tools/build.py` as `tools/dev.py build` runs it: exit 0, both paths printed, both files there."""
+    """`tools/build.py` as `tools/dev.py build` runs it, with no site-packages at all (`-S`: no bpy, no numpy):
+    exit 0, both paths printed, both files there, and the same bytes from a second build."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    run = subprocess.run(
-        [sys.executable, "tools/build.py", "--out-dir", str(tmp_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT,
-    )
-    assert run.returncode == 0, f"tools/build.py failed:\n{run.stdout}\n{run.stderr}"
-    for name in (f"fabrik_ik-{_version()}.zip", f"fabrik_ik-{_version()}-legacy.zip"):
-        path = tmp_path / name
-        assert str(path) in run.stdout, f"{path} not printed:\n{run.stdout}"
-        assert path.is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [f"fabrik_ik-{_version()}.zip", f"fabrik_ik-{_version()}-legacy.zip"]
-    ), "scratch files left in the output folder"
+    sums = []
+    for out in (tmp_path / "a", tmp_path / "b"):
+        run = subprocess.run(
+            [sys.executable, "-S", "tools/build.py", "--out-dir", str(out)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT,
+        )
+        assert run.returncode == 0, f"tools/build.py failed:\n{run.stdout}\n{run.stderr}"
+        for name in (f"fabrik_ik-{_version()}.zip", f"fabrik_ik-{_version()}-legacy.zip"):
+            path = out / name
+            assert str(path) in run.stdout, f"{path} not printed:\n{run.stdout}"
+            assert path.is_file()
+        assert sorted(p.name for p in out.iterdir()) == sorted(
+            [f"fabrik_ik-{_version()}.zip", f"fabrik_ik-{_version()}-legacy.zip"]
+        ), "scratch files left in the output folder"
+        sums.append([(out / name).read_bytes() for name in sorted(p.name for p in out.iterdir())])
+    assert sums[0] == sums[1], "the same sources built different zips"
+
+
+def test_the_build_needs_python_3_9_only() -> None:
+    """tools/build.py and tools/dev.py parse as Python 3.9 (a Blender user may have no newer Python), and the
+    build imports nothing outside the standard library."""
+    for name in ("build.py", "dev.py"):
+        source = (ROOT / "tools" / name).read_text()
+        ast.parse(source, feature_version=(3, 9))  # (SyntaxError names the line that needs a newer Python)
+        tree = ast.parse(source)
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.level == 0}
+        assert imported <= set(sys.stdlib_module_names), f"{name} imports {sorted(imported - set(sys.stdlib_module_names))}"
 
 
 # Runs in a fresh interpreter: installing into a throw-away profile must not touch the test process.

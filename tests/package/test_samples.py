@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
-import time
 
 import bpy
 import numpy as np
@@ -365,11 +364,10 @@ def test_motion_operator_is_undoable_and_needs_an_object():
 
 
 def test_render_one_tiny_frame(tmp_path):
-    """The demo's render path: staging, a 64x48 Workbench frame, a contact sheet (quick, so it stays in the suite)."""
+    """The demo's render path: staging, a 64x48 Workbench frame, a contact sheet, each with something in view."""
     from samples import ur5
 
     demo = load_demo()
-    began = time.perf_counter()
     frames = range(1, 3)
     rig = ur5.build(frames)
     live = demo.play(rig, frames, rigbuild)
@@ -386,7 +384,6 @@ def test_render_one_tiny_frame(tmp_path):
         assert rgb.std(axis=0).max() > 0.02, "the render is a flat colour: nothing in view"
     finally:
         bpy.data.images.remove(image)
-    assert time.perf_counter() - began < 10.0
 
 
 def test_demo_counts_a_pair_reached_only_within_tolerance_and_by_the_panel():

@@ -59,7 +59,7 @@ class Session:
         stage = self.result["stage"]
         try:
             if time.monotonic() - self.started > self.watchdog:
-                self.fail(f"watchdog: still at stage '{stage}' after {self.watchdog} s")
+                self.fail(f"the GUI did not answer in {self.watchdog:.0f} s at stage '{stage}'")
                 return None
             delay = self.steps[self.index]()
             if delay is None:
