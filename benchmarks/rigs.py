@@ -90,7 +90,8 @@ def built(layout, solver: str, frames: range):
     if not callable(layout):
         return build(layout, solver, frames)[0]
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    (rig,), _ = layout(frames)
+    with quiet():  # the samples' operators print a line per target they key
+        (rig,), _ = layout(frames)
     set_mode(rig, solver)
     return rig
 

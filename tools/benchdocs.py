@@ -47,7 +47,7 @@ README_COLUMNS = ("rig", "Blender IK cost ms/frame", "FABRIK cost ms/frame", "FA
 #: Few samples of each benchmark, for `--quick` (a check that the documents are made, not figures to read).
 QUICK = {
     "benchmarks/run.py": ["--rigs", "chain 10,hand,finger", "--runs", "1", "--frames", "12", "--no-memory", "--no-paper"],
-    "benchmarks/bake.py": ["--rigs", "chain 50", "--repeats", "1", "--frames", "30"],
+    "benchmarks/bake.py": ["--rigs", "chain 50,tentacle 40", "--repeats", "1", "--frames", "30"],
     "benchmarks/retarget.py": ["--frames", "30", "--runs", "1", "--motions", "walk"],
     "benchmarks/limits.py": ["--rigs", "finger", "--count", "3"],
     "benchmarks/bend.py": ["--count", "3"],
@@ -113,14 +113,61 @@ def readme_table(output: str) -> str:
     return "\n".join(lines)
 
 
-def write_readme(readme: Path, table: str, measured_on: str) -> None:
-    """Put the table between the README's markers."""
+def _ratio(cell: str) -> tuple[float, float, str]:
+    """A ratio range cell ('3.19–3.35x Blender's cost'): its lowest and highest, and its short text ('3.19–3.35x')."""
+    short = cell.split("x")[0] + "x"
+    numbers = [float(n) for n in re.findall(r"\d+(?:\.\d+)?", short)]
+    return numbers[0], numbers[-1], short
+
+
+def _listed(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def readme_prose(output: str) -> str:
+    """What the README's table shows, in words written from its own cells (so the two cannot disagree)."""
+    header, rows = table_rows(output)
+    by_rig = {row[0]: row for row in rows}
+    shown = [by_rig[rig] for rig in README_ROWS if rig in by_rig]
+    ratio = header.index("FABRIK cost / Blender cost")
+    blender_error, fabrik_error = header.index("Blender worst error"), header.index("FABRIK worst error")
+    cheaper = [(row[0], _ratio(row[ratio])) for row in shown if _ratio(row[ratio])[1] < 1.0]
+    dearer = sorted(((row[0], _ratio(row[ratio])) for row in shown if _ratio(row[ratio])[1] >= 1.0),
+                    key=lambda item: item[1][0])
+    words = []
+    if cheaper:
+        words.append(f"FABRIK costs less than Blender's IK on {_listed([f'*{r}* ({c[2]})' for r, c in cheaper])}")
+    if dearer:
+        span = (f"{dearer[0][1][2]} (*{dearer[0][0]}*) to {dearer[-1][1][2]} (*{dearer[-1][0]}*)" if len(dearer) > 1
+                else f"{dearer[0][1][2]} (*{dearer[0][0]}*)")
+        words.append(f"{', and ' if cheaper else 'FABRIK costs '}more on the other {len(dearer)} rigs"
+                     f"{'' if cheaper else ' here'}: from {span}")
+    text = "".join(words) + "."
+    errors = [(row[0], float(row[blender_error].split()[0]), float(row[fabrik_error].split()[0])) for row in shown]
+    below = [rig for rig, theirs, ours in errors if ours < 0.5 * theirs]
+    near = [rig for rig, theirs, ours in errors if 0.5 * theirs <= ours <= 1.5 * theirs]
+    above = [rig for rig, theirs, ours in errors if ours > 1.5 * theirs]
+    text += f" Its worst error is well below Blender's on {len(below)} of the {len(errors)} rigs"
+    if near:
+        text += (f", and about Blender's on {_listed([f'*{rig}*' for rig in near])}: their targets move between poses the rig reaches, "
+                 "and where the path between passes out of reach of the limited joints both solvers stop at the "
+                 "nearest pose the limits allow (reach on reachable targets: [Reach under joint limits]"
+                 "(docs/benchmarks.md#reach-under-joint-limits))")
+    if above:
+        text += f"; above Blender's on {_listed([f'*{rig}*' for rig in above])}"
+    return text + "."
+
+
+def write_readme(readme: Path, table: str, prose: str, measured_on: str) -> None:
+    """Put the table and what it shows between the README's markers."""
     text = readme.read_text(encoding="utf-8")
     pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
     if not pattern.search(text):
         raise SystemExit(f"README.md has no {BEGIN} ... {END} markers")
     block = (f"{BEGIN}\n{table}\n\n*IK cost a frame, lowest to highest median of the runs, Blender's IK constraint "
-             f"interleaved in the same process; errors relative to the chain's reach. {measured_on}.*\n{END}")
+             f"interleaved in the same process; errors relative to the chain's reach. {measured_on}.*\n\n"
+             f"{prose}\n{END}")
     readme.write_text(pattern.sub(lambda _match: block, text), encoding="utf-8")
 
 
@@ -177,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         parts += ["", f"## {title}", "", f"`{script}`", "", legend(script), "", outputs[script]]
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text("\n".join(parts) + "\n", encoding="utf-8")
-    write_readme(readme, readme_table(outputs["benchmarks/run.py"]), measured_on)
+    live = outputs["benchmarks/run.py"]
+    write_readme(readme, readme_table(live), readme_prose(live), measured_on)
     print(f"[bench] wrote {doc} and the table in {readme}" + ("" if args.write else " (--write: the tracked ones)"),
           flush=True)
     return 0

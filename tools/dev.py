@@ -78,7 +78,8 @@ def ensure_venv(venv: Path = VENV, requirements: Path = REQUIREMENTS) -> Path:
             f"Python 3.11 is needed here (Blender's Python module exists only for 3.11); this is "
             f"{sys.version.split()[0]}. Run the same command with python3.11 (`build` alone runs on any Python 3.9+)."
         )
-    wanted = hashlib.sha256(requirements.read_bytes() + PYPROJECT.read_bytes()).hexdigest()
+    # (the checkout's own path too: the environment installs this checkout, and a copy elsewhere must not reuse it)
+    wanted = hashlib.sha256(requirements.read_bytes() + PYPROJECT.read_bytes() + str(ROOT).encode()).hexdigest()
     stamp = venv / ".requirements-sha256"
     if venv_python(venv).exists() and stamp.exists() and stamp.read_text().strip() == wanted:
         return venv_python(venv)

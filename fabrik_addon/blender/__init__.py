@@ -13,6 +13,7 @@ from .ui import (
     panels,
     pin_ops,
     presets,
+    report,
     retarget_ops,
     setup_ops,
     target_motion,
@@ -20,8 +21,8 @@ from .ui import (
 )
 
 _modules = (
-    props, updates, long_work, ops, pin_ops, retarget_ops, setup_ops, presets, target_motion, compare, panels, bone_panel,
-    overlay, handlers, integrity,
+    props, updates, long_work, ops, pin_ops, retarget_ops, setup_ops, presets, target_motion, compare, panels, report,
+    bone_panel, overlay, handlers, integrity,
 )
 
 

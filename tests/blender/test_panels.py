@@ -20,7 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fabrik_addon.blender.rig.status import RigStatus, statuses
-from fabrik_addon.blender.ui import bone_panel, overlay_shapes, panels, presets, setup_ops, wrapping
+import fabrik_addon
+from fabrik_addon.blender.ui import bone_panel, overlay_shapes, panels, presets, report, setup_ops, wrapping
 
 pytestmark = pytest.mark.usefixtures("clean_scene")
 
@@ -425,3 +426,24 @@ def test_the_limits_sub_panel_draws_every_ik_setting_and_help_that_fits():
     assert " ".join(bone_panel.LIMITS_HELP.split()) in " ".join(texts), "the whole help, wrapped"
     assert any(text.startswith("In the chain of") for text in texts)
     assert any(e.call == "menu" and e.args[0] == presets.FABRIK_MT_bone_limits_presets.__name__ for e in log)
+
+
+def test_the_status_panel_ends_with_copy_report_and_the_report_says_what_a_bug_report_needs():
+    """Copy Report sits at the foot of the Status sub-panel; its text (the clipboard is the GUI test's) holds the
+    versions, every setting of the rig and its effectors, and the status lines as the panel says them."""
+    rig, target = chain_rig()
+    rig.fabrik.effectors[0].name = "Hand"
+    target.location = (0.0, 6.0, 0.0)  # out of reach: a miss, said in the status
+    bpy.context.view_layer.update()
+    log = draw(bpy.types.VIEW3D_PT_fabrik_status, context_for(rig, 300))
+    assert [e.args[0] for e in log if e.call == "operator"] == ["fabrik.copy_report"]
+    text = report.report_text(rig)
+    first = text.splitlines()[0]
+    assert first.startswith(f"FABRIK IK {fabrik_addon.__version__}; Blender {bpy.app.version_string}"), first
+    assert "Rig 'Rig': 4 bones" in text
+    for setting in ("solver=", "iterations=", "tolerance=", "start=", "live=True", "influence="):
+        assert setting in text, setting
+    assert "Effector 1 'Hand': enabled=True, bone='bone3', target='Target'" in text, text
+    assert f"Status: {statuses['Rig'].message}" in text
+    assert "Hand: " in text and "[missed]" in text, text
+    assert bpy.ops.fabrik.copy_report.get_rna_type().description.startswith("Copy what a problem report needs")

@@ -582,6 +582,17 @@ def make_root_steps():
     return [set_state, wait, take]
 
 
+def step_copy_report():
+    """Copy Report in the running window: what it puts on Blender's clipboard."""
+    result["stage"] = "copy report"
+    window, screen, area, region, _ui_region = view3d()
+    bpy.context.window_manager.clipboard = ""
+    with bpy.context.temp_override(window=window, screen=screen, area=area, region=region):
+        result["copy_report"] = sorted(bpy.ops.fabrik.copy_report())
+    result["clipboard"] = bpy.context.window_manager.clipboard
+    return 0.1
+
+
 def step_finish():
     result["stage"] = "done"
     finish()
@@ -592,5 +603,5 @@ steps = [step_setup, step_bone_polls, step_fabrik_tab]
 for state in STATES:
     steps += make_state_steps(*state)
 steps += make_pin_steps("pinned", 1.0) + make_pin_steps("unpinned", 0.0)
-steps += [step_menus] + make_floor_steps() + make_retarget_steps() + make_root_steps() + [step_finish]
+steps += [step_menus, step_copy_report] + make_floor_steps() + make_retarget_steps() + make_root_steps() + [step_finish]
 session.run(steps)

@@ -143,3 +143,16 @@ def test_the_root_sub_panel_draws_and_the_hips_move_so_the_hand_reaches(panels_r
     assert shown["hand_miss"] < 1e-3, shown
     assert max(abs(c) for c in shown["pelvis"]) > 0.1, shown
     assert (ARTIFACTS / "root_blender34.png").is_file()
+
+
+def test_copy_report_puts_versions_settings_and_status_on_the_clipboard(panels_run: dict) -> None:
+    """Copy Report in Blender 3.4's window: the add-on's, Blender's and Python's versions, the rig's settings, its
+    effector and the status lines, on the clipboard a user pastes from."""
+    r = panels_run
+    assert r["copy_report"] == ["FINISHED"], r.get("copy_report")
+    text = r["clipboard"]
+    first = text.splitlines()[0]
+    assert first.startswith("FABRIK IK 0.1.0; Blender 3.4") and "Python 3." in first and "numpy" in first, first
+    assert "Rig 'Rig': 4 bones" in text and "tolerance=" in text and "solver=" in text, text
+    assert "Effector 1 '" in text and "bone='bone3'" in text and "target='Target'" in text, text
+    assert "\nStatus: " in text, text

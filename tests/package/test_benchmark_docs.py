@@ -5,6 +5,7 @@ table holds the live benchmark's rows as it printed them. (The figures themselve
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,8 @@ def test_the_benchmark_documents_are_written_from_the_benchmarks_output(tmp_path
         rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("|---")]
         assert len(rows) >= 2, f"no table with a row under {title}"  # (a header and at least one row)
     assert "[bench]" not in doc  # progress lines stay on the console
+    # (nor what Blender's operators print while the rigs are built: the tentacle's keying says a line a target)
+    assert not [line for line in doc.splitlines() if line.startswith(("Info:", "Warning:", "Error:"))]
     readme = (tmp_path / "README.md").read_text()
     table = readme.split("<!-- benchmark table:", 1)[1].split("<!-- end of benchmark table -->", 1)[0]
     live = sections["Live solving against Blender's IK constraint"]
@@ -34,5 +37,10 @@ def test_the_benchmark_documents_are_written_from_the_benchmarks_output(tmp_path
     assert "| chain 10 |" in table and "| finger, MCP 2 DOF + 2 hinges |" in table, table
     cost = chain_row.split("|")[6].strip()  # FABRIK cost ms/frame, as the benchmark printed it
     assert cost in table.split("| chain 10 |", 1)[1].split("\n", 1)[0]
+    # The words under the table are written from its cells: every ratio they quote is in the table.
+    prose = table.split(".*\n\n", 1)[1].strip()
+    assert prose.startswith("FABRIK costs") and "worst error" in prose, prose
+    quoted = re.findall(r"\d+\.\d+(?:–\d+\.\d+)?x", prose)
+    assert quoted and all(ratio in table.split(".*\n\n", 1)[0] for ratio in quoted), (quoted, table)
     # --out leaves the checkout's documents as they were
     assert ((ROOT / "README.md").read_bytes(), (ROOT / "docs" / "benchmarks.md").read_bytes()) == before

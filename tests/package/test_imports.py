@@ -15,6 +15,9 @@ PACKAGE = ROOT / "fabrik_addon"
 INSIDE_FUNCTIONS = {
     # `core` imports without bpy: registering pulls in the bridge only when Blender registers the add-on.
     ("fabrik_addon/__init__.py", "fabrik_addon.blender"),
+    # Some Linux distributions' Blender has no numpy: registering asks, and registers `needs_numpy` instead.
+    ("fabrik_addon/__init__.py", "numpy"),
+    ("fabrik_addon/__init__.py", "fabrik_addon.needs_numpy"),
     # The command line explains itself, and says what is missing, where bpy cannot be imported.
     ("fabrik_addon/__main__.py", "bpy"),
     ("fabrik_addon/__main__.py", "fabrik_addon"),

@@ -317,3 +317,21 @@ def test_the_wrong_package_notice_removes_nothing_outside_an_add_ons_folder(tmp_
     notice = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(notice)
     assert notice.remove_unpacked() == [] and sorted(p.name for p in copy.iterdir() if p.name != "__pycache__") == before
+
+
+def test_every_place_that_names_the_version_names_the_same() -> None:
+    """The manifest's version (which names the zips) is the package's, the legacy bl_info's, pyproject's and the
+    changelog's newest numbered one."""
+    import fabrik_addon
+
+    version = _version()
+    assert fabrik_addon.__version__ == version
+    shim = ast.parse((ROOT / "__init__.py").read_text())
+    bl_info = next(ast.literal_eval(node.value) for node in shim.body
+                   if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "bl_info")
+    assert bl_info["version"] == tuple(int(part) for part in version.split("."))
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        assert tomllib.load(handle)["project"]["version"] == version
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    numbered = [line[3:].split()[0] for line in changelog.splitlines() if line.startswith("## ") and line[3].isdigit()]
+    assert numbered and numbered[0] == version, numbered

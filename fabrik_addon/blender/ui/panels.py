@@ -209,6 +209,7 @@ class VIEW3D_PT_fabrik_status(FabrikSidebarPanel, Panel):
             icon, alert = STATUS_ICONS[kind]
             name = effector.name or effector.bone or f"#{index + 1}"
             draw_wrapped(column, f"{name}: {message}", room, icon, alert, active=kind != 'DISABLED')
+        layout.operator("fabrik.copy_report", icon='COPYDOWN')
 
 
 class VIEW3D_PT_fabrik_effector(FabrikSidebarPanel, Panel):
