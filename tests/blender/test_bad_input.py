@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import bpy
 import pytest
 from blender_scenes import chain_rig, rigbuild
@@ -177,6 +178,36 @@ def test_a_nan_tolerance_says_so_changes_nothing_and_solves_again_once_fixed():
     rig.fabrik.tolerance = 1e-4
     settle(rig)
     assert statuses["Rig"].ok and statuses["Rig"].reached[0], statuses["Rig"].message
+
+
+@pytest.mark.parametrize("value", [math.inf, 1e6])
+def test_a_tolerance_beyond_its_bound_is_clamped_and_a_raw_one_is_refused_alike_live_and_baked(value):
+    """A Tolerance of inf or 1e6 set through the property stops at its bound (a tenth of the rig's size), so a tip
+    4 units off a 4-unit chain's target is a miss, not "reached"; the same value stored raw (a file, a script
+    writing the ID property) is refused by live solving and the bake in the same words, and changes nothing."""
+    from fabrik_addon.blender.bake import baking
+    from fabrik_addon.blender.rig import props
+
+    rig, target = chain_rig(live=False)
+    settle(rig)
+    rig.fabrik.tolerance = value
+    assert rig.fabrik.tolerance == pytest.approx(props.TOLERANCE_MAX)
+    rig.fabrik.live = True
+    target.location = (0.0, 8.1, 0.0)  # 4.1 beyond the 4-unit chain's reach
+    settle(rig)
+    status = statuses["Rig"]
+    assert status.ok and status.reached == {0: False} and status.misses[0] > 4.0, (status.message, status.misses)
+    rig.fabrik["tolerance"] = value  # (past RNA's clamp)
+    target.location.x += 0.1
+    before = snapshot(rig)
+    settle(rig)
+    live = statuses["Rig"]
+    assert not live.ok and "Tolerance that is not a number from 0 to 0.1" in live.message, live.message
+    assert snapshot(rig) == before and rig.fabrik.live
+    with pytest.raises(ValueError, match="Tolerance that is not a number from 0 to 0.1") as refused:
+        baking.bake_object(rig, range(1, 4))
+    assert live.message.split(":")[0] == str(refused.value).split(":")[0]  # (the same words)
+    assert rig.animation_data is None or rig.animation_data.action is None
 
 
 @pytest.mark.parametrize("name", ["weight", "tolerance", "target"])

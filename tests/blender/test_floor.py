@@ -13,7 +13,7 @@ from blender_scenes import chain_rig, rigbuild, tip_world
 
 from fabrik_addon.blender import solve
 from fabrik_addon.blender.bake import baking
-from fabrik_addon.blender.rig import status
+from fabrik_addon.blender.rig import animdata, status
 
 pytestmark = pytest.mark.usefixtures("addon_per_test")
 
@@ -118,6 +118,11 @@ def test_a_floor_that_is_no_plane_is_refused_and_changes_nothing(case):
     assert message in shown.message and "nothing to solve" in shown.message and not shown.ok
     assert [tuple(pb.rotation_quaternion) for pb in rig.pose.bones] == before
     assert rig.fabrik.live
+    # The bake refuses it as live solving does, before any work (it used to say "Baked" with the tip under it).
+    with pytest.raises(ValueError, match=message):
+        baking.bake_object(rig, FRAMES)
+    assert rig.animation_data is None or rig.animation_data.action is None or not animdata.fcurves(rig)
+    assert rig.fabrik.live and scene.frame_current == 4
     if case == "no scale":
         floor.scale = (1.0, 1.0, 1.0)
     else:

@@ -467,3 +467,24 @@ def test_the_pins_panel_shows_the_pin_its_buttons_and_the_held_ranges():
     assert {"pin", "pin_location"} <= drawn
     assert operators == {"fabrik.pin", "fabrik.pin_clear", "fabrik.find_contacts"}
     assert "12-24" in text and "30-35" in text
+
+
+def test_a_pin_key_on_a_frame_that_is_not_a_number_breaks_neither_the_panel_nor_the_way_out():
+    """A Pin key moved to frame NaN (a script, a broken file): the Pins panel draws (naming the held ranges it can),
+    Pin Target keys a new pin and Clear takes every key away, that one too."""
+    rig, target = sliding_rig()
+    pin(rig, 12, 24)
+    curve = next(c for c in animdata.fcurves(rig) if c.data_path.endswith(".pin"))
+    curve.keyframe_points[-1].co[0] = math.nan
+    log = []
+    panel = types.SimpleNamespace(layout=RecordingLayout(log))
+    context = types.SimpleNamespace(object=rig, scene=bpy.context.scene, region=None,
+                                    preferences=bpy.context.preferences)
+    bpy.types.VIEW3D_PT_fabrik_pins.draw(panel, context)  # (it raised ValueError: cannot convert float NaN)
+    assert any(name == "operator" and args[0] == "fabrik.pin_clear" for name, args, _ in log)
+    assert pin(rig, 30, 35) == {'FINISHED'}
+    assert (30, 35) in pins.spans(rig, rig.fabrik.effectors[0])
+    assert bpy.ops.fabrik.pin_clear() == {'FINISHED'}
+    assert not [c for c in animdata.fcurves(rig) if ".pin" in c.data_path]
+    bpy.context.scene.frame_set(30)
+    assert status.statuses[rig.name].kind(0) == 'REACHED'  # the target is followed again

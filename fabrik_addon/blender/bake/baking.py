@@ -21,6 +21,8 @@ from .. import long_work, solve
 from ..effectors import effector_goals, integrity
 from ..rig import animdata, armature, moving_root
 from ..rig.editable import action_editable, editable
+from ..rig.floor import floor_problem
+from ..rig.props import tolerance_problem
 from ..rig.status import switched_off
 from . import keys
 from .reading import FrameRows
@@ -347,9 +349,12 @@ def refusal(obj: bpy.types.Object) -> str | None:
     if obj.mode == 'EDIT':
         # Bone edits reach the armature only when Edit Mode ends; until then the bones we would read are stale.
         return f"'{obj.name}' is in Edit Mode: switch to Pose or Object Mode to bake"
-    tolerance = obj.fabrik.tolerance
-    if not (math.isfinite(tolerance) and tolerance >= 0.0):
-        return f"'{obj.name}' has a Tolerance that is not a number of 0 or more: set it in the FABRIK panel's Solver"
+    tolerance = tolerance_problem(obj)
+    if tolerance:
+        return f"{tolerance}: set it in the FABRIK panel's Solver"
+    floor = floor_problem(obj, bpy.context.evaluated_depsgraph_get())
+    if floor:  # (as live solving refuses it: a bake would key poses under the floor, or none)
+        return f"{floor}: clear the Floor in the FABRIK panel's Solver, or pick a plane of its own"
     return editable(obj)
 
 

@@ -27,7 +27,7 @@ from ..rig.armature import finite_matrix, usable_frame
 from ..rig.channels import PoseRead
 from ..rig.floor import floor_problem
 from ..rig.held_bones import finite, held_bones, same
-from ..rig.props import FabrikEffector
+from ..rig.props import FabrikEffector, tolerance_problem
 from ..rig.status import DISABLED
 from . import integrity, pins
 from .effector_values import EffectorValues
@@ -222,9 +222,9 @@ def unusable_rig(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> str |
         return f"'{obj.name}' has a transform that is not a number: nothing to solve"
     if abs(world.to_3x3().determinant()) < 1e-12:
         return f"'{obj.name}' has zero scale on some axis, so its space is undefined: nothing to solve"
-    tolerance = obj.fabrik.tolerance
-    if not (math.isfinite(tolerance) and tolerance >= 0.0):
-        return f"'{obj.name}' has a Tolerance that is not a number of 0 or more: nothing to solve"
+    tolerance = tolerance_problem(obj)
+    if tolerance:
+        return f"{tolerance}: nothing to solve"
     floor = floor_problem(obj, depsgraph)
     if floor:
         return f"{floor}: nothing to solve"

@@ -265,7 +265,9 @@ def spans(obj: bpy.types.Object, effector: FabrikEffector) -> list[tuple[int, in
     if curve is None:
         return []
     found, begun, last = [], None, None
-    for frame, value in sorted((round(p.co[0]), p.co[1]) for p in curve.keyframe_points):
+    # (a key on a frame that is no number, which a script can make, holds no frame: the others still count)
+    keys = [(p.co[0], p.co[1]) for p in curve.keyframe_points if math.isfinite(p.co[0])]
+    for frame, value in sorted((round(frame), value) for frame, value in keys):
         if value >= 1.0 - 1e-6 and begun is None:
             begun = frame
         elif value < 1.0 - 1e-6 and begun is not None:

@@ -85,6 +85,8 @@ class FabrikConverted(PropertyGroup):
 #: The iteration cap a rig starts with: a 1000-bone chain pulled from straight needs about 99 FABRIK
 #: iterations, and a solve that converges or stalls stops well before it.
 DEFAULT_ITERATIONS = 200
+#: The largest Tolerance (a tenth of the rig's size): a larger one would call a tip "reached" far from its target.
+TOLERANCE_MAX = 0.1
 
 
 class FabrikHeldBone(PropertyGroup):
@@ -347,6 +349,7 @@ class FabrikSettings(PropertyGroup):
         name="Tolerance",
         default=1e-4,
         min=0.0,
+        max=TOLERANCE_MAX,
         soft_max=0.01,
         precision=6,
         description=(
@@ -414,6 +417,15 @@ def unregister() -> None:
     """Detach the settings from objects and unregister the property groups."""
     del bpy.types.Object.fabrik
     _unregister_classes()
+
+
+def tolerance_problem(obj: bpy.types.Object) -> str | None:
+    """Why the rig's Tolerance cannot be used (not a number, below 0, above TOLERANCE_MAX: a file from elsewhere, a
+    script that set the raw value), or None; live solving and the bake refuse it alike."""
+    tolerance = obj.fabrik.tolerance
+    if math.isfinite(tolerance) and 0.0 <= tolerance <= TOLERANCE_MAX * (1.0 + 1e-6):  # (stored as float32)
+        return None
+    return f"'{obj.name}' has a Tolerance that is not a number from 0 to {TOLERANCE_MAX:g}"
 
 
 def unique_name(settings, base: str) -> str:
