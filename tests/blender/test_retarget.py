@@ -8,6 +8,7 @@ motion by motion and rig by rig: tests/blender/test_retarget_motion.py."""
 from __future__ import annotations
 
 import math
+import re
 import types
 
 import bpy
@@ -543,3 +544,84 @@ def test_a_clip_scaled_to_nothing_on_a_frame_is_refused_with_the_frame_and_chang
     assert len(rig.fabrik.effectors) == 0 and (rig.animation_data is None or rig.animation_data.action is None)
     assert bpy.data.collections.get(setup.collection_name(rig)) is None and not rig.fabrik.live
     assert (scene.frame_start, scene.frame_end) == (5, 50) and not rig.fabrik.retarget_bones
+
+
+def _left_leg_collapsed(clip) -> None:
+    """The clip's left knee and ankle moved onto its hip at rest: a leg with no length (as a BVH of zero offsets)."""
+    bpy.context.view_layer.objects.active = clip
+    bpy.ops.object.mode_set(mode='EDIT')
+    bones = clip.data.edit_bones
+    hip = bones["LeftUpLeg"].head.copy()
+    for name in ("LeftUpLeg", "LeftLeg", "LeftFoot"):
+        length = bones[name].length
+        bones[name].head = hip
+        bones[name].tail = hip + (bones[name].tail - bones[name].head).normalized() * min(length, 1e-4)
+    bpy.ops.object.mode_set(mode='OBJECT')
+
+
+@pytest.mark.parametrize("case,words", [
+    ("clip scaled to zero", "the clip 'walk' has no size"),
+    ("a leg of no length", "the clip's leg .L ('LeftUpLeg' to 'LeftFoot') has no length at rest"),
+    ("arms swapped whole", "the clip's arms are mapped the other way round from its legs"),
+])
+def test_a_clip_that_cannot_be_scaled_or_is_mapped_mirrored_is_refused_in_words_and_changes_nothing(
+        tmp_path, case, words):
+    """A clip whose size or a limb's length is zero would scale the hips by ~1e5 (or divide by zero); arms mapped
+    left to right whole would put the hands on the wrong sides: each is refused in words before any work, and the
+    mapping Retarget filled in goes with the refusal."""
+    clip = import_walk(tmp_path)
+    rig = stocky_rig()
+    rig.fabrik.retarget_source = clip
+    bpy.context.view_layer.objects.active = rig
+    if case == "clip scaled to zero":
+        clip.scale = (0.0, 0.0, 0.0)
+    elif case == "a leg of no length":
+        _left_leg_collapsed(clip)
+    else:
+        setup.map_bones(rig)
+        rows = rig.fabrik.retarget_bones
+        for part in ("upper_arm", "forearm", "hand"):
+            left, right = rows[f"{part}.L"], rows[f"{part}.R"]
+            left.source, right.source = right.source, left.source
+    bpy.context.view_layer.objects.active = rig
+    mapped_before = [(row.name, row.source, row.target) for row in rig.fabrik.retarget_bones]
+    with pytest.raises(RuntimeError, match=re.escape(words)):
+        bpy.ops.fabrik.retarget()
+    assert len(rig.fabrik.effectors) == 0 and (rig.animation_data is None or rig.animation_data.action is None)
+    assert bpy.data.collections.get(setup.collection_name(rig)) is None and not rig.fabrik.live
+    assert [(row.name, row.source, row.target) for row in rig.fabrik.retarget_bones] == mapped_before
+
+
+@pytest.mark.parametrize("kind", ["stocky", pytest.param("metarig", marks=pytest.mark.skipif(
+    bpy.app.version < (5, 0, 0), reason="after Rigify has run, the bpy 4.2 module crashes at interpreter exit"))])
+def test_retarget_pressed_again_gives_the_same_motion(tmp_path, kind):
+    """A second Retarget (and a third) starts from the clip again, not from the first one's keys: every mapped
+    bone and the hands and feet land where the first put them, frame by frame."""
+    if kind == "stocky":
+        clip, rig = retargeted(tmp_path)
+        watched = ["lowerarm_l", "lowerarm_r", "hand_l", "hand_r", "calf_l", "foot_r", "head", "pelvis"]
+    else:
+        from samples import humanoid
+
+        clip = import_walk(tmp_path)
+        rig = humanoid.metarig()
+        rigbuild.disable_rigify()
+        rig.fabrik.retarget_source = clip
+        bpy.context.view_layer.objects.active = rig
+        assert bpy.ops.fabrik.retarget() == {'FINISHED'}
+        watched = ["forearm.L", "forearm.R", "hand.L", "hand.R", "shin.L", "foot.R", "spine.006", "spine"]
+    scene = bpy.context.scene
+
+    def motion() -> np.ndarray:
+        places = []
+        for frame in range(scene.frame_start, scene.frame_end + 1, 4):
+            scene.frame_set(frame)
+            places.append([tuple(rig.matrix_world @ rig.pose.bones[name].head) for name in watched])
+        return np.array(places)
+
+    first = motion()
+    for _ in range(2):
+        bpy.context.view_layer.objects.active = rig
+        assert bpy.ops.fabrik.retarget() == {'FINISHED'}
+        again = motion()
+        assert np.abs(again - first).max() < 1e-3, np.abs(again - first).max(axis=(0, 2))

@@ -14,6 +14,7 @@ replaces; on a rig Rigify generated, its limbs' IK/FK switches set to FK
 
 from __future__ import annotations
 
+import math
 import bpy
 
 from ...core.motion.naming import ROLES, roles_of
@@ -102,6 +103,9 @@ def refusal(obj: bpy.types.Object) -> str | None:
         if "neck" in pairs and not _above(bones[pairs["head"][side]], pairs["neck"][side]) \
                 and pairs["head"][side] != pairs["neck"][side]:
             return f"the {which}'s head '{pairs['head'][side]}' does not hang from its neck '{pairs['neck'][side]}'"
+    shape = _shape_refusal(obj, source, pairs)
+    if shape:
+        return shape
     hips = obj.data.bones[pairs["hips"][1]]
     if hips.use_connect:
         return f"the rig's hips '{hips.name}' are connected to their parent, so they cannot move: disconnect them"
@@ -128,6 +132,34 @@ def refusal(obj: bpy.types.Object) -> str | None:
         if effector.enabled and not ours and effector.bone in chains:
             return (f"the effector '{effector.name}' already pulls '{effector.bone}': switch it off or remove it "
                     "first")
+    return None
+
+
+def _shape_refusal(obj: bpy.types.Object, source: bpy.types.Object, pairs: dict) -> str | None:
+    """Why the two rests cannot be scaled onto each other (an armature of no size, a limb of no length at rest),
+    or put side to side (arms mapped the other way round from the legs), or None."""
+    for k, armature in enumerate((source, obj)):
+        which = "clip" if k == 0 else "rig"
+        world = armature.matrix_world
+        bones = armature.data.bones
+        head = {name: world @ bones[name].head_local for name in {pair[k] for pair in pairs.values()}}
+        spread = max((head[a] - head[b]).length for a in head for b in head)
+        if not math.isfinite(spread) or spread < 1e-9:
+            return (f"the {which} '{armature.name}' has no size at rest (scaled to zero?): give its object a scale, "
+                    "or apply one")
+        for limb, upper, lower, end in (("leg", "thigh", "shin", "foot"), ("arm", "upper_arm", "forearm", "hand")):
+            for s in "LR":
+                top, knee = head[pairs[f"{upper}.{s}"][k]], head[pairs[f"{lower}.{s}"][k]]
+                tip_bone = pairs[f"{end}.{s}"][k] if f"{end}.{s}" in pairs else pairs[f"{lower}.{s}"][k]
+                tip = head[tip_bone] if f"{end}.{s}" in pairs else world @ bones[tip_bone].tail_local
+                if (knee - top).length + (tip - knee).length < 1e-3 * spread:
+                    return (f"the {which}'s {limb} .{s} ('{pairs[f'{upper}.{s}'][k]}' to '{tip_bone}') has no length "
+                            "at rest, so nothing can be scaled by it: map bones that have one")
+        arms = head[pairs["upper_arm.L"][k]] - head[pairs["upper_arm.R"][k]]
+        legs = head[pairs["thigh.L"][k]] - head[pairs["thigh.R"][k]]
+        if arms.dot(legs) < 0.0:
+            return (f"the {which}'s arms are mapped the other way round from its legs (its upper_arm.L "
+                    f"'{pairs['upper_arm.L'][k]}' is on the side of its thigh.R): swap the arms' .L and .R bones")
     return None
 
 
