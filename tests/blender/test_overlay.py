@@ -255,3 +255,15 @@ def test_readouts_at_one_tip_are_stacked_not_drawn_over_each_other():
         placed.append((100.0, overlay_shapes.stacked_below(100.0, 200.0, placed, line)))
     assert [y for _, y in placed] == [200.0, 185.0, 170.0]
     assert overlay_shapes.stacked_below(400.0, 200.0, placed, line) == 200.0  # far to the side: left where it is
+
+
+def test_after_a_bake_the_readout_says_live_solving_is_off_not_that_nothing_was_solved():
+    """A bake switches live solving off: the tips' labels say so (the keys play), instead of "not solved yet"."""
+    from fabrik_addon.blender.bake import baking
+
+    rig, target = chain_rig(count=4, target_at=(1.5, 0.0, 2.5))
+    bpy.context.view_layer.update()
+    baking.bake_object(rig, range(1, 4))
+    assert not rig.fabrik.live
+    labels = [label.text for label in drawing_of(rig).labels]
+    assert labels == ["bone3: live solving off"], labels

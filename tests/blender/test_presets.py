@@ -71,7 +71,8 @@ def shipped(subdir: str) -> dict[str, Path]:
 
 def apply(path: Path, menu: str) -> None:
     """Apply a preset as its menu entry does."""
-    assert bpy.ops.script.execute_preset(filepath=str(path), menu_idname=menu) == {"FINISHED"}
+    operator = getattr(bpy.types, menu).preset_operator.split(".")
+    assert getattr(getattr(bpy.ops, operator[0]), operator[1])(filepath=str(path), menu_idname=menu) == {"FINISHED"}
 
 
 def assert_limits(pose_bone, expected: dict) -> None:
@@ -221,3 +222,22 @@ def test_the_preset_menus_list_capitalised_names_and_nothing_that_widens_them(me
     operators = [kwargs for name, kwargs in calls if name == "operator"]
     assert [kwargs["text"] for kwargs in operators] == names
     assert not [name for name, _kwargs in calls if name != "operator"], calls
+
+
+def test_with_the_target_selected_a_rig_preset_sets_the_rig_and_leaves_the_target_alone(user_presets: Path) -> None:
+    """The normal state after dragging a target: the target is the active object and the FABRIK tab shows its rig.
+    The preset menu sets the rig's settings (not the hidden ones every object has), and + saves the rig's."""
+    rig, target = chain_rig()
+    rig.fabrik.solver, rig.fabrik.iterations = 'CCD', 7
+    view_layer = bpy.context.view_layer
+    view_layer.objects.active = target
+    empty_before = (target.fabrik.solver, target.fabrik.iterations, target.fabrik.tolerance, target.fabrik.start)
+    apply(shipped(presets.RIG_SUBDIR)["Precise"], "FABRIK_MT_rig_settings_presets")
+    solver, iterations, tolerance, start = EXPECTED_RIGS["Precise"]
+    assert (rig.fabrik.solver, rig.fabrik.iterations, rig.fabrik.start) == (solver, iterations, start)
+    assert (target.fabrik.solver, target.fabrik.iterations, target.fabrik.tolerance, target.fabrik.start) == \
+        empty_before
+    rig.fabrik.iterations = 77
+    assert bpy.ops.fabrik.rig_settings_preset_add(name="From The Target") == {"FINISHED"}
+    assert "settings.iterations = 77" in (user_presets / "fabrik" / "rig_settings" / "From_The_Target.py").read_text()
+    assert view_layer.objects.active == target

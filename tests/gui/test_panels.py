@@ -67,7 +67,7 @@ def test_status_lines_are_wrapped_to_fit_the_default_sidebar(panels_run: dict) -
             assert len(drawn["lines"]) > len(drawn["texts"]), f"{name}: nothing needed wrapping? {drawn}"
 
 
-def test_alert_red_shows_in_the_sidebar_for_a_miss_and_a_refusal_and_not_when_reached(panels_run: dict) -> None:
+def test_a_refusal_is_red_a_miss_yellow_as_in_the_viewport_and_a_reach_neither(panels_run: dict) -> None:
     states = panels_run["states"]
     assert [states[name]["status"] for name in ("reached", "missed", "refused")] == ["REACHED", "MISSED", "ERROR"]
     for state in states.values():
@@ -79,10 +79,15 @@ def test_alert_red_shows_in_the_sidebar_for_a_miss_and_a_refusal_and_not_when_re
     assert states["switched"]["second"] == "DISABLED"
     switched = states["switched"]["red_in_sidebar"]
     assert switched < 20, f"red in the sidebar for an effector the rig's switch turned off: {switched} pixels"
-    for name in ("missed", "refused"):
-        red, runs = states[name]["red_in_sidebar"], states[name]["red_line_runs"]
-        assert red > 150 and red > 10 * max(reached, 1), f"{name}: only {red} red pixels in the sidebar"
-        assert runs >= 3, f"{name}: red on only {runs} separate rows (the rig line and the effector's, wrapped)"
+    red, runs = states["refused"]["red_in_sidebar"], states["refused"]["red_line_runs"]
+    assert red > 150 and red > 10 * max(reached, 1), f"refused: only {red} red pixels in the sidebar"
+    assert runs >= 3, f"refused: red on only {runs} separate rows (the rig line and the effector's, wrapped)"
+    # A miss is a warning: Blender's yellow triangle on the rig's line and the effector's, the yellow the
+    # viewport draws it in (overlay_shapes.STATUS_COLORS), and no red.
+    missed = states["missed"]
+    assert missed["red_in_sidebar"] < 20, f"red in the sidebar for a miss: {missed['red_in_sidebar']} pixels"
+    yellow = missed["yellow_in_sidebar"]
+    assert yellow > 40 and yellow > 3 * max(states["reached"]["yellow_in_sidebar"], 1), yellow
     assert (ARTIFACTS / "panels_blender34.png").is_file()
 
 

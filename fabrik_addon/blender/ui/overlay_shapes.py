@@ -146,10 +146,11 @@ def read_effectors(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph, rig_st
     return views
 
 
-def readout_text(view: EffectorView, rig_status: RigStatus) -> str:
-    """The effector's readout: its miss, the solve's iterations and time; or what is wrong."""
+def readout_text(view: EffectorView, rig_status: RigStatus, live: bool = True) -> str:
+    """The effector's readout: its miss, the solve's iterations and time; or what is wrong; or, with live solving
+    off (after a bake, say), that the pose shown is the rig's own animation."""
     if rig_status is None:
-        return f"{view.bone}: not solved yet"
+        return f"{view.bone}: {'not solved yet' if live else 'live solving off'}"
     if view.status == 'ERROR':
         return f"{view.bone}: {rig_status.effectors.get(view.index) or rig_status.message}"
     report = rig_status.report
@@ -313,7 +314,7 @@ def build(
         if options.show_trace and traces and len(traces.get(view.index, ())) > 1:
             drawing.segments += polyline('trace', list(traces[view.index]), TRACE_COLOR, view.index)
         if options.show_readout and view.tip is not None:
-            drawing.labels.append(Label(view.tip, readout_text(view, rig_status), color))
+            drawing.labels.append(Label(view.tip, readout_text(view, rig_status, obj.fabrik.live), color))
     if options.show_limits:
         try:
             skeleton = armature.skeleton_of(obj)

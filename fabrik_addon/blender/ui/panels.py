@@ -22,10 +22,11 @@ from . import compare, presets, setup_ops
 from .wrapping import MARGIN_PIXELS, draw_wrapped, room_for, split
 
 #: Per effector status kind: (icon, alert). Reached: a check mark; a miss (solved, but farther than the
-#: tolerance): a warning in red; bad input or a refusal (nothing solved): a cancel sign in red.
+#: tolerance): a warning, the yellow triangle the viewport draws it in; bad input or a refusal (nothing solved): a
+#: cancel sign in red.
 STATUS_ICONS = {
     'REACHED': ('CHECKMARK', False),
-    'MISSED': ('ERROR', True),
+    'MISSED': ('ERROR', False),
     'ERROR': ('CANCEL', True),
     'DISABLED': ('HIDE_ON', False),
     'NONE': ('INFO', False),
@@ -196,7 +197,8 @@ class VIEW3D_PT_fabrik_status(FabrikSidebarPanel, Panel):
         room = room_for(context)
         rig_status = statuses.get(obj.name)
         if rig_status is None or not rig_status.message:
-            layout.label(text="Not solved yet" if not obj.fabrik.live else "Solving at the next update", icon='INFO')
+            layout.label(text="Live solving off: the rig plays its own keys" if not obj.fabrik.live
+                         else "Solving at the next update", icon='INFO')
         else:
             kind = rig_state(rig_status)
             icon, alert = STATUS_ICONS[kind]

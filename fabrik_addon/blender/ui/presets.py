@@ -14,9 +14,11 @@ from pathlib import Path
 
 import bpy
 from bl_operators.presets import AddPresetBase
+from bpy.props import StringProperty
 from bpy.types import Menu, Operator
 
 from ..rig import armature
+from .setup_ops import rig_for_panel
 
 #: Preset folders below `presets/`, as `bpy.utils.preset_paths` takes them.
 RIG_SUBDIR = "fabrik/rig_settings"
@@ -77,7 +79,7 @@ class FABRIK_MT_rig_settings_presets(Menu):
 
     bl_label = "Rig Settings Presets"
     preset_subdir = RIG_SUBDIR
-    preset_operator = "script.execute_preset"
+    preset_operator = "fabrik.rig_settings_preset_apply"
     preset_add_operator = "fabrik.rig_settings_preset_add"
 
     def draw(self, _context: bpy.types.Context) -> None:
@@ -108,8 +110,33 @@ def _draw_presets(menu: Menu) -> None:
     )
 
 
+class FABRIK_OT_rig_settings_preset_apply(Operator):
+    """Set the rig's FABRIK settings (solver, iterations, tolerance, start) from this preset"""
+
+    bl_idname = "fabrik.rig_settings_preset_apply"
+    bl_label = "Apply Rig Settings Preset"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    filepath: StringProperty(subtype='FILE_PATH', options={'SKIP_SAVE'})
+    menu_idname: StringProperty(options={'SKIP_SAVE'})
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context):
+        return rig_for_panel(context) is not None
+
+    def execute(self, context: bpy.types.Context):
+        # The panel shows the rig of a selected target too; a preset file sets `bpy.context.object`'s settings,
+        # so it runs with the rig as the object (not the target, whose own hidden settings it would change).
+        rig = rig_for_panel(context)
+        with context.temp_override(object=rig, active_object=rig):
+            result = bpy.ops.script.execute_preset(filepath=self.filepath, menu_idname=self.menu_idname)
+        if 'FINISHED' in result:
+            self.report({'INFO'}, f"'{rig.name}': {bpy.path.display_name(self.filepath)} settings")
+        return result
+
+
 class FABRIK_OT_rig_settings_preset_add(AddPresetBase, Operator):
-    """Save the active armature's FABRIK settings (solver, iterations, tolerance, start) as a preset, or remove one"""
+    """Save the rig's FABRIK settings (solver, iterations, tolerance, start) as a preset, or remove one"""
 
     bl_idname = "fabrik.rig_settings_preset_add"
     bl_label = "Add Rig Settings Preset"
@@ -120,8 +147,13 @@ class FABRIK_OT_rig_settings_preset_add(AddPresetBase, Operator):
 
     @classmethod
     def poll(cls, context: bpy.types.Context):
-        obj = context.object
-        return obj is not None and obj.type == 'ARMATURE'
+        return rig_for_panel(context) is not None
+
+    def execute(self, context: bpy.types.Context):
+        # (the rig the panel shows, also while its target is the active object: see the apply operator)
+        rig = rig_for_panel(context)
+        with context.temp_override(object=rig, active_object=rig):
+            return super().execute(bpy.context)
 
 
 class FABRIK_OT_bone_limits_preset_add(AddPresetBase, Operator):
@@ -155,6 +187,7 @@ def draw_preset_header(layout: bpy.types.UILayout, menu: type[Menu], add_operato
 
 
 classes = (
+    FABRIK_OT_rig_settings_preset_apply,
     FABRIK_MT_rig_settings_presets,
     FABRIK_MT_bone_limits_presets,
     FABRIK_OT_rig_settings_preset_add,
