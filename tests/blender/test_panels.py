@@ -230,8 +230,9 @@ def test_a_reached_effector_gets_a_check_mark_and_no_red():
     assert not any(r.alert for r in rows)
 
 
-def test_a_miss_is_a_yellow_warning_with_the_whole_message_wrapped_to_the_sidebar():
-    """A miss is a warning, as the viewport draws it: Blender's yellow triangle, not the red of an error."""
+def test_a_miss_is_a_warning_without_red_with_the_whole_message_wrapped_to_the_sidebar():
+    """A miss is a warning, as Blender's panels show one (the triangle, no red) and the viewport draws it (yellow):
+    red is for what cannot be solved."""
     rig, target = chain_rig()
     rig.fabrik.effectors[0].name = "Hand"
     target.location = (0.0, 6.0, 0.0)  # the four bones reach 4

@@ -315,7 +315,14 @@ def test_convert_on_a_rigify_rig_is_solved_by_fabrik_and_follows_its_pole_switch
     assert mutes(rig, "MCH-forearm_ik.L") == (True, True)  # the drivers no longer switch Blender's IK back on
     plain, pole = effector_index(rig, "IK on MCH-forearm_ik.L"), effector_index(rig, "IK.001 on MCH-forearm_ik.L")
     # Short names that tell Rigify's two versions of a limb apart in the sidebar's list.
-    assert (rig.fabrik.effectors[plain].name, rig.fabrik.effectors[pole].name) == ("forearm_ik.L", "forearm_ik.L pole")
+    assert (rig.fabrik.effectors[plain].name, rig.fabrik.effectors[pole].name) == ("arm.L", "arm.L pole")
+    # Each name fits the room the default sidebar's list gives a name beside its scroll bar (about 60 pixels of
+    # Blender's interface font at scale 1; a longer one is cut, and four rows read "forearm_..."), all distinct.
+    import blf
+
+    blf.size(0, 11)
+    names = [effector.name for effector in rig.fabrik.effectors]
+    assert len(set(names)) == len(names) == 8 and all(blf.dimensions(0, name)[0] <= 60 for name in names), names
     status = statuses["rig"]
     assert status.ok, status.message
     assert status.effectors[pole] == "disabled by the rig's switch (its converted constraint is muted)"
@@ -350,7 +357,7 @@ def test_a_renamed_rigify_bone_is_told_from_the_bones_that_share_its_place(rigif
     settle()
     plain = effector_index(rig, "IK on MCH-elbow_ik.L")
     effector = rig.fabrik.effectors[plain]
-    assert effector.name == "forearm_ik.L"  # (Convert's short name, from the bone's name then: it stays)
+    assert effector.name == "arm.L"  # (Convert's short name, from the bone's name then: it stays)
     assert (effector.bone, effector.source_bone) == ("MCH-elbow_ik.L", "MCH-elbow_ik.L")
     assert statuses["rig"].reached[plain]
     restored, problems = constraints.restore_ik_constraints(rig)

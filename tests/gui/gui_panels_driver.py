@@ -197,12 +197,6 @@ def red_pixels(rgb):
     return (r > 0.55) & (r - g > 0.2) & (r - b > 0.2)
 
 
-def yellow_pixels(rgb):
-    """Blender's warning yellow (its triangle icon), as the viewport draws a miss."""
-    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
-    return (r > 0.6) & (g > 0.45) & (r - b > 0.35) & (g - b > 0.25)
-
-
 def save_crop(rgba, x0: int, x1: int, path: str) -> None:
     """Save the window capture's columns x0 to x1 (the sidebar and the rig beside it)."""
     crop = rgba[:, x0:x1, :].copy()
@@ -282,7 +276,6 @@ def make_state_steps(name, location, chain_length, expected):
             "effector_message": status.effectors.get(0), "screenshot": record["screenshot"], "shot": path,
             "sidebar_box": list(box), "window_size": [rgba.shape[1], rgba.shape[0]],
             "red_in_sidebar": int(red.sum()), "red_line_runs": runs,
-            "yellow_in_sidebar": int(yellow_pixels(sidebar).sum()),
             "red_outside_sidebar": int(red_pixels(rgba[..., :3]).sum() - red.sum()),
             "drawn": dict(result["drawn"]), "status_draw": result.get("status_draw"),
         }

@@ -650,6 +650,36 @@ def step_button_setup_check():
     return 0.3
 
 
+modes: dict = {"phase": "edit"}
+
+
+def step_quick_start_modes():
+    """The README's quick start, step 1, with real keys: from Edit Mode, Tab (Object Mode), then Ctrl+Tab (Pose
+    Mode). Runs again (None) until both took."""
+    result["stage"] = f"quick start modes: {modes['phase']}"
+    x, y = viewport_centre()
+    if modes["phase"] == "edit":
+        bpy.context.view_layer.objects.active = rig()
+        bpy.ops.object.mode_set(mode='EDIT')
+        modes["phase"] = "tab"
+        return None
+    if modes["phase"] == "tab":
+        press('TAB', x, y)
+        modes["phase"] = "ctrl tab"
+        return None
+    if modes["phase"] == "ctrl tab":
+        if rig().mode == 'EDIT' and session.waits < 20:
+            return None
+        modes["after_tab"] = rig().mode
+        press('TAB', x, y, ctrl=True)
+        modes["phase"] = "check"
+        return None
+    if rig().mode != 'POSE' and session.waits < 20:
+        return None
+    result["quick_start_modes"] = [modes["after_tab"], rig().mode]
+    return 0.3
+
+
 def step_finish() -> float:
     result["stage"] = "done"
     finish()
@@ -666,6 +696,6 @@ steps = [
     step_bake_before, step_bake_open, step_bake_dialog, step_bake_wait, step_redo_expand, step_redo_change,
     make_find_button("setup", "bpy.ops.fabrik.effector_add_with_target(", 48),
     step_button_setup_click, step_button_setup_check,
-    step_finish,
+    step_quick_start_modes, step_finish,
 ]
 session.run(steps)

@@ -126,3 +126,9 @@ def test_the_sidebar_button_adds_an_effector_with_a_new_target_from_a_real_click
     assert r["new_objects"] == ["IK-bone1"], r
     assert r["target_to_tip"] < 1e-5 and r["pose_change"] < 1e-5, r
     assert r["mode"] == "POSE"
+
+
+def test_the_quick_starts_keys_go_from_edit_mode_to_pose_mode(setup_run: dict) -> None:
+    """Step 1 as the README says it, real key presses in Blender 3.4: Tab leaves Edit Mode for Object Mode, and
+    Ctrl+Tab there goes to Pose Mode (Ctrl+Tab in Edit Mode would open the mode pie menu instead)."""
+    assert setup_run["quick_start_modes"] == ["OBJECT", "POSE"], setup_run.get("quick_start_modes")

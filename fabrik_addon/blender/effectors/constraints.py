@@ -41,13 +41,21 @@ def _switch_path(key: str, prop: str) -> str:
 _MECHANISM_PREFIXES = ("MCH-", "ORG-", "DEF-")
 
 
+#: A rig generator's IK mechanism bone (Rigify's MCH-forearm_ik.L) by the limb it ends, for the effector's name.
+_LIMB_OF_TIP = {"forearm": "arm", "shin": "leg"}
+
+
 def effector_name(bone: str, pole: bool) -> str:
-    """A short name for the effector made from a constraint on `bone`: the bone's name without a mechanism
-    prefix, and "pole" where the constraint has one (Rigify's two versions of a limb's IK tell apart in the
-    sidebar's list at its default width; the panel names the constraint)."""
+    """A short name for the effector made from a constraint on `bone`, and "pole" where the constraint has one:
+    short enough that Rigify's two versions of each limb's IK tell apart in the sidebar's list at its default
+    width (a mechanism bone, MCH-forearm_ik.L, names its limb: arm.L). The panel names the constraint."""
     for prefix in _MECHANISM_PREFIXES:
         if bone.startswith(prefix) and len(bone) > len(prefix):
-            bone = bone[len(prefix):]
+            stem, dot, side = bone[len(prefix):].rpartition(".")
+            if not dot:
+                stem, side = side, ""
+            stem = stem.removesuffix("_ik")
+            bone = _LIMB_OF_TIP.get(stem, stem) + (f".{side}" if dot else "")
             break
     return f"{bone} pole" if pole else bone
 

@@ -22,8 +22,8 @@ from . import compare, presets, setup_ops
 from .wrapping import MARGIN_PIXELS, draw_wrapped, room_for, split
 
 #: Per effector status kind: (icon, alert). Reached: a check mark; a miss (solved, but farther than the
-#: tolerance): a warning, the yellow triangle the viewport draws it in; bad input or a refusal (nothing solved): a
-#: cancel sign in red.
+#: tolerance): a warning, Blender's triangle without red (the viewport draws it yellow); bad input or a refusal
+#: (nothing solved): a cancel sign in red.
 STATUS_ICONS = {
     'REACHED': ('CHECKMARK', False),
     'MISSED': ('ERROR', False),
