@@ -96,6 +96,8 @@ class RigSpec:
     target: str = "–"
     #: From the row's ranges, whether the target is met (None: no target).
     check: Callable[[dict], bool] | None = None
+    #: The project step (and its issue) that set the target.
+    source: str = ""
     #: Whether FABRIK's rigs are built with Blender's IK constraints and converted (`convert_from_blender_ik`).
     converted: bool = False
     #: Where FABRIK's live solves start ("Start From": 'FK' this frame's pose, 'PREVIOUS' the previous solution);
@@ -127,7 +129,7 @@ def _ratio_at_most(limit: float) -> Callable[[dict], bool]:
 
 #: What every rig class users bring is held to: at most 3x Blender's IK cost, live from this frame's pose and
 #: from the previous solution.
-CLASS_TARGET = {"target": "≤ 3x Blender's cost", "check": _ratio_at_most(3.0)}
+CLASS_TARGET = {"target": "≤ 3x Blender's cost", "check": _ratio_at_most(3.0), "source": "Step 11 (issue 30)"}
 #: The rig classes users bring, each also built with Blender's IK constraints and converted, and each also solved
 #: from the previous solution.
 CLASSES = [
@@ -153,29 +155,31 @@ AFTER_JUMP = 3.0
 
 SPECS = [
     RigSpec("chain 10", "chain 10", layout_rigs(lambda: chain_layout(10), "10 connected bones"),
-            target="≤ 1.5x Blender's cost", check=_ratio_at_most(1.5)),
+            target="≤ 1.5x Blender's cost", check=_ratio_at_most(1.5), source="Step 7 (issue 13)"),
     RigSpec("chain 10 converted", "chain 10, converted", layout_rigs(lambda: chain_layout(10), "10 connected bones, "
             "built with Blender's IK constraint and converted (Convert IK Constraints)"),
-            target="as chain 10", converted=True),
+            target="as chain 10", converted=True, source="Step 15 (issue 47)"),
     RigSpec("chain 50", "chain 50", layout_rigs(lambda: chain_layout(50), "50 connected bones"),
-            target="≤ 1.5x Blender's cost", check=_ratio_at_most(1.5)),
+            target="≤ 1.5x Blender's cost", check=_ratio_at_most(1.5), source="Step 7 (issue 13)"),
     RigSpec("chain 200", "chain 200", layout_rigs(lambda: chain_layout(200), "200 connected bones")),
     RigSpec("chain 1000", "chain 1000", layout_rigs(lambda: chain_layout(1000), "1000 connected bones"),
-            iterations=None, target="converged, frame < 50 ms",
+            iterations=None, target="converged, frame < 50 ms", source="Step 11 (issue 30)",
             check=lambda row: row["converged"] and max(row["fabrik_frame"]) < 0.050),
     *(
         RigSpec(f"chain 1000 jumps{suffix}", f"chain 1000, target jumping{label}",
                 layout_rigs(lambda: chain_layout(1000), f"1000 connected bones, the target jumping across its circle "
                             f"every {JUMP_EVERY} frames", jump_every=JUMP_EVERY),
                 iterations=None, target="converged, frame and slowest frame after a jump < 50 ms", start=start,
+                source="Step 11 (issue 30)",
                 check=lambda row: row["converged"] and max(row["fabrik_frame"] + row["after_jump"]) < 0.050,
                 jump_every=JUMP_EVERY)
         for suffix, label, start in (("", "", None), (" previous", ", Previous Solution", "PREVIOUS"))
     ),
     RigSpec("hand", "hand (palm + 5 x 4)",
             layout_rigs(hand_layout, "palm + 5 four-bone fingers, chains through the palm"),
-            target="≤ 0.33x Blender's cost", check=_ratio_at_most(1.0 / 3.0)),
-    RigSpec("tentacle", "tentacle 40, cones", tentacle_rigs, target="≤ 8x Blender's cost", check=_ratio_at_most(8.0)),
+            target="≤ 0.33x Blender's cost", check=_ratio_at_most(1.0 / 3.0), source="Step 7 (issue 13)"),
+    RigSpec("tentacle", "tentacle 40, cones", tentacle_rigs, target="≤ 8x Blender's cost", check=_ratio_at_most(8.0),
+            source="Step 7 (issue 13)"),
     RigSpec("hinged hand", "hand, finger hinges", hinged_hand_rigs),
     RigSpec("robot arm", "robot arm, 6 hinges", robot_arm_rigs),
     *(spec for spec, _, _ in CLASSES),
@@ -185,13 +189,13 @@ SPECS = [
       for spec, _, _ in CLASSES],
     *[RigSpec(f"{spec.key} jumps", f"{spec.label}, target jumping, Previous Solution",
               class_rigs(build, f"samples/rig_classes.py: {note}", JUMP_EVERY), start="PREVIOUS",
-              jump_every=JUMP_EVERY, target=f"after a jump ≤ {AFTER_JUMP:g}x a smooth frame",
+              jump_every=JUMP_EVERY, target=f"after a jump ≤ {AFTER_JUMP:g}x a smooth frame", source="Step 15 (issue 47)",
               check=lambda row: bool(row["apart_ratio"]) and max(row["apart_ratio"]) <= AFTER_JUMP)
       for spec, build, note in CLASSES],
     RigSpec("humanoid", "humanoid (Rigify, 5 eff., poles)", humanoid_rigs,
-            target="FABRIK cost < 1.5 ms", check=lambda row: max(row["fabrik"]) < 0.0015),
+            target="FABRIK cost < 1.5 ms", check=lambda row: max(row["fabrik"]) < 0.0015, source="Step 7 (issue 13)"),
     RigSpec("rigify stretch", "Rigify human, converted, IK Stretch", rigify_rigs, apart_stretched=True,
-            apart_label="stretched", target="stretched frame as one within reach",
+            apart_label="stretched", target="stretched frame as one within reach", source="Step 15 (issue 47)",
             check=lambda row: bool(row["apart_ratio"]) and max(row["apart_ratio"]) <= 1.25),
     RigSpec("mocap", "captured motion, 52 bones (5 eff., 4 poles)", mocap_rigs, **CLASS_TARGET),
     RigSpec("mocap previous", "captured motion, Previous Solution", mocap_rigs, start="PREVIOUS", **CLASS_TARGET),
@@ -199,7 +203,7 @@ SPECS = [
     RigSpec("mocap pinned", "captured motion, feet pinned", mocap_rigs, pinned=True),
     RigSpec("mocap root", "captured motion, feet pinned, root free", mocap_rigs, pinned=True, root=True),
     RigSpec("20 hands", "20 hands live at once", layout_rigs(hand_layout, "20 hand rigs in one scene", copies=20),
-            target="frame < 40 ms", check=lambda row: max(row["fabrik_frame"]) < 0.040),
+            target="frame < 40 ms", check=lambda row: max(row["fabrik_frame"]) < 0.040, source="Step 7 (issue 13)"),
 ]
 
 
@@ -471,35 +475,45 @@ def ratio_range(values: list[float]) -> str:
 
 def print_table(specs: list[RigSpec], rows: dict[str, dict], runs: int) -> None:
     """The markdown table, with the legend above it."""
-    header = (
-        "rig", "bones", "frames", "no IK ms/frame", "Blender IK cost ms/frame", "FABRIK cost ms/frame",
-        "FABRIK frame ms", "FABRIK solve ms", "FABRIK solver ms", "FABRIK cost / Blender cost",
-        "FABRIK cost without the solver / Blender cost", "Blender's evaluation after the write / Blender cost",
-        "target", "met",
-        "Blender worst error", "FABRIK worst error", "Blender largest joint turn a frame", "FABRIK largest joint turn a frame",
-    )
-    print("| " + " | ".join(header) + " |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|")
-    for spec in specs:
-        row = rows.get(spec.key)
-        if row is None:
-            continue
+    def table(header: tuple[str, ...], cells_of: Callable[[RigSpec, dict], tuple[str, ...]], right: int) -> None:
+        """One markdown table, a row per measured rig; its first `right` columns after the rig's are numbers."""
+        print("| " + " | ".join(header) + " |")
+        print("|---|" + "---:|" * right + "---|" * (len(header) - 1 - right))
+        for spec in specs:
+            row = rows.get(spec.key)
+            if row is not None:
+                print("| " + " | ".join((spec.label, *cells_of(spec, row))) + " |")
+        print()
+
+    def targets(spec: RigSpec, row: dict) -> tuple[str, ...]:
         met = "–" if row["met"] is None else ("PASS" if row["met"] else "MISS")
+        return (ms_range(row["blender"]), ms_range(row["fabrik"]), ratio_range(row["ratio"]), spec.target, met,
+                spec.source or "–")
+
+    def costs(spec: RigSpec, row: dict) -> tuple[str, ...]:
+        fabrik_frame = ms_range(row["fabrik_frame"])
+        if row["after_jump"]:
+            fabrik_frame += f" (slowest after a jump: {ms_range(row['after_jump'])})"
+        return (str(row["bones"]), str(row["frames"]), ms_range(row["none"]), fabrik_frame, ms_range(row["solve"]),
+                ms_range(row["solver"]), ratio_range(row["outside_ratio"]), ratio_range(row["after_write_ratio"]))
+
+    def errors(spec: RigSpec, row: dict) -> tuple[str, ...]:
         fabrik_error = f"{row['fabrik_error']:.1e}"
         if spec.key.startswith("chain 1000"):
             frames = f"{row['frames_converged']}/{row['frames'] * runs} frames"
             fabrik_error += f" ({'converged' if row['converged'] else 'not converged'}: {frames} within {CONVERGED:g})"
-        fabrik_frame = ms_range(row["fabrik_frame"])
-        if row["after_jump"]:
-            fabrik_frame += f" (slowest after a jump: {ms_range(row['after_jump'])})"
-        cells = (
-            spec.label, str(row["bones"]), str(row["frames"]), ms_range(row["none"]), ms_range(row["blender"]),
-            ms_range(row["fabrik"]), fabrik_frame, ms_range(row["solve"]), ms_range(row["solver"]),
-            ratio_range(row["ratio"]), ratio_range(row["outside_ratio"]), ratio_range(row["after_write_ratio"]),
-            spec.target, met,
-            f"{row['blender_error']:.1e}", fabrik_error, f"{row['blender_turn']:.1f}°", f"{row['fabrik_turn']:.1f}°",
-        )
-        print("| " + " | ".join(cells) + " |")
+        return (f"{row['blender_error']:.1e}", fabrik_error, f"{row['blender_turn']:.1f}°", f"{row['fabrik_turn']:.1f}°")
+
+    print("Targets (each set by a step of the project, named with its issue; a MISS is a target not met yet):\n")
+    table(("rig", "Blender IK cost ms/frame", "FABRIK cost ms/frame", "FABRIK cost / Blender cost", "target", "met",
+           "set by"), targets, 3)
+    print("Where a frame's time goes:\n")
+    table(("rig", "bones", "frames", "no IK ms/frame", "FABRIK frame ms", "FABRIK solve ms", "FABRIK solver ms",
+           "FABRIK cost without the solver / Blender cost", "Blender's evaluation after the write / Blender cost"),
+          costs, 8)
+    print("Errors and continuity:\n")
+    table(("rig", "Blender worst error", "FABRIK worst error", "Blender largest joint turn a frame",
+           "FABRIK largest joint turn a frame"), errors, 4)
 
 
 def print_split(specs: list[RigSpec], rows: dict[str, dict]) -> None:

@@ -87,29 +87,69 @@ def machine() -> str:
             f"{bpy.app.version_string}, {datetime.date.today():%d %b %Y}")
 
 
-def table_rows(output: str) -> tuple[list[str], list[list[str]]]:
-    """The header and rows of the first markdown table in a benchmark's output that has a 'rig' column."""
-    lines = [line for line in output.splitlines() if line.startswith("|")]
-    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
-    header = next(row for row in cells if row[0] == "rig")
-    start = cells.index(header)
-    rows = []
-    for row in cells[start + 2:]:
-        if row[0] == "rig":
-            break
-        rows.append(row)
-    return header, rows
+def tables(output: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Every markdown table in a benchmark's output: its header and rows of cells."""
+    found: list[tuple[list[str], list[list[str]]]] = []
+    lines = output.splitlines()
+    for k, line in enumerate(lines):
+        if line.startswith("|") and k + 1 < len(lines) and lines[k + 1].startswith("|---"):
+            header = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            rows = []
+            for following in lines[k + 2:]:
+                if not following.startswith("|"):
+                    break
+                rows.append([cell.strip() for cell in following.strip().strip("|").split("|")])
+            found.append((header, rows))
+    return found
+
+
+def by_rig(output: str) -> dict[str, dict[str, str]]:
+    """Each rig's cells by column, over every table of the output whose first column is the rig (a column
+    found in two tables keeps the first's)."""
+    rigs: dict[str, dict[str, str]] = {}
+    for header, rows in tables(output):
+        if header[0] != "rig":
+            continue
+        for row in rows:
+            cells = rigs.setdefault(row[0], {})
+            for name, cell in zip(header, row):
+                cells.setdefault(name, cell)
+    return rigs
 
 
 def readme_table(output: str) -> str:
-    """The README's short table: the chosen rows and columns of the live benchmark's table."""
-    header, rows = table_rows(output)
-    columns = [header.index(name) for name in README_COLUMNS]
-    by_rig = {row[0]: row for row in rows}
+    """The README's short table: the chosen rows and columns of the live benchmark's tables."""
+    rigs = by_rig(output)
     lines = ["| " + " | ".join(README_COLUMNS) + " |", "|---|" + "---:|" * (len(README_COLUMNS) - 1)]
     for rig in README_ROWS:
-        if rig in by_rig:
-            lines.append("| " + " | ".join(by_rig[rig][i] for i in columns) + " |")
+        if rig in rigs:
+            lines.append("| " + " | ".join(rigs[rig][name] for name in README_COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+#: Per benchmark with targets, the columns the summary shows as (FABRIK's, Blender's, the ratio).
+SUMMARY_COLUMNS = {
+    "benchmarks/run.py": ("FABRIK cost ms/frame", "Blender IK cost ms/frame", "FABRIK cost / Blender cost"),
+    "benchmarks/bake.py": ("FABRIK bake, continuous", "Blender nla.bake (IK constraint)", "ratio, continuous"),
+}
+
+
+def summary_table(outputs: dict[str, str]) -> str:
+    """Every benchmark row with a target, in one short table: what it measures, the target, whether it is met and
+    which step of the project set it."""
+    lines = ["| benchmark | rig | FABRIK | Blender | ratio | target | met | set by |",
+             "|---|---|---:|---:|---:|---|---|---|"]
+    titles = dict(BENCHMARKS)
+    for script, (ours, theirs, ratio) in SUMMARY_COLUMNS.items():
+        if script not in outputs:
+            continue
+        for rig, cells in by_rig(outputs[script]).items():
+            if cells.get("target", "–") in ("–", "") or "set by" not in cells:
+                continue
+            unit = " ms a frame" if script == "benchmarks/run.py" else ""  # (the bake's cells carry their seconds)
+            lines.append("| " + " | ".join((titles[script], rig, cells[ours] + unit, cells[theirs] + unit,
+                                               cells[ratio].replace(" Blender's cost", ""), cells["target"],
+                                               cells["met"], cells["set by"])) + " |")
     return "\n".join(lines)
 
 
@@ -127,14 +167,11 @@ def _listed(names: list[str]) -> str:
 
 def readme_prose(output: str) -> str:
     """What the README's table shows, in words written from its own cells (so the two cannot disagree)."""
-    header, rows = table_rows(output)
-    by_rig = {row[0]: row for row in rows}
-    shown = [by_rig[rig] for rig in README_ROWS if rig in by_rig]
-    ratio = header.index("FABRIK cost / Blender cost")
-    blender_error, fabrik_error = header.index("Blender worst error"), header.index("FABRIK worst error")
-    cheaper = [(row[0], _ratio(row[ratio])) for row in shown if _ratio(row[ratio])[1] < 1.0]
-    dearer = sorted(((row[0], _ratio(row[ratio])) for row in shown if _ratio(row[ratio])[1] >= 1.0),
-                    key=lambda item: item[1][0])
+    rigs = by_rig(output)
+    shown = [(rig, rigs[rig]) for rig in README_ROWS if rig in rigs]
+    ratios = [(rig, _ratio(cells["FABRIK cost / Blender cost"])) for rig, cells in shown]
+    cheaper = [(rig, ratio) for rig, ratio in ratios if ratio[1] < 1.0]
+    dearer = sorted(((rig, ratio) for rig, ratio in ratios if ratio[1] >= 1.0), key=lambda item: item[1][0])
     words = []
     if cheaper:
         words.append(f"FABRIK costs less than Blender's IK on {_listed([f'*{r}* ({c[2]})' for r, c in cheaper])}")
@@ -144,7 +181,8 @@ def readme_prose(output: str) -> str:
         words.append(f"{', and ' if cheaper else 'FABRIK costs '}more on the other {len(dearer)} rigs"
                      f"{'' if cheaper else ' here'}: from {span}")
     text = "".join(words) + "."
-    errors = [(row[0], float(row[blender_error].split()[0]), float(row[fabrik_error].split()[0])) for row in shown]
+    errors = [(rig, float(cells["Blender worst error"].split()[0]), float(cells["FABRIK worst error"].split()[0]))
+              for rig, cells in shown]
     below = [rig for rig, theirs, ours in errors if ours < 0.5 * theirs]
     near = [rig for rig, theirs, ours in errors if 0.5 * theirs <= ours <= 1.5 * theirs]
     above = [rig for rig, theirs, ours in errors if ours > 1.5 * theirs]
@@ -219,6 +257,13 @@ def main(argv: list[str] | None = None) -> int:
         "by hand. Machines here are shared and noisy: every figure is a median, comparisons are against a "
         "baseline measured in the same process, interleaved with ours, and where a table gives a range it is "
         "the lowest to highest of several runs.",
+    ]
+    parts += [
+        "", "## Targets at a glance", "",
+        "Every row of the benchmarks below that has a target: the step of the project that set it (with its "
+        "issue), and whether this run met it on the range's worst end (MISS: not met yet). Ratios: FABRIK's "
+        "cost over Blender's live (below 1: cheaper), Blender's bake time over FABRIK's (above 1: faster).",
+        "", summary_table(outputs),
     ]
     for script, title in BENCHMARKS:
         parts += ["", f"## {title}", "", f"`{script}`", "", legend(script), "", outputs[script]]

@@ -32,11 +32,22 @@ def test_the_benchmark_documents_are_written_from_the_benchmarks_output(tmp_path
     readme = (tmp_path / "README.md").read_text()
     table = readme.split("<!-- benchmark table:", 1)[1].split("<!-- end of benchmark table -->", 1)[0]
     live = sections["Live solving against Blender's IK constraint"]
-    # (the first table's row: the second, where each frame's time goes, has a row of that name too)
-    chain_row = next(line for line in live.splitlines() if line.startswith("| chain 10 |"))
+    lines = live.splitlines()
+    header = next(line for line in lines if line.startswith("| rig | Blender IK cost ms/frame | FABRIK cost ms/frame"))
+    chain_row = next(line for line in lines[lines.index(header):] if line.startswith("| chain 10 |"))
     assert "| chain 10 |" in table and "| finger, MCP 2 DOF + 2 hinges |" in table, table
-    cost = chain_row.split("|")[6].strip()  # FABRIK cost ms/frame, as the benchmark printed it
+    cost = chain_row.split("|")[3].strip()  # FABRIK cost ms/frame, as the benchmark printed it
     assert cost in table.split("| chain 10 |", 1)[1].split("\n", 1)[0]
+    # The document opens with every target in one short table, each with the step that set it.
+    glance = doc.split("## Targets at a glance\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in glance.splitlines() if line.startswith("| ") and not line.startswith("| benchmark")]
+    assert doc.index("## Targets at a glance") < doc.index("## Live solving"), "the summary comes first"
+    assert any("| chain 10 |" in row and "Step 7 (issue 13)" in row for row in rows), rows
+    assert any(row.startswith("| Bakes against Blender's Bake Action | chain 50 |") for row in rows), rows
+    assert all(row.split("|")[7].strip() in ("PASS", "MISS") for row in rows), rows
+    # No table in the document is as wide as the old 18 columns.
+    widest = max(line.count("|") - 1 for line in doc.splitlines() if line.startswith("|"))
+    assert widest <= 12, widest
     # The words under the table are written from its cells: every ratio they quote is in the table.
     prose = table.split(".*\n\n", 1)[1].strip()
     assert prose.startswith("FABRIK costs") and "worst error" in prose, prose
