@@ -162,6 +162,8 @@ def check_output(path: str) -> None:
             pass
     except OSError as error:
         raise UsageError(f"cannot write the output '{path}': {error.strerror}") from None
+    if not path.lower().endswith(".blend"):  # (Blender would save a .blend under any name, which nothing opens)
+        raise UsageError(f"the output '{path}' must end in .blend")
 
 
 def main(argv: list[str]) -> int:

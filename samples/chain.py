@@ -2,7 +2,7 @@
 """Sample: a six-bone arm whose tip follows a target around a circle.
 
 Run with Blender's Python module: `.venv/bin/python samples/chain.py` saves the
-scene to out/chain.blend (`--save PATH`, `--no-save`, `--help`); or inside
+scene to out/samples/chain.blend (`--save PATH`, `--no-save`, `--help`); or inside
 Blender with the add-on enabled: `blender --python samples/chain.py` (options
 after `--`).
 """

@@ -12,7 +12,7 @@ may tip a little. Each fingertip's path lies in its finger's own plane, on
 poses inside these limits.
 
 Run with Blender's Python module: `.venv/bin/python samples/hand.py` saves the
-scene to out/hand.blend (`--save PATH`, `--no-save`, `--help`); or inside
+scene to out/samples/hand.blend (`--save PATH`, `--no-save`, `--help`); or inside
 Blender with the add-on enabled: `blender --python samples/hand.py` (options
 after `--`).
 """

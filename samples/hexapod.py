@@ -10,7 +10,7 @@ Targets live in world space, so this also shows targets and rig moving
 independently.
 
 Run with Blender's Python module: `.venv/bin/python samples/hexapod.py` saves the
-scene to out/hexapod.blend (`--save PATH`, `--no-save`, `--help`); or inside
+scene to out/samples/hexapod.blend (`--save PATH`, `--no-save`, `--help`); or inside
 Blender with the add-on enabled: `blender --python samples/hexapod.py` (options
 after `--`).
 """

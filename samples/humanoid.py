@@ -12,7 +12,7 @@ as the animation says. The hand, head and elbow targets hang from the chest
 bone, so they crouch with the body.
 
 Run with Blender's Python module: `.venv/bin/python samples/humanoid.py` saves the
-scene to out/humanoid.blend (`--save PATH`, `--no-save`, `--help`); or inside
+scene to out/samples/humanoid.blend (`--save PATH`, `--no-save`, `--help`); or inside
 Blender with the add-on enabled: `blender --python samples/humanoid.py` (options
 after `--`).
 """

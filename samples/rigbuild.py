@@ -47,21 +47,22 @@ def ensure_addon() -> None:
     fabrik_addon.register()
 
 
-#: Where a sample saves its scene unless told otherwise (the checkout's out/, which git ignores).
-OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "out")
+#: Where a sample saves its scene unless told otherwise (in the checkout's out/, which git ignores, beside but not
+#: over the demo's baked scenes).
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "out", "samples")
 
 
 def main(build: Callable) -> None:
     """Run a sample as a script: make sure the add-on is there, build, and save where `--save` says (by default
-    out/<sample>.blend, except in a Blender window, which shows the scene and saves nothing unless told)."""
+    out/samples/<sample>.blend, except in a Blender window, which shows the scene and saves nothing unless told)."""
     module = sys.modules[build.__module__]
     name = os.path.splitext(os.path.basename(module.__file__))[0]
     parser = argparse.ArgumentParser(
-        prog=f"samples/{name}.py", description=(module.__doc__ or "").strip().splitlines()[0],
+        prog=f"samples/{name}.py", description=" ".join((module.__doc__ or "").strip().splitlines()[:1]),
         epilog=f"Inside Blender, give the options after --:\n  blender --python samples/{name}.py -- --save x.blend",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--save", metavar="PATH", help=f"save the scene here (default: out/{name}.blend; "
+    parser.add_argument("--save", metavar="PATH", help=f"save the scene here (default: out/samples/{name}.blend; "
                         "in a Blender window: not saved)")
     parser.add_argument("--no-save", action="store_true", help="build the scene and save nothing")
     # Inside Blender, sys.argv is Blender's own command line: the sample's options come after `--`.

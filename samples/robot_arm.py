@@ -15,7 +15,7 @@ warm starts follow the target smoothly (under 6 degrees per frame). The
 bake does the same (each frame from the one before).
 
 Run with Blender's Python module: `.venv/bin/python samples/robot_arm.py` saves the
-scene to out/robot_arm.blend (`--save PATH`, `--no-save`, `--help`); or inside
+scene to out/samples/robot_arm.blend (`--save PATH`, `--no-save`, `--help`); or inside
 Blender with the add-on enabled: `blender --python samples/robot_arm.py` (options
 after `--`).
 """

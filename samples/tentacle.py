@@ -7,7 +7,7 @@ a bend along its whole length. Blender's own IK gives up on chains this long
 (see the README's benchmarks); FABRIK reaches.
 
 Run with Blender's Python module: `.venv/bin/python samples/tentacle.py` saves the
-scene to out/tentacle.blend (`--save PATH`, `--no-save`, `--help`); or inside
+scene to out/samples/tentacle.blend (`--save PATH`, `--no-save`, `--help`); or inside
 Blender with the add-on enabled: `blender --python samples/tentacle.py` (options
 after `--`).
 """

@@ -23,7 +23,7 @@ two frames. The bake does the same as live solving. The iterations and the
 tolerance are the add-on's defaults.
 
 Run with Blender's Python module: `.venv/bin/python samples/ur5.py` saves the
-scene to out/ur5.blend (`--save PATH`, `--no-save`, `--help`); or inside
+scene to out/samples/ur5.blend (`--save PATH`, `--no-save`, `--help`); or inside
 Blender with the add-on enabled: `blender --python samples/ur5.py` (options
 after `--`).
 """

@@ -178,8 +178,9 @@ def readme_prose(output: str) -> str:
     if dearer:
         span = (f"{dearer[0][1][2]} (*{dearer[0][0]}*) to {dearer[-1][1][2]} (*{dearer[-1][0]}*)" if len(dearer) > 1
                 else f"{dearer[0][1][2]} (*{dearer[0][0]}*)")
-        words.append(f"{', and ' if cheaper else 'FABRIK costs '}more on the other {len(dearer)} rigs"
-                     f"{'' if cheaper else ' here'}: from {span}")
+        words.append(f", and more on the other {len(dearer)}: from {span}" if cheaper
+                     else f"FABRIK costs more than Blender's IK on {'all ' if len(dearer) > 1 else ''}{len(dearer)} "
+                          f"rig{'s' if len(dearer) > 1 else ''} here: from {span}")
     text = "".join(words) + "."
     errors = [(rig, float(cells["Blender worst error"].split()[0]), float(cells["FABRIK worst error"].split()[0]))
               for rig, cells in shown]
@@ -188,10 +189,9 @@ def readme_prose(output: str) -> str:
     above = [rig for rig, theirs, ours in errors if ours > 1.5 * theirs]
     text += f" Its worst error is well below Blender's on {len(below)} of the {len(errors)} rigs"
     if near:
-        text += (f", and about Blender's on {_listed([f'*{rig}*' for rig in near])}: their targets move between poses the rig reaches, "
-                 "and where the path between passes out of reach of the limited joints both solvers stop at the "
-                 "nearest pose the limits allow (reach on reachable targets: [Reach under joint limits]"
-                 "(docs/benchmarks.md#reach-under-joint-limits))")
+        text += (f", and about Blender's on {_listed([f'*{rig}*' for rig in near])}: both solvers' worst frame stops "
+                 "about as far from its target (how each reaches targets known to be reachable: [Reach under joint "
+                 "limits](docs/benchmarks.md#reach-under-joint-limits))")
     if above:
         text += f"; above Blender's on {_listed([f'*{rig}*' for rig in above])}"
     return text + "."
@@ -213,8 +213,6 @@ def rewrite_section(script: str, quick: bool, doc: Path) -> int:
     """Rerun one benchmark and put its output in place of its section in docs/benchmarks.md, marked with what it
     was measured on (the others keep the run that wrote them)."""
     titles = dict(BENCHMARKS)
-    if script not in titles:
-        raise SystemExit(f"no benchmark {script!r}; one of {', '.join(titles)}")
     output = run(script, QUICK[script] if quick else [])
     text = doc.read_text(encoding="utf-8")
     heading = f"## {titles[script]}"
@@ -232,7 +230,7 @@ def rewrite_section(script: str, quick: bool, doc: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run them all, then write the document and the README's table."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=os.environ.get("FABRIK_PROG"), description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few samples of each benchmark (a check)")
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "bench",
                         help="write benchmarks.md and a copy of README.md here (default: out/bench/)")
@@ -246,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         doc, readme = args.out / "benchmarks.md", args.out / "README.md"
         for source, copy in ((DOC, doc), (README, readme)):
             copy.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    if args.only and args.only not in dict(BENCHMARKS):
+        parser.error(f"no benchmark {args.only!r}; one of {', '.join(dict(BENCHMARKS))}")
     if args.only:
         return rewrite_section(args.only, args.quick, doc)
     outputs = {script: run(script, QUICK[script] if args.quick else []) for script, _title in BENCHMARKS}

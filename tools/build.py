@@ -44,17 +44,26 @@ class BuildError(RuntimeError):
 def manifest() -> dict[str, str]:
     """The manifest's top-level `key = "value"` settings (tomllib is Python 3.11's; these need no more)."""
     text = MANIFEST.read_text(encoding="utf-8").split("\n[", 1)[0]
-    return dict(re.findall(r'^(\w+)\s*=\s*"([^"]*)"\s*$', text, flags=re.MULTILINE))
+    found = re.findall(r"""^(\w+)\s*=\s*(["'])(.*?)\2\s*(?:#.*)?$""", text, flags=re.MULTILINE)
+    return {key: value for key, _quote, value in found}
+
+
+def _setting(name: str) -> str:
+    """One of the manifest's settings; BuildError where it has none."""
+    value = manifest().get(name)
+    if not value:
+        raise BuildError(f"{MANIFEST.name} has no {name} = \"...\" line before its first [section]")
+    return value
 
 
 def package_id() -> str:
     """The extension id from the manifest (also the legacy add-on's folder name)."""
-    return str(manifest()["id"])
+    return _setting("id")
 
 
 def version() -> str:
     """The version string from the manifest."""
-    return str(manifest()["version"])
+    return _setting("version")
 
 
 def source_files() -> list[Path]:
@@ -89,29 +98,15 @@ def check_wrong_package_notice(text: str) -> None:
         raise BuildError(f"{NOTICE_TEMPLATE.name} removes {sorted(removed)}, the zip unpacks {sorted(top)}")
 
 
-def expected_legacy_entries() -> set[str]:
-    """Every file the legacy zip must hold, all below one folder named after the id."""
-    top = package_id()
-    return {f"{top}/__init__.py", f"{top}/LICENSE", *(f"{top}/{p.as_posix()}" for p in source_files())}
-
-
 def zip_files(path: Path) -> set[str]:
     """Names of the files (not folder entries) in a zip."""
     with zipfile.ZipFile(path) as archive:
         return {name for name in archive.namelist() if not name.endswith("/")}
 
 
-def check_zip(path: Path, expected: set[str]) -> None:
-    """BuildError unless the zip holds exactly the expected files."""
-    names = zip_files(path)
-    missing, extra = sorted(expected - names), sorted(names - expected)
-    if missing or extra:
-        raise BuildError(f"{path.name} has the wrong content: missing {missing}, extra {extra}")
-
-
 def write_zip(final: Path, entries: dict[str, bytes]) -> Path:
-    """Write a zip of these entries (name: content) with fixed times, then move it into place in one step, so
-    readers never see half a zip; return its path."""
+    """Write a zip of these entries (name: content) with fixed times, read it back, then move it into place in
+    one step, so readers never see half a zip nor a wrong one; return its path."""
     final.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=".build-") as scratch:
         built = Path(scratch) / final.name
@@ -121,6 +116,11 @@ def write_zip(final: Path, entries: dict[str, bytes]) -> Path:
                 info.compress_type = zipfile.ZIP_DEFLATED
                 info.external_attr = 0o644 << 16
                 archive.writestr(info, content)
+        with zipfile.ZipFile(built) as archive:
+            broken = archive.testzip()
+            names = set(archive.namelist())
+        if broken is not None or names != set(entries):
+            raise BuildError(f"{final.name} did not read back as written ({broken or sorted(names ^ set(entries))})")
         os.replace(built, final)
     return final
 
@@ -133,9 +133,7 @@ def build_extension(out_dir: Path = DIST) -> Path:
     names = [MANIFEST.name, *SHIPPED, *(p.as_posix() for p in source_files())]
     entries = {name: (ROOT / name).read_bytes() for name in names}
     entries[WRONG_PACKAGE_NOTICE] = text.encode("utf-8")
-    built = write_zip(Path(out_dir) / f"{package_id()}-{version()}.zip", entries)
-    check_zip(built, expected_extension_entries())
-    return built
+    return write_zip(Path(out_dir) / f"{package_id()}-{version()}.zip", entries)
 
 
 def build_legacy(out_dir: Path = DIST) -> Path:
@@ -144,9 +142,7 @@ def build_legacy(out_dir: Path = DIST) -> Path:
     top = package_id()
     names = ["__init__.py", "LICENSE", *(p.as_posix() for p in source_files())]
     entries = {f"{top}/{name}": (ROOT / name).read_bytes() for name in names}
-    built = write_zip(Path(out_dir) / f"{top}-{version()}-legacy.zip", entries)
-    check_zip(built, expected_legacy_entries())
-    return built
+    return write_zip(Path(out_dir) / f"{top}-{version()}-legacy.zip", entries)
 
 
 def build_all(out_dir: Path = DIST) -> tuple[Path, Path]:
@@ -156,7 +152,7 @@ def build_all(out_dir: Path = DIST) -> tuple[Path, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     """Build both zips and print their paths."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=os.environ.get("FABRIK_PROG"), description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", type=Path, default=DIST, help="where the zips go (default: dist/)")
     args = parser.parse_args(argv)
     try:

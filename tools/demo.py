@@ -91,7 +91,7 @@ def run_step(args: list[str], profile: str, label: str = "") -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Orchestrate the demo from outside Blender."""
-    parser = argparse.ArgumentParser(description="Build, install and demonstrate the add-on on the sample rigs.")
+    parser = argparse.ArgumentParser(prog=os.environ.get("FABRIK_PROG"), description="Build, install and demonstrate the add-on on the sample rigs.")
     parser.add_argument("--samples", default=",".join(SAMPLES), help="comma-separated sample names (default: all)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="samples run side by side (default 1: solve times are only comparable one at a time)")
@@ -101,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     samples = [name for name in options.samples.split(",") if name]
     unknown = [name for name in samples if not (ROOT / "samples" / f"{name}.py").is_file()]
     if unknown:
-        parser.error(f"no such sample: {', '.join(unknown)}")
+        parser.error(f"no such sample: {', '.join(unknown)} (the samples: {', '.join(SAMPLES)})")
+    if options.jobs < 1:
+        parser.error(f"--jobs must be 1 or more, not {options.jobs}")
 
     sys.path.insert(0, str(ROOT / "tools"))
     import build

@@ -78,12 +78,13 @@ def ensure_venv(venv: Path = VENV, requirements: Path = REQUIREMENTS) -> Path:
             f"Python 3.11 is needed here (Blender's Python module exists only for 3.11); this is "
             f"{sys.version.split()[0]}. Run the same command with python3.11 (`build` alone runs on any Python 3.9+)."
         )
-    # (the checkout's own path too: the environment installs this checkout, and a copy elsewhere must not reuse it)
-    wanted = hashlib.sha256(requirements.read_bytes() + PYPROJECT.read_bytes() + str(ROOT).encode()).hexdigest()
-    stamp = venv / ".requirements-sha256"
-    if venv_python(venv).exists() and stamp.exists() and stamp.read_text().strip() == wanted:
-        return venv_python(venv)
     try:
+        # (the checkout's own path too: the environment installs this checkout, and a copy elsewhere must not
+        # reuse it)
+        wanted = hashlib.sha256(requirements.read_bytes() + PYPROJECT.read_bytes() + str(ROOT).encode()).hexdigest()
+        stamp = venv / ".requirements-sha256"
+        if venv_python(venv).exists() and stamp.exists() and stamp.read_text().strip() == wanted:
+            return venv_python(venv)
         if not venv_python(venv).exists():
             log(f"creating virtual environment in {venv}")
             if subprocess.call([sys.executable, "-m", "venv", str(venv)]) != 0:
@@ -94,17 +95,22 @@ def ensure_venv(venv: Path = VENV, requirements: Path = REQUIREMENTS) -> Path:
         log(f"installing {requirements.name} (a bpy wheel is ~370 MB the first time; pip caches it)")
         pip = [str(venv_python(venv)), "-m", "pip", "--disable-pip-version-check"]
         if (subprocess.call(pip + ["install", "--quiet", "--upgrade", "pip"]) != 0
-                or subprocess.call(pip + ["install", "--progress-bar", "off", "-r", str(requirements)]) != 0
-                or subprocess.call(pip + ["install", "--quiet", "--no-deps", "--no-build-isolation", "-e", str(ROOT)],
-                                   cwd=ROOT) != 0):
+                or subprocess.call(pip + ["install", "--progress-bar", "off", "-r", str(requirements)]) != 0):
             raise SetupError(
                 f"pip could not install {requirements.name} into {venv} (see pip's lines above): check the network "
                 "or proxy (pip needs pypi.org), then run the same command again."
             )
+        if subprocess.call(pip + ["install", "--quiet", "--no-deps", "--no-build-isolation", "-e", str(ROOT)],
+                           cwd=ROOT) != 0:
+            raise SetupError(
+                f"pip could not install the add-on from {ROOT} into {venv} (see pip's lines above): is "
+                "pyproject.toml as the checkout has it?"
+            )
         stamp.write_text(wanted + "\n")
     except OSError as exc:
         raise SetupError(
-            f"could not set up {venv}: {exc.strerror or exc}. Set FABRIK_VENV to a folder you can write."
+            f"could not set up {venv}: {exc.strerror or exc} ({getattr(exc, 'filename', None) or venv}). "
+            "Set FABRIK_VENV to a folder you can write, or restore the checkout's files."
         ) from None
     return venv_python(venv)
 
@@ -159,10 +165,19 @@ def checkout_unchanged(before: dict[str, str] | None) -> int:
     return 1
 
 
-def run(python: Path, *args: str) -> int:
-    """Run the venv's Python from the repository root and return its exit code."""
+def run(python: Path, *args: str, command: str = "") -> int:
+    """Run the venv's Python from the repository root and return its exit code; `command` is the dev.py command
+    the script's usage lines name (FABRIK_PROG)."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    if command:
+        env["FABRIK_PROG"] = f"python3 tools/dev.py {command}"
     return subprocess.call([str(python), *args], cwd=ROOT, env=env)
+
+
+#: Colour codes a terminal-aware pytest may print, taken out before its last line is read.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: Pytest's closing line: the counts and the time ("=== 12 passed, 3 skipped in 4.5s ===", or bare with -q).
+SUMMARY = re.compile(r"=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s.*?) ?=*")
 
 
 def run_pass(python: Path, *args: str) -> tuple[int, str]:
@@ -174,11 +189,18 @@ def run_pass(python: Path, *args: str) -> tuple[int, str]:
                           text=True, errors="replace", bufsize=1) as process:
         for line in process.stdout:
             sys.stdout.write(line)
-            found = re.fullmatch(r"=+ (.*\d.*) =+", line.strip())
+            found = SUMMARY.fullmatch(ANSI.sub("", line).strip())
             if found:
                 summary = found.group(1)
     sys.stdout.flush()
     return process.returncode, summary
+
+
+def verdict(code: int, summary: str) -> str:
+    """A pass's word: passed, FAILED, or SKIPPED where it passed without running a test (its tools missing)."""
+    if code != 0:
+        return "FAILED"
+    return "SKIPPED" if "skipped" in summary and not re.search(r"\d+ passed", summary) else "passed"
 
 
 def test(rest: list[str]) -> int:
@@ -209,10 +231,14 @@ def test(rest: list[str]) -> int:
     unchanged = checkout_unchanged(before)
     print()
     for name, code, summary in results:
-        log(f"{'passed' if code == 0 else 'FAILED'}  {name}: {summary}")
+        log(f"{verdict(code, summary)}  {name}: {summary}")
     log(f"{'passed' if unchanged == 0 else 'FAILED'}  the checkout: {'as the tests found it' if unchanged == 0 else 'changed'}")
     failed = [name for name, code, _ in results if code] + (["the checkout"] if unchanged else [])
-    log("ALL PASSED" if not failed else f"FAILED: {'; '.join(failed)} (their output is above)")
+    skipped = [name.split(":")[0] for name, code, summary in results if verdict(code, summary) == "SKIPPED"]
+    if failed:
+        log(f"FAILED: {'; '.join(failed)} (their output is above)")
+    else:
+        log("ALL PASSED" + (f" (skipped whole: {'; '.join(skipped)}; the lines above say why)" if skipped else ""))
     return 1 if failed else 0
 
 
@@ -229,15 +255,15 @@ def main(argv: list[str]) -> int:
         print(HELP[command])
         return 0
     if command == "build":  # (the standard library alone: no environment to set up)
-        return run(Path(sys.executable), "tools/build.py", *rest)
+        return run(Path(sys.executable), "tools/build.py", *rest, command="build")
     try:
         if command == "test":
             return test(rest)
         python = ensure_venv()
         if command == "demo":
-            return run(python, "tools/demo.py", *rest)
+            return run(python, "tools/demo.py", *rest, command="demo")
         if command == "bench":
-            return run(python, "tools/benchdocs.py", *rest)
+            return run(python, "tools/benchdocs.py", *rest, command="bench")
         if rest:
             print(f"pictures takes no options: {' '.join(rest)}", file=sys.stderr)
             return 2

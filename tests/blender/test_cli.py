@@ -148,17 +148,19 @@ def test_refuses_inputs_that_are_not_blend_files(scene):
 
 
 def test_refuses_unwritable_outputs_before_loading(scene):
-    """--out in a missing folder, or a folder itself: refused before the file is loaded, so no bake is lost."""
+    """--out in a missing folder, a folder itself, or a name Blender files do not have: refused before the file is
+    loaded, so no bake is lost."""
     before = digest(scene)
     missing = scene.parent / "no_such_folder" / "baked.blend"
     for out, words in (
         (missing, ["no_such_folder", "does not exist"]),
         (scene.parent, ["is a folder", "not a file"]),
+        (scene.parent / "baked.txt", ["baked.txt", "must end in .blend"]),
     ):
         result = run(str(scene), "--object", "Rig", "--frames", "1-5", "--out", str(out))
         assert_refused(result, words)
         assert "Read blend" not in result.stdout
-    assert not missing.parent.exists() and digest(scene) == before
+    assert not missing.parent.exists() and digest(scene) == before and not (scene.parent / "baked.txt").exists()
 
 
 def read_only_places(folder: Path) -> tuple[Path, Path]:

@@ -241,3 +241,19 @@ def test_with_the_target_selected_a_rig_preset_sets_the_rig_and_leaves_the_targe
     assert bpy.ops.fabrik.rig_settings_preset_add(name="From The Target") == {"FINISHED"}
     assert "settings.iterations = 77" in (user_presets / "fabrik" / "rig_settings" / "From_The_Target.py").read_text()
     assert view_layer.objects.active == target
+
+
+def test_a_preset_that_fails_half_way_changes_nothing_and_says_why(tmp_path: Path) -> None:
+    """A preset file that sets the iterations, then a solver that does not exist: the rig keeps all its settings
+    (no half-applied preset) and the operator says why in a line (an error report, which scripts see raised)."""
+    rig = pose_rig()
+    rig.fabrik.iterations, rig.fabrik.solver = 77, 'CCD'
+    broken = tmp_path / "Broken.py"
+    broken.write_text("import bpy\nsettings = bpy.context.object.fabrik\nsettings.iterations = 33\n"
+                      "settings.solver = 'NOPE'\n")
+    with pytest.raises(RuntimeError, match="Cannot apply the preset 'Broken'.*keeps its settings"):
+        apply(broken, "FABRIK_MT_rig_settings_presets")
+    assert (rig.fabrik.iterations, rig.fabrik.solver) == (77, 'CCD')
+    with pytest.raises(RuntimeError, match="Cannot apply the preset"):
+        apply(tmp_path / "Missing.py", "FABRIK_MT_rig_settings_presets")
+    assert (rig.fabrik.iterations, rig.fabrik.solver) == (77, 'CCD')

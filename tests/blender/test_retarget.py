@@ -563,12 +563,13 @@ def _left_leg_collapsed(clip) -> None:
     ("clip scaled to zero", "the clip 'walk' has no size"),
     ("a leg of no length", "the clip's leg .L ('LeftUpLeg' to 'LeftFoot') has no length at rest"),
     ("arms swapped whole", "the clip's arms are mapped the other way round from its legs"),
+    ("a floor with no plane", "the Floor 'Flat' has no XY plane"),
 ])
 def test_a_clip_that_cannot_be_scaled_or_is_mapped_mirrored_is_refused_in_words_and_changes_nothing(
         tmp_path, case, words):
     """A clip whose size or a limb's length is zero would scale the hips by ~1e5 (or divide by zero); arms mapped
-    left to right whole would put the hands on the wrong sides: each is refused in words before any work, and the
-    mapping Retarget filled in goes with the refusal."""
+    left to right whole would put the hands on the wrong sides; a Floor the bake cannot use would stop it half
+    way: each is refused in words before any work, and the mapping Retarget filled in goes with the refusal."""
     clip = import_walk(tmp_path)
     rig = stocky_rig()
     rig.fabrik.retarget_source = clip
@@ -577,6 +578,10 @@ def test_a_clip_that_cannot_be_scaled_or_is_mapped_mirrored_is_refused_in_words_
         clip.scale = (0.0, 0.0, 0.0)
     elif case == "a leg of no length":
         _left_leg_collapsed(clip)
+    elif case == "a floor with no plane":  # (the bake of the corrections would refuse it: so does Retarget, first)
+        floor = rigbuild.make_target("Flat", (0.0, 0.0, 0.0))
+        floor.scale = (0.0, 1.0, 1.0)
+        rig.fabrik.floor = floor
     else:
         setup.map_bones(rig)
         rows = rig.fabrik.retarget_bones

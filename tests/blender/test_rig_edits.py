@@ -4,6 +4,7 @@ removed before Restore, Rigify's own switches, targets deleted in the viewport. 
 
 from __future__ import annotations
 
+import blf
 import bpy
 import pytest
 from blender_scenes import chain_rig, rigbuild, target_world, tip_world
@@ -318,8 +319,6 @@ def test_convert_on_a_rigify_rig_is_solved_by_fabrik_and_follows_its_pole_switch
     assert (rig.fabrik.effectors[plain].name, rig.fabrik.effectors[pole].name) == ("arm.L", "arm.L pole")
     # Each name fits the room the default sidebar's list gives a name beside its scroll bar (about 60 pixels of
     # Blender's interface font at scale 1; a longer one is cut, and four rows read "forearm_..."), all distinct.
-    import blf
-
     blf.size(0, 11)
     names = [effector.name for effector in rig.fabrik.effectors]
     assert len(set(names)) == len(names) == 8 and all(blf.dimensions(0, name)[0] <= 60 for name in names), names

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import ast
+import glob
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -158,9 +160,22 @@ def test_build_script(tmp_path: Path) -> None:
     assert sums[0] == sums[1], "the same sources built different zips"
 
 
-def test_the_build_needs_python_3_9_only() -> None:
-    """tools/build.py and tools/dev.py parse as Python 3.9 (a Blender user may have no newer Python), and the
-    build imports nothing outside the standard library."""
+#: Standard modules newer than Python 3.9 (the build must not need them).
+NEWER_THAN_3_9 = {"tomllib"}
+
+
+def _python_3_9() -> str | None:
+    """A Python 3.9 interpreter on this machine, if there is one."""
+    for candidate in (shutil.which("python3.9"), *sorted(glob.glob("/root/.pyenv/versions/3.9*/bin/python3.9"))):
+        if candidate and subprocess.run([candidate, "-c", "import sys; assert sys.version_info[:2] == (3, 9)"],
+                                        capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def test_the_build_needs_python_3_9_only(tmp_path: Path) -> None:
+    """tools/build.py and tools/dev.py parse as Python 3.9 and import only what 3.9's standard library has; where
+    a Python 3.9 is installed, `dev.py build` runs on it and makes the same bytes as this Python's build."""
     for name in ("build.py", "dev.py"):
         source = (ROOT / "tools" / name).read_text()
         ast.parse(source, feature_version=(3, 9))  # (SyntaxError names the line that needs a newer Python)
@@ -169,7 +184,17 @@ def test_the_build_needs_python_3_9_only() -> None:
                     for alias in node.names}
         imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                      if isinstance(node, ast.ImportFrom) and node.level == 0}
-        assert imported <= set(sys.stdlib_module_names), f"{name} imports {sorted(imported - set(sys.stdlib_module_names))}"
+        assert imported <= set(sys.stdlib_module_names) - NEWER_THAN_3_9, f"{name} imports {sorted(imported)}"
+    python39 = _python_3_9()
+    if python39 is None:
+        return  # (the parse and import checks above are what a machine without 3.9 can do)
+    ours = build.build_all(tmp_path / "ours")
+    run = subprocess.run([python39, "tools/dev.py", "build", "--out-dir", str(tmp_path / "old")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=TIMEOUT,
+                         env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    for path in ours:
+        assert (tmp_path / "old" / path.name).read_bytes() == path.read_bytes(), path.name
 
 
 # Runs in a fresh interpreter: installing into a throw-away profile must not touch the test process.
@@ -335,3 +360,16 @@ def test_every_place_that_names_the_version_names_the_same() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text()
     numbered = [line[3:].split()[0] for line in changelog.splitlines() if line.startswith("## ") and line[3].isdigit()]
     assert numbered and numbered[0] == version, numbered
+
+
+def test_the_build_reads_the_manifest_as_toml_writes_it_and_says_what_is_missing(tmp_path: Path, monkeypatch) -> None:
+    """The build reads the id and version without tomllib: single quotes and a comment after the value are TOML
+    too; a manifest without a version is a one-line BuildError, not a KeyError."""
+    manifest = tmp_path / "blender_manifest.toml"
+    manifest.write_text("schema_version = '1.0.0'\nid = 'fabrik_ik'  # the id\nversion = \"0.1.0\"  # bumped\n"
+                        "[build]\nversion = \"9.9.9\"\n")
+    monkeypatch.setattr(build, "MANIFEST", manifest)
+    assert (build.package_id(), build.version()) == ("fabrik_ik", "0.1.0")
+    manifest.write_text("id = \"fabrik_ik\"\n")
+    with pytest.raises(build.BuildError, match="has no version"):
+        build.version()

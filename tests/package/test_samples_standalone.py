@@ -44,7 +44,7 @@ def _sample(args: list[str], cwd: Path = ROOT, script: str = "samples/chain.py",
 def test_a_sample_says_how_it_runs_and_refuses_what_it_does_not_know() -> None:
     """`--help` lists --save and --no-save and where the scene goes; an unknown option is one line and exit 2."""
     helped = _sample(["--help"])
-    assert helped.returncode == 0 and "--save PATH" in helped.stdout and "out/chain.blend" in helped.stdout
+    assert helped.returncode == 0 and "--save PATH" in helped.stdout and "out/samples/chain.blend" in helped.stdout
     assert "-- --save" in helped.stdout  # (how to pass options inside Blender)
     refused = _sample(["--bogus"])
     assert refused.returncode == 2 and "unrecognized arguments: --bogus" in refused.stderr
@@ -59,18 +59,18 @@ def test_a_sample_without_blender_says_how_to_run_it() -> None:
 
 
 def test_a_sample_saves_into_out_by_default_and_makes_missing_folders(tmp_path: Path) -> None:
-    """Run with no options, a sample saves out/<name>.blend beside the samples (and says so); --save makes the
+    """Run with no options, a sample saves out/samples/<name>.blend beside the samples (and says so); --save makes the
     folders it names; --no-save saves nothing. (A copy of the samples beside a link to the add-on, so the
     checkout's out/ stays as it was.)"""
     shutil.copytree(ROOT / "samples", tmp_path / "samples", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "fabrik_addon").symlink_to(ROOT / "fabrik_addon")
     default = _sample([], cwd=tmp_path, script=str(tmp_path / "samples" / "chain.py"))
     assert default.returncode == 0, default.stderr[-2000:]
-    assert (tmp_path / "out" / "chain.blend").is_file()
-    assert f"saved the chain sample to {tmp_path / 'out' / 'chain.blend'}" in default.stdout
+    assert (tmp_path / "out" / "samples" / "chain.blend").is_file()
+    assert f"saved the chain sample to {tmp_path / 'out' / 'samples' / 'chain.blend'}" in default.stdout
     deep = tmp_path / "not" / "there" / "yet.blend"
     saved = _sample(["--save", str(deep)])
     assert saved.returncode == 0 and deep.is_file(), saved.stderr[-2000:]
     nothing = _sample(["--no-save"], cwd=tmp_path, script=str(tmp_path / "samples" / "chain.py"))
     assert nothing.returncode == 0 and "not saved" in nothing.stdout
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["chain.blend"]
+    assert sorted(p.name for p in (tmp_path / "out" / "samples").iterdir()) == ["chain.blend"]

@@ -338,19 +338,6 @@ class Baker(long_work.SceneWork):
         return result
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
 def refusal(obj: bpy.types.Object) -> str | None:
     """Why this rig cannot be baked now (Edit Mode, linked from a library, a Tolerance that is no number), or None."""
     if obj.mode == 'EDIT':

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...core.math.matrix_rows import continuous_quaternions
 from .. import long_work
-from ..bake import baking, keys
+from ..bake import baking, keys, writing
 from ..rig import animdata, armature
 from . import setup
 from .clip_pose import Copy, hold_of
@@ -56,7 +56,7 @@ class Retargeting(long_work.SceneWork):
         self.written = False
         self.made: list = []
         self.baker: baking.Baker | None = None
-        self.result: baking.BakeResult | None = None
+        self.result: writing.BakeResult | None = None
         self.hold(scene, obj, live_off=True)
 
     @property
@@ -143,7 +143,7 @@ class Retargeting(long_work.SceneWork):
             self.baker = None
         self.let_go(live=True if self.written else None)
 
-    def finish(self) -> baking.BakeResult | None:
+    def finish(self) -> writing.BakeResult | None:
         """Write the bake's keys and turn the hands and feet back to the clip's orientation; let go (where the bake
         fails, with live solving on: the clip's pose is keyed and live solving corrects the ends)."""
         live = None

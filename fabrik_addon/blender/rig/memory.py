@@ -6,7 +6,7 @@ read (its skeleton), the last live solve's status, its solution and what
 continuity mode carries, the last live read (which the next frame may reuse),
 and what the overlay and the comparison keep. None of it is in the file: what
 must survive a reload (the animator's pose under the solve) is kept with the
-rig (`held`). A rig's memory is forgotten here, all of it at once, when the
+rig (`held_bones`). A rig's memory is forgotten here, all of it at once, when the
 rig is deleted or renamed, another file is loaded or the add-on is switched
 off; undo and switching live solving off or on forget what the next frame
 could go on from (`forget_reads`).
@@ -61,7 +61,7 @@ class RigMemory:
     inputs: tuple | None = None
     #: The last live frame's read, which a frame where only the targets moved goes on from (`handlers`).
     read: object = None
-    #: A library override's held entries (`held`): Blender keeps no property of ours in an override's file.
+    #: A library override's held entries (`held_bones`): Blender keeps no property of ours in an override's file.
     held: object = None
     # The overlay and the comparison.
     #: Per effector index: the tip's recent world positions; and what the overlay last drew, with what from.

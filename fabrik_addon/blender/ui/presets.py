@@ -128,8 +128,17 @@ class FABRIK_OT_rig_settings_preset_apply(Operator):
         # The panel shows the rig of a selected target too; a preset file sets `bpy.context.object`'s settings,
         # so it runs with the rig as the object (not the target, whose own hidden settings it would change).
         rig = rig_for_panel(context)
-        with context.temp_override(object=rig, active_object=rig):
-            result = bpy.ops.script.execute_preset(filepath=self.filepath, menu_idname=self.menu_idname)
+        before = {name: getattr(rig.fabrik, name) for name in RIG_SETTINGS}
+        try:
+            with context.temp_override(object=rig, active_object=rig):
+                result = bpy.ops.script.execute_preset(filepath=self.filepath, menu_idname=self.menu_idname)
+        except (RuntimeError, TypeError) as exc:  # (a missing file, a line that sets no such value: all or nothing)
+            for name, value in before.items():
+                setattr(rig.fabrik, name, value)
+            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            self.report({'ERROR'}, f"Cannot apply the preset {bpy.path.display_name(self.filepath)!r}: {reason}; "
+                        f"'{rig.name}' keeps its settings")
+            return {'CANCELLED'}
         if 'FINISHED' in result:
             self.report({'INFO'}, f"'{rig.name}': {bpy.path.display_name(self.filepath)} settings")
         return result

@@ -7,6 +7,7 @@ import bpy
 from bpy.props import BoolProperty
 from bpy.types import Operator
 
+from ..bake import baking
 from ..long_work import SteppedOperator
 from ..retarget import job, setup
 from ..rig import editable
@@ -67,7 +68,8 @@ frame range to the clip's; progress in the status bar, Esc cancels)"""
         self._mapped_here = mapped_here = not setup.mapping(obj)
         if mapped_here:
             setup.map_bones(obj)
-        refused = setup.refusal(obj) or editable.keys_editable(obj)
+        # (and what the bake of its corrections would refuse, a Floor or a Tolerance it cannot use, before it starts)
+        refused = setup.refusal(obj) or editable.keys_editable(obj) or baking.refusal(obj)
         if not refused:
             try:
                 self._work = job.Retargeting(scene, obj, self.find_contacts, self.bake)
