@@ -52,8 +52,8 @@ def fcurves(obj: bpy.types.Object, create: bool = False):
 
 def fcurve_paths(obj: bpy.types.Object, collection=None) -> frozenset[str]:
     """The data paths the object's F-curves (`fcurves`, or `collection` where the caller has it) animate, read
-    again only when its action, its slot or the number of F-curves changes: live solving asks on every frame,
-    and reading a big rig's every F-curve costs more than its solve. (Kept with the rig's memory.)"""
+    again only when its action, its slot or the number of F-curves changes (live solving asks on every frame;
+    kept with the rig's memory)."""
     collection = fcurves(obj) if collection is None else collection
     if collection is None:
         return frozenset()

@@ -139,8 +139,7 @@ def channel_matrix(mode: str, value: tuple[float, ...]) -> np.ndarray:
 
 def channel_values(modes: list[str], solved: list, current: list) -> list:
     """Each solved local rotation (a unit quaternion) as a value of its bone's rotation channel, continuous with
-    what the channel holds now (`current`: no sign or 2 pi jumps, as mathutils' make_compatible does). (On plain
-    floats: quicker than on arrays for any number of bones, once the list of them is counted in.)"""
+    what the channel holds now (`current`: no sign or 2 pi jumps, as mathutils' make_compatible does)."""
     if modes and modes.count('QUATERNION') == len(modes):
         return list(map(rotation_channels.compatible_quaternion, solved, current))
     return [rotation_channels.channel_from_quaternion(mode, q, now) for q, now, mode in zip(solved, current, modes)]

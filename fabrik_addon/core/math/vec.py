@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Small 3-vector helpers on plain float tuples.
 
-The solver moves one joint at a time; on single 3-vectors CPython does these
-about ten times faster with tuples than with numpy, so the inner loops use
-these and numpy is kept for work that batches (whole poses).
+The solver moves one joint at a time, and on single 3-vectors plain tuples
+beat numpy's per-call cost (docs/benchmarks.md, "How the code computes"), so
+the inner loops use these and numpy is kept for work that batches.
 """
 
 from __future__ import annotations
