@@ -63,7 +63,7 @@ class FabrikOverlaySettings(PropertyGroup):
     show_targets: BoolProperty(
         name="Tip to Target", default=True, update=redraw_viewports,
         description="A line from each tip to its target: green reached, yellow missed by more than the tolerance, "
-                    "red an error, grey not solved yet",
+                    "red an error, grey not solved (or live solving off)",
     )
     show_poles: BoolProperty(name="Poles", default=True, update=redraw_viewports,
                              description="A line from each chain's middle joint to its pole target")

@@ -173,7 +173,11 @@ def settled(s: Solving) -> None:
     anchor = None if s.settings.explore else AngleRig(s.tree, s.start)
     s.budget.spend(settle.into_poles(rig, s.problem, s.settings.tolerance, s.budget.left, holds, anchor))
     settle.set_idle_twists(rig, s.problem, s.twists())
-    s.best = Solved(best.report, rig=rig)
+    # Settling moves the tips within the tolerance: the report says where they ended, not where they were.
+    errors, rotation_errors = goal_errors_of(rig, s.problem)
+    reached = s.problem.reached(errors, rotation_errors, s.settings.tolerance)
+    s.best = Solved(replace(best.report, errors=errors, rotation_errors=rotation_errors, converged=reached,
+                            stopped_by=best.report.stopped_by if reached else "stalled"), rig=rig)
 
 
 def searched(s: Solving) -> None:
