@@ -261,8 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     parts += [
         "", "## Targets at a glance", "",
         "Every row of the benchmarks below that has a target: the step of the project that set it (with its "
-        "issue), and whether this run met it on the range's worst end (MISS: not met yet). Ratios: FABRIK's "
-        "cost over Blender's live (below 1: cheaper), Blender's bake time over FABRIK's (above 1: faster).",
+        "issue), and whether this run met it on the range's worst end (MISS: not met yet). The ratio is FABRIK's "
+        "cost over Blender's live (below 1: cheaper) and Blender's bake time over FABRIK's (above 1: faster); a "
+        "target on another measure (a frame after a jump, a whole frame's time) is judged on it, in its "
+        "benchmark's tables below.",
         "", summary_table(outputs),
     ]
     for script, title in BENCHMARKS:
