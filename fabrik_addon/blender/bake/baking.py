@@ -22,7 +22,7 @@ from ..effectors import effector_goals, integrity
 from ..rig import animdata, armature, moving_root
 from ..rig.editable import action_editable, editable
 from ..rig.floor import floor_problem
-from ..rig.props import tolerance_problem
+from ..rig.props import effector_label, tolerance_problem
 from ..rig.status import switched_off
 from . import keys
 from .reading import FrameRows
@@ -267,16 +267,9 @@ class Baker(long_work.SceneWork):
 
     def _note(self, i: int, problems: dict[int, str]) -> None:
         """Remember the effectors that could not be solved, or missed their targets, on frame i."""
-        bad = [f"{self._named(k)}: {m}" for k, m in problems.items() if not switched_off(m)]
+        bad = [f"{effector_label(self.obj.fabrik, k)!r}: {m}" for k, m in problems.items() if not switched_off(m)]
         if bad:
             self._problems.append((i, f"frame {self.frames[i]}: " + "; ".join(bad)))
-
-    def _named(self, index: int) -> str:
-        """An effector as the panel names it: its name, else its bone, else its place in the list."""
-        effectors = self.obj.fabrik.effectors
-        if 0 <= index < len(effectors):
-            return repr(effectors[index].name or effectors[index].bone or f"#{index + 1}")
-        return f"#{index + 1}"
 
     def _record(self, i: int, status, read, solved) -> None:
         """Keep frame i's result (`solve.compute`'s), or (none) the channel values it has now and what went
@@ -288,7 +281,8 @@ class Baker(long_work.SceneWork):
             self.root_values[i] = solved.root if moved else (tuple(pose_bone.location), armature.rotation_value(pose_bone))
             self.root_moved |= moved
         if solved is None:
-            reasons = "; ".join(f"{self._named(k)}: {m}" for k, m in status.effectors.items() if not switched_off(m))
+            reasons = "; ".join(f"{effector_label(self.obj.fabrik, k)!r}: {m}"
+                                for k, m in status.effectors.items() if not switched_off(m))
             why = f" ({reasons})" if reasons and reasons not in status.message else ""
             self._problems.append((i, f"frame {self.frames[i]}: {status.message}{why}"))
             self.as_was[i] = {name: armature.rotation_value(self.obj.pose.bones[name]) for name in self.bones}

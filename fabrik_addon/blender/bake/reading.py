@@ -39,7 +39,7 @@ from ..effectors import effector_goals, pins
 from ..effectors.effector_values import EffectorValues
 from ..rig import animdata, armature
 from ..rig.channels import fixed_frame
-from ..rig.floor import floor_plane, floor_problem
+from ..rig.floor import floor_plane, moves_with_rig
 from ..rig.status import RigStatus, concluded
 
 
@@ -140,9 +140,12 @@ class FrameRows:
     def read(self, depsgraph: bpy.types.Depsgraph) -> bool:
         """Read the current frame; False when its goals or settings differ from the reader's (the caller reads
         and solves it whole)."""
-        if floor_problem(self.obj, depsgraph):
+        if moves_with_rig(self.obj):
             return False  # (the whole read says why)
-        plane = floor_plane(self.obj, depsgraph)  # (this frame's: the floor or the rig may move)
+        try:
+            plane = floor_plane(self.obj, depsgraph)  # (this frame's: the floor or the rig may move)
+        except ValueError:
+            return False
         settings = _solve_settings(self.obj, depsgraph)
         if self.settings is None:
             self.settings = settings

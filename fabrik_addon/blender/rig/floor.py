@@ -12,16 +12,23 @@ from ...core.goals.floor import Floor
 from . import armature
 
 
-def floor_problem(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> str | None:
-    """Why the rig's Floor cannot be used, or None (also where it has none)."""
-    floor = obj.fabrik.floor
-    if floor is None:
-        return None
-    child = floor
+def moves_with_rig(obj: bpy.types.Object) -> str | None:
+    """Why the rig's Floor would move with the solve (it hangs from a bone of the rig), or None."""
+    floor = child = obj.fabrik.floor
     while child is not None:
         if child.parent == obj and child.parent_type == 'BONE':
             return f"the Floor '{floor.name}' hangs from a bone of '{obj.name}' (it would move with the solve)"
         child = child.parent
+    return None
+
+
+def floor_problem(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> str | None:
+    """Why the rig's Floor cannot be used, or None (also where it has none)."""
+    if obj.fabrik.floor is None:
+        return None
+    moves = moves_with_rig(obj)
+    if moves:
+        return moves
     try:
         floor_plane(obj, depsgraph)
     except ValueError as exc:

@@ -419,6 +419,14 @@ def unregister() -> None:
     _unregister_classes()
 
 
+def effector_label(settings, index: int) -> str:
+    """An effector as the panel, the report and the bake name it: its name, else its bone, else its place."""
+    effectors = settings.effectors
+    if 0 <= index < len(effectors) and (effectors[index].name or effectors[index].bone):
+        return effectors[index].name or effectors[index].bone
+    return f"#{index + 1}"
+
+
 def tolerance_problem(obj: bpy.types.Object) -> str | None:
     """Why the rig's Tolerance cannot be used (not a number, below 0, above TOLERANCE_MAX: a file from elsewhere, a
     script that set the raw value), or None; live solving and the bake refuse it alike."""

@@ -16,7 +16,7 @@ from bpy.types import Panel, UIList
 from ..effectors import integrity, pins
 from ..retarget import rests, setup
 from ..rig import armature, memory, moving_root
-from ..rig.props import FabrikEffector
+from ..rig.props import FabrikEffector, effector_label
 from ..rig.status import DISABLED, RigStatus, statuses
 from . import compare, presets, setup_ops
 from .wrapping import MARGIN_PIXELS, draw_wrapped, room_for, split
@@ -209,8 +209,8 @@ class VIEW3D_PT_fabrik_status(FabrikSidebarPanel, Panel):
             if kind == 'NONE' and rig_status is None:
                 continue
             icon, alert = STATUS_ICONS[kind]
-            name = effector.name or effector.bone or f"#{index + 1}"
-            draw_wrapped(column, f"{name}: {message}", room, icon, alert, active=kind != 'DISABLED')
+            draw_wrapped(column, f"{effector_label(obj.fabrik, index)}: {message}", room, icon, alert,
+                         active=kind != 'DISABLED')
         layout.operator("fabrik.copy_report", icon='COPYDOWN')
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from bpy.types import Operator
 
 from ... import __version__
+from ..rig.props import effector_label
 from ..rig.status import statuses
 from .panels import effector_state
 from .setup_ops import rig_for_panel
@@ -53,10 +54,10 @@ def report_text(obj: bpy.types.Object) -> str:
         lines.append(f"Effector {index + 1} '{effector.name}': {_settings(effector)}")
     rig_status = statuses.get(obj.name)
     lines.append(f"Status: {rig_status.message if rig_status is not None and rig_status.message else 'not solved yet'}")
-    for index, effector in enumerate(obj.fabrik.effectors):
+    for index in range(len(obj.fabrik.effectors)):
         kind, message = effector_state(obj, index)
         if message:
-            lines.append(f"  {effector.name or effector.bone or f'#{index + 1}'}: {message} [{kind.lower()}]")
+            lines.append(f"  {effector_label(obj.fabrik, index)}: {message} [{kind.lower()}]")
     return "\n".join(lines) + "\n"
 
 
